@@ -1,0 +1,43 @@
+// dlm/cache/concept.hpp — the KV-cache policy axis: what does a forward recompute, and what is reused?
+//
+// A cache policy plans each forward (its query window, the rows whose logits are needed, the keys it
+// attends to and the K/V it stores). The K/V tensors themselves live in the model's per-sequence
+// cache object; the policy only decides.
+#pragma once
+
+#include <concepts>
+#include <type_traits>
+
+#include "../mask/masks.hpp"
+#include "plan.hpp"
+
+namespace dlm {
+
+/// Hook: `c.plan(mask, layout, cursor)` — the forward to run for a sequence at `cursor`.
+/// Checked with the bidirectional mask; a policy may constrain which masks it accepts.
+template <class C>
+concept cache_has_plan = requires(const C& c, const canvas_layout& l, const block_cursor& cur) {
+    { c.plan(bidirectional_mask{}, l, cur) } -> std::same_as<forward_plan>;
+} || requires(const C& c, const canvas_layout& l, const block_cursor& cur) {
+    { c.plan(block_causal_mask{}, l, cur) } -> std::same_as<forward_plan>;
+};
+
+/// Trait: `C::is_exact` — does this cache reproduce a full recompute exactly? An exact cache needs a
+/// mask whose committed K/V are final (the decoder refuses the other combinations at compile time).
+template <class C>
+concept cache_has_exactness_trait = requires {
+    { std::bool_constant<C::is_exact>{} };
+};
+
+/// Trait: `C::needs_storage` — does the model have to keep K/V between forwards?
+template <class C>
+concept cache_has_storage_trait = requires {
+    { std::bool_constant<C::needs_storage>{} };
+};
+
+/// A KV-cache policy.
+template <class C>
+concept kv_cache_policy =
+    std::copyable<C> && cache_has_plan<C> && cache_has_exactness_trait<C> && cache_has_storage_trait<C>;
+
+}  // namespace dlm

@@ -1,0 +1,318 @@
+// dlm/decoder.hpp — the one decoding loop, composed from four policies.
+//
+//   dlm::decoder<Model, Mask, Cache, Schedule, Sampler>
+//
+// Every decoder of a masked-diffusion LM (and plain autoregressive decoding) is the same loop over a
+// canvas [prompt | MASK ...]: plan a forward (Cache), run it with the attention mask (Mask), draw a
+// token and confidence for each masked slot of the active block (Sampler), commit some of them
+// (Schedule), and move to the next block when the active one has no masked slot left.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/caches.hpp"
+#include "core/error.hpp"
+#include "core/result.hpp"
+#include "mask/masks.hpp"
+#include "model/concept.hpp"
+#include "sampler/samplers.hpp"
+#include "schedule/concept.hpp"
+
+namespace dlm {
+
+namespace detail {
+template <class C>
+constexpr bool reuses_exact_kv() {
+    if constexpr (cache_has_exactness_trait<C> && cache_has_storage_trait<C>) return C::is_exact && C::needs_storage;
+    else return false;
+}
+template <class M>
+constexpr bool kv_final_under() {
+    if constexpr (mask_has_finality_trait<M>) return M::committed_kv_is_final;
+    else return true;
+}
+}  // namespace detail
+
+template <class Model, class Mask, class Cache, class Schedule, class Sampler>
+class decoder {
+    // Sentence-style checks: a policy missing a hook fails here, where the decoder is named, with the
+    // name of the hook.
+    static_assert(model_has_traits<Model>,
+                  "dlm::decoder: the Model must provide vocab_size(), mask_id(), eos_ids() and logits_shift().");
+    static_assert(model_has_kv_cache<Model>,
+                  "dlm::decoder: the Model must provide a nested type kv_cache and make_kv_cache(capacity).");
+    static_assert(model_has_forward<Model>,
+                  "dlm::decoder: the Model must provide forward(requests, mask, logits), templated on the mask.");
+    static_assert(mask_has_allowed<Mask>,
+                  "dlm::decoder: the Mask policy must provide `bool allowed(const canvas_layout&, index_t q, index_t k) const`.");
+    static_assert(mask_has_key_end<Mask>,
+                  "dlm::decoder: the Mask policy must provide `index_t key_end(const canvas_layout&, index_t q) const`.");
+    static_assert(mask_has_block_length<Mask>,
+                  "dlm::decoder: the Mask policy must provide `index_t block_length_for(index_t gen_length) const`.");
+    static_assert(mask_has_finality_trait<Mask>,
+                  "dlm::decoder: the Mask policy must declare `static constexpr bool committed_kv_is_final`.");
+    static_assert(cache_has_plan<Cache>,
+                  "dlm::decoder: the Cache policy must provide `forward_plan plan(const Mask&, const canvas_layout&, const block_cursor&) const`.");
+    static_assert(cache_has_exactness_trait<Cache> && cache_has_storage_trait<Cache>,
+                  "dlm::decoder: the Cache policy must declare `static constexpr bool is_exact` and `needs_storage`.");
+    static_assert(schedule_has_select<Schedule>,
+                  "dlm::decoder: the Schedule policy must provide `void select(const step_context&, std::span<const candidate>, std::vector<index_t>&) const`.");
+    static_assert(sampler_has_sample<Sampler>,
+                  "dlm::decoder: the Sampler policy must provide `slot_choice sample(std::span<const float>, const random_key&, std::span<const token_id>) const`.");
+    // Where policies must agree.
+    static_assert(!detail::reuses_exact_kv<Cache>() || detail::kv_final_under<Mask>(),
+                  "dlm::decoder: an exact KV cache needs a mask under which committed keys and values are final "
+                  "(causal_mask or block_causal_mask). Under a bidirectional mask every key changes whenever any slot "
+                  "is committed, so reusing cached K/V would not be exact: use no_cache, or Fast-dLLM's approximate "
+                  "approx_prefix_cache or dual_cache.");
+
+public:
+    using model_type = Model;
+    using mask_type = Mask;
+    using cache_type = Cache;
+    using schedule_type = Schedule;
+    using sampler_type = Sampler;
+
+    explicit decoder(Model& model, Mask mask = {}, Cache cache = {}, Schedule schedule = {}, Sampler sampler = {})
+        : model_(&model), mask_(mask), cache_(cache), schedule_(schedule), sampler_(sampler) {
+        if constexpr (requires { sampler_.validate(); }) sampler_.validate();
+    }
+
+    [[nodiscard]] const Mask& mask() const noexcept { return mask_; }
+    [[nodiscard]] const Cache& cache() const noexcept { return cache_; }
+    [[nodiscard]] const Schedule& schedule() const noexcept { return schedule_; }
+    [[nodiscard]] const Sampler& sampler() const noexcept { return sampler_; }
+    [[nodiscard]] Model& model() const noexcept { return *model_; }
+
+    /// Decode a batch of prompts. Sequences may have different prompt lengths; each advances through
+    /// its own blocks, all active sequences sharing every batched forward. Every parameter is checked
+    /// before the first forward (dlm::invalid_parameter names the one that is wrong).
+    decode_result generate(std::span<const std::vector<token_id>> prompts, const generation_options& options,
+                           const step_callback& on_step = {}) {
+        std::vector<sequence> seqs = prepare(prompts, options);
+        decode_result out;
+        std::vector<forward_request<kv_type>> requests;
+        std::vector<index_t> active;
+        std::vector<float> logits;
+        std::vector<candidate> cands;
+        std::vector<index_t> chosen, committed_positions;
+        const auto vocab = static_cast<std::size_t>(model_->vocab_size());
+        const auto eos = model_->eos_ids();
+        const auto clock_start = std::chrono::steady_clock::now();
+        bool cancelled = false;
+
+        while (!cancelled) {
+            active.clear();
+            requests.clear();
+            std::size_t rows = 0;
+            for (std::size_t i = 0; i < seqs.size(); ++i) {
+                auto& s = seqs[i];
+                if (s.done) continue;
+                const forward_plan plan = cache_.plan(mask_, s.layout, s.cursor);
+                check_plan(plan, s.layout);
+                requests.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
+                active.push_back(static_cast<index_t>(i));
+                rows += static_cast<std::size_t>(plan.logits_rows());
+            }
+            if (active.empty()) break;
+            logits.resize(rows * vocab);
+
+            const auto t0 = std::chrono::steady_clock::now();
+            model_->forward(std::span<const forward_request<kv_type>>(requests), mask_, std::span<float>(logits));
+            out.stats.model_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++out.stats.forwards;
+
+            std::size_t row_offset = 0;
+            for (std::size_t r = 0; r < active.size() && !cancelled; ++r) {
+                const auto idx = static_cast<std::size_t>(active[r]);
+                auto& s = seqs[idx];
+                const forward_plan& plan = requests[r].plan;
+                const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed,
+                                       s.result.stats.forwards, options.seed, eos};
+                bool ban_eos = false;
+                if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
+                const std::span<const token_id> banned = ban_eos ? eos : std::span<const token_id>{};
+
+                cands.clear();
+                const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
+                for (index_t p = b_begin; p < b_end; ++p) {
+                    if (s.canvas[static_cast<std::size_t>(p)] != mask_id_) continue;
+                    const index_t row = s.layout.row_for_slot(p);
+                    const float* row_logits = logits.data() + row_offset + static_cast<std::size_t>(row - plan.logits_begin) * vocab;
+                    const slot_choice c = sampler_.sample(std::span<const float>(row_logits, vocab),
+                                                          ctx.key(rng_stream::sampling, p), banned);
+                    if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
+                        throw numeric_error(active[r], ctx.forward, row,
+                                            "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
+                    cands.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
+                }
+                row_offset += static_cast<std::size_t>(plan.logits_rows()) * vocab;
+
+                chosen.clear();
+                schedule_.select(ctx, std::span<const candidate>(cands), chosen);
+                committed_positions.clear();
+                for (index_t j : chosen) {
+                    if (j < 0 || static_cast<std::size_t>(j) >= cands.size())
+                        throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) +
+                                             " but only " + std::to_string(cands.size()) + " exist");
+                    const candidate& c = cands[static_cast<std::size_t>(j)];
+                    auto& slot_token = s.canvas[static_cast<std::size_t>(c.position)];
+                    if (slot_token != mask_id_)
+                        throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
+                    slot_token = c.token;
+                    const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
+                    s.result.tokens[g] = c.token;
+                    s.result.commit_forward[g] = ctx.forward;
+                    s.result.commit_confidence[g] = c.probability;
+                    committed_positions.push_back(c.position);
+                }
+                s.result.stats.committed += static_cast<index_t>(chosen.size());
+                s.result.stats.forwards += 1;
+                s.result.stats.rows_computed += plan.window_size();
+                const block_cursor stepped = s.cursor;
+                s.cursor.step_in_block += 1;
+                advance(s, ctx, cands.size() - chosen.size());
+
+                if (on_step) {
+                    const step_event ev{active[r], ctx.forward, stepped, s.layout, s.canvas, committed_positions, &s.result};
+                    if (on_step(ev) == step_action::cancel) cancelled = true;
+                }
+            }
+        }
+        const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
+        out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
+        out.sequences.reserve(seqs.size());
+        for (auto& s : seqs) {
+            s.result.cancelled = cancelled && !s.done;
+            finish(s.result, eos);
+            out.sequences.push_back(std::move(s.result));
+        }
+        return out;
+    }
+
+    /// A single prompt.
+    sequence_result generate(const std::vector<token_id>& prompt, const generation_options& options,
+                             const step_callback& on_step = {}) {
+        return std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
+    }
+
+    /// A schedule that leaves a block unfinished after this many forwards is broken; the decoder
+    /// throws dlm::contract_error instead of looping forever.
+    static constexpr index_t max_steps_per_slot = 64;
+
+private:
+    using kv_type = typename Model::kv_cache;
+
+    struct sequence {
+        canvas_layout layout;
+        std::vector<token_id> canvas;
+        block_cursor cursor;
+        index_t masked_at_block_start = 0;
+        std::optional<kv_type> kv;
+        sequence_result result;
+        bool done = false;
+    };
+
+    std::vector<sequence> prepare(std::span<const std::vector<token_id>> prompts, const generation_options& o) {
+        if (prompts.empty()) throw invalid_parameter("prompts", "the batch is empty");
+        if (o.gen_length < 1) throw invalid_parameter("gen_length", "must be >= 1, got " + std::to_string(o.gen_length));
+        mask_id_ = model_->mask_id();
+        const index_t vocab = model_->vocab_size();
+        if (mask_id_ < 0 || mask_id_ >= vocab)
+            throw invalid_parameter("mask_id", "the model's mask id " + std::to_string(mask_id_) +
+                                                   " is outside its vocabulary [0, " + std::to_string(vocab) + ")");
+        const index_t block_length = mask_.block_length_for(o.gen_length);
+        std::vector<sequence> seqs(prompts.size());
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            const auto& prompt = prompts[i];
+            const std::string which = "prompts[" + std::to_string(i) + "]";
+            if (prompt.empty()) throw invalid_parameter(which, "is empty; a prompt needs at least one token");
+            for (std::size_t j = 0; j < prompt.size(); ++j)
+                if (prompt[j] < 0 || prompt[j] >= vocab)
+                    throw invalid_parameter(which, "token " + std::to_string(j) + " is " + std::to_string(prompt[j]) +
+                                                       ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+            auto& s = seqs[i];
+            s.layout = {static_cast<index_t>(prompt.size()), o.gen_length, block_length, model_->logits_shift()};
+            if constexpr (requires { model_->max_context(); }) {
+                if (s.layout.size() > model_->max_context())
+                    throw invalid_parameter(which, "prompt length " + std::to_string(prompt.size()) + " + gen_length " +
+                                                       std::to_string(o.gen_length) + " exceeds the model's context of " +
+                                                       std::to_string(model_->max_context()));
+            }
+            if constexpr (requires { schedule_.validate(s.layout); }) schedule_.validate(s.layout);
+            s.canvas = prompt;
+            s.canvas.resize(static_cast<std::size_t>(s.layout.size()), mask_id_);
+            s.masked_at_block_start = block_length;
+            const auto g = static_cast<std::size_t>(o.gen_length);
+            s.result.tokens.assign(g, mask_id_);
+            s.result.commit_forward.assign(g, -1);
+            s.result.commit_confidence.assign(g, 0.f);
+        }
+        for (auto& s : seqs)
+            if constexpr (Cache::needs_storage) s.kv.emplace(model_->make_kv_cache(s.layout.size()));
+        return seqs;
+    }
+
+    static void check_plan(const forward_plan& p, const canvas_layout& l) {
+        const bool ok = 0 <= p.window_begin && p.window_begin <= p.window_end && p.window_end <= l.size() &&
+                        p.window_begin <= p.logits_begin && p.logits_begin < p.logits_end && p.logits_end <= p.window_end &&
+                        (!(p.store_end > p.store_begin) || (p.window_begin <= p.store_begin && p.store_end <= p.window_end)) &&
+                        p.window_end <= p.attend_end && p.attend_end <= l.size();
+        if (!ok) throw contract_error("dlm::decoder: the cache policy planned an inconsistent forward");
+    }
+
+    // After a step: close the block when it has no masked slot left, stop or move on.
+    void advance(sequence& s, const step_context& ctx, std::size_t still_masked) {
+        if (still_masked == 0) {
+            s.result.stats.steps_per_block.push_back(s.cursor.step_in_block);
+            bool stop = s.cursor.block + 1 >= s.layout.block_count();
+            if constexpr (requires { schedule_.stop_after_block(ctx, std::span<const token_id>{}); }) {
+                const auto block = std::span<const token_id>(s.canvas).subspan(
+                    static_cast<std::size_t>(s.layout.block_begin(s.cursor.block)), static_cast<std::size_t>(s.layout.block_length));
+                if (!stop && schedule_.stop_after_block(ctx, block)) {
+                    stop = true;
+                    s.result.stopped_early = true;
+                    const token_id fill = ctx.eos_ids.empty() ? mask_id_ : ctx.eos_ids.front();
+                    for (index_t p = s.layout.block_end(s.cursor.block); p < s.layout.size(); ++p) {
+                        s.canvas[static_cast<std::size_t>(p)] = fill;
+                        s.result.tokens[static_cast<std::size_t>(p - s.layout.prompt_length)] = fill;
+                    }
+                }
+            }
+            if (stop) {
+                s.done = true;
+                s.kv.reset();
+            } else {
+                s.cursor = {s.cursor.block + 1, 0};
+                s.masked_at_block_start = s.layout.block_length;
+            }
+        } else if (s.cursor.step_in_block > max_steps_per_slot * s.layout.block_length) {
+            throw contract_error("dlm::decoder: the schedule left block " + std::to_string(s.cursor.block) + " unfinished after " +
+                                 std::to_string(s.cursor.step_in_block) + " forwards");
+        }
+    }
+
+    static void finish(sequence_result& r, std::span<const token_id> eos) {
+        r.answer_length = static_cast<index_t>(r.tokens.size());
+        for (std::size_t i = 0; i < r.tokens.size(); ++i)
+            if (std::find(eos.begin(), eos.end(), r.tokens[i]) != eos.end()) {
+                r.answer_length = static_cast<index_t>(i);
+                break;
+            }
+    }
+
+    Model* model_;
+    Mask mask_;
+    Cache cache_;
+    Schedule schedule_;
+    Sampler sampler_;
+    token_id mask_id_ = 0;
+};
+
+}  // namespace dlm

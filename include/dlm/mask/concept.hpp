@@ -1,0 +1,48 @@
+// dlm/mask/concept.hpp — the attention-mask policy axis: which keys may a query attend to?
+//
+// A mask is a small copyable value (FlashInfer's "variant" idea): the attention kernels, CPU and CUDA,
+// take its type as a template parameter and call `allowed` inline per (query, key) pair, so choosing a
+// mask costs nothing at run time. The mask also owns the block structure of the generation.
+#pragma once
+
+#include <concepts>
+#include <type_traits>
+
+#include "../core/layout.hpp"
+
+namespace dlm {
+
+/// Hook: `m.allowed(layout, q, k)` — may query position q attend to key position k?
+template <class M>
+concept mask_has_allowed = requires(const M& m, const canvas_layout& l, index_t q, index_t k) {
+    { m.allowed(l, q, k) } -> std::same_as<bool>;
+};
+
+/// Hook: `m.key_end(layout, q)` — one past the last key q may attend to (a loop bound for kernels;
+/// `allowed(l, q, k)` must be false for every k >= key_end).
+template <class M>
+concept mask_has_key_end = requires(const M& m, const canvas_layout& l, index_t q) {
+    { m.key_end(l, q) } -> std::same_as<index_t>;
+};
+
+/// Hook: `m.block_length_for(gen_length)` — the block size this mask uses for a generation of that
+/// length; throws dlm::invalid_parameter when the mask's own block length does not fit.
+template <class M>
+concept mask_has_block_length = requires(const M& m, index_t gen_length) {
+    { m.block_length_for(gen_length) } -> std::same_as<index_t>;
+};
+
+/// Trait: `M::committed_kv_is_final` — once a block is committed, are its keys and values final?
+/// True when no key ever attends to a later block (causal, block-causal): then an exact KV cache is
+/// possible. False when every position sees the whole canvas (bidirectional).
+template <class M>
+concept mask_has_finality_trait = requires {
+    { std::bool_constant<M::committed_kv_is_final>{} };
+};
+
+/// An attention mask policy.
+template <class M>
+concept attention_mask = std::copyable<M> && mask_has_allowed<M> && mask_has_key_end<M> &&
+                         mask_has_block_length<M> && mask_has_finality_trait<M>;
+
+}  // namespace dlm

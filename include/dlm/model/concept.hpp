@@ -1,0 +1,56 @@
+// dlm/model/concept.hpp — what the decoder needs from a model.
+#pragma once
+
+#include <concepts>
+#include <span>
+
+#include "../cache/plan.hpp"
+#include "../mask/masks.hpp"
+
+namespace dlm {
+
+/// One sequence's part of a batched forward. `canvas` is the sequence's whole current canvas; the
+/// model reads the tokens of the plan's window from it. `cache` is the sequence's K/V store, or null
+/// when the cache policy keeps none.
+template <class KvCache>
+struct forward_request {
+    std::span<const token_id> canvas;
+    canvas_layout layout;
+    forward_plan plan;
+    KvCache* cache = nullptr;
+};
+
+/// Hooks: `vocab_size()`, `mask_id()`, `eos_ids()` and `logits_shift()` (true for the Dream family:
+/// slot p is predicted by output row p-1).
+template <class M>
+concept model_has_traits = requires(const M& m) {
+    { m.vocab_size() } -> std::convertible_to<index_t>;
+    { m.mask_id() } -> std::convertible_to<token_id>;
+    { m.eos_ids() } -> std::convertible_to<std::span<const token_id>>;
+    { m.logits_shift() } -> std::same_as<bool>;
+};
+
+/// Hook: `M::kv_cache` and `make_kv_cache(capacity)` — the per-sequence K/V store for `capacity`
+/// canvas positions.
+template <class M>
+concept model_has_kv_cache = requires(const M& m, index_t capacity) {
+    typename M::kv_cache;
+    { m.make_kv_cache(capacity) } -> std::same_as<typename M::kv_cache>;
+};
+
+/// Hook: `forward(requests, mask, logits)` — run one batched forward, templated on the mask, and
+/// write the logits of each request's rows [logits_begin, logits_end), requests in order, rows of
+/// `vocab_size()` floats, into `logits`.
+template <class M>
+concept model_has_forward =
+    model_has_kv_cache<M> && requires(M& m, std::span<const forward_request<typename M::kv_cache>> requests,
+                                      std::span<float> logits) {
+        { m.forward(requests, bidirectional_mask{}, logits) };
+    };
+
+/// A (diffusion or autoregressive) language model. Optional hook: `max_context()`, the longest
+/// canvas it accepts.
+template <class M>
+concept language_model = model_has_traits<M> && model_has_kv_cache<M> && model_has_forward<M>;
+
+}  // namespace dlm

@@ -1,0 +1,65 @@
+// dlm/presets.hpp — the decoders of the literature as compile-time variants of dlm::decoder.
+//
+//   dlm::presets::cdlm<Model> dec(model);              // reference defaults
+//   dlm::presets::llada<Model> dec(model, {32}, {}, {256});  // or any policy options
+//
+// Defaults, and where each comes from, are listed in docs/policies.md.
+#pragma once
+
+#include "cache/caches.hpp"
+#include "decoder.hpp"
+#include "mask/masks.hpp"
+#include "sampler/samplers.hpp"
+#include "schedule/cd4lm.hpp"
+#include "schedule/dream.hpp"
+#include "schedule/llada.hpp"
+#include "schedule/next_slot.hpp"
+#include "schedule/threshold.hpp"
+
+namespace dlm::presets {
+
+/// Categorical sampling with LLaDA's confidence: p(token) under the raw (untempered) softmax.
+struct llada_sampler : categorical_sampler {
+    llada_sampler() noexcept { confidence = confidence_source::raw; }
+    explicit llada_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
+        : categorical_sampler{temperature_, top_k_, top_p_, confidence_source::raw} {}
+};
+
+/// CDLM's schedule: Fast-dLLM's threshold rule inside the block (tau 0.9), stopping after a block
+/// that holds EOS.
+struct cdlm_schedule : threshold_schedule {
+    cdlm_schedule() noexcept : threshold_schedule{0.9, true} {}
+    explicit cdlm_schedule(double tau_) noexcept : threshold_schedule{tau_, true} {}
+};
+
+/// Any autoregressive LM: causal mask, exact per-token KV cache, next slot, greedy.
+template <class Model>
+using autoregressive = decoder<Model, causal_mask, prefix_cache, next_slot_schedule, greedy_sampler>;
+
+/// LLaDA generate.py: bidirectional attention over semi-AR blocks, full recompute, fixed steps per
+/// block with low-confidence remasking, Gumbel-max sampling.
+template <class Model>
+using llada = decoder<Model, semi_ar_mask, no_cache, llada_schedule, llada_sampler>;
+
+/// Dream diffusion_generate: bidirectional, one block, timestep schedule (steps 512, eps 1e-3, origin).
+template <class Model>
+using dream = decoder<Model, bidirectional_mask, no_cache, dream_schedule, categorical_sampler>;
+
+/// Fast-dLLM v1: semi-AR blocks with the approximate prefix cache refreshed at each block start,
+/// threshold 0.9.
+template <class Model>
+using fast_dllm = decoder<Model, semi_ar_mask, approx_prefix_cache, threshold_schedule, llada_sampler>;
+
+/// Fast-dLLM v1 with the dual cache (prefix and suffix cached).
+template <class Model>
+using fast_dllm_dual = decoder<Model, semi_ar_mask, dual_cache, threshold_schedule, llada_sampler>;
+
+/// CDLM: block-causal mask (B 32), exact block KV cache, threshold 0.9 inside the block, early stop.
+template <class Model>
+using cdlm = decoder<Model, block_causal_mask, prefix_cache, cdlm_schedule, greedy_sampler>;
+
+/// CD4LM: semi-AR blocks (B 32), full recompute, confidence-adaptive decoding.
+template <class Model>
+using cd4lm = decoder<Model, semi_ar_mask, no_cache, cd4lm_schedule, llada_sampler>;
+
+}  // namespace dlm::presets
