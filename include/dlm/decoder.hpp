@@ -245,7 +245,6 @@ private:
                                                        std::to_string(o.gen_length) + " exceeds the model's context of " +
                                                        std::to_string(model_->max_context()));
             }
-            if constexpr (requires { schedule_.validate(s.layout); }) schedule_.validate(s.layout);
             s.canvas = prompt;
             s.canvas.resize(static_cast<std::size_t>(s.layout.size()), mask_id_);
             s.masked_at_block_start = block_length;
@@ -254,8 +253,11 @@ private:
             s.result.commit_forward.assign(g, -1);
             s.result.commit_confidence.assign(g, 0.f);
         }
-        for (auto& s : seqs)
+        // Policy options are checked once every prompt is known to be well formed.
+        for (auto& s : seqs) {
+            if constexpr (requires { schedule_.validate(s.layout); }) schedule_.validate(s.layout);
             if constexpr (Cache::needs_storage) s.kv.emplace(model_->make_kv_cache(s.layout.size()));
+        }
         return seqs;
     }
 

@@ -52,7 +52,7 @@ struct cd4lm_schedule {
         for (const auto& x : c) {
             if (deferred(x)) continue;
             ++valid;
-            if (static_cast<double>(x.probability) >= tau) ++confident;
+            if (x.probability >= static_cast<float>(tau)) ++confident;  // float32, as the reference compares
         }
         if (valid == 0) {
             detail::top_k_by(c, std::min<index_t>(min_tokens, static_cast<index_t>(c.size())), chosen,

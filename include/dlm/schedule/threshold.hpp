@@ -31,7 +31,7 @@ struct threshold_schedule {
         for (std::size_t i = 1; i < c.size(); ++i)
             if (c[i].probability > c[best].probability) best = i;
         for (std::size_t i = 0; i < c.size(); ++i)
-            if (i == best || static_cast<double>(c[i].probability) >= tau) chosen.push_back(static_cast<index_t>(i));
+            if (i == best || c[i].probability >= static_cast<float>(tau)) chosen.push_back(static_cast<index_t>(i));
     }
     [[nodiscard]] bool stop_after_block(const step_context& ctx, std::span<const token_id> block) const noexcept {
         return stop_at_eos && detail::contains_eos(block, ctx.eos_ids);

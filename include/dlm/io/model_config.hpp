@@ -1,0 +1,363 @@
+// dlm/io/model_config.hpp — a Hugging Face config.json, read into the sizes and traits dlm needs.
+//
+// Three families are understood:
+//   llada  model_type "llada", architectures ["LLaDAModelLM"]: LLaDA-8B and models in its layout
+//          (d_model, n_heads, n_kv_heads, n_layers, mlp_hidden_size, vocab_size / embedding_size,
+//          max_sequence_length, weight_tying, include_bias / include_qkv_bias, mask_token_id).
+//   dream  model_type "Dream", architectures ["DreamModel"]: Dream-7B (Qwen2 layout, bidirectional).
+//   qwen2  model_type "qwen2", architectures ["Qwen2ForCausalLM"]: an autoregressive Qwen2 model.
+// Keys that are absent take the default of the family's own configuration class (LLaDAConfig,
+// DreamConfig, Qwen2Config). Anything else is refused by name: an unknown architecture, a missing or
+// ill-typed key, inconsistent sizes, or a feature dlm's transformer does not implement.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "json_util.hpp"
+
+namespace dlm::io {
+
+enum class architecture { llada, dream, qwen2 };  // qwen2 = Qwen2ForCausalLM (autoregressive)
+
+[[nodiscard]] constexpr std::string_view architecture_name(architecture a) noexcept {
+    switch (a) {
+        case architecture::llada: return "llada";
+        case architecture::dream: return "dream";
+        case architecture::qwen2: return "qwen2";
+    }
+    return "?";
+}
+
+/// LLaDA's mask token (<|mdm_mask|>), used when a LLaDA config has no mask_token_id.
+inline constexpr token_id llada_default_mask_id = 126336;
+/// Dream's mask token (DreamConfig's default), used when a Dream config has no mask_token_id.
+inline constexpr token_id dream_default_mask_id = 151666;
+
+struct model_config {
+    architecture arch = architecture::llada;
+    index_t vocab_size = 0;         ///< rows of the embedding and of the output head (LLaDA: embedding_size when present)
+    index_t hidden_size = 0;
+    index_t intermediate_size = 0;  ///< MLP inner width (gate/up output, down input)
+    index_t num_layers = 0;
+    index_t num_heads = 0;
+    index_t num_kv_heads = 0;       ///< divides num_heads (grouped-query attention when smaller)
+    index_t head_dim = 0;           ///< hidden_size / num_heads unless the config says otherwise; even
+    index_t max_context = 0;        ///< max_sequence_length (LLaDA) or max_position_embeddings
+    double rope_theta = 10000.0;
+    double rms_norm_eps = 1e-5;
+    bool tie_word_embeddings = false;  ///< the output head shares the embedding
+    bool qkv_bias = false;             ///< q/k/v projections have biases (Qwen2/Dream true, LLaDA false)
+    /// The token the decoder fills generation slots with. LLaDA: mask_token_id, else 126336. Dream:
+    /// mask_token_id, else 151666. qwen2 (AR, no mask token): mask_token_id if the config has one,
+    /// else vocab_size - 1, the last embedding row: Qwen2 checkpoints pad the vocabulary past the
+    /// tokenizer (151936 rows for 151665 tokens), so no tokenizer emits it and no prompt contains it.
+    token_id mask_id = no_token;
+    /// config eos_token_id (an int or a list), then any further ids from generation_config.json.
+    std::vector<token_id> eos_ids;
+    bool logits_shift = false;  ///< slot p is predicted by output row p-1 (Dream and AR: true; LLaDA: false)
+    bool causal = false;        ///< the architecture's native attention is causal (qwen2 only)
+};
+
+namespace detail {
+
+/// Typed access to a config object; every error names the source file and the key.
+class config_reader {
+public:
+    config_reader(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
+
+    [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+        throw file_error(source_, "key '" + key + "': " + why);
+    }
+    /// Present and not null.
+    [[nodiscard]] bool has(const char* key) const {
+        const auto it = j_.find(key);
+        return it != j_.end() && !it->is_null();
+    }
+    [[nodiscard]] const nlohmann::json& required(const char* key) const {
+        if (!j_.contains(key)) fail(key, "missing");
+        const auto& v = j_.at(key);
+        if (v.is_null()) fail(key, "is null");
+        return v;
+    }
+    [[nodiscard]] index_t integer(const char* key) const { return to_index(key, required(key)); }
+    [[nodiscard]] index_t integer_or(const char* key, index_t fallback) const {
+        return has(key) ? integer(key) : fallback;
+    }
+    [[nodiscard]] double number_or(const char* key, double fallback) const {
+        if (!has(key)) return fallback;
+        const auto& v = j_.at(key);
+        if (!v.is_number()) fail(key, "expected a number, found " + json_kind(v) + " " + json_quote(v));
+        const double d = v.get<double>();
+        if (!std::isfinite(d) || d <= 0) fail(key, json_quote(v) + " must be a positive finite number");
+        return d;
+    }
+    [[nodiscard]] bool boolean_or(const char* key, bool fallback) const {
+        if (!has(key)) return fallback;
+        const auto& v = j_.at(key);
+        if (!v.is_boolean()) fail(key, "expected true or false, found " + json_kind(v) + " " + json_quote(v));
+        return v.get<bool>();
+    }
+    [[nodiscard]] std::optional<std::string> string_opt(const char* key) const {
+        if (!has(key)) return std::nullopt;
+        const auto& v = j_.at(key);
+        if (!v.is_string()) fail(key, "expected a string, found " + json_kind(v) + " " + json_quote(v));
+        return v.get<std::string>();
+    }
+    /// A token id or a list of them (null or absent: none).
+    [[nodiscard]] std::vector<token_id> token_list(const char* key) const {
+        std::vector<token_id> ids;
+        if (!has(key)) return ids;
+        const auto& v = j_.at(key);
+        if (v.is_array()) {
+            for (const auto& e : v) ids.push_back(to_index(key, e));
+        } else {
+            ids.push_back(to_index(key, v));
+        }
+        return ids;
+    }
+    /// Exactly one token id.
+    [[nodiscard]] token_id single_token(const char* key) const { return to_index(key, required(key)); }
+    /// If `key` is present, its value must be `wanted`; else fail saying why dlm cannot run it.
+    void require(const char* key, const nlohmann::json& wanted, const char* why) const {
+        if (has(key) && j_.at(key) != wanted)
+            fail(key, json_quote(j_.at(key)) + " is not supported (dlm needs " + json_quote(wanted) + ": " + why + ")");
+    }
+
+private:
+    [[nodiscard]] index_t to_index(const char* key, const nlohmann::json& v) const {
+        const auto i = json_int64(v);
+        if (!i) fail(key, "expected an integer, found " + json_kind(v) + " " + json_quote(v));
+        if (*i < std::numeric_limits<index_t>::min() || *i > std::numeric_limits<index_t>::max())
+            fail(key, std::to_string(*i) + " does not fit in 32 bits");
+        return static_cast<index_t>(*i);
+    }
+
+    const nlohmann::json& j_;
+    const std::string& source_;
+};
+
+struct family {
+    architecture arch;
+    const char* model_type;  // compared case-insensitively (Dream's is "Dream")
+    const char* class_name;  // the architectures entry
+};
+inline constexpr family families[] = {
+    {architecture::llada, "llada", "LLaDAModelLM"},
+    {architecture::dream, "dream", "DreamModel"},
+    {architecture::qwen2, "qwen2", "Qwen2ForCausalLM"},
+};
+
+[[nodiscard]] inline bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+[[nodiscard]] inline architecture detect_architecture(const config_reader& r, const nlohmann::json& j, const std::string& source) {
+    const std::optional<std::string> model_type = r.string_opt("model_type");
+    std::vector<std::string> classes;
+    if (r.has("architectures")) {
+        const auto& a = j.at("architectures");
+        if (!a.is_array()) r.fail("architectures", "expected a list of class names, found " + json_kind(a));
+        for (const auto& e : a) {
+            if (!e.is_string()) r.fail("architectures", "expected a list of class names, found " + json_quote(a));
+            classes.push_back(e.get<std::string>());
+        }
+    }
+    std::string described = "model_type " + (model_type ? "'" + *model_type + "'" : std::string("(none)")) + ", architectures [";
+    for (std::size_t i = 0; i < classes.size(); ++i) described += (i ? ", '" : "'") + classes[i] + "'";
+    described += "]";
+    const std::string known = "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel) and 'qwen2' (Qwen2ForCausalLM)";
+    if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
+    for (const family& f : families) {
+        const bool type_matches = model_type && iequals(*model_type, f.model_type);
+        const bool class_listed = std::find(classes.begin(), classes.end(), f.class_name) != classes.end();
+        if (type_matches || (!model_type && class_listed)) {
+            if (!classes.empty() && !class_listed)
+                throw file_error(source, "architecture not supported: " + described + "; for model_type '" + *model_type +
+                                             "' dlm loads '" + f.class_name + "'");
+            return f.arch;
+        }
+    }
+    throw file_error(source, "architecture not supported: " + described + "; " + known);
+}
+
+/// The key names a family uses, so consistency errors name the keys the user sees.
+struct key_names {
+    const char* hidden;
+    const char* heads;
+    const char* kv_heads;
+    const char* layers;
+    const char* intermediate;
+    const char* vocab;
+    const char* context;
+};
+
+inline void parse_llada(const config_reader& r, model_config& c) {
+    c.hidden_size = r.integer("d_model");
+    c.num_heads = r.integer("n_heads");
+    c.num_kv_heads = r.has("n_kv_heads") ? r.integer("n_kv_heads") : r.boolean_or("multi_query_attention", false) ? 1 : c.num_heads;
+    c.num_layers = r.integer("n_layers");
+    if (r.has("mlp_hidden_size")) {
+        c.intermediate_size = r.integer("mlp_hidden_size");
+    } else {  // LLaDAConfig: mlp_ratio * d_model
+        const std::int64_t inner = std::int64_t{r.integer_or("mlp_ratio", 4)} * c.hidden_size;
+        if (inner <= 0 || inner > std::numeric_limits<index_t>::max())
+            r.fail("mlp_ratio", "mlp_ratio * d_model = " + std::to_string(inner) + " is not a valid MLP width");
+        c.intermediate_size = static_cast<index_t>(inner);
+    }
+    const index_t vocab = r.integer("vocab_size");
+    c.vocab_size = vocab;
+    if (r.has("embedding_size")) {  // the embedding and output rows; vocab_size may be smaller
+        c.vocab_size = r.integer("embedding_size");
+        if (vocab > 0 && c.vocab_size < vocab)
+            r.fail("embedding_size", std::to_string(c.vocab_size) + " is smaller than vocab_size " + std::to_string(vocab));
+    }
+    c.rope_theta = r.number_or("rope_theta", 10000.0);
+    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
+    c.max_context = r.integer_or("max_sequence_length", 1024);
+    c.tie_word_embeddings = r.boolean_or("weight_tying", true);
+    if (r.boolean_or("include_bias", false))
+        r.fail("include_bias", "true is not supported (biases on every linear layer; dlm's LLaDA block has q/k/v biases at most)");
+    c.qkv_bias = r.boolean_or("include_qkv_bias", false);
+    c.mask_id = r.has("mask_token_id") ? r.single_token("mask_token_id") : llada_default_mask_id;
+    c.eos_ids = r.token_list("eos_token_id");
+    c.logits_shift = false;
+    c.causal = false;
+    const char* block = "dlm runs LLaDA's llama block: RoPE, RMSNorm with weight, SiLU-gated MLP";
+    r.require("block_type", "llama", block);
+    r.require("rope", true, block);
+    r.require("alibi", false, block);
+    r.require("layer_norm_type", "rms", block);
+    r.require("layer_norm_with_affine", true, block);
+    r.require("bias_for_layer_norm", false, block);
+    r.require("activation_type", "silu", block);
+    r.require("attention_layer_norm", false, block);
+    r.require("input_emb_norm", false, block);
+    r.require("scale_logits", false, block);
+}
+
+inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
+    c.hidden_size = r.integer("hidden_size");
+    c.num_heads = r.integer("num_attention_heads");
+    c.num_kv_heads = r.integer_or("num_key_value_heads", c.num_heads);
+    c.num_layers = r.integer("num_hidden_layers");
+    c.intermediate_size = r.integer("intermediate_size");
+    c.vocab_size = r.integer("vocab_size");
+    if (r.has("head_dim")) c.head_dim = r.integer("head_dim");
+    c.rope_theta = r.number_or("rope_theta", 10000.0);
+    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
+    c.max_context = r.integer_or("max_position_embeddings", 32768);
+    c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+    c.qkv_bias = true;  // Qwen2 and Dream attention always carry q/k/v biases
+    if (r.has("mask_token_id")) {
+        c.mask_id = r.single_token("mask_token_id");
+    } else {
+        c.mask_id = c.arch == architecture::dream ? dream_default_mask_id : c.vocab_size - 1;
+    }
+    c.eos_ids = r.token_list("eos_token_id");
+    c.logits_shift = true;
+    c.causal = c.arch == architecture::qwen2;
+    const char* block = "dlm runs the Qwen2 block: plain RoPE, RMSNorm, SiLU-gated MLP, full attention";
+    r.require("hidden_act", "silu", block);
+    if (r.has("rope_scaling")) r.fail("rope_scaling", "rope scaling is not supported (" + std::string(block) + ")");
+    r.require("use_sliding_window", false, block);
+    r.require("use_mrope", false, block);
+}
+
+inline void check_sizes(const config_reader& r, model_config& c, const key_names& k, bool head_dim_given) {
+    const std::pair<const char*, index_t> sizes[] = {
+        {k.vocab, c.vocab_size},  {k.hidden, c.hidden_size}, {k.intermediate, c.intermediate_size},
+        {k.layers, c.num_layers}, {k.heads, c.num_heads},    {k.kv_heads, c.num_kv_heads},
+        {k.context, c.max_context}};
+    for (const auto& [key, value] : sizes)
+        if (value <= 0) r.fail(key, std::to_string(value) + " must be positive");
+    if (c.num_heads % c.num_kv_heads != 0)
+        r.fail(k.kv_heads, std::to_string(c.num_kv_heads) + " does not divide " + k.heads + " " + std::to_string(c.num_heads));
+    if (head_dim_given) {
+        if (c.head_dim <= 0) r.fail("head_dim", std::to_string(c.head_dim) + " must be positive");
+    } else {
+        if (c.hidden_size % c.num_heads != 0)
+            r.fail(k.heads, std::to_string(c.num_heads) + " does not divide " + k.hidden + " " + std::to_string(c.hidden_size));
+        c.head_dim = c.hidden_size / c.num_heads;
+    }
+    if (c.head_dim % 2 != 0)
+        r.fail(head_dim_given ? "head_dim" : k.heads,
+               "head dimension " + std::to_string(c.head_dim) + " is odd; rotary embeddings need an even one");
+}
+
+inline void check_token(const std::string& source, const char* key, token_id id, index_t vocab, const char* note = "") {
+    if (id < 0 || id >= vocab)
+        throw file_error(source, "key '" + std::string(key) + "': token id " + std::to_string(id) +
+                                     " is outside the vocabulary [0, " + std::to_string(vocab) + ")" + note);
+}
+
+}  // namespace detail
+
+/// Reads a parsed config.json. `source_name` names the file in errors. Throws dlm::file_error.
+[[nodiscard]] inline model_config parse_config(const nlohmann::json& j, const std::string& source_name) {
+    if (!j.is_object()) throw file_error(source_name, "config is a JSON " + detail::json_kind(j) + ", not an object");
+    const detail::config_reader r(j, source_name);
+    model_config c;
+    c.arch = detail::detect_architecture(r, j, source_name);
+    detail::key_names keys{};
+    if (c.arch == architecture::llada) {
+        detail::parse_llada(r, c);
+        keys = {"d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size",
+                r.has("embedding_size") ? "embedding_size" : "vocab_size", "max_sequence_length"};
+    } else {
+        detail::parse_qwen2_layout(r, c);
+        keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "intermediate_size",
+                "vocab_size", "max_position_embeddings"};
+    }
+    detail::check_sizes(r, c, keys, c.arch != architecture::llada && r.has("head_dim"));
+    const bool mask_given = r.has("mask_token_id");
+    detail::check_token(source_name, "mask_token_id", c.mask_id, c.vocab_size,
+                        mask_given ? "" : " (the family's default mask id; the config has no mask_token_id)");
+    for (const token_id id : c.eos_ids) detail::check_token(source_name, "eos_token_id", id, c.vocab_size);
+    return c;
+}
+
+/// Adds the EOS ids of a parsed generation_config.json (eos_token_id: an int or a list) that `c` does
+/// not hold yet. Other keys are ignored.
+inline void add_generation_config(model_config& c, const nlohmann::json& generation_config, const std::string& source_name) {
+    if (!generation_config.is_object())
+        throw file_error(source_name, "generation config is a JSON " + detail::json_kind(generation_config) + ", not an object");
+    const detail::config_reader r(generation_config, source_name);
+    for (const token_id id : r.token_list("eos_token_id")) {
+        detail::check_token(source_name, "eos_token_id", id, c.vocab_size);
+        if (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) == c.eos_ids.end()) c.eos_ids.push_back(id);
+    }
+}
+
+/// Reads `model_dir_or_config_json` (a model folder, or its config.json) and, if the same folder
+/// holds one, generation_config.json. Throws dlm::file_error naming the file at fault.
+[[nodiscard]] inline model_config load_config(const std::filesystem::path& model_dir_or_config_json) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path config_path = fs::is_directory(model_dir_or_config_json, ec) ? model_dir_or_config_json / "config.json"
+                                                                                 : model_dir_or_config_json;
+    const std::string source = config_path.string();
+    model_config c = parse_config(detail::parse_json_strict(detail::read_text_file(config_path), source, "config"), source);
+    const fs::path generation = (config_path.has_parent_path() ? config_path.parent_path() : fs::path(".")) / "generation_config.json";
+    if (fs::is_regular_file(generation, ec)) {
+        const std::string gsource = generation.string();
+        add_generation_config(c, detail::parse_json_strict(detail::read_text_file(generation), gsource, "generation config"), gsource);
+    }
+    return c;
+}
+
+}  // namespace dlm::io

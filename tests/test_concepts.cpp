@@ -1,0 +1,132 @@
+// One concept per policy axis: a minimal archetype models each; a type missing a hook does not.
+#include <doctest/doctest.h>
+
+#include <dlm/dlm.hpp>
+#include <dlm/testing/scripted_model.hpp>
+
+using namespace dlm;
+
+namespace archetype {
+
+struct mask {
+    static constexpr bool committed_kv_is_final = false;
+    bool allowed(const canvas_layout&, index_t, index_t) const { return true; }
+    index_t key_end(const canvas_layout& l, index_t) const { return l.size(); }
+    index_t block_length_for(index_t gen_length) const { return gen_length; }
+};
+
+struct cache {
+    static constexpr bool is_exact = true;
+    static constexpr bool needs_storage = false;
+    template <class Mask>
+    forward_plan plan(const Mask&, const canvas_layout& l, const block_cursor&) const {
+        return {0, l.size(), l.prompt_length, l.size(), 0, 0, l.size()};
+    }
+};
+
+struct schedule {
+    void select(const step_context&, std::span<const candidate> c, std::vector<index_t>& chosen) const {
+        for (std::size_t i = 0; i < c.size(); ++i) chosen.push_back(static_cast<index_t>(i));
+    }
+};
+
+struct sampler {
+    slot_choice sample(std::span<const float>, const random_key&, std::span<const token_id>) const { return {0, 1.f, 1.f, 0.f}; }
+};
+
+struct model {
+    struct kv_cache {};
+    index_t vocab_size() const { return 4; }
+    token_id mask_id() const { return 3; }
+    std::span<const token_id> eos_ids() const { return {}; }
+    bool logits_shift() const { return false; }
+    kv_cache make_kv_cache(index_t) const { return {}; }
+    template <class Mask>
+    void forward(std::span<const forward_request<kv_cache>>, const Mask&, std::span<float> logits) {
+        for (auto& x : logits) x = 0.f;
+    }
+};
+
+}  // namespace archetype
+
+namespace broken {
+struct mask_without_allowed {
+    static constexpr bool committed_kv_is_final = false;
+    index_t key_end(const canvas_layout& l, index_t) const { return l.size(); }
+    index_t block_length_for(index_t g) const { return g; }
+};
+struct mask_without_trait {
+    bool allowed(const canvas_layout&, index_t, index_t) const { return true; }
+    index_t key_end(const canvas_layout& l, index_t) const { return l.size(); }
+    index_t block_length_for(index_t g) const { return g; }
+};
+struct mask_with_runtime_trait : archetype::mask {
+    static inline bool committed_kv_is_final = false;  // not a constant expression
+};
+struct cache_without_plan {
+    static constexpr bool is_exact = true;
+    static constexpr bool needs_storage = false;
+};
+struct cache_without_traits {
+    template <class Mask>
+    forward_plan plan(const Mask&, const canvas_layout&, const block_cursor&) const { return {}; }
+};
+struct schedule_with_wrong_signature {
+    std::vector<index_t> select(std::span<const candidate>) const { return {}; }
+};
+struct not_a_schedule {};
+struct sampler_returning_token {
+    token_id sample(std::span<const float>, const random_key&, std::span<const token_id>) const { return 0; }
+};
+struct model_without_forward {
+    struct kv_cache {};
+    index_t vocab_size() const { return 4; }
+    token_id mask_id() const { return 3; }
+    std::span<const token_id> eos_ids() const { return {}; }
+    bool logits_shift() const { return false; }
+    kv_cache make_kv_cache(index_t) const { return {}; }
+};
+struct model_without_shift : archetype::model {
+    void logits_shift() const {}
+};
+}  // namespace broken
+
+TEST_CASE("archetypes model every concept") {
+    static_assert(attention_mask<archetype::mask>);
+    static_assert(kv_cache_policy<archetype::cache>);
+    static_assert(unmask_schedule<archetype::schedule>);
+    static_assert(token_sampler<archetype::sampler>);
+    static_assert(language_model<archetype::model>);
+    static_assert(language_model<dlm::testing::scripted_model>);
+    archetype::model m;
+    decoder<archetype::model, archetype::mask, archetype::cache, archetype::schedule, archetype::sampler> d(m);
+    const auto r = d.generate(std::vector<token_id>{1, 2}, {4, 0});
+    CHECK(r.tokens == std::vector<token_id>{0, 0, 0, 0});
+    CHECK(r.stats.forwards == 1);
+}
+
+TEST_CASE("a type missing a hook models no concept") {
+    static_assert(!attention_mask<broken::mask_without_allowed>);
+    static_assert(!mask_has_allowed<broken::mask_without_allowed>);
+    static_assert(!attention_mask<broken::mask_without_trait>);
+    static_assert(!attention_mask<broken::mask_with_runtime_trait>);
+    static_assert(!kv_cache_policy<broken::cache_without_plan>);
+    static_assert(!kv_cache_policy<broken::cache_without_traits>);
+    static_assert(!unmask_schedule<broken::schedule_with_wrong_signature>);
+    static_assert(!unmask_schedule<broken::not_a_schedule>);
+    static_assert(!token_sampler<broken::sampler_returning_token>);
+    static_assert(!language_model<broken::model_without_forward>);
+    static_assert(!model_has_forward<broken::model_without_forward>);
+    static_assert(!language_model<broken::model_without_shift>);
+    static_assert(!language_model<int>);
+    CHECK(true);
+}
+
+TEST_CASE("shipped policies model their concepts") {
+    static_assert(attention_mask<causal_mask> && attention_mask<block_causal_mask>);
+    static_assert(kv_cache_policy<no_cache> && kv_cache_policy<dual_cache>);
+    static_assert(unmask_schedule<llada_schedule> && unmask_schedule<dream_schedule> && unmask_schedule<cd4lm_schedule>);
+    static_assert(unmask_schedule<presets::cdlm_schedule>);
+    static_assert(token_sampler<greedy_sampler> && token_sampler<presets::llada_sampler>);
+    CHECK(true);
+}

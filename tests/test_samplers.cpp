@@ -1,0 +1,127 @@
+// Samplers: tokens and confidences on hand-computed distributions; reproducible randomness.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <dlm/presets.hpp>
+#include <dlm/sampler/samplers.hpp>
+
+using namespace dlm;
+
+namespace {
+// softmax(log p) = p
+const std::array<float, 4> logits{std::log(0.1f), std::log(0.2f), std::log(0.3f), std::log(0.4f)};
+const std::span<const float> row{logits};
+constexpr random_key key{7, rng_stream::sampling, 0, 0};
+const double neg_entropy = 0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.4 * std::log(0.4);
+}  // namespace
+
+TEST_CASE("greedy: argmax, p(token), top-1 minus top-2, sum p log p") {
+    const slot_choice c = greedy_sampler{}.sample(row, key, {});
+    CHECK(c.token == 3);
+    CHECK(c.probability == doctest::Approx(0.4));
+    CHECK(c.margin == doctest::Approx(0.1));
+    CHECK(c.neg_entropy == doctest::Approx(neg_entropy));
+}
+
+TEST_CASE("greedy: banned tokens are never chosen and leave the distribution") {
+    const std::array<token_id, 1> banned{3};
+    const slot_choice c = greedy_sampler{}.sample(row, key, banned);
+    CHECK(c.token == 2);
+    CHECK(c.probability == doctest::Approx(0.5));  // 0.3 / 0.6
+}
+
+TEST_CASE("greedy: ties go to the lowest token id, as torch.argmax") {
+    const std::array<float, 3> tied{1.f, 2.f, 2.f};
+    CHECK(greedy_sampler{}.sample(tied, key, {}).token == 1);
+}
+
+TEST_CASE("categorical at temperature 0 is greedy") {
+    const slot_choice c = categorical_sampler{}.sample(row, key, {});
+    CHECK(c.token == 3);
+    CHECK(c.probability == doctest::Approx(0.4));
+}
+
+TEST_CASE("categorical: temperature sharpens the reported distribution (Dream) or not (LLaDA)") {
+    // T = 0.5: softmax(2 log p) = p^2 / sum p^2 = {1, 4, 9, 16} / 30.
+    categorical_sampler s{0.5f};
+    presets::llada_sampler raw(0.5f);
+    for (index_t pos = 0; pos < 64; ++pos) {
+        const random_key k{1, rng_stream::sampling, 0, pos};
+        const slot_choice a = s.sample(row, k, {});
+        const slot_choice b = raw.sample(row, k, {});
+        CHECK(a.token == b.token);  // the same draw
+        const double p2[4] = {1 / 30.0, 4 / 30.0, 9 / 30.0, 16 / 30.0};
+        const double p1[4] = {0.1, 0.2, 0.3, 0.4};
+        CHECK(a.probability == doctest::Approx(p2[a.token]));
+        CHECK(b.probability == doctest::Approx(p1[b.token]));
+    }
+}
+
+TEST_CASE("categorical: top-k keeps the k largest logits") {
+    categorical_sampler s{0.f, 2};
+    const slot_choice c = s.sample(row, key, {});
+    CHECK(c.token == 3);
+    CHECK(c.probability == doctest::Approx(4.0 / 7.0));
+    CHECK(c.margin == doctest::Approx(1.0 / 7.0));
+    categorical_sampler hot{1.f, 2};
+    for (index_t pos = 0; pos < 200; ++pos) CHECK(hot.sample(row, {3, rng_stream::sampling, 0, pos}, {}).token >= 2);
+}
+
+TEST_CASE("categorical: top-p keeps the nucleus, including the token that crosses p") {
+    // Sorted 0.4, 0.3, 0.2, 0.1; cumulative before each: 0, 0.4, 0.7, 0.9.
+    categorical_sampler half{0.f, 0, 0.5f};
+    CHECK(half.sample(row, key, {}).probability == doctest::Approx(4.0 / 7.0));
+    categorical_sampler narrow{0.f, 0, 0.35f};
+    CHECK(narrow.sample(row, key, {}).probability == doctest::Approx(1.0));
+    categorical_sampler hot{1.f, 0, 0.5f};
+    for (index_t pos = 0; pos < 200; ++pos) CHECK(hot.sample(row, {3, rng_stream::sampling, 0, pos}, {}).token >= 2);
+}
+
+TEST_CASE("categorical: Gumbel-max draws follow softmax(logits / T)") {
+    categorical_sampler s{1.f};
+    std::array<int, 4> counts{};
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) ++counts[static_cast<std::size_t>(s.sample(row, {11, rng_stream::sampling, i / 100, i % 100}, {}).token)];
+    const double p[4] = {0.1, 0.2, 0.3, 0.4};
+    for (std::size_t t = 0; t < 4; ++t) CHECK(static_cast<double>(counts[t]) / n == doctest::Approx(p[t]).epsilon(0.06));
+}
+
+TEST_CASE("sampling is a pure function of the key") {
+    categorical_sampler s{1.f};
+    const random_key k{42, rng_stream::sampling, 3, 17};
+    const token_id first = s.sample(row, k, {}).token;
+    for (int i = 0; i < 10; ++i) CHECK(s.sample(row, k, {}).token == first);
+    int differs = 0;
+    for (index_t pos = 0; pos < 50; ++pos) differs += s.sample(row, {43, rng_stream::sampling, 3, pos}, {}).token != first;
+    CHECK(differs > 0);
+}
+
+TEST_CASE("non-finite logits give a NaN confidence, which the decoder reports") {
+    const std::array<float, 3> bad{0.f, std::nanf(""), 1.f};
+    CHECK(std::isnan(greedy_sampler{}.sample(bad, key, {}).probability));
+    const std::array<float, 2> inf{0.f, INFINITY};
+    CHECK(std::isnan(categorical_sampler{}.sample(inf, key, {}).probability));
+}
+
+TEST_CASE("categorical options are validated") {
+    CHECK_THROWS_AS(categorical_sampler{-1.f}.validate(), invalid_parameter);
+    CHECK_THROWS_WITH(categorical_sampler({0.f, 0, 0.f}).validate(), doctest::Contains("'top_p'"));
+    CHECK_THROWS_WITH(categorical_sampler({0.f, -2}).validate(), doctest::Contains("'top_k'"));
+}
+
+TEST_CASE("Philox4x32-10 matches the Random123 known-answer vector") {
+    // Random123 kat_vectors: philox4x32_10, counter and key all ones bits.
+    std::uint32_t c[4] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};
+    philox4x32(c, 0xffffffffffffffffull);
+    CHECK(c[0] == 0x408f276du);
+    CHECK(c[1] == 0x41c83b0eu);
+    CHECK(c[2] == 0xa20bc7c6u);
+    CHECK(c[3] == 0x6d5451fdu);
+    std::uint32_t z[4] = {0, 0, 0, 0};
+    philox4x32(z, 0);
+    CHECK(z[0] == 0x6627e8d5u);
+    CHECK(z[1] == 0xe169c58du);
+    CHECK(z[2] == 0xbc57ac4cu);
+    CHECK(z[3] == 0x9b00dbd8u);
+}
