@@ -209,6 +209,7 @@ TEST_CASE("check_all_read names a tensor the model never read") {
     ckpt.check_all_read();
     try {
         (void)ckpt.read_f32("a", {2});
+        FAIL("a shape mismatch must throw");
     } catch (const dlm::tensor_error& e) {
         CHECK(e.tensor() == "a");
         CHECK(e.path() == (dir / "model.safetensors").string());
@@ -254,6 +255,8 @@ TEST_CASE("header errors: not JSON, not an object, duplicate names, bad metadata
     expect_open_error<dlm::file_error>(
         R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
         8, {"'w'", "twice"});
+    expect_open_error<dlm::file_error>(R"({"w": {"dtype": "F32", "dtype": "F16", "shape": [1], "data_offsets": [0, 4]}})", 4,
+                                       {"'dtype'", "twice"});
     expect_open_error<dlm::file_error>(R"({"__metadata__": [1]})", 0, {"'__metadata__'", "not an object"});
     expect_open_error<dlm::file_error>(R"({"__metadata__": {"k": 1}})", 0, {"'__metadata__'", "'k'", "not a string"});
 }
@@ -422,6 +425,8 @@ TEST_CASE("sharded checkpoint errors") {
         temp_dir dir;
         write_two_shards(dir, "[]");
         expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); }, {"index.json", "'weight_map'", "not an object"});
+        write_two_shards(dir, R"({"a": "model-00001-of-00002.safetensors", "a": "model-00002-of-00002.safetensors"})");
+        expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); }, {"index.json", "'a' twice"});
         write_two_shards(dir, "{}");
         expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); }, {"'weight_map' is empty"});
         write_two_shards(dir, R"({"a": 3})");

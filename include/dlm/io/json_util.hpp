@@ -2,7 +2,6 @@
 // reading a whole text file. Every error names the file.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,14 +42,43 @@ namespace dlm::io::detail {
     return s;
 }
 
-/// Parses JSON text, refusing duplicate keys in the top-level object (the default parser silently
-/// keeps the last one). `what` names the document in errors ("header", "config"). Throws file_error
-/// naming `source`.
+/// The first key that appears twice within one object of `text` (already known to be valid JSON),
+/// or "" if none does. Slow path: used only to name the key once a duplicate is known to exist.
+[[nodiscard]] inline std::string first_duplicate_key(std::string_view text) {
+    std::vector<std::unordered_set<std::string>> open_objects;  // keys seen in each object being parsed
+    std::string duplicate;
+    const nlohmann::json::parser_callback_t on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using ev = nlohmann::json::parse_event_t;
+        if (event == ev::object_start) {
+            open_objects.emplace_back();
+        } else if (event == ev::object_end) {
+            open_objects.pop_back();
+        } else if (event == ev::key && !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+            duplicate = parsed.get<std::string>();
+        }
+        return true;
+    };
+    const nlohmann::json parsed = nlohmann::json::parse(text.begin(), text.end(), on_event);
+    return duplicate;
+}
+
+/// Parses JSON text, refusing a key repeated within one object, at any depth (the default parser
+/// silently keeps the last one). `what` names the document in errors ("header", "config"). Throws
+/// file_error naming `source`.
 [[nodiscard]] inline nlohmann::json parse_json_strict(std::string_view text, const std::string& source, const char* what) {
-    std::vector<std::string> keys;
-    const nlohmann::json::parser_callback_t on_event = [&keys](int depth, nlohmann::json::parse_event_t event,
-                                                               nlohmann::json& parsed) {
-        if (event == nlohmann::json::parse_event_t::key && depth == 1) keys.push_back(parsed.get<std::string>());
+    // Count the keys each object was written with; an object that ends up smaller held a key twice.
+    std::vector<std::size_t> key_counts;
+    bool has_duplicate = false;
+    const nlohmann::json::parser_callback_t on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using ev = nlohmann::json::parse_event_t;
+        if (event == ev::object_start) {
+            key_counts.push_back(0);
+        } else if (event == ev::key) {
+            ++key_counts.back();
+        } else if (event == ev::object_end) {
+            has_duplicate = has_duplicate || key_counts.back() != parsed.size();
+            key_counts.pop_back();
+        }
         return true;
     };
     nlohmann::json j;
@@ -58,9 +87,8 @@ namespace dlm::io::detail {
     } catch (const nlohmann::json::exception& e) {
         throw file_error(source, std::string(what) + " is not valid JSON: " + e.what());
     }
-    std::sort(keys.begin(), keys.end());
-    if (const auto it = std::adjacent_find(keys.begin(), keys.end()); it != keys.end())
-        throw file_error(source, std::string(what) + " names key '" + *it + "' twice");
+    if (has_duplicate)
+        throw file_error(source, std::string(what) + " names key '" + first_duplicate_key(text) + "' twice in one object");
     return j;
 }
 

@@ -16,14 +16,19 @@
 
 #include "../core/error.hpp"
 
+// DLM_IO_HAVE_MMAP: 1 maps files, 0 reads them into memory. Detected unless defined by the user.
+#ifndef DLM_IO_HAVE_MMAP
 #if __has_include(<sys/mman.h>) && __has_include(<unistd.h>) && __has_include(<fcntl.h>)
+#define DLM_IO_HAVE_MMAP 1
+#else
+#define DLM_IO_HAVE_MMAP 0
+#endif
+#endif
+#if DLM_IO_HAVE_MMAP
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define DLM_IO_HAVE_MMAP 1
-#else
-#define DLM_IO_HAVE_MMAP 0
 #endif
 
 namespace dlm::io {

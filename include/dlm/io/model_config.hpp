@@ -220,10 +220,11 @@ inline void parse_llada(const config_reader& r, model_config& c) {
         c.intermediate_size = static_cast<index_t>(inner);
     }
     const index_t vocab = r.integer("vocab_size");
+    if (vocab <= 0) r.fail("vocab_size", std::to_string(vocab) + " must be positive");
     c.vocab_size = vocab;
     if (r.has("embedding_size")) {  // the embedding and output rows; vocab_size may be smaller
         c.vocab_size = r.integer("embedding_size");
-        if (vocab > 0 && c.vocab_size < vocab)
+        if (c.vocab_size < vocab)
             r.fail("embedding_size", std::to_string(c.vocab_size) + " is smaller than vocab_size " + std::to_string(vocab));
     }
     c.rope_theta = r.number_or("rope_theta", 10000.0);

@@ -199,7 +199,7 @@ private:
         namespace fs = std::filesystem;
         const std::string ipath = index_path.string();
         const nlohmann::json index = detail::parse_json_strict(detail::read_text_file(index_path), ipath, "index");
-        if (!index.is_object()) throw file_error(ipath, "index is a JSON " + index.type_name() + ", not an object");
+        if (!index.is_object()) throw file_error(ipath, "index is a JSON " + detail::json_kind(index) + ", not an object");
         if (!index.contains("weight_map")) throw file_error(ipath, "index has no 'weight_map'");
         const auto& weight_map = index.at("weight_map");
         if (!weight_map.is_object()) throw file_error(ipath, "'weight_map' is a " + std::string(weight_map.type_name()) + ", not an object");

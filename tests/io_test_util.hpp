@@ -1,0 +1,70 @@
+// Helpers shared by the dlm::io tests: a scratch folder and an error-message checker.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <random>
+#include <string_view>
+
+#include "dlm/core/error.hpp"
+
+namespace dlm_test {
+
+/// A fresh folder under the system temp dir, removed with its content at scope exit.
+class temp_dir {
+public:
+    temp_dir() {
+        static std::atomic<int> counter{0};
+        path_ = std::filesystem::temp_directory_path() /
+                ("dlm_io_test_" + std::to_string(std::random_device{}()) + "_" + std::to_string(counter++));
+        std::filesystem::remove_all(path_);
+        std::filesystem::create_directories(path_);
+    }
+    temp_dir(const temp_dir&) = delete;
+    temp_dir& operator=(const temp_dir&) = delete;
+    ~temp_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+    [[nodiscard]] std::filesystem::path operator/(std::string_view name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+inline void write_text(const std::filesystem::path& p, std::string_view text) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    REQUIRE(out.good());
+}
+
+/// Runs `f`, which must throw exactly `E` (or a subclass) whose message holds every one of `parts`.
+/// Returns the message.
+template <class E, class F>
+std::string expect_error(F&& f, std::initializer_list<std::string_view> parts) {
+    std::string message = "<nothing thrown>";
+    bool caught = false;
+    try {
+        f();
+    } catch (const E& e) {
+        caught = true;
+        message = e.what();
+    } catch (const std::exception& e) {
+        message = std::string("<other exception> ") + e.what();
+    }
+    INFO("message: " << message);
+    CHECK(caught);
+    for (const std::string_view part : parts) {
+        INFO("expected in the message: " << part);
+        CHECK(message.find(part) != std::string::npos);
+    }
+    return message;
+}
+
+}  // namespace dlm_test

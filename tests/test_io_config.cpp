@@ -1,0 +1,305 @@
+// Tests of dlm::io::load_config / parse_config on the released configs and on broken ones.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dlm/io/model_config.hpp"
+#include "io_test_util.hpp"
+
+using namespace dlm::io;
+using dlm_test::expect_error;
+using dlm_test::temp_dir;
+using dlm_test::write_text;
+using json = nlohmann::json;
+
+namespace {
+
+const std::filesystem::path configs = std::filesystem::path(DLM_TEST_DATA) / "configs";
+
+json fixture(const char* folder) {
+    return json::parse(detail::read_text_file(configs / folder / "config.json"));
+}
+
+/// parse_config on `j` must throw file_error naming "cfg.json" and every part.
+void expect_refused(const json& j, std::initializer_list<std::string_view> parts) {
+    INFO("config: " << j.dump());
+    expect_error<dlm::file_error>([&] { (void)parse_config(j, "cfg.json"); }, {"cfg.json"});
+    expect_error<dlm::file_error>([&] { (void)parse_config(j, "cfg.json"); }, parts);
+}
+
+/// A small model in LLaDA's layout, as our own checkpoints write it.
+json tiny_llada() {
+    return json{{"model_type", "llada"}, {"architectures", {"LLaDAModelLM"}}, {"d_model", 64},  {"n_heads", 4},
+                {"n_kv_heads", 2},       {"n_layers", 2},                     {"mlp_hidden_size", 128},
+                {"vocab_size", 300},     {"embedding_size", 320},             {"mask_token_id", 299},
+                {"eos_token_id", 2},     {"max_sequence_length", 256},        {"rope_theta", 10000.0},
+                {"rms_norm_eps", 1e-5},  {"weight_tying", false},             {"include_bias", false}};
+}
+
+}  // namespace
+
+TEST_CASE("LLaDA-8B-Instruct config") {
+    const model_config c = load_config(configs / "llada-8b-instruct");
+    CHECK(c.arch == architecture::llada);
+    CHECK(c.vocab_size == 126464);
+    CHECK(c.hidden_size == 4096);
+    CHECK(c.intermediate_size == 12288);
+    CHECK(c.num_layers == 32);
+    CHECK(c.num_heads == 32);
+    CHECK(c.num_kv_heads == 32);
+    CHECK(c.head_dim == 128);
+    CHECK(c.max_context == 4096);
+    CHECK(c.rope_theta == 500000.0);
+    CHECK(c.rms_norm_eps == 1e-5);
+    CHECK_FALSE(c.tie_word_embeddings);
+    CHECK_FALSE(c.qkv_bias);
+    CHECK(c.mask_id == 126336);
+    CHECK(c.eos_ids == std::vector<dlm::token_id>{126081});  // generation_config repeats it: kept once
+    CHECK_FALSE(c.logits_shift);
+    CHECK_FALSE(c.causal);
+}
+
+TEST_CASE("Dream-v0-Instruct-7B config") {
+    const model_config c = load_config(configs / "dream-v0-instruct-7b");
+    CHECK(c.arch == architecture::dream);
+    CHECK(c.vocab_size == 152064);
+    CHECK(c.hidden_size == 3584);
+    CHECK(c.intermediate_size == 18944);
+    CHECK(c.num_layers == 28);
+    CHECK(c.num_heads == 28);
+    CHECK(c.num_kv_heads == 4);
+    CHECK(c.head_dim == 128);
+    CHECK(c.max_context == 131072);
+    CHECK(c.rope_theta == 1000000.0);
+    CHECK(c.rms_norm_eps == 1e-6);
+    CHECK_FALSE(c.tie_word_embeddings);
+    CHECK(c.qkv_bias);
+    CHECK(c.mask_id == 151666);  // generation_config.json's "mask_token_id": null does not override it
+    CHECK(c.eos_ids == std::vector<dlm::token_id>{151643});
+    CHECK(c.logits_shift);
+    CHECK_FALSE(c.causal);
+}
+
+TEST_CASE("Qwen2ForCausalLM config (autoregressive)") {
+    const model_config c = load_config(configs / "qwen2-0.5b-instruct" / "config.json");  // the file, not the folder
+    CHECK(c.arch == architecture::qwen2);
+    CHECK(c.vocab_size == 151936);
+    CHECK(c.hidden_size == 896);
+    CHECK(c.num_heads == 14);
+    CHECK(c.num_kv_heads == 2);
+    CHECK(c.head_dim == 64);
+    CHECK(c.intermediate_size == 4864);
+    CHECK(c.num_layers == 24);
+    CHECK(c.max_context == 32768);
+    CHECK(c.tie_word_embeddings);
+    CHECK(c.qkv_bias);
+    CHECK(c.mask_id == 151935);  // no mask token: the last (padding) embedding row
+    CHECK(c.eos_ids == std::vector<dlm::token_id>{151645, 151643});  // config, then generation_config
+    CHECK(c.logits_shift);
+    CHECK(c.causal);
+}
+
+TEST_CASE("a small model in LLaDA's layout, and LLaDAConfig's defaults") {
+    json j = tiny_llada();
+    model_config c = parse_config(j, "tiny.json");
+    CHECK(c.vocab_size == 320);  // embedding_size: the rows of the embedding and output head
+    CHECK(c.num_kv_heads == 2);
+    CHECK(c.head_dim == 16);
+    CHECK(c.mask_id == 299);
+    CHECK(c.eos_ids == std::vector<dlm::token_id>{2});
+
+    for (const char* key : {"n_kv_heads", "mlp_hidden_size", "embedding_size", "weight_tying", "rope_theta",
+                            "rms_norm_eps", "max_sequence_length", "eos_token_id", "include_bias"})
+        j.erase(key);
+    c = parse_config(j, "tiny.json");
+    CHECK(c.num_kv_heads == 4);            // n_kv_heads defaults to n_heads
+    CHECK(c.intermediate_size == 4 * 64);  // mlp_ratio (4) * d_model
+    CHECK(c.vocab_size == 300);
+    CHECK(c.tie_word_embeddings);          // LLaDAConfig's weight_tying default
+    CHECK(c.rope_theta == 10000.0);
+    CHECK(c.rms_norm_eps == 1e-5);
+    CHECK(c.max_context == 1024);
+    CHECK(c.eos_ids.empty());
+
+    j["mlp_ratio"] = 3;
+    j["n_kv_heads"] = nullptr;  // null means "not set"
+    j["multi_query_attention"] = true;
+    j["include_qkv_bias"] = true;
+    c = parse_config(j, "tiny.json");
+    CHECK(c.intermediate_size == 192);
+    CHECK(c.num_kv_heads == 1);
+    CHECK(c.qkv_bias);
+}
+
+TEST_CASE("mask and EOS ids: defaults, lists, nulls") {
+    json j = fixture("llada-8b-instruct");
+    j.erase("mask_token_id");
+    CHECK(parse_config(j, "cfg.json").mask_id == llada_default_mask_id);
+    j["eos_token_id"] = {126081, 126348};
+    CHECK(parse_config(j, "cfg.json").eos_ids == std::vector<dlm::token_id>{126081, 126348});
+    j["eos_token_id"] = nullptr;
+    CHECK(parse_config(j, "cfg.json").eos_ids.empty());
+
+    json d = fixture("dream-v0-instruct-7b");
+    d.erase("mask_token_id");
+    CHECK(parse_config(d, "cfg.json").mask_id == dream_default_mask_id);
+    json q = fixture("qwen2-0.5b-instruct");
+    q["mask_token_id"] = 151643;
+    CHECK(parse_config(q, "cfg.json").mask_id == 151643);
+
+    model_config c = parse_config(fixture("qwen2-0.5b-instruct"), "cfg.json");
+    add_generation_config(c, json{{"eos_token_id", {151643, 151645, 151643}}}, "gen.json");
+    CHECK(c.eos_ids == std::vector<dlm::token_id>{151645, 151643});
+    add_generation_config(c, json{{"eos_token_id", nullptr}}, "gen.json");
+    CHECK(c.eos_ids.size() == 2);
+    expect_error<dlm::file_error>([&] { add_generation_config(c, json{{"eos_token_id", 999999}}, "gen.json"); },
+                                  {"gen.json", "'eos_token_id'", "999999", "outside the vocabulary"});
+    expect_error<dlm::file_error>([&] { add_generation_config(c, json::array(), "gen.json"); }, {"gen.json", "not an object"});
+}
+
+TEST_CASE("architecture detection") {
+    json j = fixture("dream-v0-instruct-7b");
+    j.erase("model_type");
+    CHECK(parse_config(j, "cfg.json").arch == architecture::dream);  // from architectures alone
+    j = fixture("dream-v0-instruct-7b");
+    j.erase("architectures");
+    j["model_type"] = "dream";  // case-insensitive model_type, no architectures
+    CHECK(parse_config(j, "cfg.json").arch == architecture::dream);
+
+    json llama = fixture("qwen2-0.5b-instruct");
+    llama["model_type"] = "llama";
+    llama["architectures"] = {"LlamaForCausalLM"};
+    expect_refused(llama, {"architecture not supported", "'llama'", "'LlamaForCausalLM'", "'qwen2' (Qwen2ForCausalLM)"});
+    json cls = fixture("qwen2-0.5b-instruct");
+    cls["architectures"] = {"Qwen2ForSequenceClassification"};
+    expect_refused(cls, {"'Qwen2ForSequenceClassification'", "dlm loads 'Qwen2ForCausalLM'"});
+    json none = fixture("qwen2-0.5b-instruct");
+    none.erase("model_type");
+    none.erase("architectures");
+    expect_refused(none, {"neither 'model_type' nor 'architectures'"});
+    json bad_list = fixture("qwen2-0.5b-instruct");
+    bad_list["architectures"] = "Qwen2ForCausalLM";
+    expect_refused(bad_list, {"key 'architectures'", "list of class names"});
+    expect_refused(json::array({1, 2}), {"not an object"});
+}
+
+TEST_CASE("missing, null and ill-typed keys are named") {
+    for (const char* key : {"d_model", "n_heads", "n_layers", "vocab_size"}) {
+        json j = fixture("llada-8b-instruct");
+        j.erase(key);
+        expect_refused(j, {std::string("key '") + key + "'", "missing"});
+        j[key] = nullptr;
+        expect_refused(j, {std::string("key '") + key + "'", "is null"});
+    }
+    for (const char* key : {"hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size"}) {
+        json j = fixture("dream-v0-instruct-7b");
+        j.erase(key);
+        expect_refused(j, {std::string("key '") + key + "'", "missing"});
+    }
+    json j = fixture("llada-8b-instruct");
+    j["d_model"] = "4096";
+    expect_refused(j, {"key 'd_model'", "expected an integer", "string", "\"4096\""});
+    j = fixture("dream-v0-instruct-7b");
+    j["hidden_size"] = 3584.0;
+    expect_refused(j, {"key 'hidden_size'", "expected an integer", "number"});
+    j = fixture("dream-v0-instruct-7b");
+    j["tie_word_embeddings"] = "false";
+    expect_refused(j, {"key 'tie_word_embeddings'", "expected true or false"});
+    j = fixture("dream-v0-instruct-7b");
+    j["rope_theta"] = "big";
+    expect_refused(j, {"key 'rope_theta'", "expected a number"});
+    j["rope_theta"] = -1.0;
+    expect_refused(j, {"key 'rope_theta'", "positive"});
+    j = fixture("dream-v0-instruct-7b");
+    j["eos_token_id"] = {151643, "x"};
+    expect_refused(j, {"key 'eos_token_id'", "expected an integer"});
+    j = fixture("dream-v0-instruct-7b");
+    j["vocab_size"] = 5000000000LL;
+    expect_refused(j, {"key 'vocab_size'", "does not fit in 32 bits"});
+    j = fixture("dream-v0-instruct-7b");
+    j["model_type"] = 3;
+    expect_refused(j, {"key 'model_type'", "expected a string"});
+    j = fixture("dream-v0-instruct-7b");
+    j["mask_token_id"] = {151666};
+    expect_refused(j, {"key 'mask_token_id'", "expected an integer"});
+}
+
+TEST_CASE("inconsistent sizes are refused") {
+    json j = fixture("dream-v0-instruct-7b");
+    j["hidden_size"] = 3590;
+    expect_refused(j, {"key 'num_attention_heads'", "28 does not divide hidden_size 3590"});
+    j = fixture("dream-v0-instruct-7b");
+    j["num_key_value_heads"] = 5;
+    expect_refused(j, {"key 'num_key_value_heads'", "5 does not divide num_attention_heads 28"});
+    j = fixture("llada-8b-instruct");
+    j["n_kv_heads"] = 3;
+    expect_refused(j, {"key 'n_kv_heads'", "does not divide n_heads 32"});
+    j = fixture("llada-8b-instruct");
+    j["d_model"] = 96;  // head dimension 3
+    expect_refused(j, {"key 'n_heads'", "head dimension 3 is odd"});
+    j = fixture("qwen2-0.5b-instruct");
+    j["head_dim"] = 0;
+    expect_refused(j, {"key 'head_dim'", "positive"});
+    j["head_dim"] = 48;  // an explicit head_dim wins over hidden_size / heads
+    CHECK(parse_config(j, "cfg.json").head_dim == 48);
+    for (const char* key : {"n_layers", "n_heads", "vocab_size", "mlp_hidden_size", "max_sequence_length"}) {
+        j = fixture("llada-8b-instruct");
+        j[key] = key == std::string("vocab_size") ? -1 : 0;  // vocab_size is checked even with an embedding_size
+        expect_refused(j, {std::string("key '") + key + "'", "must be positive"});
+    }
+    j = fixture("llada-8b-instruct");
+    j["embedding_size"] = 100000;
+    expect_refused(j, {"key 'embedding_size'", "smaller than vocab_size 126464"});
+}
+
+TEST_CASE("token ids outside the vocabulary are refused") {
+    json j = fixture("dream-v0-instruct-7b");
+    j["mask_token_id"] = 200000;
+    expect_refused(j, {"key 'mask_token_id'", "200000", "outside the vocabulary [0, 152064)"});
+    j = fixture("llada-8b-instruct");
+    j["eos_token_id"] = -1;
+    expect_refused(j, {"key 'eos_token_id'", "-1", "outside the vocabulary"});
+    json t = tiny_llada();
+    t.erase("mask_token_id");  // LLaDA's default 126336 does not fit a 320-row vocabulary
+    expect_refused(t, {"key 'mask_token_id'", "126336", "default mask id"});
+}
+
+TEST_CASE("features dlm's transformer does not implement are refused by key") {
+    const std::pair<const char*, json> llada_cases[] = {
+        {"include_bias", true}, {"alibi", true}, {"rope", false}, {"block_type", "sequential"},
+        {"layer_norm_type", "default"}, {"activation_type", "gelu"}, {"attention_layer_norm", true},
+        {"scale_logits", true}, {"bias_for_layer_norm", true}};
+    for (const auto& [key, value] : llada_cases) {
+        json j = fixture("llada-8b-instruct");
+        j[key] = value;
+        expect_refused(j, {std::string("key '") + key + "'", "not supported"});
+    }
+    const std::pair<const char*, json> qwen_cases[] = {
+        {"hidden_act", "gelu"}, {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}}}, {"use_sliding_window", true},
+        {"use_mrope", true}};
+    for (const auto& [key, value] : qwen_cases) {
+        json j = fixture("qwen2-0.5b-instruct");
+        j[key] = value;
+        expect_refused(j, {std::string("key '") + key + "'", "not supported"});
+    }
+}
+
+TEST_CASE("load_config: file errors name the file") {
+    temp_dir dir;
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {(dir / "config.json").string(), "no such file"});
+    write_text(dir / "config.json", "{\"model_type\": ");
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {(dir / "config.json").string(), "not valid JSON"});
+    write_text(dir / "config.json", R"({"model_type": "qwen2", "model_type": "llada"})");
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {"config.json", "'model_type' twice"});
+
+    write_text(dir / "config.json", fixture("qwen2-0.5b-instruct").dump());
+    write_text(dir / "generation_config.json", "[");
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {(dir / "generation_config.json").string(), "not valid JSON"});
+    write_text(dir / "generation_config.json", R"({"eos_token_id": [151645, 160000]})");
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); },
+                                  {(dir / "generation_config.json").string(), "160000"});
+    write_text(dir / "generation_config.json", R"({"eos_token_id": 151643})");
+    CHECK(load_config(dir.path()).eos_ids == std::vector<dlm::token_id>{151645, 151643});
+}
