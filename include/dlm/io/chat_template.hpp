@@ -1,0 +1,119 @@
+// dlm/io/chat_template.hpp — the chat templates of the instruct models dlm decodes, written out by
+// hand (no Jinja engine), and the detection of which one a model folder uses.
+//
+//   llada   LLaDA-8B-Instruct's tokenizer_config.json template:
+//             <|startoftext|><|start_header_id|>{role}<|end_header_id|>\n\n{content | trim}<|eot_id|>...
+//           then <|start_header_id|>assistant<|end_header_id|>\n\n. The BOS opens the first message
+//           only; `trim` strips what Python's str.strip() strips.
+//   chatml  Dream-v0-Instruct-7B's (Qwen2-Instruct's) template: <|im_start|>{role}\n{content}<|im_end|>\n
+//           per message, preceded by the default system message "You are a helpful assistant." when
+//           the first message is not a system message; then <|im_start|>assistant\n.
+//   none    a base model: the contents joined by a blank line, nothing added.
+//
+// add_generation_prompt = false leaves out the assistant header. (LLaDA's own template writes it
+// unconditionally; dlm honours the flag so that a conversation can end on an assistant turn.)
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "../core/error.hpp"
+#include "json_util.hpp"
+#include "unicode.hpp"
+
+namespace dlm::io {
+
+enum class chat_format { none, llada, chatml };
+
+struct chat_message {
+    std::string role;  // "system", "user", "assistant", ...
+    std::string content;
+};
+
+namespace detail {
+
+/// Python's str.isspace(), which Jinja's `trim` filter strips.
+[[nodiscard]] constexpr bool python_is_space(char32_t c) noexcept {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/// Jinja's `trim`: `s` without leading and trailing whitespace.
+[[nodiscard]] inline std::string jinja_trim(std::string_view s) {
+    const std::u32string c = decode_utf8(s);
+    std::size_t b = 0, e = c.size();
+    while (b < e && python_is_space(c[b])) ++b;
+    while (e > b && python_is_space(c[e - 1])) --e;
+    return encode_utf8(std::u32string_view(c).substr(b, e - b));
+}
+
+}  // namespace detail
+
+/// The prompt text for `messages` in the model's chat format.
+[[nodiscard]] inline std::string apply_chat_template(chat_format format, std::span<const chat_message> messages,
+                                                     bool add_generation_prompt = true) {
+    std::string out;
+    switch (format) {
+        case chat_format::llada:
+            for (std::size_t i = 0; i < messages.size(); ++i) {
+                if (i == 0) out += "<|startoftext|>";
+                out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" +
+                       detail::jinja_trim(messages[i].content) + "<|eot_id|>";
+            }
+            if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+            break;
+        case chat_format::chatml:
+            if (!messages.empty() && messages[0].role != "system")
+                out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+            for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+            if (add_generation_prompt) out += "<|im_start|>assistant\n";
+            break;
+        case chat_format::none:
+            for (std::size_t i = 0; i < messages.size(); ++i) out += (i ? "\n\n" : "") + messages[i].content;
+            break;
+    }
+    return out;
+}
+
+/// Which format a Jinja chat template writes: llada for the <|start_header_id|> ... <|eot_id|>
+/// family, chatml for <|im_start|> ... <|im_end|>, none otherwise.
+[[nodiscard]] inline chat_format chat_format_of_template(std::string_view jinja) noexcept {
+    const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
+    if (has("<|start_header_id|>") && has("<|eot_id|>")) return chat_format::llada;
+    if (has("<|im_start|>") && has("<|im_end|>")) return chat_format::chatml;
+    return chat_format::none;
+}
+
+/// The chat format of a model folder, from the chat_template of its tokenizer_config.json (or of
+/// chat_template.jinja / chat_template.json beside it, where newer exports keep it). A folder without
+/// a template (a base model) is chat_format::none. Throws dlm::file_error for a malformed file.
+[[nodiscard]] inline chat_format detect_chat_format(const std::filesystem::path& model_dir) {
+    std::error_code ec;
+    const auto from_json = [&](const std::filesystem::path& p, const char* what) -> std::optional<chat_format> {
+        if (!std::filesystem::exists(p, ec)) return std::nullopt;
+        const nlohmann::json j = detail::parse_json_strict(detail::read_text_file(p), p.string(), what);
+        if (!j.is_object() || !j.contains("chat_template") || j["chat_template"].is_null()) return std::nullopt;
+        const auto& t = j["chat_template"];
+        if (t.is_string()) return chat_format_of_template(t.get<std::string>());
+        if (t.is_array()) {  // [{"name": "default", "template": "..."}, ...]
+            for (const auto& named : t)
+                if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+                    named["template"].is_string())
+                    return chat_format_of_template(named["template"].get<std::string>());
+        }
+        throw file_error(p.string(), "chat_template: expected a string or a list holding a \"default\" template");
+    };
+    if (const auto f = from_json(model_dir / "tokenizer_config.json", "tokenizer_config.json")) return *f;
+    if (const auto jinja = model_dir / "chat_template.jinja"; std::filesystem::exists(jinja, ec))
+        return chat_format_of_template(detail::read_text_file(jinja));
+    if (const auto f = from_json(model_dir / "chat_template.json", "chat_template.json")) return *f;
+    if (!std::filesystem::is_directory(model_dir, ec)) throw file_error(model_dir.string(), "no such folder");
+    return chat_format::none;
+}
+
+}  // namespace dlm::io
