@@ -10,6 +10,7 @@
 // and without a KV cache.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -69,20 +70,19 @@ inline void vstore_partial(float* p, vfloat v, int n) noexcept {
 }
 
 [[nodiscard]] inline vfloat vselect(vint mask, vfloat yes, vfloat no) noexcept {
-    const vint y = reinterpret_cast<vint&>(yes), n = reinterpret_cast<vint&>(no);
-    const vint r = (y & mask) | (n & ~mask);
-    return reinterpret_cast<const vfloat&>(r);
+    return std::bit_cast<vfloat>((std::bit_cast<vint>(yes) & mask) | (std::bit_cast<vint>(no) & ~mask));
 }
 
-/// exp(x) per lane, relative error about 2e-7 (Cephes' expf polynomial). exp(x) = 0 below -87,
-/// so exp(-inf) = 0 exactly; saturates at exp(88.37).
+/// exp(x) per lane, relative error below 3e-7 (Cephes' expf polynomial). exp(x) = 0 below -87,
+/// so exp(-inf) = 0 exactly; saturates at exp(88) (about 1.65e38, still finite).
 [[nodiscard]] inline vfloat vexp(vfloat x) noexcept {
     const vint underflow = x < vbroadcast(-87.0f);
-    x = vselect(x > vbroadcast(88.3762626647949f), vbroadcast(88.3762626647949f), x);
+    x = vselect(x > vbroadcast(88.0f), vbroadcast(88.0f), x);
     x = vselect(underflow, vbroadcast(0.0f), x);
-    // n = round(x / ln 2); the 1.5 * 2^23 trick rounds to nearest for |t| < 2^22.
-    const vfloat magic = vbroadcast(12582912.0f);
-    const vfloat n = (x * vbroadcast(1.44269504088896341f) + magic) - magic;
+    // n = round(x / ln 2), half away from zero, by truncating conversions (safe under -ffast-math).
+    const vfloat t = x * vbroadcast(1.44269504088896341f);
+    const vint ni = __builtin_convertvector(t + vselect(t >= vfloat{}, vbroadcast(0.5f), vbroadcast(-0.5f)), vint);
+    const vfloat n = __builtin_convertvector(ni, vfloat);
     vfloat r = x - n * vbroadcast(0.693359375f);
     r = r - n * vbroadcast(-2.12194440e-4f);
     vfloat p = vbroadcast(1.9875691500e-4f);
@@ -92,8 +92,7 @@ inline void vstore_partial(float* p, vfloat v, int n) noexcept {
     p = p * r + vbroadcast(1.6666665459e-1f);
     p = p * r + vbroadcast(5.0000001201e-1f);
     p = p * (r * r) + r + vbroadcast(1.0f);
-    const vint e = (__builtin_convertvector(n, vint) + 127) << 23;
-    const vfloat scale = reinterpret_cast<const vfloat&>(e);
+    const vfloat scale = std::bit_cast<vfloat>((ni + 127) << 23);
     return vselect(underflow, vbroadcast(0.0f), p * scale);
 }
 

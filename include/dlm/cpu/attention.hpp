@@ -1,0 +1,211 @@
+// dlm/cpu/attention.hpp — the KV cache and the masked grouped-query attention of the CPU transformer.
+//
+// The attention is templated on the mask policy: for query q it visits the keys
+// [0, min(attend_end, mask.key_end(layout, q))) and evaluates mask.allowed(layout, q, k) inline. Keys
+// inside the forward's window use the K/V just computed; keys outside it come from the sequence's
+// cache. Every score is one dot product over the head dimension in a fixed order and the weighted
+// sum of values runs over keys 0, 1, 2, ... in order, so a query's output depends only on the K/V
+// it attends to: recomputing a key or reading it back from the cache gives bit-identical results.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../model/concept.hpp"
+#include "gemm.hpp"
+
+namespace dlm::cpu {
+
+/// Per-sequence K/V store for `capacity` canvas positions: for every layer and KV head, the
+/// post-RoPE keys transposed (head_dim rows of `key_stride` positions, so a run of positions is one
+/// panel for the score product) and the values (`capacity` rows of `value_stride` floats), plus a
+/// flag per position saying whether its K/V were stored.
+struct kv_cache {
+    index_t capacity = 0, layers = 0, kv_heads = 0, head_dim = 0;
+    index_t key_stride = 0;    ///< capacity + gemm_nr (a panel starting at any position stays inside)
+    index_t value_stride = 0;  ///< head_dim rounded up to gemm_nr
+    std::vector<float, aligned_allocator<float>> keys, values;
+    std::vector<unsigned char> stored;
+
+    kv_cache() = default;
+    kv_cache(index_t capacity_, index_t layers_, index_t kv_heads_, index_t head_dim_)
+        : capacity(capacity_), layers(layers_), kv_heads(kv_heads_), head_dim(head_dim_), key_stride(capacity_ + gemm_nr),
+          value_stride((head_dim_ + gemm_nr - 1) / gemm_nr * gemm_nr),
+          keys(static_cast<std::size_t>(layers_) * kv_heads_ * head_dim_ * static_cast<std::size_t>(key_stride), 0.f),
+          values(static_cast<std::size_t>(layers_) * kv_heads_ * static_cast<std::size_t>(capacity_) * value_stride, 0.f),
+          stored(static_cast<std::size_t>(capacity_), 0) {}
+
+    /// Keys of (layer, kv head): element (dim, position) at [dim * key_stride + position].
+    [[nodiscard]] float* key_block(index_t layer, index_t g) noexcept {
+        return keys.data() + (static_cast<std::size_t>(layer) * kv_heads + g) * head_dim * static_cast<std::size_t>(key_stride);
+    }
+    /// Values of (layer, kv head): element (position, dim) at [position * value_stride + dim].
+    [[nodiscard]] float* value_block(index_t layer, index_t g) noexcept {
+        return values.data() + (static_cast<std::size_t>(layer) * kv_heads + g) * static_cast<std::size_t>(capacity) * value_stride;
+    }
+    /// Forget everything stored.
+    void clear() noexcept { std::fill(stored.begin(), stored.end(), 0); }
+};
+
+/// The fresh K/V of one request's window for one layer, in the cache's layouts (position 0 = the
+/// window's first row).
+struct window_kv {
+    index_t rows = 0, key_stride = 0, value_stride = 0, kv_heads = 0, head_dim = 0;
+    float* keys = nullptr;    // [kv_heads][head_dim][key_stride]
+    float* values = nullptr;  // [kv_heads][rows][value_stride]
+    [[nodiscard]] float* key_block(index_t g) const noexcept {
+        return keys + static_cast<std::size_t>(g) * head_dim * static_cast<std::size_t>(key_stride);
+    }
+    [[nodiscard]] float* value_block(index_t g) const noexcept {
+        return values + static_cast<std::size_t>(g) * rows * static_cast<std::size_t>(value_stride);
+    }
+    [[nodiscard]] static std::size_t floats(index_t rows, index_t kv_heads, index_t head_dim, index_t value_stride) noexcept {
+        return static_cast<std::size_t>(kv_heads) * head_dim * static_cast<std::size_t>(rows + gemm_nr) +
+               static_cast<std::size_t>(kv_heads) * rows * static_cast<std::size_t>(value_stride);
+    }
+};
+
+/// Where the heads sit in a row of the fused q|k|v projection output.
+struct head_geometry {
+    index_t heads = 0, kv_heads = 0, head_dim = 0, value_stride = 0;
+    std::ptrdiff_t qkv_ld = 0;  // floats per row of the q|k|v buffer: (heads + 2 kv_heads) * head_dim
+    std::ptrdiff_t out_ld = 0;  // floats per row of the attention output: heads * head_dim
+    [[nodiscard]] index_t q_dim() const noexcept { return heads * head_dim; }
+    [[nodiscard]] index_t kv_dim() const noexcept { return kv_heads * head_dim; }
+};
+
+/// Copies one request's fresh (post-RoPE) K/V from its q|k|v rows into `w`, and the rows of
+/// [store_begin, store_end) into the cache's `layer`.
+inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, const forward_plan& plan, const window_kv& w,
+                             kv_cache* cache, index_t layer, index_t g) {
+    const index_t d = hg.head_dim;
+    const float* k_src = qkv_rows + hg.q_dim() + g * d;
+    const float* v_src = qkv_rows + hg.q_dim() + hg.kv_dim() + g * d;
+    float* kt = w.key_block(g);
+    float* v = w.value_block(g);
+    for (index_t j = 0; j < w.rows; ++j)
+        for (index_t i = 0; i < d; ++i) kt[i * static_cast<std::ptrdiff_t>(w.key_stride) + j] = k_src[j * hg.qkv_ld + i];
+    for (index_t j = 0; j < w.rows; ++j) std::copy_n(v_src + j * hg.qkv_ld, d, v + j * static_cast<std::ptrdiff_t>(w.value_stride));
+    if (!plan.stores()) return;
+    const index_t s0 = plan.store_begin - plan.window_begin, count = plan.store_end - plan.store_begin;
+    float* ck = cache->key_block(layer, g);
+    float* cv = cache->value_block(layer, g);
+    for (index_t i = 0; i < d; ++i)
+        std::copy_n(kt + i * static_cast<std::ptrdiff_t>(w.key_stride) + s0, count,
+                    ck + i * static_cast<std::ptrdiff_t>(cache->key_stride) + plan.store_begin);
+    for (index_t j = 0; j < count; ++j)
+        std::copy_n(v + (s0 + j) * static_cast<std::ptrdiff_t>(w.value_stride), d,
+                    cv + (plan.store_begin + j) * static_cast<std::ptrdiff_t>(cache->value_stride));
+}
+
+/// Throws contract_error if a query row of the request needs a key that is neither in its window
+/// nor stored in its cache. Runs once per forward, before any layer.
+template <attention_mask Mask>
+void check_cached_keys(const forward_request<kv_cache>& rq, const Mask& mask, std::size_t index) {
+    const forward_plan& p = rq.plan;
+    const canvas_layout& l = rq.layout;
+    auto available = [&](index_t k) { return (k >= p.window_begin && k < p.window_end) || (rq.cache && rq.cache->stored[static_cast<std::size_t>(k)]); };
+    bool all = true;
+    for (index_t k = 0; k < p.attend_end && all; ++k) all = available(k);
+    if (all) return;
+    for (index_t q = p.window_begin; q < p.window_end; ++q) {
+        const index_t kend = std::min(p.attend_end, mask.key_end(l, q));
+        for (index_t k = 0; k < kend; ++k)
+            if (!available(k) && mask.allowed(l, q, k))
+                throw contract_error("cpu::transformer: request " + std::to_string(index) + ", row " + std::to_string(q) + " needs key " +
+                                     std::to_string(k) + ", which is neither in the window [" + std::to_string(p.window_begin) + ", " +
+                                     std::to_string(p.window_end) + ") nor stored in the KV cache");
+    }
+}
+
+/// One attention task: query head `h`, window rows [r0, r1) of one request.
+struct attention_task {
+    index_t request, head, r0, r1;
+};
+
+/// A run of keys [begin, end) read from one source.
+struct key_chunk {
+    index_t begin, end;
+    const float* keys;    // key `begin`: element (dim, begin + j) at keys[dim * key_stride + j]
+    std::ptrdiff_t key_stride;
+    const float* values;  // value `begin`: element (begin + j, dim) at values[j * value_stride + dim]
+};
+
+/// Runs the attention of one task: rows of `qkv` hold post-RoPE queries; writes the head's output
+/// into `out`. `scratch` is this thread's buffer for the scores.
+template <attention_mask Mask>
+void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, const head_geometry& hg, const float* qkv,
+            const window_kv& w, kv_cache* cache, index_t layer, const attention_task& t, float* out,
+            std::vector<float, aligned_allocator<float>>& scratch) {
+    const index_t d = hg.head_dim, g = t.head / (hg.heads / hg.kv_heads), rows = t.r1 - t.r0;
+    index_t kmax = 0;
+    for (index_t r = t.r0; r < t.r1; ++r) kmax = std::max(kmax, std::min(p.attend_end, mask.key_end(l, p.window_begin + r)));
+    const std::ptrdiff_t lds = (kmax + gemm_nr - 1) / gemm_nr * gemm_nr + gemm_nr;
+    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds));
+    float* s = scratch.data();
+
+    // Key sources in position order: cache before the window, the window, cache after it.
+    key_chunk chunks[3];
+    int n_chunks = 0;
+    const std::ptrdiff_t vs = hg.value_stride;
+    // Keys and values of positions [b, e), position `origin` at (keys, values).
+    auto add = [&](index_t b, index_t e, index_t origin, const float* keys, std::ptrdiff_t ks, const float* values) {
+        e = std::min(e, kmax);
+        if (b < e) chunks[n_chunks++] = {b, e, keys + (b - origin), ks, values + (b - origin) * vs};
+    };
+    if (cache) add(0, p.window_begin, 0, cache->key_block(layer, g), cache->key_stride, cache->value_block(layer, g));
+    add(p.window_begin, p.window_end, p.window_begin, w.key_block(g), w.key_stride, w.value_block(g));
+    if (cache) add(p.window_end, kmax, 0, cache->key_block(layer, g), cache->key_stride, cache->value_block(layer, g));
+
+    // Scores: S[r][k] = q_r · k_k.
+    const float* q = qkv + t.r0 * hg.qkv_ld + t.head * d;
+    for (int c = 0; c < n_chunks; ++c) {
+        const key_chunk& ch = chunks[c];
+        gemm(rows, ch.end - ch.begin, d, q, hg.qkv_ld, {ch.keys, gemm_nr, ch.key_stride}, s + ch.begin, lds);
+    }
+
+    // Mask, scale and softmax, row by row.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const index_t kpad = (kmax + simd_width - 1) / simd_width * simd_width;
+    for (index_t r = 0; r < rows; ++r) {
+        float* sr = s + r * lds;
+        const index_t qpos = p.window_begin + t.r0 + r;
+        const index_t kend = std::min(p.attend_end, mask.key_end(l, qpos));
+        float mx = -std::numeric_limits<float>::infinity();
+        for (index_t k = 0; k < kmax; ++k) {
+            if (k < kend && mask.allowed(l, qpos, k)) {
+                sr[k] *= scale;
+                mx = std::max(mx, sr[k]);
+            } else {
+                sr[k] = -std::numeric_limits<float>::infinity();
+            }
+        }
+        if (mx == -std::numeric_limits<float>::infinity()) {  // no key allowed: output zero
+            std::fill(sr, sr + kpad, 0.0f);
+            continue;
+        }
+        for (index_t k = kmax; k < kpad; ++k) sr[k] = -std::numeric_limits<float>::infinity();
+        const vfloat vmx = vbroadcast(mx);
+        for (index_t k = 0; k < kpad; k += simd_width) vstore(sr + k, vexp(vload(sr + k) - vmx));
+        float sum = 0.0f;
+        for (index_t k = 0; k < kmax; ++k) sum += sr[k];
+        const vfloat inv = vbroadcast(1.0f / sum);
+        for (index_t k = 0; k < kpad; k += simd_width) vstore(sr + k, vload(sr + k) * inv);
+    }
+
+    // Output: O[r] = Σ_k P[r][k] v_k, keys in order across the chunks.
+    float* o = out + t.r0 * hg.out_ld + t.head * d;
+    for (int c = 0; c < n_chunks; ++c) {
+        const key_chunk& ch = chunks[c];
+        gemm(rows, d, ch.end - ch.begin, s + ch.begin, lds, {ch.values, gemm_nr, vs}, o, hg.out_ld, c > 0);
+    }
+    if (n_chunks == 0)
+        for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);
+}
+
+}  // namespace dlm::cpu

@@ -1,0 +1,116 @@
+// dlm/cpu/ops.hpp — the row-wise operations of the CPU transformer: RMSNorm, rotary embeddings,
+// the SiLU-gated product. Each row is computed on its own, in a fixed order, so a row's result never
+// depends on the other rows of the batch.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "../core/config.hpp"
+#include "simd.hpp"
+
+namespace dlm::cpu {
+
+/// Row-wise parallel loop over [0, n) when the work is worth the threads.
+template <class F>
+void for_rows(index_t n, double work_per_row, F&& f) {
+    [[maybe_unused]] const bool parallel = n > 1 && static_cast<double>(n) * work_per_row > 2e5;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (index_t i = 0; i < n; ++i) f(i);
+}
+
+/// out[i] = weight ⊙ x[i] / sqrt(mean(x[i]²) + eps), for rows of `width` floats (HF's RMSNorm: the
+/// mean of squares in f32, then the weight).
+inline void rms_norm(index_t rows, index_t width, const float* x, std::ptrdiff_t ldx, const float* weight, float eps, float* out,
+                     std::ptrdiff_t ldo) {
+    for_rows(rows, width, [&](index_t r) {
+        const float* xr = x + r * ldx;
+        float* o = out + r * ldo;
+        double ss = 0.0;
+        for (index_t i = 0; i < width; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + eps);
+        for (index_t i = 0; i < width; ++i) o[i] = weight[i] * (xr[i] * inv);
+    });
+}
+
+/// Rotary embedding in the rotate-half convention of HF Llama/Qwen2/LLaDA: dimension i and
+/// i + d/2 of a head rotate together by angle pos · θ^(-2i/d).
+class rotary {
+public:
+    rotary() = default;
+    rotary(index_t head_dim, double theta) : half_(head_dim / 2), inv_freq_(static_cast<std::size_t>(head_dim / 2)) {
+        for (index_t i = 0; i < half_; ++i) {
+            const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+            inv_freq_[static_cast<std::size_t>(i)] = 1.0f / static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
+        }
+    }
+
+    /// cos and sin tables for `positions` (rows of d/2 floats each).
+    void tables(const std::vector<index_t>& positions, std::vector<float>& cos_out, std::vector<float>& sin_out) const {
+        const std::size_t h = static_cast<std::size_t>(half_);
+        cos_out.resize(positions.size() * h);
+        sin_out.resize(positions.size() * h);
+        for (std::size_t r = 0; r < positions.size(); ++r)
+            for (std::size_t i = 0; i < h; ++i) {
+                // The angle is an f32 product, as in the reference implementations.
+                const float angle = static_cast<float>(positions[r]) * inv_freq_[i];
+                cos_out[r * h + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+                sin_out[r * h + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+            }
+    }
+
+    /// Rotates `heads` consecutive heads of each row in place.
+    void apply(index_t rows, float* x, std::ptrdiff_t ldx, index_t heads, const float* cos_t, const float* sin_t) const {
+        const index_t h = half_, d = 2 * half_;
+        for_rows(rows, static_cast<double>(heads) * d, [&](index_t r) {
+            const float* c = cos_t + r * h;
+            const float* s = sin_t + r * h;
+            for (index_t head = 0; head < heads; ++head) {
+                float* v = x + r * ldx + head * d;
+                for (index_t i = 0; i < h; ++i) {
+                    const float x1 = v[i], x2 = v[i + h];
+                    v[i] = x1 * c[i] - x2 * s[i];
+                    v[i + h] = x2 * c[i] + x1 * s[i];
+                }
+            }
+        });
+    }
+
+private:
+    index_t half_ = 0;
+    std::vector<float> inv_freq_;
+};
+
+/// out[r][i] = silu(gate[r][i]) · up[r][i] with gate = in[r][0, width), up = in[r][width, 2·width).
+inline void silu_gate(index_t rows, index_t width, const float* in, std::ptrdiff_t ldi, float* out, std::ptrdiff_t ldo) {
+    for_rows(rows, 20.0 * width, [&](index_t r) {
+        const float* g = in + r * ldi;
+        const float* u = g + width;
+        float* o = out + r * ldo;
+        const vfloat one = vbroadcast(1.0f);
+        index_t i = 0;
+        for (; i + simd_width <= width; i += simd_width) {
+            const vfloat gv = vload(g + i);
+            vstore(o + i, gv / (one + vexp(-gv)) * vload(u + i));
+        }
+        if (i < width) {  // the tail goes through the same vector code, lane by lane identical
+            const int n = static_cast<int>(width - i);
+            const vfloat gv = vload_partial(g + i, n);
+            vstore_partial(o + i, gv / (one + vexp(-gv)) * vload_partial(u + i, n), n);
+        }
+    });
+}
+
+/// y[r] += d[r] for rows of `width` floats.
+inline void add_rows(index_t rows, index_t width, float* y, std::ptrdiff_t ldy, const float* d, std::ptrdiff_t ldd) {
+    for_rows(rows, width, [&](index_t r) {
+        float* yr = y + r * ldy;
+        const float* dr = d + r * ldd;
+        for (index_t i = 0; i < width; ++i) yr[i] += dr[i];
+    });
+}
+
+}  // namespace dlm::cpu

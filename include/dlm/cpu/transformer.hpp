@@ -1,0 +1,417 @@
+// dlm/cpu/transformer.hpp — the CPU transformer: LLaDA, Dream and Qwen2 by configuration.
+//
+//   auto model = dlm::cpu::transformer::load("path/to/model");   // config.json + *.safetensors
+//   dlm::decoder<dlm::cpu::transformer, dlm::block_causal_mask, dlm::prefix_cache, ...> dec(model, ...);
+//
+// One pre-norm decoder for every supported family (see weights.hpp for the block). The attention
+// mask is not a property of the model: it comes with every forward as the decoder's mask policy, so
+// the same weights run bidirectionally (LLaDA, Dream), block-causally (CDLM) or causally (AR).
+//
+// Compute is f32. Weights are converted to f32 once at load and packed for dlm's GEMM (gemm.hpp),
+// which gives every row a result independent of the batch around it; with the row-wise norms and the
+// fixed-order attention (attention.hpp) a sequence's logits are bit-identical alone or in a batch,
+// and with or without an exact KV cache. Threads: OpenMP over column panels, rows and heads.
+// A transformer is not safe to call from two threads at once (forward reuses its work buffers).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/model_config.hpp"
+#include "../io/safetensors.hpp"
+#include "../model/concept.hpp"
+#include "attention.hpp"
+#include "gemm.hpp"
+#include "ops.hpp"
+#include "weights.hpp"
+
+namespace dlm::cpu {
+
+class transformer {
+public:
+    using kv_cache = cpu::kv_cache;
+
+    /// A transformer from in-memory weights (tests, benchmarks). Throws invalid_parameter naming the
+    /// config field or the weight ("weights.layers[1].k_proj") that does not fit.
+    transformer(io::model_config config, const transformer_weights& w) : transformer(std::move(config)) {
+        build([&](tensor_role role, index_t layer) { return copy_weight(w, role, layer); });
+    }
+
+    /// Loads a Hugging Face model folder (a path to a file inside it names the folder): config.json
+    /// (and generation_config.json), then every tensor of model.safetensors or of a sharded
+    /// checkpoint (f32, f16 or bf16), converted to f32 once. Throws file_error / tensor_error naming
+    /// the file and the tensor; a checkpoint holding a tensor the model does not use is refused.
+    [[nodiscard]] static transformer load(const std::filesystem::path& model_dir) {
+        std::error_code ec;
+        const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
+        transformer t(io::load_config(dir));
+        const io::checkpoint ck = io::checkpoint::open(dir);
+        const io::architecture arch = t.config_.arch;
+        t.build([&](tensor_role role, index_t layer) { return ck.read_f32(tensor_name(arch, role, layer), tensor_shape(t.config_, role)); });
+        // Buffers some exporters keep: a tied head stored anyway, rotary frequency tables. Unused.
+        if (t.config_.tie_word_embeddings && ck.contains(tensor_name(arch, tensor_role::lm_head)))
+            ck.mark_read(tensor_name(arch, tensor_role::lm_head));
+        if (arch != io::architecture::llada)
+            for (index_t l = 0; l < t.config_.num_layers; ++l) {
+                const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
+                if (ck.contains(inv)) ck.mark_read(inv);
+            }
+        ck.check_all_read();
+        return t;
+    }
+
+    [[nodiscard]] const io::model_config& config() const noexcept { return config_; }
+    [[nodiscard]] index_t vocab_size() const noexcept { return config_.vocab_size; }
+    [[nodiscard]] token_id mask_id() const noexcept { return config_.mask_id; }
+    [[nodiscard]] std::span<const token_id> eos_ids() const noexcept { return config_.eos_ids; }
+    [[nodiscard]] bool logits_shift() const noexcept { return config_.logits_shift; }
+    [[nodiscard]] index_t max_context() const noexcept { return config_.max_context; }
+
+    /// Parameters held (the head counted once when tied).
+    [[nodiscard]] std::int64_t parameter_count() const noexcept {
+        const std::int64_t h = config_.hidden_size, q = std::int64_t{config_.num_heads} * config_.head_dim,
+                           kv = std::int64_t{config_.num_kv_heads} * config_.head_dim, f = config_.intermediate_size;
+        const std::int64_t per_layer = h * (q + 2 * kv) + (config_.qkv_bias ? q + 2 * kv : 0) + q * h + 3 * h * f + 2 * h;
+        return std::int64_t{config_.vocab_size} * h * (config_.tie_word_embeddings ? 1 : 2) + config_.num_layers * per_layer + h;
+    }
+
+    /// A K/V store for `capacity` canvas positions.
+    [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
+        if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
+        return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+    }
+
+    /// One batched forward (see dlm::forward_request and dlm::forward_plan): hidden states of each
+    /// request's window rows, attention over [0, min(attend_end, mask.key_end(q))) with
+    /// mask.allowed evaluated inline (window keys fresh, the others from the cache), fresh K/V of
+    /// [store_begin, store_end) written to the cache, and the logits of rows
+    /// [logits_begin, logits_end), requests in order, into `logits`.
+    template <attention_mask Mask>
+    void forward(std::span<const forward_request<kv_cache>> requests, const Mask& mask, std::span<float> logits) {
+        const std::size_t n = requests.size();
+        std::vector<index_t> row0(n + 1, 0);
+        std::size_t logit_rows = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            validate(requests[i], i);
+            check_cached_keys(requests[i], mask, i);
+            row0[i + 1] = row0[i] + requests[i].plan.window_size();
+            logit_rows += static_cast<std::size_t>(requests[i].plan.logits_rows());
+        }
+        const std::size_t vocab = static_cast<std::size_t>(config_.vocab_size);
+        if (logits.size() != logit_rows * vocab)
+            throw contract_error("cpu::transformer::forward: logits holds " + std::to_string(logits.size()) + " floats, the plans ask for " +
+                                 std::to_string(logit_rows) + " rows of " + std::to_string(vocab));
+        const index_t m = row0[n];
+        if (m == 0) return;
+
+        const index_t hidden = config_.hidden_size, ffn = config_.intermediate_size;
+        const head_geometry hg = geometry();
+        const std::ptrdiff_t qkv_ld = hg.qkv_ld;
+        resize_work(m, requests, row0);
+
+        // Embedding and rotary tables of every window row.
+        std::vector<index_t> positions(static_cast<std::size_t>(m));
+        for (std::size_t i = 0; i < n; ++i)
+            for (index_t j = 0; j < requests[i].plan.window_size(); ++j) {
+                const index_t pos = requests[i].plan.window_begin + j;
+                positions[static_cast<std::size_t>(row0[i] + j)] = pos;
+                const token_id tok = requests[i].canvas[static_cast<std::size_t>(pos)];
+                std::copy_n(embedding_.data() + static_cast<std::ptrdiff_t>(tok) * hidden, hidden, x_.data() + (row0[i] + j) * std::ptrdiff_t{hidden});
+            }
+        rope_.tables(positions, cos_, sin_);
+
+        std::vector<attention_task> tasks;
+        constexpr index_t rows_per_task = 32;
+        for (std::size_t i = 0; i < n; ++i)
+            for (index_t h = 0; h < config_.num_heads; ++h)
+                for (index_t r = 0; r < requests[i].plan.window_size(); r += rows_per_task)
+                    tasks.push_back({static_cast<index_t>(i), h, r, std::min(requests[i].plan.window_size(), r + rows_per_task)});
+
+        const float eps = static_cast<float>(config_.rms_norm_eps);
+        for (index_t l = 0; l < config_.num_layers; ++l) {
+            const layer& L = layers_[static_cast<std::size_t>(l)];
+            rms_norm(m, hidden, x_.data(), hidden, L.attn_norm.data(), eps, xn_.data(), hidden);
+            linear(m, xn_.data(), hidden, L.qkv, qkv_.data(), qkv_ld);
+            if (!L.qkv_bias.empty()) add_bias(m, qkv_.data(), qkv_ld, L.qkv_bias);
+            rope_.apply(m, qkv_.data(), qkv_ld, config_.num_heads + config_.num_kv_heads, cos_.data(), sin_.data());
+            run_attention(requests, mask, row0, l, tasks);
+            linear(m, att_.data(), hg.out_ld, L.o, tmp_.data(), hidden);
+            add_rows(m, hidden, x_.data(), hidden, tmp_.data(), hidden);
+            rms_norm(m, hidden, x_.data(), hidden, L.mlp_norm.data(), eps, xn_.data(), hidden);
+            linear(m, xn_.data(), hidden, L.gate_up, gu_.data(), 2 * std::ptrdiff_t{ffn});
+            silu_gate(m, ffn, gu_.data(), 2 * std::ptrdiff_t{ffn}, act_.data(), ffn);
+            linear(m, act_.data(), ffn, L.down, tmp_.data(), hidden);
+            add_rows(m, hidden, x_.data(), hidden, tmp_.data(), hidden);
+        }
+        for (const auto& rq : requests)
+            if (rq.plan.stores()) std::fill(rq.cache->stored.begin() + rq.plan.store_begin, rq.cache->stored.begin() + rq.plan.store_end, 1);
+
+        // Final norm and head, only for the rows whose logits are asked for.
+        if (logit_rows == 0) return;
+        std::size_t z = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const forward_plan& p = requests[i].plan;
+            for (index_t r = p.logits_begin; r < p.logits_end; ++r, ++z)
+                rms_norm(1, hidden, x_.data() + (row0[i] + r - p.window_begin) * std::ptrdiff_t{hidden}, hidden, final_norm_.data(), eps,
+                         xn_.data() + static_cast<std::ptrdiff_t>(z) * hidden, hidden);
+        }
+        linear(static_cast<index_t>(logit_rows), xn_.data(), hidden, head_, logits.data(), static_cast<std::ptrdiff_t>(vocab));
+    }
+
+private:
+    struct layer {
+        std::vector<float> attn_norm, mlp_norm, qkv_bias;
+        packed_matrix qkv, o, gate_up, down;  // q|k|v stacked; gate|up stacked
+    };
+    using buffer = std::vector<float, aligned_allocator<float>>;
+
+    explicit transformer(io::model_config c) : config_(std::move(c)) {
+        check_config();
+        rope_ = rotary(config_.head_dim, config_.rope_theta);
+    }
+
+    void check_config() const {
+        const io::model_config& c = config_;
+        auto positive = [](const char* name, index_t v) {
+            if (v <= 0) throw invalid_parameter(std::string("config.") + name, "must be positive, got " + std::to_string(v));
+        };
+        positive("vocab_size", c.vocab_size);
+        positive("hidden_size", c.hidden_size);
+        positive("intermediate_size", c.intermediate_size);
+        positive("num_layers", c.num_layers);
+        positive("num_heads", c.num_heads);
+        positive("num_kv_heads", c.num_kv_heads);
+        positive("head_dim", c.head_dim);
+        if (c.num_heads % c.num_kv_heads != 0)
+            throw invalid_parameter("config.num_kv_heads", std::to_string(c.num_kv_heads) + " does not divide num_heads " + std::to_string(c.num_heads));
+        if (c.head_dim % 2 != 0) throw invalid_parameter("config.head_dim", "rotary embeddings need an even head_dim, got " + std::to_string(c.head_dim));
+        if (!(c.rope_theta > 0)) throw invalid_parameter("config.rope_theta", "must be positive");
+        if (!(c.rms_norm_eps >= 0)) throw invalid_parameter("config.rms_norm_eps", "must be >= 0");
+        if (c.mask_id < 0 || c.mask_id >= c.vocab_size)
+            throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    }
+
+    /// Fills the layers from `source(role, layer)`, which returns the tensor's values in row-major
+    /// order with the shape tensor_shape(config, role). One tensor is held in f32 at a time.
+    template <class Source>
+    void build(Source&& source) {
+        const io::model_config& c = config_;
+        const index_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+        {
+            const std::vector<float> e = source(tensor_role::embedding, 0);
+            embedding_ = Eigen::Map<const matrix>(e.data(), c.vocab_size, h);
+        }
+        layers_.resize(static_cast<std::size_t>(c.num_layers));
+        for (index_t l = 0; l < c.num_layers; ++l) {
+            layer& L = layers_[static_cast<std::size_t>(l)];
+            L.attn_norm = source(tensor_role::attn_norm, l);
+            L.qkv = packed_matrix(q + 2 * kv, h);
+            L.qkv.set_rows(0, source(tensor_role::q_proj, l).data(), q);
+            L.qkv.set_rows(q, source(tensor_role::k_proj, l).data(), kv);
+            L.qkv.set_rows(q + kv, source(tensor_role::v_proj, l).data(), kv);
+            if (c.qkv_bias) {
+                L.qkv_bias = source(tensor_role::q_bias, l);
+                for (tensor_role r : {tensor_role::k_bias, tensor_role::v_bias}) {
+                    const std::vector<float> b = source(r, l);
+                    L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
+                }
+            }
+            L.o = packed_matrix(h, q);
+            L.o.set_rows(0, source(tensor_role::o_proj, l).data(), h);
+            L.mlp_norm = source(tensor_role::mlp_norm, l);
+            L.gate_up = packed_matrix(2 * f, h);
+            L.gate_up.set_rows(0, source(tensor_role::gate_proj, l).data(), f);
+            L.gate_up.set_rows(f, source(tensor_role::up_proj, l).data(), f);
+            L.down = packed_matrix(h, f);
+            L.down.set_rows(0, source(tensor_role::down_proj, l).data(), h);
+        }
+        final_norm_ = source(tensor_role::final_norm, 0);
+        head_ = packed_matrix(c.vocab_size, h);
+        if (c.tie_word_embeddings) head_.set_rows(0, embedding_.data(), c.vocab_size);
+        else head_.set_rows(0, source(tensor_role::lm_head, 0).data(), c.vocab_size);
+    }
+
+    /// The in-memory source: the weight for (role, layer), its shape checked.
+    std::vector<float> copy_weight(const transformer_weights& w, tensor_role role, index_t l) const {
+        const std::string where = "weights.layers[" + std::to_string(l) + "].";
+        const auto expected = tensor_shape(config_, role);
+        auto take = [&](const std::string& name, const float* data, std::int64_t rows, std::int64_t cols) {
+            const bool ok = expected.size() == 2 ? rows == expected[0] && cols == expected[1] : rows * cols == expected[0] && (rows == 1 || cols == 1);
+            if (!ok) {
+                std::string want = "[" + std::to_string(expected[0]) + (expected.size() == 2 ? ", " + std::to_string(expected[1]) : "") + "]";
+                throw invalid_parameter(name, "expected shape " + want + ", got [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+            }
+            return std::vector<float>(data, data + rows * cols);
+        };
+        auto mat = [&](const std::string& name, const matrix& m) { return take(name, m.data(), m.rows(), m.cols()); };
+        auto vec = [&](const std::string& name, const vector& v) { return take(name, v.data(), v.size(), 1); };
+        if (role == tensor_role::embedding) return mat("weights.embedding", w.embedding);
+        if (role == tensor_role::final_norm) return vec("weights.final_norm", w.final_norm);
+        if (role == tensor_role::lm_head) return mat("weights.lm_head", w.lm_head);
+        if (static_cast<std::size_t>(l) >= w.layers.size())
+            throw invalid_parameter("weights.layers", "holds " + std::to_string(w.layers.size()) + " layers, the config has " +
+                                                          std::to_string(config_.num_layers));
+        const layer_weights& L = w.layers[static_cast<std::size_t>(l)];
+        switch (role) {
+            case tensor_role::attn_norm: return vec(where + "attn_norm", L.attn_norm);
+            case tensor_role::q_proj: return mat(where + "q_proj", L.q_proj);
+            case tensor_role::k_proj: return mat(where + "k_proj", L.k_proj);
+            case tensor_role::v_proj: return mat(where + "v_proj", L.v_proj);
+            case tensor_role::q_bias: return vec(where + "q_bias", L.q_bias);
+            case tensor_role::k_bias: return vec(where + "k_bias", L.k_bias);
+            case tensor_role::v_bias: return vec(where + "v_bias", L.v_bias);
+            case tensor_role::o_proj: return mat(where + "o_proj", L.o_proj);
+            case tensor_role::mlp_norm: return vec(where + "mlp_norm", L.mlp_norm);
+            case tensor_role::gate_proj: return mat(where + "gate_proj", L.gate_proj);
+            case tensor_role::up_proj: return mat(where + "up_proj", L.up_proj);
+            case tensor_role::down_proj: return mat(where + "down_proj", L.down_proj);
+            default: break;
+        }
+        throw contract_error("cpu::transformer: unknown tensor role");
+    }
+
+    [[nodiscard]] head_geometry geometry() const noexcept {
+        head_geometry hg;
+        hg.heads = config_.num_heads;
+        hg.kv_heads = config_.num_kv_heads;
+        hg.head_dim = config_.head_dim;
+        hg.value_stride = (config_.head_dim + gemm_nr - 1) / gemm_nr * gemm_nr;
+        hg.qkv_ld = static_cast<std::ptrdiff_t>(config_.num_heads + 2 * config_.num_kv_heads) * config_.head_dim;
+        hg.out_ld = static_cast<std::ptrdiff_t>(config_.num_heads) * config_.head_dim;
+        return hg;
+    }
+
+    void validate(const forward_request<kv_cache>& rq, std::size_t i) const {
+        const forward_plan& p = rq.plan;
+        const canvas_layout& l = rq.layout;
+        const auto range = [](index_t b, index_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + ")"; };
+        const auto fail = [&](const std::string& why) {
+            throw contract_error("cpu::transformer::forward: request " + std::to_string(i) + ": " + why);
+        };
+        if (rq.canvas.size() != static_cast<std::size_t>(l.size()))
+            fail("the canvas holds " + std::to_string(rq.canvas.size()) + " tokens, the layout " + std::to_string(l.size()));
+        if (!(0 <= p.window_begin && p.window_begin <= p.window_end && p.window_end <= l.size()))
+            fail("window " + range(p.window_begin, p.window_end) + " is not inside the canvas " + range(0, l.size()));
+        if (!(p.window_begin <= p.logits_begin && p.logits_begin <= p.logits_end && p.logits_end <= p.window_end))
+            fail("logits rows " + range(p.logits_begin, p.logits_end) + " are not inside the window " + range(p.window_begin, p.window_end));
+        if (!(0 <= p.attend_end && p.attend_end <= l.size()))
+            fail("attend_end " + std::to_string(p.attend_end) + " is outside the canvas " + range(0, l.size()));
+        if (p.stores()) {
+            if (!(p.window_begin <= p.store_begin && p.store_end <= p.window_end))
+                fail("store range " + range(p.store_begin, p.store_end) + " is not inside the window " + range(p.window_begin, p.window_end) +
+                     " (only K/V computed in this forward can be stored)");
+            if (!rq.cache) fail("the plan stores K/V but the request has no cache");
+        }
+        if (rq.cache) {
+            const kv_cache& c = *rq.cache;
+            if (c.layers != config_.num_layers || c.kv_heads != config_.num_kv_heads || c.head_dim != config_.head_dim)
+                fail("the KV cache was made for another model shape");
+            if (c.capacity < p.attend_end || c.capacity < p.store_end)
+                fail("the KV cache holds " + std::to_string(c.capacity) + " positions, the plan needs " +
+                     std::to_string(std::max(p.attend_end, p.store_end)));
+        }
+        for (index_t k = p.window_begin; k < p.window_end; ++k) {
+            const token_id t = rq.canvas[static_cast<std::size_t>(k)];
+            if (t < 0 || t >= config_.vocab_size)
+                throw invalid_parameter("requests[" + std::to_string(i) + "].canvas", "token at position " + std::to_string(k) + " is " +
+                                                                                          std::to_string(t) + ", outside the vocabulary [0, " +
+                                                                                          std::to_string(config_.vocab_size) + ")");
+        }
+    }
+
+    void resize_work(index_t m, std::span<const forward_request<kv_cache>> requests, const std::vector<index_t>& row0) {
+        const head_geometry hg = geometry();
+        const auto rows = static_cast<std::size_t>(m);
+        const auto h = static_cast<std::size_t>(config_.hidden_size), f = static_cast<std::size_t>(config_.intermediate_size);
+        x_.resize(rows * h);
+        xn_.resize(rows * h);
+        tmp_.resize(rows * h);
+        qkv_.resize(rows * static_cast<std::size_t>(hg.qkv_ld));
+        att_.resize(rows * static_cast<std::size_t>(hg.out_ld));
+        gu_.resize(rows * 2 * f);
+        act_.resize(rows * f);
+        windows_.clear();
+        std::size_t floats = 0;
+        for (const auto& rq : requests)
+            floats += window_kv::floats(rq.plan.window_size(), hg.kv_heads, hg.head_dim, hg.value_stride);
+        window_store_.resize(floats);
+        float* at = window_store_.data();
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+            window_kv w;
+            w.rows = row0[i + 1] - row0[i];
+            w.key_stride = w.rows + gemm_nr;
+            w.value_stride = hg.value_stride;
+            w.kv_heads = hg.kv_heads;
+            w.head_dim = hg.head_dim;
+            w.keys = at;
+            w.values = at + static_cast<std::size_t>(hg.kv_heads) * hg.head_dim * static_cast<std::size_t>(w.key_stride);
+            at += window_kv::floats(w.rows, hg.kv_heads, hg.head_dim, hg.value_stride);
+            windows_.push_back(w);
+        }
+    }
+
+    void add_bias(index_t m, float* y, std::ptrdiff_t ld, const std::vector<float>& bias) const {
+        for_rows(m, static_cast<double>(bias.size()), [&](index_t r) {
+            float* row = y + r * ld;
+            for (std::size_t j = 0; j < bias.size(); ++j) row[j] += bias[j];
+        });
+    }
+
+    template <attention_mask Mask>
+    void run_attention(std::span<const forward_request<kv_cache>> requests, const Mask& mask, const std::vector<index_t>& row0, index_t l,
+                       const std::vector<attention_task>& tasks) {
+        const head_geometry hg = geometry();
+        const long n = static_cast<long>(requests.size());
+        const long kv_jobs = n * hg.kv_heads;
+        [[maybe_unused]] const bool parallel_copy = kv_jobs > 1 && static_cast<double>(row0.back()) * hg.kv_dim() > 1e5;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel_copy)
+#endif
+        for (long j = 0; j < kv_jobs; ++j) {
+            const auto i = static_cast<std::size_t>(j / hg.kv_heads);
+            const auto& rq = requests[i];
+            gather_window_kv(hg, qkv_.data() + row0[i] * hg.qkv_ld, rq.plan, windows_[i], rq.cache, l, static_cast<index_t>(j % hg.kv_heads));
+        }
+        const long count = static_cast<long>(tasks.size());
+        double work = 0;  // multiply-adds of the scores and the weighted values
+        for (std::size_t i = 0; i < requests.size(); ++i) work += 2.0 * (row0[i + 1] - row0[i]) * requests[i].plan.attend_end * hg.q_dim();
+        [[maybe_unused]] const bool parallel = count > 1 && work > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel if (parallel)
+#endif
+        {
+            buffer scratch;
+#if defined(_OPENMP)
+#pragma omp for schedule(dynamic)
+#endif
+            for (long t = 0; t < count; ++t) {
+                const attention_task& task = tasks[static_cast<std::size_t>(t)];
+                const auto i = static_cast<std::size_t>(task.request);
+                const auto& rq = requests[i];
+                attend(mask, rq.layout, rq.plan, hg, qkv_.data() + row0[i] * hg.qkv_ld, windows_[i], rq.cache, l, task,
+                       att_.data() + row0[i] * hg.out_ld, scratch);
+            }
+        }
+    }
+
+    io::model_config config_;
+    matrix embedding_;
+    std::vector<layer> layers_;
+    std::vector<float> final_norm_;
+    packed_matrix head_;
+    rotary rope_;
+    // Work buffers, reused across forwards.
+    buffer x_, xn_, tmp_, qkv_, att_, gu_, act_, window_store_;
+    std::vector<float> cos_, sin_;
+    std::vector<window_kv> windows_;
+};
+
+static_assert(language_model<transformer>);
+
+}  // namespace dlm::cpu

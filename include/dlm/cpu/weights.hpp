@@ -1,0 +1,180 @@
+// dlm/cpu/weights.hpp — the weights of the CPU transformer, their checkpoint names, and random
+// weights for tests and benchmarks.
+//
+// One layout serves both families: a pre-norm decoder block (RMSNorm, rotary grouped-query
+// attention with optional q/k/v biases, RMSNorm, SiLU-gated MLP), a final RMSNorm and an output head
+// that is its own matrix or the embedding (tied). Only the tensor names differ between LLaDA and
+// Qwen2/Dream; `tensor_name` maps a role to the name in the Hugging Face checkpoint.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "../core/error.hpp"
+#include "../io/model_config.hpp"
+
+namespace dlm::cpu {
+
+/// Row-major f32 matrix, as Hugging Face stores linear weights: [out_features, in_features].
+using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using vector = Eigen::VectorXf;
+
+/// One decoder block. Biases are empty unless the config has qkv_bias.
+struct layer_weights {
+    vector attn_norm;                       ///< [hidden]
+    matrix q_proj, k_proj, v_proj;          ///< [heads·head_dim, hidden], [kv_heads·head_dim, hidden] (twice)
+    vector q_bias, k_bias, v_bias;          ///< [heads·head_dim], [kv_heads·head_dim] (twice)
+    matrix o_proj;                          ///< [hidden, heads·head_dim]
+    vector mlp_norm;                        ///< [hidden]
+    matrix gate_proj, up_proj;              ///< [intermediate, hidden]: silu(gate(x)) · up(x)
+    matrix down_proj;                       ///< [hidden, intermediate]
+};
+
+struct transformer_weights {
+    matrix embedding;                  ///< [vocab, hidden]
+    std::vector<layer_weights> layers;
+    vector final_norm;                 ///< [hidden]
+    matrix lm_head;                    ///< [vocab, hidden]; empty when the config ties it to the embedding
+};
+
+/// What a tensor is, independent of the family's naming.
+enum class tensor_role {
+    embedding, attn_norm, q_proj, k_proj, v_proj, q_bias, k_bias, v_bias, o_proj,
+    mlp_norm, gate_proj, up_proj, down_proj, final_norm, lm_head
+};
+
+/// The tensor's name in the family's Hugging Face checkpoint (`layer` is ignored for the
+/// embedding, the final norm and the head).
+[[nodiscard]] inline std::string tensor_name(io::architecture arch, tensor_role role, index_t layer = 0) {
+    const std::string n = std::to_string(layer);
+    if (arch == io::architecture::llada) {
+        const std::string b = "model.transformer.blocks." + n + ".";
+        switch (role) {
+            case tensor_role::embedding: return "model.transformer.wte.weight";
+            case tensor_role::attn_norm: return b + "attn_norm.weight";
+            case tensor_role::q_proj: return b + "q_proj.weight";
+            case tensor_role::k_proj: return b + "k_proj.weight";
+            case tensor_role::v_proj: return b + "v_proj.weight";
+            case tensor_role::q_bias: return b + "q_proj.bias";
+            case tensor_role::k_bias: return b + "k_proj.bias";
+            case tensor_role::v_bias: return b + "v_proj.bias";
+            case tensor_role::o_proj: return b + "attn_out.weight";
+            case tensor_role::mlp_norm: return b + "ff_norm.weight";
+            case tensor_role::gate_proj: return b + "ff_proj.weight";  // the activated branch
+            case tensor_role::up_proj: return b + "up_proj.weight";    // the linear branch
+            case tensor_role::down_proj: return b + "ff_out.weight";
+            case tensor_role::final_norm: return "model.transformer.ln_f.weight";
+            case tensor_role::lm_head: return "model.transformer.ff_out.weight";
+        }
+    } else {
+        const std::string b = "model.layers." + n + ".";
+        switch (role) {
+            case tensor_role::embedding: return "model.embed_tokens.weight";
+            case tensor_role::attn_norm: return b + "input_layernorm.weight";
+            case tensor_role::q_proj: return b + "self_attn.q_proj.weight";
+            case tensor_role::k_proj: return b + "self_attn.k_proj.weight";
+            case tensor_role::v_proj: return b + "self_attn.v_proj.weight";
+            case tensor_role::q_bias: return b + "self_attn.q_proj.bias";
+            case tensor_role::k_bias: return b + "self_attn.k_proj.bias";
+            case tensor_role::v_bias: return b + "self_attn.v_proj.bias";
+            case tensor_role::o_proj: return b + "self_attn.o_proj.weight";
+            case tensor_role::mlp_norm: return b + "post_attention_layernorm.weight";
+            case tensor_role::gate_proj: return b + "mlp.gate_proj.weight";
+            case tensor_role::up_proj: return b + "mlp.up_proj.weight";
+            case tensor_role::down_proj: return b + "mlp.down_proj.weight";
+            case tensor_role::final_norm: return "model.norm.weight";
+            case tensor_role::lm_head: return "lm_head.weight";
+        }
+    }
+    return "?";
+}
+
+/// The tensor's shape under `c`: {rows, cols} for matrices, {size} for vectors.
+[[nodiscard]] inline std::vector<std::int64_t> tensor_shape(const io::model_config& c, tensor_role role) {
+    const std::int64_t h = c.hidden_size, q = std::int64_t{c.num_heads} * c.head_dim, kv = std::int64_t{c.num_kv_heads} * c.head_dim,
+                       f = c.intermediate_size, v = c.vocab_size;
+    switch (role) {
+        case tensor_role::embedding:
+        case tensor_role::lm_head: return {v, h};
+        case tensor_role::attn_norm:
+        case tensor_role::mlp_norm:
+        case tensor_role::final_norm: return {h};
+        case tensor_role::q_proj: return {q, h};
+        case tensor_role::k_proj:
+        case tensor_role::v_proj: return {kv, h};
+        case tensor_role::q_bias: return {q};
+        case tensor_role::k_bias:
+        case tensor_role::v_bias: return {kv};
+        case tensor_role::o_proj: return {h, q};
+        case tensor_role::gate_proj:
+        case tensor_role::up_proj: return {f, h};
+        case tensor_role::down_proj: return {h, f};
+    }
+    return {};
+}
+
+namespace detail {
+/// splitmix64: a tiny, portable generator, so random weights are the same everywhere.
+struct splitmix {
+    std::uint64_t state;
+    std::uint64_t next() noexcept {
+        std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    /// Uniform in [-1, 1).
+    float uniform() noexcept { return static_cast<float>(static_cast<double>(next() >> 40) * 0x1p-23 - 1.0); }
+};
+inline matrix random_matrix(splitmix& g, std::int64_t rows, std::int64_t cols, float scale) {
+    matrix m(rows, cols);
+    float* p = m.data();
+    for (std::int64_t i = 0; i < rows * cols; ++i) p[i] = scale * g.uniform();
+    return m;
+}
+inline vector random_vector(splitmix& g, std::int64_t size, float center, float scale) {
+    vector v(size);
+    for (std::int64_t i = 0; i < size; ++i) v[i] = center + scale * g.uniform();
+    return v;
+}
+}  // namespace detail
+
+/// Random weights for `c` (for tests and benchmarks): matrices uniform in ±scale·sqrt(3/fan_in)
+/// (unit-variance outputs for unit-variance inputs, times `scale`), norms near 1, biases small.
+[[nodiscard]] inline transformer_weights random_weights(const io::model_config& c, std::uint64_t seed, float scale = 1.0f) {
+    detail::splitmix g{seed};
+    auto mat = [&](tensor_role r) {
+        const auto s = tensor_shape(c, r);
+        return detail::random_matrix(g, s[0], s[1], scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(s[1]))));
+    };
+    auto vec = [&](tensor_role r, float center, float spread) { return detail::random_vector(g, tensor_shape(c, r)[0], center, spread); };
+    transformer_weights w;
+    w.embedding = detail::random_matrix(g, c.vocab_size, c.hidden_size, 1.0f);
+    for (index_t l = 0; l < c.num_layers; ++l) {
+        layer_weights L;
+        L.attn_norm = vec(tensor_role::attn_norm, 1.0f, 0.1f);
+        L.q_proj = mat(tensor_role::q_proj);
+        L.k_proj = mat(tensor_role::k_proj);
+        L.v_proj = mat(tensor_role::v_proj);
+        if (c.qkv_bias) {
+            L.q_bias = vec(tensor_role::q_bias, 0.0f, 0.1f);
+            L.k_bias = vec(tensor_role::k_bias, 0.0f, 0.1f);
+            L.v_bias = vec(tensor_role::v_bias, 0.0f, 0.1f);
+        }
+        L.o_proj = mat(tensor_role::o_proj);
+        L.mlp_norm = vec(tensor_role::mlp_norm, 1.0f, 0.1f);
+        L.gate_proj = mat(tensor_role::gate_proj);
+        L.up_proj = mat(tensor_role::up_proj);
+        L.down_proj = mat(tensor_role::down_proj);
+        w.layers.push_back(std::move(L));
+    }
+    w.final_norm = vec(tensor_role::final_norm, 1.0f, 0.1f);
+    if (!c.tie_word_embeddings) w.lm_head = mat(tensor_role::lm_head);
+    return w;
+}
+
+}  // namespace dlm::cpu

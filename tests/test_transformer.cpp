@@ -1,0 +1,450 @@
+// The CPU transformer: parity with Hugging Face transformers on tiny random models (fixtures from
+// tools/make_model_fixtures.py), exact KV caching, batch invariance, loading, errors, presets.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cpu/transformer.hpp>
+#include <dlm/io/safetensors_writer.hpp>
+#include <dlm/presets.hpp>
+#include <dlm/schedule/next_slot.hpp>
+#include <dlm/schedule/threshold.hpp>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+using namespace dlm;
+using dlm::cpu::transformer;
+using kv = transformer::kv_cache;
+using tvec = std::vector<token_id>;
+
+namespace {
+
+const std::filesystem::path models_dir = std::filesystem::path(DLM_TEST_DATA) / "models";
+
+struct fixture {
+    tvec ids;
+    canvas_layout layout;
+    nlohmann::json cases;
+    std::filesystem::path dir;
+
+    std::vector<float> logits(const std::string& name) const {
+        const auto path = dir / cases.at(name).get<std::string>();
+        std::ifstream in(path, std::ios::binary);
+        REQUIRE_MESSAGE(in, "cannot read " << path);
+        std::vector<float> v(std::filesystem::file_size(path) / sizeof(float));
+        in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+        return v;
+    }
+};
+
+fixture read_fixture(const std::string& name, bool shift) {
+    fixture f;
+    f.dir = models_dir / name;
+    std::ifstream in(f.dir / "expected.json");
+    REQUIRE_MESSAGE(in, "missing fixture " << f.dir << " (tools/make_model_fixtures.py)");
+    const auto j = nlohmann::json::parse(in);
+    f.ids = j.at("input_ids").get<tvec>();
+    f.layout = {j.at("prompt_length").get<index_t>(), j.at("gen_length").get<index_t>(), j.at("block_length").get<index_t>(), shift};
+    f.cases = j.at("cases");
+    return f;
+}
+
+forward_plan full_plan(const canvas_layout& l) { return {0, l.size(), 0, l.size(), 0, 0, l.size()}; }
+
+template <class Mask>
+std::vector<float> run(transformer& m, const Mask& mask, const tvec& canvas, const canvas_layout& l, const forward_plan& p, kv* cache = nullptr) {
+    std::vector<float> out(static_cast<std::size_t>(p.logits_rows()) * static_cast<std::size_t>(m.vocab_size()));
+    const forward_request<kv> rq{canvas, l, p, cache};
+    m.forward(std::span<const forward_request<kv>>(&rq, 1), mask, out);
+    return out;
+}
+
+/// max |a - b| / max(1, |b|)
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
+    return worst;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// A random-weight model of size enough to span several GEMM panels and attention tasks.
+io::model_config small_config(io::architecture arch, bool tied, bool bias) {
+    io::model_config c;
+    c.arch = arch;
+    c.vocab_size = 97;
+    c.hidden_size = 40;
+    c.intermediate_size = 72;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 10;
+    c.max_context = 512;
+    c.rope_theta = 10000.0;
+    c.rms_norm_eps = 1e-6;
+    c.tie_word_embeddings = tied;
+    c.qkv_bias = bias;
+    c.mask_id = 96;
+    c.eos_ids = {3};
+    c.logits_shift = arch != io::architecture::llada;
+    c.causal = arch == io::architecture::qwen2;
+    return c;
+}
+
+tvec random_canvas(index_t prompt, index_t gen, token_id vocab_without_mask, token_id mask_id, unsigned seed) {
+    std::mt19937 g(seed);
+    tvec c(static_cast<std::size_t>(prompt + gen), mask_id);
+    for (index_t i = 0; i < prompt; ++i) c[static_cast<std::size_t>(i)] = static_cast<token_id>(g() % static_cast<unsigned>(vocab_without_mask));
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("the vector exp is accurate, finite, and exactly 0 for -inf") {
+    double worst = 0;
+    for (int i = 0; i <= 20000; ++i) {
+        const float x = -87.0f + 175.0f * static_cast<float>(i) / 20000.0f;
+        const float e = cpu::vexp(cpu::vbroadcast(x))[0];
+        worst = std::max(worst, std::abs(e - std::exp(static_cast<double>(x))) / std::exp(static_cast<double>(x)));
+    }
+    CHECK(worst < 3e-7);
+    CHECK(cpu::vexp(cpu::vbroadcast(-std::numeric_limits<float>::infinity()))[0] == 0.0f);
+    CHECK(cpu::vexp(cpu::vbroadcast(-100.0f))[0] == 0.0f);
+    CHECK(std::isfinite(cpu::vexp(cpu::vbroadcast(1000.0f))[0]));
+    CHECK(std::isfinite(cpu::vexp(cpu::vbroadcast(std::numeric_limits<float>::infinity()))[0]));
+}
+
+TEST_CASE("llada_tiny (f32, LLaDA names and config) matches transformers: bidirectional and block-causal") {
+    auto m = transformer::load(models_dir / "llada_tiny");
+    CHECK(m.config().arch == io::architecture::llada);
+    CHECK(m.vocab_size() == 300);
+    CHECK(m.mask_id() == 299);
+    CHECK_FALSE(m.logits_shift());
+    const fixture f = read_fixture("llada_tiny", false);
+    const auto bidi = run(m, bidirectional_mask{}, f.ids, f.layout, full_plan(f.layout));
+    CHECK(max_rel_diff(bidi, f.logits("bidirectional")) < 1e-4);
+    const auto bc = run(m, block_causal_mask{f.layout.block_length}, f.ids, f.layout, full_plan(f.layout));
+    CHECK(max_rel_diff(bc, f.logits("block_causal")) < 1e-4);
+    MESSAGE("llada_tiny: max rel diff bidirectional " << max_rel_diff(bidi, f.logits("bidirectional")) << ", block-causal "
+                                                       << max_rel_diff(bc, f.logits("block_causal")));
+}
+
+TEST_CASE("dream_tiny (bf16, tied head, q/k/v biases) matches transformers: bidirectional and causal") {
+    auto m = transformer::load(models_dir / "dream_tiny");
+    CHECK(m.config().arch == io::architecture::dream);
+    CHECK(m.logits_shift());
+    const fixture f = read_fixture("dream_tiny", true);
+    const auto bidi = run(m, bidirectional_mask{}, f.ids, f.layout, full_plan(f.layout));
+    CHECK(max_rel_diff(bidi, f.logits("bidirectional")) < 1e-4);
+    const auto causal = run(m, causal_mask{}, f.ids, f.layout, full_plan(f.layout));
+    CHECK(max_rel_diff(causal, f.logits("causal")) < 1e-4);
+    MESSAGE("dream_tiny: max rel diff bidirectional " << max_rel_diff(bidi, f.logits("bidirectional")) << ", causal "
+                                                       << max_rel_diff(causal, f.logits("causal")));
+}
+
+TEST_CASE("logits are computed only for the planned rows, and equal the full forward's rows") {
+    auto m = transformer::load(models_dir / "llada_tiny");
+    const fixture f = read_fixture("llada_tiny", false);
+    const auto full = run(m, bidirectional_mask{}, f.ids, f.layout, full_plan(f.layout));
+    forward_plan p = full_plan(f.layout);
+    p.logits_begin = 9;
+    p.logits_end = 13;
+    const auto part = run(m, bidirectional_mask{}, f.ids, f.layout, p);
+    const std::vector<float> rows(full.begin() + 9 * 300, full.begin() + 13 * 300);
+    CHECK(bitwise_equal(part, rows));
+}
+
+TEST_CASE("a sequence gets bit-identical logits alone and inside a batch") {
+    transformer m(small_config(io::architecture::dream, false, true), cpu::random_weights(small_config(io::architecture::dream, false, true), 7));
+    const block_causal_mask mask{8};
+    // Three sequences of different lengths and plans; the second one uses a KV cache.
+    const canvas_layout la{5, 16, 8, true}, lb{37, 32, 8, true}, lc{11, 8, 8, true};
+    const tvec a = random_canvas(5, 16, 96, 96, 1), b = random_canvas(37, 32, 96, 96, 2), c = random_canvas(11, 8, 96, 96, 3);
+    const forward_plan pa = full_plan(la), pc = no_cache{}.plan(mask, lc, {0, 0});
+    const forward_plan pb = prefix_cache{}.plan(mask, lb, {0, 0});  // stores the prompt
+    kv cache_b = m.make_kv_cache(lb.size()), cache_b_alone = m.make_kv_cache(lb.size());
+
+    const auto alone_a = run(m, mask, a, la, pa);
+    const auto alone_b = run(m, mask, b, lb, pb, &cache_b_alone);
+    const auto alone_c = run(m, mask, c, lc, pc);
+
+    const std::vector<forward_request<kv>> batch{{a, la, pa, nullptr}, {b, lb, pb, &cache_b}, {c, lc, pc, nullptr}};
+    std::vector<float> out(static_cast<std::size_t>(pa.logits_rows() + pb.logits_rows() + pc.logits_rows()) * 97);
+    m.forward(std::span<const forward_request<kv>>(batch), mask, out);
+    const auto at = [&](std::size_t row0, const forward_plan& p) {
+        return std::vector<float>(out.begin() + static_cast<std::ptrdiff_t>(row0 * 97),
+                                  out.begin() + static_cast<std::ptrdiff_t>((row0 + static_cast<std::size_t>(p.logits_rows())) * 97));
+    };
+    CHECK(bitwise_equal(at(0, pa), alone_a));
+    CHECK(bitwise_equal(at(static_cast<std::size_t>(pa.logits_rows()), pb), alone_b));
+    CHECK(bitwise_equal(at(static_cast<std::size_t>(pa.logits_rows() + pb.logits_rows()), pc), alone_c));
+    CHECK(cache_b.keys == cache_b_alone.keys);
+    CHECK(cache_b.values == cache_b_alone.values);
+    CHECK(cache_b.stored == cache_b_alone.stored);
+
+
+}
+
+#if defined(_OPENMP)
+TEST_CASE("logits do not depend on the thread count") {
+    // Large enough that every stage (products, attention, norms) runs on several threads.
+    auto cfg = small_config(io::architecture::dream, false, true);
+    cfg.hidden_size = 128;
+    cfg.num_heads = 8;
+    cfg.num_kv_heads = 4;
+    cfg.head_dim = 16;
+    cfg.intermediate_size = 352;
+    cfg.vocab_size = 1000;
+    cfg.mask_id = 999;
+    transformer m(cfg, cpu::random_weights(cfg, 5));
+    const canvas_layout l{150, 64, 16, true};
+    const tvec canvas = random_canvas(150, 64, 999, 999, 8);
+    const block_causal_mask mask{16};
+    forward_plan p = full_plan(l);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = run(m, mask, canvas, l, p);
+    omp_set_num_threads(std::max(threads, 3));
+    const auto many = run(m, mask, canvas, l, p);
+    omp_set_num_threads(threads);
+    CHECK(bitwise_equal(one, many));
+}
+#endif
+
+namespace {
+
+/// Walks a generation block by block, committing a few slots per step, and compares the logits of
+/// every step under `Cache` with a full recompute (no cache). Returns the number of steps compared.
+template <class Cache, class Mask>
+int compare_with_full_recompute(transformer& m, const Mask& mask, canvas_layout l, unsigned seed, int steps_per_block) {
+    tvec canvas = random_canvas(l.prompt_length, l.gen_length, m.mask_id(), m.mask_id(), seed);
+    std::mt19937 g(seed + 100);
+    kv cache = m.make_kv_cache(l.size());
+    int compared = 0;
+    for (index_t b = 0; b < l.block_count(); ++b) {
+        for (index_t step = 0; step < steps_per_block; ++step) {
+            const block_cursor cur{b, step};
+            const forward_plan pc = Cache{}.plan(mask, l, cur), pn = no_cache{}.plan(mask, l, cur);
+            REQUIRE(pc.logits_begin == pn.logits_begin);
+            const auto cached = run(m, mask, canvas, l, pc, &cache);
+            const auto full = run(m, mask, canvas, l, pn);
+            CHECK(max_rel_diff(cached, full) <= 1e-5);
+            CHECK_MESSAGE(bitwise_equal(cached, full), "block " << b << " step " << step);
+            ++compared;
+            // Commit one slot of the block with a random token.
+            const index_t p = l.block_begin(b) + static_cast<index_t>(g() % static_cast<unsigned>(l.block_length));
+            canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % static_cast<unsigned>(m.mask_id()));
+        }
+        for (index_t p = l.block_begin(b); p < l.block_end(b); ++p)
+            if (canvas[static_cast<std::size_t>(p)] == m.mask_id()) canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % 50);
+    }
+    return compared;
+}
+
+}  // namespace
+
+TEST_CASE("exact prefix cache: same logits as a full recompute, block-causal and causal") {
+    transformer llada(small_config(io::architecture::llada, true, false), cpu::random_weights(small_config(io::architecture::llada, true, false), 11));
+    transformer dream(small_config(io::architecture::dream, false, true), cpu::random_weights(small_config(io::architecture::dream, false, true), 12));
+    SUBCASE("block-causal, LLaDA layout, prompt 29, 3 blocks of 16") {
+        CHECK(compare_with_full_recompute<prefix_cache>(llada, block_causal_mask{16}, {29, 48, 16, false}, 1, 3) == 9);
+    }
+    SUBCASE("block-causal, Dream layout (shifted rows), prompt 40, 4 blocks of 12") {
+        CHECK(compare_with_full_recompute<prefix_cache>(dream, block_causal_mask{12}, {40, 48, 12, true}, 2, 2) == 8);
+    }
+    SUBCASE("causal, per-token cache, shifted rows") {
+        CHECK(compare_with_full_recompute<prefix_cache>(dream, causal_mask{}, {33, 40, 1, true}, 3, 1) == 40);
+    }
+    SUBCASE("causal, real fixture") {
+        auto m = transformer::load(models_dir / "dream_tiny");
+        CHECK(compare_with_full_recompute<prefix_cache>(m, causal_mask{}, {7, 12, 1, true}, 4, 1) == 12);
+    }
+    SUBCASE("block-causal, real fixture") {
+        auto m = transformer::load(models_dir / "llada_tiny");
+        CHECK(compare_with_full_recompute<prefix_cache>(m, block_causal_mask{4}, {8, 16, 4, false}, 5, 3) == 12);
+    }
+}
+
+TEST_CASE("Fast-dLLM caches: the refresh forward equals a full recompute") {
+    auto m = transformer::load(models_dir / "llada_tiny");
+    const canvas_layout l{8, 16, 4, false};
+    const tvec canvas = random_canvas(8, 16, 299, 299, 9);
+    kv cache = m.make_kv_cache(l.size());
+    const semi_ar_mask mask{4};
+    const auto refresh = run(m, mask, canvas, l, approx_prefix_cache{}.plan(mask, l, {1, 0}), &cache);
+    CHECK(bitwise_equal(refresh, run(m, mask, canvas, l, no_cache{}.plan(mask, l, {1, 0}))));
+    // Later steps read the cached (here: unchanged, so still exact) prefix and suffix.
+    CHECK(bitwise_equal(run(m, mask, canvas, l, approx_prefix_cache{}.plan(mask, l, {1, 1}), &cache), refresh));
+    CHECK(bitwise_equal(run(m, mask, canvas, l, dual_cache{}.plan(mask, l, {1, 1}), &cache), refresh));
+}
+
+namespace {
+template <class Mask, class Schedule>
+void decode_both_ways(transformer& m, Mask mask, Schedule schedule, const std::vector<tvec>& prompts, index_t gen) {
+    decoder<transformer, Mask, prefix_cache, Schedule, greedy_sampler> cached(m, mask, {}, schedule);
+    decoder<transformer, Mask, no_cache, Schedule, greedy_sampler> full(m, mask, {}, schedule);
+    const auto a = cached.generate(std::span<const tvec>(prompts), {gen, 5});
+    const auto b = full.generate(std::span<const tvec>(prompts), {gen, 5});
+    REQUIRE(a.sequences.size() == b.sequences.size());
+    for (std::size_t i = 0; i < a.sequences.size(); ++i) {
+        CHECK(a.sequences[i].tokens == b.sequences[i].tokens);
+        CHECK(a.sequences[i].commit_forward == b.sequences[i].commit_forward);
+        CHECK(a.sequences[i].commit_confidence == b.sequences[i].commit_confidence);
+        CHECK(a.sequences[i].stats.rows_computed < b.sequences[i].stats.rows_computed);
+    }
+}
+}  // namespace
+
+TEST_CASE("decoder: prefix_cache and no_cache decode the same tokens (block-causal + threshold, causal + next slot)") {
+    auto llada = transformer::load(models_dir / "llada_tiny");
+    auto dream = transformer::load(models_dir / "dream_tiny");
+    const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31, 8, 200, 140, 77, 6, 2, 19}};
+    decode_both_ways(llada, block_causal_mask{4}, threshold_schedule{0.9}, prompts, 16);
+    decode_both_ways(dream, block_causal_mask{4}, threshold_schedule{0.5}, prompts, 12);
+    decode_both_ways(dream, causal_mask{}, next_slot_schedule{false}, prompts, 10);
+    decode_both_ways(llada, causal_mask{}, next_slot_schedule{false}, prompts, 10);
+}
+
+TEST_CASE("every preset decodes with the CPU transformer") {
+    auto m = transformer::load(models_dir / "llada_tiny");
+    const std::vector<token_id> prompt{5, 17, 42, 7, 99, 3};
+    const generation_options o{32, 1};
+    auto ok = [&](const sequence_result& r) {
+        CHECK(r.tokens.size() == 32);
+        for (token_id t : r.tokens) CHECK((t >= 0 && t < m.vocab_size()));
+    };
+    ok(presets::autoregressive<transformer>(m).generate(prompt, o));
+    ok(presets::llada<transformer>(m).generate(prompt, o));
+    ok(presets::dream<transformer>(m, {}, {}, dream_schedule{32}).generate(prompt, o));
+    ok(presets::fast_dllm<transformer>(m, semi_ar_mask{8}).generate(prompt, o));
+    ok(presets::fast_dllm_dual<transformer>(m, semi_ar_mask{8}).generate(prompt, o));
+    ok(presets::cdlm<transformer>(m).generate(prompt, o));
+    ok(presets::cd4lm<transformer>(m).generate(prompt, o));
+}
+
+TEST_CASE("weights written with each family's names load back to the same model") {
+    for (const auto arch : {io::architecture::llada, io::architecture::dream}) {
+        for (const bool tied : {false, true}) {
+            CAPTURE(io::architecture_name(arch));
+            CAPTURE(tied);
+            const auto cfg = small_config(arch, tied, arch != io::architecture::llada);
+            const auto w = cpu::random_weights(cfg, 21);
+            transformer direct(cfg, w);
+            // Write a model folder.
+            const auto dir = std::filesystem::temp_directory_path() / ("dlm_test_transformer_" + std::string(io::architecture_name(arch)) + (tied ? "_tied" : ""));
+            std::filesystem::create_directories(dir);
+            std::vector<std::pair<std::string, io::tensor_data>> tensors;
+            auto add = [&](cpu::tensor_role role, index_t l, const float* data) {
+                const auto shape = cpu::tensor_shape(cfg, role);
+                std::int64_t count = 1;
+                for (auto s : shape) count *= s;
+                tensors.push_back({cpu::tensor_name(arch, role, l), {shape, std::vector<float>(data, data + count)}});
+            };
+            add(cpu::tensor_role::embedding, 0, w.embedding.data());
+            for (index_t l = 0; l < cfg.num_layers; ++l) {
+                const auto& L = w.layers[static_cast<std::size_t>(l)];
+                using r = cpu::tensor_role;
+                add(r::attn_norm, l, L.attn_norm.data());
+                add(r::q_proj, l, L.q_proj.data());
+                add(r::k_proj, l, L.k_proj.data());
+                add(r::v_proj, l, L.v_proj.data());
+                if (cfg.qkv_bias) {
+                    add(r::q_bias, l, L.q_bias.data());
+                    add(r::k_bias, l, L.k_bias.data());
+                    add(r::v_bias, l, L.v_bias.data());
+                }
+                add(r::o_proj, l, L.o_proj.data());
+                add(r::mlp_norm, l, L.mlp_norm.data());
+                add(r::gate_proj, l, L.gate_proj.data());
+                add(r::up_proj, l, L.up_proj.data());
+                add(r::down_proj, l, L.down_proj.data());
+            }
+            add(cpu::tensor_role::final_norm, 0, w.final_norm.data());
+            if (!tied) add(cpu::tensor_role::lm_head, 0, w.lm_head.data());
+            io::write_safetensors(dir / "model.safetensors", tensors, io::dtype::f32);
+            nlohmann::json config;
+            if (arch == io::architecture::llada) {
+                config = {{"model_type", "llada"}, {"d_model", 40}, {"n_heads", 4}, {"n_kv_heads", 2}, {"n_layers", 2},
+                          {"mlp_hidden_size", 72}, {"vocab_size", 97}, {"max_sequence_length", 512}, {"rms_norm_eps", 1e-6},
+                          {"weight_tying", tied}, {"mask_token_id", 96}, {"eos_token_id", 3}};
+            } else {
+                config = {{"model_type", "Dream"}, {"hidden_size", 40}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                          {"num_hidden_layers", 2}, {"intermediate_size", 72}, {"vocab_size", 97}, {"max_position_embeddings", 512},
+                          {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", tied}, {"mask_token_id", 96}, {"eos_token_id", 3}};
+            }
+            std::ofstream(dir / "config.json") << config.dump();
+            auto loaded = transformer::load(dir);
+            CHECK(loaded.parameter_count() == direct.parameter_count());
+            const canvas_layout l{9, 8, 8, cfg.logits_shift};
+            const tvec canvas = random_canvas(9, 8, 96, 96, 4);
+            CHECK(bitwise_equal(run(loaded, bidirectional_mask{}, canvas, l, full_plan(l)), run(direct, bidirectional_mask{}, canvas, l, full_plan(l))));
+
+            // A tensor the model does not use is refused by name.
+            tensors.push_back({"model.extra.weight", {{2}, {1.f, 2.f}}});
+            io::write_safetensors(dir / "model.safetensors", tensors, io::dtype::f32);
+            CHECK_THROWS_WITH_AS((void)transformer::load(dir), doctest::Contains("model.extra.weight"), tensor_error);
+            std::filesystem::remove_all(dir);
+        }
+    }
+}
+
+TEST_CASE("errors name what is wrong") {
+    const auto cfg = small_config(io::architecture::llada, false, false);
+    auto w = cpu::random_weights(cfg, 3);
+    transformer m(cfg, w);
+    const canvas_layout l{10, 8, 4, false};
+    const tvec canvas = random_canvas(10, 8, 96, 96, 6);
+
+    SUBCASE("a key that is neither in the window nor cached") {
+        kv cache = m.make_kv_cache(l.size());
+        const forward_plan p{10, 14, 10, 14, 0, 0, 14};  // needs the prompt's K/V, never stored
+        CHECK_THROWS_WITH_AS(run(m, block_causal_mask{4}, canvas, l, p, &cache), doctest::Contains("needs key 0"), contract_error);
+        CHECK_THROWS_AS(run(m, block_causal_mask{4}, canvas, l, p), contract_error);
+    }
+    SUBCASE("a store outside the window, a store without a cache") {
+        kv cache = m.make_kv_cache(l.size());
+        CHECK_THROWS_WITH_AS(run(m, bidirectional_mask{}, canvas, l, {4, 18, 4, 18, 0, 18, 18}, &cache), doctest::Contains("store range"),
+                             contract_error);
+        CHECK_THROWS_WITH_AS(run(m, bidirectional_mask{}, canvas, l, {0, 18, 4, 18, 0, 10, 18}), doctest::Contains("no cache"), contract_error);
+    }
+    SUBCASE("a logits span of the wrong size") {
+        std::vector<float> out(5);
+        const forward_request<kv> rq{canvas, l, full_plan(l), nullptr};
+        CHECK_THROWS_WITH_AS(m.forward(std::span<const forward_request<kv>>(&rq, 1), bidirectional_mask{}, out), doctest::Contains("logits holds 5"),
+                             contract_error);
+    }
+    SUBCASE("a token outside the vocabulary") {
+        tvec bad = canvas;
+        bad[3] = 97;
+        CHECK_THROWS_WITH_AS(run(m, bidirectional_mask{}, bad, l, full_plan(l)), doctest::Contains("position 3"), invalid_parameter);
+    }
+    SUBCASE("a weight of the wrong shape") {
+        w.layers[1].k_proj.resize(3, 40);
+        CHECK_THROWS_WITH_AS(transformer(cfg, w), doctest::Contains("weights.layers[1].k_proj"), invalid_parameter);
+    }
+    SUBCASE("a config that cannot work") {
+        auto bad = cfg;
+        bad.num_kv_heads = 3;
+        CHECK_THROWS_WITH_AS(transformer(bad, w), doctest::Contains("config.num_kv_heads"), invalid_parameter);
+    }
+    SUBCASE("a cache made for another model") {
+        auto c = m.make_kv_cache(l.size());
+        c.head_dim = 4;
+        CHECK_THROWS_WITH_AS(run(m, bidirectional_mask{}, canvas, l, full_plan(l), &c), doctest::Contains("another model"), contract_error);
+    }
+}
