@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Score answers to gsm_synth problems: exact match of the final number after the last "####".
+
+    /usr/bin/python3 tools/score.py --ref tools/data/test.jsonl --pred predictions.jsonl
+
+predictions.jsonl has one JSON object per line, in the order of the reference file, with the model's
+completion under "answer" (or "output", "completion", "text"). A line may instead be a bare JSON
+string. Prints accuracy; --verbose lists the misses.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+_FINAL = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
+_KEYS = ("answer", "output", "completion", "text")
+
+
+def extract_final(text: str) -> str | None:
+    """The number after the last "####", normalized (no commas, no leading zeros, no trailing ".0"), or None."""
+    found = _FINAL.findall(text)
+    if not found:
+        return None
+    s = found[-1].replace(",", "")
+    try:
+        value = float(s)
+    except ValueError:
+        return None
+    return str(int(value)) if value == int(value) else str(value)
+
+
+def completion_of(record) -> str:
+    if isinstance(record, str):
+        return record
+    for k in _KEYS:
+        if k in record:
+            return record[k]
+    raise ValueError(f"prediction has none of the keys {_KEYS}: {record}")
+
+
+def score(refs: list[dict], preds: list[str]) -> tuple[int, list[int]]:
+    if len(refs) != len(preds):
+        raise ValueError(f"{len(preds)} predictions for {len(refs)} problems")
+    misses = [i for i, (r, p) in enumerate(zip(refs, preds)) if extract_final(p) != r["final"]]
+    return len(refs) - len(misses), misses
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ref", required=True)
+    ap.add_argument("--pred", required=True)
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    with open(args.ref, encoding="utf-8") as f:
+        refs = [json.loads(line) for line in f if line.strip()]
+    with open(args.pred, encoding="utf-8") as f:
+        preds = [completion_of(json.loads(line)) for line in f if line.strip()]
+    correct, misses = score(refs, preds)
+    print(f"exact match: {correct}/{len(refs)} = {100.0 * correct / max(1, len(refs)):.2f} %")
+    if args.verbose:
+        for i in misses:
+            print(f"  #{i}: want {refs[i]['final']}, got {extract_final(preds[i])!r}: {preds[i]!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

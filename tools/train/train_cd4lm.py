@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""Train the CD4LM student: discrete-space consistency distillation with nested masks.
+
+The student starts as a copy of the teacher (bidirectional, same size). Per row of ground-truth
+data: a student mask ratio r_s ~ U(0.4, 0.9) and a teacher ratio r_t = clip(r_s * U(0.3, 0.7),
+0.1, 0.6); the student masks n_s = max(floor(r_s G), 2, ceil(0.1 G)) of the G answer slots, the
+teacher the first n_t = min(floor(r_t G), n_s) of the same random order, so the teacher's masked
+set is a subset of the student's. The frozen teacher reads the lighter-masked input, the student the
+heavier one; on every student-masked slot
+
+    loss = lambda * T^2 * KL(softmax(teacher / T) || softmax(student / T)) + (1 - lambda) * CE(student, data)
+
+with T = 2 and lambda 0.9 for the first 10 % of the steps, then a cosine to 0.5. At slots the teacher
+sees unmasked, its target is, by default, the one-hot data token (--visible-target onehot) rather than
+the teacher's output there, which the LLaDA objective never trains; --visible-target model uses the
+teacher's output as the CD4LM reference code does (the start-up line reports how often the teacher's
+argmax already equals the visible token). Evaluation: confidence-threshold decoding (tau 0.95) in
+blocks of 8, like CD4LM's adaptive decoder.
+
+    /usr/bin/python3 tools/train/train_cd4lm.py                        # exports models/cd4lm
+    /usr/bin/python3 tools/train/train_cd4lm.py --teacher /tmp/smoke-models/teacher --steps 20 \\
+        --out /tmp/smoke-models/cd4lm                                   # smoke
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import common as C
+import decode
+import model as M
+
+
+def lambda_at(step: int, total: int, start: float = 0.9, end: float = 0.5, hold: float = 0.1) -> float:
+    frac = step / max(1, total)
+    if frac < hold:
+        return start
+    progress = (frac - hold) / (1 - hold)
+    return end + (start - end) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def random_ranks(slots: torch.Tensor) -> torch.Tensor:
+    """A uniformly random order of each row's slots: rank[b, p] in [0, n_slots) on slots, >= n_slots elsewhere."""
+    r = torch.rand(slots.shape, device=slots.device)
+    r = torch.where(slots, r, torch.full_like(r, 2.0))
+    order = r.argsort(dim=1)
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(slots.shape[1], device=slots.device)[None].expand_as(order))
+    return rank
+
+
+def nested_masks(slots: torch.Tensor, gen_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    B, device = slots.shape[0], slots.device
+    r_s = torch.empty(B, device=device).uniform_(0.4, 0.9)
+    r_t = (r_s * torch.empty(B, device=device).uniform_(0.3, 0.7)).clamp(0.1, 0.6)
+    n_s = torch.maximum((r_s * gen_length).floor().long(), torch.tensor(max(2, math.ceil(0.1 * gen_length)), device=device))
+    n_t = torch.minimum((r_t * gen_length).floor().long(), n_s)
+    rank = random_ranks(slots)
+    return slots & (rank < n_s[:, None]), slots & (rank < n_t[:, None])
+
+
+@torch.no_grad()
+def visible_identity(model, cv: C.Canvas, mask_id: int, mask_mode: str = "bidirectional", block: int = 0) -> float:
+    """How often the model's argmax at an unmasked answer slot equals that slot's token (half the slots masked)."""
+    masked = (torch.rand(cv.tokens.shape, device=cv.tokens.device) < 0.5) & cv.slots
+    visible = cv.slots & ~masked
+    inp = torch.where(masked, torch.full_like(cv.tokens, mask_id), cv.tokens)
+    logits = model(inp, M.attention_mask(mask_mode, cv.prompt_len, cv.valid_len, cv.tokens.shape[1], block), select=visible)
+    return float((logits.argmax(-1) == cv.tokens[visible]).float().mean())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = C.base_parser("cd4lm", __doc__, steps=2500, batch=128, lr=5e-4)
+    ap.add_argument("--teacher", type=Path, default=C.REPO / "models" / "teacher", help="the exported teacher folder")
+    ap.add_argument("--tokenizer", type=Path, default=C.T.DEFAULT_PATH)
+    ap.add_argument("--temperature", type=float, default=2.0)
+    ap.add_argument("--lambda-start", type=float, default=0.9)
+    ap.add_argument("--lambda-end", type=float, default=0.5)
+    ap.add_argument("--visible-target", choices=["onehot", "model"], default="onehot")
+    ap.add_argument("--eval-threshold", type=float, default=0.95)
+    ap.set_defaults(warmup=50)
+    args = ap.parse_args(argv)
+    device = C.setup(args)
+    tok, sp = C.load_tokenizer(args.tokenizer)
+    teacher, _ = M.load_folder(args.teacher, device)
+    teacher.eval().requires_grad_(False)
+    student, _ = M.load_folder(args.teacher, device)
+    print(f"[cd4lm] student from {args.teacher}: {student.n_params():,} parameters, {student.c}", flush=True)
+    pool = C.train_pool(args.train_problems, tok)
+    val = C.val_set(tok, max(args.eval_n, args.final_eval_n))
+    probe = C.diffusion_canvas(pool, list(range(min(256, len(pool)))), args.gen_length, sp).to(device)
+    print(f"[cd4lm] teacher argmax equals the visible token at {100 * visible_identity(teacher, probe, sp.mask):.1f} % "
+          f"of unmasked answer slots; visible-slot targets: {args.visible_target}", flush=True)
+    opt = C.make_optimizer(student, args)
+    run = C.Run(args, "cd4lm")
+    sampler = C.BatchSampler([len(x) for x in pool.prompts], args.batch, args.bucket)
+    T = args.temperature
+
+    def evaluate(n: int):
+        t0 = time.time()
+        res = decode.evaluate(student, C.Problems(val.raw[:n], tok), tok, sp, kind="diffusion",
+                              gen_length=args.gen_length, batch=args.eval_batch, device=device, block=C.BLOCK_LENGTH,
+                              mask_mode="bidirectional", threshold=args.eval_threshold)
+        student.train()
+        return res, time.time() - t0
+
+    student.train()
+    step = 0
+    while step < run.total:
+        lr = run.set_lr(opt, step)
+        lam = lambda_at(step, run.total, args.lambda_start, args.lambda_end)
+        cv = C.diffusion_canvas(pool, sampler(), args.gen_length, sp).to(device)
+        s_mask, t_mask = nested_masks(cv.slots, args.gen_length)
+        allowed = M.attention_mask("bidirectional", cv.prompt_len, cv.valid_len, cv.tokens.shape[1])
+        mask_tok = torch.full_like(cv.tokens, sp.mask)
+        with torch.no_grad():
+            t_logits = teacher(torch.where(t_mask, mask_tok, cv.tokens), allowed, select=s_mask)
+            target = torch.softmax(t_logits.float() / T, dim=-1)
+            if args.visible_target == "onehot":
+                seen = (~t_mask)[s_mask]  # student-masked slots the teacher reads unmasked
+                onehot = F.one_hot(cv.tokens[s_mask], target.shape[-1]).float()
+                target = torch.where(seen[:, None], onehot, target)
+        s_logits = student(torch.where(s_mask, mask_tok, cv.tokens), allowed, select=s_mask).float()
+        kl = C.kl_from_probs(target, s_logits / T).mean() * T * T
+        ce = F.cross_entropy(s_logits, cv.tokens[s_mask])
+        loss = lam * kl + (1 - lam) * ce
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(student.parameters(), args.grad_clip)
+        opt.step()
+        run.end_step(step, lr, {"loss": loss.item(), "kl": kl.item(), "ce": ce.item(), "lambda": lam})
+        if run.due_eval(step):
+            res, secs = evaluate(args.eval_n)
+            run.record_eval(step, res, secs)
+        step += 1
+    final, secs = evaluate(args.final_eval_n)
+    run.record_eval(step - 1, final, secs)
+    C.finish(student, args, run, "llada", {"dlm_block_length": C.BLOCK_LENGTH}, final, "cd4lm")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
