@@ -1,0 +1,467 @@
+// examples/cli/options.hpp — the options of dlm-generate and dlm-eval, and their parser.
+//
+//   dlm::cli::options o = dlm::cli::parse_args(args);                        // dlm-generate's flags
+//   dlm::cli::options e = dlm::cli::parse_args(args, dlm::cli::program::eval);  // dlm-eval's
+//
+// parse_args never prints and never exits: a bad flag or value throws dlm::invalid_parameter whose
+// parameter() is the flag as the user spelled it ("--diffusion-steps", "-n") and whose message says
+// what is wrong, so the programs print one line and exit 2, and a fuzzer can call it directly.
+// Flag names follow llama.cpp's llama-diffusion-cli where the two overlap (-m, -p, --diffusion-*,
+// --temp, --top-k, --top-p, --seed); every flag is listed, with its help, in one table (flags()).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlm/core/config.hpp>
+#include <dlm/core/error.hpp>
+
+namespace dlm::cli {
+
+/// The compile-time presets of dlm/presets.hpp, by their command-line names.
+enum class preset_id { autoregressive, llada, dream, fast_dllm, fast_dllm_dual, cdlm, cd4lm };
+inline constexpr std::array<std::string_view, 7> preset_names = {"autoregressive", "llada",          "dream", "fast-dllm",
+                                                                 "fast-dllm-dual", "cdlm",           "cd4lm"};
+
+[[nodiscard]] inline std::string_view name_of(preset_id p) noexcept { return preset_names[static_cast<std::size_t>(p)]; }
+
+/// A preset by name ("fast-dllm" or "fast_dllm").
+[[nodiscard]] inline std::optional<preset_id> preset_from_name(std::string_view s) {
+    std::string n(s);
+    std::replace(n.begin(), n.end(), '_', '-');
+    for (std::size_t i = 0; i < preset_names.size(); ++i)
+        if (preset_names[i] == n) return static_cast<preset_id>(i);
+    return std::nullopt;
+}
+
+/// How a schedule ranks the slots it commits (--diffusion-algorithm). Dream's four algorithms, and
+/// LLaDA's random remasking.
+enum class algorithm { origin, maskgit_plus, topk_margin, entropy, random };
+inline constexpr std::array<std::string_view, 5> algorithm_names = {"origin", "maskgit_plus", "topk_margin", "entropy", "random"};
+
+[[nodiscard]] inline std::string_view name_of(algorithm a) noexcept { return algorithm_names[static_cast<std::size_t>(a)]; }
+
+/// An algorithm by name or by llama.cpp's number: 0 origin, 1 entropy, 2 margin (topk_margin),
+/// 3 random, 4 confidence (maskgit_plus). Also accepted: confidence / low_confidence, margin.
+[[nodiscard]] inline std::optional<algorithm> algorithm_from_name(std::string_view s) {
+    static constexpr std::pair<std::string_view, algorithm> table[] = {
+        {"origin", algorithm::origin},           {"0", algorithm::origin},
+        {"entropy", algorithm::entropy},         {"1", algorithm::entropy},
+        {"topk_margin", algorithm::topk_margin}, {"margin", algorithm::topk_margin}, {"2", algorithm::topk_margin},
+        {"random", algorithm::random},           {"3", algorithm::random},
+        {"maskgit_plus", algorithm::maskgit_plus}, {"confidence", algorithm::maskgit_plus},
+        {"low_confidence", algorithm::maskgit_plus}, {"4", algorithm::maskgit_plus},
+    };
+    for (const auto& [name, a] : table)
+        if (name == s) return a;
+    return std::nullopt;
+}
+
+enum class program : unsigned { generate = 1, eval = 2 };
+
+/// Everything the command line sets. Unset optionals take the preset's default, or the model
+/// folder's (see presets.hpp, resolve()).
+struct options {
+    program prog = program::generate;
+    bool help = false;
+
+    // Model and prompt.
+    std::string model;   ///< -m: a model folder; empty: $DLM_MODEL, else the shipped default model
+    std::string prompt;  ///< -p (dlm-generate)
+    bool chat = false;   ///< wrap the prompt in the model folder's chat template
+    int threads = 0;     ///< -t: OpenMP threads; 0: OpenMP's default
+
+    // Decoding.
+    preset_id preset = preset_id::cdlm;
+    std::optional<index_t> gen_length, block_length, steps;
+    std::optional<double> threshold, eps, alg_temp;
+    std::optional<algorithm> alg;
+    std::optional<float> temperature, top_p;
+    std::optional<index_t> top_k;
+    std::uint64_t seed = 0;
+
+    // dlm-generate's output.
+    bool visual = false;
+    std::optional<int> visual_delay_ms;  ///< pause after each redraw; default 40 on a terminal, else 0
+    bool stats = false;
+    std::string trace;  ///< .svg, or .png when built with libpng
+    bool compare = false;
+    std::vector<preset_id> compare_presets;  ///< with --compare; default llada, fast-dllm, cdlm, cd4lm
+
+    // dlm-eval.
+    std::string data;                        ///< JSONL; empty: the shipped test set
+    std::string prompt_format = "{question}";  ///< {question} is replaced by the question
+    index_t batch = 1;
+    index_t limit = 0;  ///< 0: every problem
+    std::string json, predictions;
+    bool progress = true;
+
+    /// The spelling the user gave each flag, by the flag's canonical name ("--steps" may have been
+    /// given as "--diffusion-steps"), so later errors name the flag as it was typed.
+    std::map<std::string, std::string, std::less<>> given;
+
+    [[nodiscard]] bool was_given(std::string_view canonical) const { return given.find(canonical) != given.end(); }
+    [[nodiscard]] std::string spelling(std::string_view canonical) const {
+        const auto it = given.find(canonical);
+        return it != given.end() ? it->second : std::string(canonical);
+    }
+};
+
+namespace detail {
+
+[[noreturn]] inline void bad(std::string_view flag, const std::string& why) { throw invalid_parameter(std::string(flag), why); }
+
+inline std::string quoted(std::string_view v) {
+    std::string q(1, '\'');
+    q.append(v);
+    q += '\'';
+    return q;
+}
+
+template <class Int>
+Int to_integer(std::string_view flag, std::string_view v, Int lo, Int hi) {
+    Int x{};
+    const char* end = v.data() + v.size();
+    const auto [p, ec] = std::from_chars(v.data(), end, x);
+    if (ec == std::errc::result_out_of_range) bad(flag, "value " + quoted(v) + " is out of range");
+    if (ec != std::errc{} || p != end || v.empty()) bad(flag, "expected an integer, got " + quoted(v));
+    if (x < lo) bad(flag, "must be >= " + std::to_string(lo) + ", got " + std::string(v));
+    if (x > hi) bad(flag, "must be <= " + std::to_string(hi) + ", got " + std::string(v));
+    return x;
+}
+
+inline double to_number(std::string_view flag, std::string_view v) {
+    double x = 0;
+    const char* end = v.data() + v.size();
+    const auto [p, ec] = std::from_chars(v.data(), end, x);
+    if (ec != std::errc{} || p != end || v.empty() || !std::isfinite(x)) bad(flag, "expected a finite number, got " + quoted(v));
+    return x;
+}
+
+/// lo < x <= hi (open_lo) or lo <= x <= hi, written as (lo, hi] / [lo, hi].
+inline double in_range(std::string_view flag, std::string_view v, double lo, double hi, bool open_lo, bool open_hi = false) {
+    const double x = to_number(flag, v);
+    const bool ok = (open_lo ? x > lo : x >= lo) && (open_hi ? x < hi : x <= hi);
+    if (!ok) {
+        auto num = [](double d) {
+            std::string s = std::to_string(d);
+            s.erase(s.find_last_not_of('0') + 1);
+            if (s.back() == '.') s.pop_back();
+            return d == std::numeric_limits<double>::infinity() ? std::string("inf") : s;
+        };
+        bad(flag, std::string("must be in ") + (open_lo ? "(" : "[") + num(lo) + ", " + num(hi) + (open_hi ? ")" : "]") +
+                      ", got " + std::string(v));
+    }
+    return x;
+}
+
+inline preset_id to_preset(std::string_view flag, std::string_view v) {
+    if (auto p = preset_from_name(v)) return *p;
+    std::string names;
+    for (auto n : preset_names) names += (names.empty() ? "" : ", ") + std::string(n);
+    bad(flag, "unknown preset " + quoted(v) + " (one of " + names + ")");
+}
+
+inline std::string as_path(std::string_view flag, std::string_view v) {
+    if (v.empty()) bad(flag, "expected a file name, got an empty string");
+    return std::string(v);
+}
+
+inline constexpr double inf = std::numeric_limits<double>::infinity();
+inline constexpr index_t max_index = std::numeric_limits<index_t>::max();
+
+}  // namespace detail
+
+/// One flag: its names (the first is canonical), the value it takes ("" for a switch), its help,
+/// the programs that accept it, and what it sets.
+struct flag {
+    std::string_view section;
+    std::string_view names;  ///< ", "-separated
+    std::string_view metavar;
+    std::string_view help;
+    unsigned programs;
+    void (*apply)(options&, std::string_view flag, std::string_view value);
+};
+
+/// Every flag of both programs, in the order --help lists them.
+[[nodiscard]] inline std::span<const flag> flags() {
+    using namespace detail;
+    constexpr unsigned G = static_cast<unsigned>(program::generate), E = static_cast<unsigned>(program::eval), B = G | E;
+    static const flag table[] = {
+        {"General", "-h, --help", "", "print this help and exit", B, [](options& o, auto, auto) { o.help = true; }},
+        {"Model and prompt", "-m, --model", "DIR",
+         "model folder (config.json, *.safetensors, tokenizer.json); default: $DLM_MODEL, else the shipped CDLM student", B,
+         [](options& o, auto f, auto v) { o.model = as_path(f, v); }},
+        {"Model and prompt", "-p, --prompt", "TEXT", "the prompt", G, [](options& o, auto, auto v) { o.prompt = std::string(v); }},
+        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA or ChatML)", B,
+         [](options& o, auto, auto) { o.chat = true; }},
+        {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
+         [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, 4096); }},
+        {"Decoding", "--preset", "NAME",
+         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm (default) or cd4lm", B,
+         [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
+        {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
+         [](options& o, auto f, auto v) { o.gen_length = to_integer<index_t>(f, v, 1, 1 << 20); }},
+        {"Decoding", "--block-length, --diffusion-block-length", "N",
+         "slots per block (default: the model's dlm_block_length, else 32); not for dream or autoregressive", B,
+         [](options& o, auto f, auto v) { o.block_length = to_integer<index_t>(f, v, 1, 1 << 20); }},
+        {"Decoding", "--steps, --diffusion-steps", "N", "forwards in total, llada and dream only (default: gen-length)", B,
+         [](options& o, auto f, auto v) { o.steps = to_integer<index_t>(f, v, 1, 1 << 24); }},
+        {"Decoding", "--threshold", "P",
+         "confidence threshold in (0, 1]: fast-dllm, fast-dllm-dual, cdlm (default 0.9), cd4lm (default 0.95)", B,
+         [](options& o, auto f, auto v) { o.threshold = in_range(f, v, 0, 1, true); }},
+        {"Decoding", "--diffusion-algorithm, --alg", "ALG",
+         "dream: origin (default), maskgit_plus, topk_margin, entropy; llada: maskgit_plus (low-confidence remasking, "
+         "default) or random. llama.cpp's numbers are accepted: 0 origin, 1 entropy, 2 margin = topk_margin, 3 random, "
+         "4 confidence = maskgit_plus",
+         B, [](options& o, auto f, auto v) {
+             const auto a = algorithm_from_name(v);
+             if (!a) bad(f, "unknown algorithm " + quoted(v) + " (origin, maskgit_plus, topk_margin, entropy, random, or 0-4)");
+             o.alg = *a;
+         }},
+        {"Decoding", "--diffusion-eps, --eps", "E", "dream: the last timestep, in (0, 1) (default 0.001)", B,
+         [](options& o, auto f, auto v) { o.eps = in_range(f, v, 0, 1, true, true); }},
+        {"Decoding", "--diffusion-alg-temp, --alg-temp", "T",
+         "dream: > 0 draws the ranked slots from softmax(confidence / T) instead of taking the top (default 0)", B,
+         [](options& o, auto f, auto v) { o.alg_temp = in_range(f, v, 0, inf, false); }},
+        {"Sampling", "--temp", "T", "temperature, 0 = greedy (default 0); llada, dream, fast-dllm*, cd4lm", B,
+         [](options& o, auto f, auto v) { o.temperature = static_cast<float>(in_range(f, v, 0, 1e6, false)); }},
+        {"Sampling", "--top-k", "K", "keep the K most probable tokens, 0 = off (default 0)", B,
+         [](options& o, auto f, auto v) { o.top_k = to_integer<index_t>(f, v, 0, max_index); }},
+        {"Sampling", "--top-p", "P", "nucleus in (0, 1], 1 = off (default 1)", B,
+         [](options& o, auto f, auto v) { o.top_p = static_cast<float>(in_range(f, v, 0, 1, true)); }},
+        {"Sampling", "-s, --seed", "N", "seed of every random draw (default 0)", B,
+         [](options& o, auto f, auto v) { o.seed = to_integer<std::uint64_t>(f, v, 0, std::numeric_limits<std::uint64_t>::max()); }},
+        {"Output", "--visual, --diffusion-visual", "",
+         "show the canvas while it is decoded: redrawn in place on a terminal, one line per forward otherwise", G,
+         [](options& o, auto, auto) { o.visual = true; }},
+        {"Output", "--visual-delay", "MS", "pause after each redraw of --visual (default 40 on a terminal, else 0)", G,
+         [](options& o, auto f, auto v) { o.visual_delay_ms = to_integer<int>(f, v, 0, 10000); }},
+        {"Output", "--stats", "", "print the statistics line (forwards, steps per block, tokens per forward, latency, tokens/s)", G,
+         [](options& o, auto, auto) { o.stats = true; }},
+        {"Output", "--trace", "FILE",
+         "draw the decoding trajectory: slots across, forwards down, colour = confidence at commit (.svg, or .png)", G,
+         [](options& o, auto f, auto v) { o.trace = as_path(f, v); }},
+        {"Output", "--compare", "",
+         "decode the prompt under several presets; one statistics line each, one picture with --trace", G,
+         [](options& o, auto, auto) { o.compare = true; }},
+        {"Output", "--compare-presets", "LIST", "the presets of --compare, comma-separated (default llada,fast-dllm,cdlm,cd4lm)", G,
+         [](options& o, auto f, auto v) {
+             o.compare = true;
+             o.compare_presets.clear();
+             std::size_t b = 0;
+             while (b <= v.size()) {
+                 const std::size_t e = std::min(v.find(',', b), v.size());
+                 o.compare_presets.push_back(to_preset(f, v.substr(b, e - b)));
+                 b = e + 1;
+             }
+         }},
+        {"Evaluation", "--data", "FILE", "JSONL problems with \"question\" and \"final\" (default: the shipped test set)", E,
+         [](options& o, auto f, auto v) { o.data = as_path(f, v); }},
+        {"Evaluation", "--prompt-format", "TEXT",
+         "the prompt made of a problem; {question} stands for its question (default \"{question}\", as the training "
+         "scripts prompt)", E,
+         [](options& o, auto f, auto v) {
+             if (v.find("{question}") == std::string_view::npos) bad(f, "must contain {question}, got " + quoted(v));
+             o.prompt_format = std::string(v);
+         }},
+        {"Evaluation", "--batch", "N", "problems decoded together (default 1)", E,
+         [](options& o, auto f, auto v) { o.batch = to_integer<index_t>(f, v, 1, 1 << 16); }},
+        {"Evaluation", "--limit", "N", "evaluate the first N problems only (default: all)", E,
+         [](options& o, auto f, auto v) { o.limit = to_integer<index_t>(f, v, 1, max_index); }},
+        {"Evaluation", "--json", "FILE", "also write the figures as a JSON object", E,
+         [](options& o, auto f, auto v) { o.json = as_path(f, v); }},
+        {"Evaluation", "--predictions", "FILE", "write each completion as a JSONL line {\"answer\": ...} (for tools/score.py)", E,
+         [](options& o, auto f, auto v) { o.predictions = as_path(f, v); }},
+        {"Evaluation", "--no-progress", "", "no progress bar (it is drawn only when stderr is a terminal)", E,
+         [](options& o, auto, auto) { o.progress = false; }},
+    };
+    return table;
+}
+
+/// The names of a flag ("--steps, --diffusion-steps" → {"--steps", "--diffusion-steps"}).
+[[nodiscard]] inline std::vector<std::string_view> names_of(const flag& f) {
+    std::vector<std::string_view> out;
+    std::string_view n = f.names;
+    while (!n.empty()) {
+        const std::size_t c = n.find(", ");
+        out.push_back(n.substr(0, c));
+        n = c == std::string_view::npos ? std::string_view{} : n.substr(c + 2);
+    }
+    return out;
+}
+
+/// The canonical name of a flag: its first long name.
+[[nodiscard]] inline std::string_view canonical_name(const flag& f) {
+    for (auto n : names_of(f))
+        if (n.starts_with("--")) return n;
+    return names_of(f).front();
+}
+
+[[nodiscard]] inline const flag* find_flag(std::string_view name, program p) {
+    for (const flag& f : flags())
+        if (f.programs & static_cast<unsigned>(p))
+            for (auto n : names_of(f))
+                if (n == name) return &f;
+    return nullptr;
+}
+
+namespace detail {
+
+inline std::string list(std::initializer_list<preset_id> ps) {
+    std::string s;
+    for (auto p : ps) s += (s.empty() ? "" : ", ") + std::string(name_of(p));
+    return s;
+}
+
+/// A flag given for a preset whose policies have no such option is refused, so that nobody reads a
+/// result believing an option was applied. Neutral values (--temp 0, --top-k 0, --top-p 1) pass.
+inline void check_applicable(const options& o, std::string_view canonical, std::initializer_list<preset_id> ok, const char* why) {
+    if (!o.was_given(canonical) || std::find(ok.begin(), ok.end(), o.preset) != ok.end()) return;
+    bad(o.spelling(canonical), "does not apply to the " + std::string(name_of(o.preset)) + " preset (" + why + "); it applies to " + list(ok));
+}
+
+inline void check_preset_flags(const options& o) {
+    using P = preset_id;
+    const auto blocks = {P::llada, P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm};
+    check_applicable(o, "--block-length", blocks, "its mask has no blocks to size");
+    check_applicable(o, "--steps", {P::llada, P::dream}, "its schedule decides the number of forwards");
+    check_applicable(o, "--threshold", {P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm}, "its schedule has no threshold");
+    check_applicable(o, "--diffusion-eps", {P::dream}, "only Dream's timestep schedule has eps");
+    check_applicable(o, "--diffusion-alg-temp", {P::dream}, "only Dream's schedule draws slots with a temperature");
+    check_applicable(o, "--diffusion-algorithm", {P::llada, P::dream}, "its schedule ranks slots by probability");
+    const auto sampled = {P::llada, P::dream, P::fast_dllm, P::fast_dllm_dual, P::cd4lm};
+    const char* greedy = "it samples greedily";
+    if (o.temperature && *o.temperature != 0.f) check_applicable(o, "--temp", sampled, greedy);
+    if (o.top_k && *o.top_k != 0) check_applicable(o, "--top-k", sampled, greedy);
+    if (o.top_p && *o.top_p != 1.f) check_applicable(o, "--top-p", sampled, greedy);
+    if (o.alg && o.preset == P::llada && *o.alg != algorithm::maskgit_plus && *o.alg != algorithm::random)
+        bad(o.spelling("--diffusion-algorithm"), "the llada preset remasks by confidence (maskgit_plus, 4) or at random (random, 3), not " +
+                                                    std::string(name_of(*o.alg)));
+    if (o.alg && o.preset == P::dream && *o.alg == algorithm::random)
+        bad(o.spelling("--diffusion-algorithm"), "the dream preset has origin, maskgit_plus, topk_margin and entropy; random is llada's");
+}
+
+}  // namespace detail
+
+/// Parses the arguments after the program name. Throws dlm::invalid_parameter naming the flag (as
+/// given) for an unknown flag, a missing, malformed or out-of-range value, a flag that does not
+/// apply to the chosen preset, or a missing -p. With -h / --help anywhere, returns at once with
+/// `help` set (flags after it are not read).
+[[nodiscard]] inline options parse_args(std::span<const std::string_view> args, program prog = program::generate) {
+    options o;
+    o.prog = prog;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string_view a = args[i];
+        if (a.size() < 2 || a[0] != '-')
+            detail::bad(a.empty() ? std::string_view("\"\"") : a,
+                        "unexpected argument; every value follows its flag (the prompt goes after -p; see --help)");
+        std::string_view name = a;
+        std::optional<std::string_view> inline_value;
+        if (a.starts_with("--"))
+            if (const auto eq = a.find('='); eq != std::string_view::npos) {
+                name = a.substr(0, eq);
+                inline_value = a.substr(eq + 1);
+            }
+        const flag* f = find_flag(name, prog);
+        if (!f) {
+            const program other = prog == program::generate ? program::eval : program::generate;
+            detail::bad(name, find_flag(name, other) ? std::string("is a flag of dlm-") + (other == program::eval ? "eval" : "generate") +
+                                                           ", not of this program (see --help)"
+                                                     : "unknown flag (see --help)");
+        }
+        std::string_view value;
+        if (!f->metavar.empty()) {
+            if (inline_value) value = *inline_value;
+            else if (i + 1 < args.size()) value = args[++i];
+            else detail::bad(name, "needs a value (" + std::string(f->metavar) + ")");
+        } else if (inline_value) {
+            detail::bad(name, "takes no value, got " + detail::quoted(*inline_value));
+        }
+        f->apply(o, name, value);
+        o.given.insert_or_assign(std::string(canonical_name(*f)), std::string(name));
+        if (o.help) return o;
+    }
+    if (prog == program::generate && !o.was_given("--prompt"))
+        detail::bad("-p", "a prompt is required, e.g. -p \"What is 3 + 4?\"");
+    if (prog == program::generate && o.prompt.empty()) detail::bad(o.spelling("--prompt"), "the prompt is empty");
+    if (o.compare && o.compare_presets.empty())
+        o.compare_presets = {preset_id::llada, preset_id::fast_dllm, preset_id::cdlm, preset_id::cd4lm};
+    if (o.compare && o.was_given("--preset"))
+        detail::bad(o.spelling("--preset"), "cannot be combined with --compare; list the presets with --compare-presets");
+    if (!o.compare) detail::check_preset_flags(o);
+    if (!o.trace.empty()) {
+        const auto ends = [&](std::string_view ext) {
+            return o.trace.size() > ext.size() && std::equal(ext.rbegin(), ext.rend(), o.trace.rbegin(), [](char x, char y) {
+                       return x == (y >= 'A' && y <= 'Z' ? static_cast<char>(y - 'A' + 'a') : y);
+                   });
+        };
+        if (ends(".png")) {
+#ifndef DLM_CLI_HAVE_PNG
+            detail::bad(o.spelling("--trace"), "this program was built without libpng, so it writes .svg only (install libpng-dev "
+                                               "and configure again for .png)");
+#endif
+        } else if (!ends(".svg")) {
+            detail::bad(o.spelling("--trace"), "the file name must end in .svg or .png, got " + detail::quoted(o.trace));
+        }
+    }
+    return o;
+}
+
+/// The --help text of a program, listing every flag it accepts.
+[[nodiscard]] inline std::string help_text(program prog) {
+    std::string out;
+    if (prog == program::generate)
+        out += "usage: dlm-generate [-m MODEL_DIR] -p PROMPT [options]\n\n"
+               "Decodes one prompt with one of dlm's decoders and prints the answer.\n";
+    else
+        out += "usage: dlm-eval [-m MODEL_DIR] [--data FILE.jsonl] [options]\n\n"
+               "Decodes every problem of a JSONL set with one preset and prints accuracy (the number after \"####\"),\n"
+               "forwards per problem, tokens per forward, latency per problem (mean, p50, p95) and tokens/s.\n";
+    std::string_view section;
+    for (const flag& f : flags()) {
+        if (!(f.programs & static_cast<unsigned>(prog))) continue;
+        if (f.section != section) {
+            section = f.section;
+            out += '\n';
+            out.append(section);
+            out += ":\n";
+        }
+        std::string line = "  " + std::string(f.names) + (f.metavar.empty() ? "" : " " + std::string(f.metavar));
+        if (line.size() >= 34) {  // a long head gets a line of its own
+            out += line + "\n";
+            line.clear();
+        }
+        line.resize(34, ' ');
+        // Wrap the help at 100 columns.
+        std::string_view words = f.help;
+        while (!words.empty()) {
+            const std::size_t sp = words.find(' ');
+            const std::string_view w = words.substr(0, sp);
+            if (line.size() + w.size() + 1 > 100 && line.size() > 34) {
+                out += line + "\n";
+                line = std::string(34, ' ');
+            }
+            if (line.size() > 34) line += ' ';
+            line.append(w);
+            words = sp == std::string_view::npos ? std::string_view{} : words.substr(sp + 1);
+        }
+        out += line + "\n";
+    }
+    out += "\nDefaults per preset are those of dlm/presets.hpp (docs/policies.md); a model folder whose config.json\n"
+           "holds dlm_gen_length / dlm_block_length (dlm's shipped models) sets the generation and block lengths.\n"
+           "Exit status: 0 success, 1 a dlm error (file, model, decoding), 2 a bad flag or value.\n";
+    return out;
+}
+
+}  // namespace dlm::cli

@@ -1,0 +1,100 @@
+// examples/cli/score.hpp — dlm-eval's problem sets and scoring: JSONL problems, the prompt made of
+// a question, and the final number after "####", extracted exactly as tools/score.py does.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/core/error.hpp>
+#include <dlm/io/json_util.hpp>
+
+namespace dlm::cli {
+
+/// One problem of a set: the question, and the reference final number as written in the file.
+struct problem {
+    std::string question;
+    std::string final;
+};
+
+/// Reads a JSONL set (one object per line with "question" and "final"; other keys such as "answer"
+/// are ignored; blank lines are skipped). Throws dlm::file_error naming the file, line and key.
+[[nodiscard]] inline std::vector<problem> read_problems(const std::filesystem::path& path) {
+    std::istringstream lines(io::detail::read_text_file(path));
+    std::vector<problem> out;
+    std::size_t n = 0;
+    for (std::string line; std::getline(lines, line);) {
+        ++n;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = "line " + std::to_string(n);
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) throw file_error(path.string(), where + ": expected a JSON object");
+        if (!j.contains("question") || !j["question"].is_string())
+            throw file_error(path.string(), where + ": key 'question': expected a string");
+        if (!j.contains("final") || !(j["final"].is_string() || j["final"].is_number()))
+            throw file_error(path.string(), where + ": key 'final': expected a string or a number");
+        out.push_back({j["question"].get<std::string>(), j["final"].is_string() ? j["final"].get<std::string>() : j["final"].dump()});
+    }
+    return out;
+}
+
+/// The prompt of a question: `format` with every "{question}" replaced by it.
+[[nodiscard]] inline std::string format_prompt(std::string_view format, std::string_view question) {
+    std::string out;
+    constexpr std::string_view key = "{question}";
+    for (std::size_t i = 0; i < format.size();) {
+        if (format.substr(i, key.size()) == key) {
+            out += question;
+            i += key.size();
+        } else {
+            out += format[i++];
+        }
+    }
+    return out;
+}
+
+/// The number after the last "####" in `text`, normalized as tools/score.py normalizes it (the
+/// regex ####\s*(-?[\d,]*\.?\d+); commas removed; an integral value without ".0"), or nothing.
+[[nodiscard]] inline std::optional<std::string> extract_final(std::string_view text) {
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    std::optional<std::string> found;
+    for (std::size_t at = text.find("####"); at != std::string_view::npos;) {
+        std::size_t i = at + 4;
+        while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
+        std::string m;
+        if (i < text.size() && text[i] == '-') m += text[i++];
+        const std::size_t body = m.size();
+        while (i < text.size() && (digit(text[i]) || text[i] == ',')) m += text[i++];
+        if (i + 1 < text.size() && text[i] == '.' && digit(text[i + 1])) {
+            m += text[i++];
+            while (i < text.size() && digit(text[i])) m += text[i++];
+        }
+        while (m.size() > body && !digit(m.back())) m.pop_back();  // the match ends in a digit
+        const std::size_t next = text.find("####", at + 1);
+        if (m.size() > body) {
+            found = m;
+            // A later "####" inside this match cannot exist (a match holds no '#'), so scanning resumes after it.
+        }
+        at = next;
+    }
+    if (!found) return std::nullopt;
+    std::string s;
+    for (char c : *found)
+        if (c != ',') s += c;
+    double v = 0;
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+    if (v == std::floor(v) && std::abs(v) < 9.0e15) return std::to_string(static_cast<long long>(v));
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip, as Python's repr
+    return std::string(buf, r.ptr);
+}
+
+}  // namespace dlm::cli

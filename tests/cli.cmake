@@ -1,0 +1,128 @@
+# The command-line programs dlm-generate (examples/) and dlm-eval (bench/), run end to end on a tiny
+# model: tests/data/models/llada_tiny's random weights with tests/data/cli's 300-token tokenizer,
+# config and ChatML template (tests/data/cli/make_cli_model.py), assembled in the build folder.
+# Each run takes milliseconds. Also test_cli: the option parser, the preset dispatch and scoring.
+if(NOT DLM_HAVE_CPU)
+  return()
+endif()
+include(${PROJECT_SOURCE_DIR}/examples/cli/cli.cmake)
+
+dlm_test(test_cli test_cli.cpp CPU)
+if(TARGET test_cli)
+  target_link_libraries(test_cli PRIVATE dlm_cli)
+endif()
+
+set(_cli_model ${CMAKE_CURRENT_BINARY_DIR}/cli_model)
+foreach(_f IN ITEMS config.json tokenizer.json tokenizer_config.json)
+  configure_file(${DLM_TEST_DATA}/cli/${_f} ${_cli_model}/${_f} COPYONLY)
+endforeach()
+configure_file(${DLM_TEST_DATA}/models/llada_tiny/model.safetensors ${_cli_model}/model.safetensors COPYONLY)
+set(_cli_out ${CMAKE_CURRENT_BINARY_DIR}/cli_out)
+file(MAKE_DIRECTORY ${_cli_out})
+string(ASCII 27 _esc)
+set(_prompt "Tom has 3 apples. He buys 4 more. How many apples does he have now?")
+
+# cli_case(<name> <program target> ARGS a|b|... [RC n] [EXPECT re%%re] [REJECT re] [SVG f] [PNG f] [JSON f KEYS k|k] [ENV N=v])
+function(cli_case name program)
+  cmake_parse_arguments(C "" "ARGS;RC;EXPECT;REJECT;SVG;PNG;JSON;KEYS;ENV" "" ${ARGN})
+  if(NOT DEFINED C_RC)
+    set(C_RC 0)
+  endif()
+  set(defs "-DCOMMAND=$<TARGET_FILE:${program}>|${C_ARGS}" -DRC=${C_RC})
+  foreach(opt IN ITEMS EXPECT REJECT SVG PNG JSON ENV)
+    if(DEFINED C_${opt})
+      list(APPEND defs "-D${opt}=${C_${opt}}")
+    endif()
+  endforeach()
+  if(DEFINED C_KEYS)
+    list(APPEND defs "-DJSON_KEYS=${C_KEYS}")
+  endif()
+  add_test(NAME "cli: ${name}" COMMAND ${CMAKE_COMMAND} ${defs} -P ${DLM_TEST_DATA}/cli/check.cmake)
+  # One thread: the tiny model gains nothing from more, and OpenMP's barriers stall on a busy machine.
+  set_tests_properties("cli: ${name}" PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
+endfunction()
+
+if(DLM_BUILD_EXAMPLES)
+  set(G dlm-generate)
+  set(M "-m|${_cli_model}")
+
+  # --help documents every flag (the names of issue 5 and llama.cpp's llama-diffusion-cli).
+  set(_flags -m -p --diffusion-steps --diffusion-block-length --diffusion-visual --diffusion-eps --diffusion-algorithm
+             --diffusion-alg-temp --temp --top-k --top-p --seed --steps --block-length --visual --preset --threshold
+             --gen-length "-n," --chat --stats --trace --compare --compare-presets --visual-delay --threads)
+  list(JOIN _flags "%%" _expect)
+  cli_case("generate --help lists every flag" ${G} ARGS --help EXPECT "usage: dlm-generate%%${_expect}%%origin.*maskgit_plus.*topk_margin.*entropy")
+  cli_case("generate -h" ${G} ARGS -h EXPECT "usage: dlm-generate")
+
+  # A bad flag or value: one line naming the flag, exit status 2.
+  cli_case("bad flag: unknown" ${G} ARGS ${M}|-p|x|--bogus RC 2 EXPECT "invalid parameter '--bogus': unknown flag")
+  cli_case("bad flag: missing value" ${G} ARGS ${M}|-p|x|--steps RC 2 EXPECT "'--steps': needs a value")
+  cli_case("bad flag: not a number" ${G} ARGS ${M}|-p|x|--preset|llada|--diffusion-steps|ten RC 2
+           EXPECT "'--diffusion-steps': expected an integer, got 'ten'")
+  cli_case("bad flag: out of range" ${G} ARGS ${M}|-p|x|--threshold|1.5 RC 2 EXPECT "'--threshold': must be in \\(0, 1\\], got 1.5")
+  cli_case("bad flag: negative" ${G} ARGS ${M}|-p|x|--top-k=-3 RC 2 EXPECT "'--top-k': must be >= 0")
+  cli_case("bad flag: unknown preset" ${G} ARGS ${M}|-p|x|--preset|turbo RC 2 EXPECT "'--preset': unknown preset 'turbo'")
+  cli_case("bad flag: unknown algorithm" ${G} ARGS ${M}|-p|x|--preset|dream|--diffusion-algorithm|7 RC 2
+           EXPECT "'--diffusion-algorithm': unknown algorithm '7'")
+  cli_case("bad flag: not for this preset" ${G} ARGS ${M}|-p|x|--preset|llada|--threshold|0.5 RC 2
+           EXPECT "'--threshold': does not apply to the llada preset")
+  cli_case("bad flag: no prompt" ${G} ARGS ${M} RC 2 EXPECT "'-p': a prompt is required")
+  cli_case("bad flag: stray argument" ${G} ARGS ${M}|-p|x|extra RC 2 EXPECT "'extra': unexpected argument")
+  cli_case("bad flag: eval's flag" ${G} ARGS ${M}|-p|x|--batch|2 RC 2 EXPECT "'--batch': is a flag of dlm-eval")
+  cli_case("bad flag: trace extension" ${G} ARGS ${M}|-p|x|--trace|t.txt RC 2 EXPECT "'--trace': the file name must end in .svg or .png")
+  cli_case("bad flag: block length vs gen length" ${G} ARGS ${M}|-p|x|-n|20 RC 2
+           EXPECT "'--block-length': 8 \\(the model's dlm_block_length\\) must divide -n 20")
+  cli_case("bad flag: steps vs blocks" ${G} ARGS ${M}|-p|x|--preset|llada|--steps|10 RC 2
+           EXPECT "'--steps': 10 must be a multiple of the number of blocks")
+  # A dlm error: exit status 1 with the message.
+  cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
+  cli_case("DLM_MODEL names the model" ${G} ARGS -p|x|--stats ENV DLM_MODEL=${_cli_model} EXPECT "cdlm: [0-9]+ forwards")
+
+  # Every preset decodes, with the statistics line.
+  foreach(_p IN ITEMS autoregressive llada dream fast-dllm fast-dllm-dual cdlm cd4lm)
+    cli_case("preset ${_p}" ${G} ARGS "${M}|-p|${_prompt}|--preset|${_p}|--stats"
+             EXPECT "${_p}: [0-9]+ forwards, steps per block \\[[0-9 .]+\\], [0-9.]+ tokens/forward, latency [0-9.]+ [mu]?s, [0-9.]+ tokens/s")
+  endforeach()
+  cli_case("llama.cpp flags" ${G}
+           ARGS "${M}|-p|${_prompt}|--preset|dream|--diffusion-steps|12|--diffusion-eps|0.01|--diffusion-algorithm|2|--diffusion-alg-temp|0.5|--temp|0.7|--top-k|20|--top-p|0.9|--seed|7|--stats"
+           EXPECT "dream: 12 forwards")
+  cli_case("llada random remasking" ${G} ARGS "${M}|-p|${_prompt}|--preset|llada|--diffusion-algorithm|3|--diffusion-block-length|4|--steps|12|--stats"
+           EXPECT "llada: 12 forwards, steps per block \\[2 2 2 2 2 2\\]")
+  cli_case("chat template" ${G} ARGS "${M}|-p|${_prompt}|--chat|--stats" EXPECT "cdlm: [0-9]+ forwards" REJECT "no chat template")
+
+  # --visual on a pipe: one plain line per forward (3 blocks of 8, threshold 0.9 on random weights:
+  # one commit per forward).
+  cli_case("visual plain lines" ${G} ARGS "${M}|-p|${_prompt}|--visual"
+           EXPECT "# cdlm: gen 24, block 8%%forward 1  block 1 step 1  \\+1 \\|%%forward 24  block 3 step 8  \\+1 \\|"
+           REJECT "${_esc}\\[")
+
+  # Pictures.
+  cli_case("trace svg" ${G} ARGS "${M}|-p|${_prompt}|--trace|${_cli_out}/trace.svg" SVG ${_cli_out}/trace.svg EXPECT "wrote .*trace.svg")
+  cli_case("compare" ${G} ARGS "${M}|-p|${_prompt}|--compare|--trace|${_cli_out}/compare.svg" SVG ${_cli_out}/compare.svg
+           EXPECT "== llada ==%%llada: [0-9]+ forwards%%fast-dllm: [0-9]+ forwards%%cdlm: [0-9]+ forwards%%cd4lm: [0-9]+ forwards")
+  cli_case("compare presets" ${G} ARGS "${M}|-p|${_prompt}|--compare-presets|autoregressive,dream,fast-dllm-dual|--threshold|0.5"
+           EXPECT "autoregressive: [0-9]+ forwards%%dream: [0-9]+ forwards%%fast-dllm-dual: [0-9]+ forwards")
+  find_package(PNG QUIET)
+  if(PNG_FOUND)
+    cli_case("trace png" ${G} ARGS "${M}|-p|${_prompt}|--compare|--trace|${_cli_out}/compare.png" PNG ${_cli_out}/compare.png)
+  else()
+    cli_case("trace png without libpng" ${G} ARGS "${M}|-p|x|--trace|t.png" RC 2 EXPECT "built without libpng")
+  endif()
+endif()
+
+if(DLM_BUILD_BENCH)
+  set(E dlm-eval)
+  set(M "-m|${_cli_model}")
+  set(_data ${DLM_TEST_DATA}/cli/eval.jsonl)
+  cli_case("eval --help" ${E} ARGS --help EXPECT "usage: dlm-eval%%--data%%--prompt-format%%--batch%%--limit%%--json%%--predictions%%--chat%%--preset%%--threshold")
+  cli_case("eval figures" ${E} ARGS "${M}|--data|${_data}|--batch|4|-t|1|--json|${_cli_out}/eval.json|--no-progress"
+           EXPECT "accuracy +[0-9.]+ % \\([0-9]+/6\\)%%forwards/problem +24.00%%tokens/forward +1.00%%latency/problem +mean [0-9.]+ [mu]?s, p50 [0-9.]+ [mu]?s, p95 [0-9.]+ [mu]?s%%tokens/s +[0-9.]+"
+           JSON ${_cli_out}/eval.json
+           KEYS "accuracy|correct|problems|mean_forwards|tokens_per_forward|latency_mean_s|latency_p50_s|latency_p95_s|tokens_per_second|preset")
+  cli_case("eval llada limit" ${E} ARGS "${M}|--data|${_data}|--preset|llada|--steps|24|--limit|4|--batch|3|--prompt-format|Q: {question}\n"
+           EXPECT "\\(0?[0-9]/4\\)%%llada: gen 24, block 8, steps 24")
+  cli_case("eval bad flag" ${E} ARGS "${M}|--batch|0" RC 2 EXPECT "'--batch': must be >= 1")
+  cli_case("eval prompt format" ${E} ARGS "${M}|--prompt-format|Q:" RC 2 EXPECT "'--prompt-format': must contain \\{question\\}")
+  cli_case("eval generate's flag" ${E} ARGS "${M}|-p|x" RC 2 EXPECT "'-p': is a flag of dlm-generate")
+  cli_case("eval missing data" ${E} ARGS "${M}|--data|${_cli_out}/none.jsonl" RC 1 EXPECT "none.jsonl")
+endif()

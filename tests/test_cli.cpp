@@ -1,0 +1,269 @@
+// The command-line layer (examples/cli/): option parsing, settings, preset dispatch, scoring,
+// statistics and pictures. The programs themselves run end to end in tests/cli.cmake.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlm/cpu/transformer.hpp>
+
+#include "cli/options.hpp"
+#include "cli/presets.hpp"
+#include "cli/score.hpp"
+#include "cli/stats.hpp"
+#include "cli/trace.hpp"
+
+namespace cli = dlm::cli;
+using cli::preset_id;
+
+namespace {
+
+cli::options parse(std::vector<std::string_view> args, cli::program p = cli::program::generate) {
+    return cli::parse_args(std::span<const std::string_view>(args), p);
+}
+
+/// The flag an invalid_parameter names, or "" when parsing succeeds.
+std::string refused(std::vector<std::string_view> args, cli::program p = cli::program::generate) {
+    try {
+        (void)parse(std::move(args), p);
+    } catch (const dlm::invalid_parameter& e) {
+        return e.parameter();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("cli: --help lists every name of every flag of the program") {
+    for (const auto prog : {cli::program::generate, cli::program::eval}) {
+        const std::string help = cli::help_text(prog);
+        for (const cli::flag& f : cli::flags()) {
+            if (!(f.programs & static_cast<unsigned>(prog))) continue;
+            for (const auto name : cli::names_of(f)) CHECK_MESSAGE(help.find(name) != std::string::npos, name);
+            CHECK(help.find(f.help.substr(0, 20)) != std::string::npos);
+        }
+    }
+    CHECK(parse({"--help", "--no-such-flag"}).help);
+}
+
+TEST_CASE("cli: llama.cpp's names and ours set the same option") {
+    for (const auto spelling : {"--steps", "--diffusion-steps"}) {
+        const auto o = parse({"-p", "x", "--preset", "llada", spelling, "12"});
+        CHECK(o.steps == 12);
+        CHECK(o.spelling("--steps") == spelling);
+    }
+    const auto o = parse({"--prompt=hi", "--diffusion-block-length=4", "-n", "16", "--diffusion-visual", "-s", "9", "-m", "dir"});
+    CHECK(o.prompt == "hi");
+    CHECK(o.block_length == 4);
+    CHECK(o.gen_length == 16);
+    CHECK(o.visual);
+    CHECK(o.seed == 9);
+    CHECK(o.model == "dir");
+    CHECK(o.preset == preset_id::cdlm);
+    const auto e = parse({"--data", "set.jsonl", "--batch", "8", "--limit", "5", "--json", "out.json"}, cli::program::eval);
+    CHECK(e.batch == 8);
+    CHECK(e.limit == 5);
+    CHECK(e.data == "set.jsonl");
+}
+
+TEST_CASE("cli: --diffusion-algorithm takes names and llama.cpp's numbers") {
+    using cli::algorithm;
+    const std::pair<std::string_view, algorithm> cases[] = {
+        {"0", algorithm::origin},       {"1", algorithm::entropy},         {"2", algorithm::topk_margin},
+        {"3", algorithm::random},       {"4", algorithm::maskgit_plus},    {"origin", algorithm::origin},
+        {"maskgit_plus", algorithm::maskgit_plus}, {"topk_margin", algorithm::topk_margin}, {"entropy", algorithm::entropy},
+        {"confidence", algorithm::maskgit_plus},   {"margin", algorithm::topk_margin},
+    };
+    for (const auto& [name, a] : cases) CHECK(cli::algorithm_from_name(name) == a);
+    CHECK(parse({"-p", "x", "--preset", "llada", "--diffusion-algorithm", "3"}).alg == algorithm::random);
+    CHECK(refused({"-p", "x", "--preset", "llada", "--diffusion-algorithm", "entropy"}) == "--diffusion-algorithm");
+    CHECK(refused({"-p", "x", "--preset", "dream", "--alg", "3"}) == "--alg");
+    CHECK(refused({"-p", "x", "--preset", "dream", "--alg", "5"}) == "--alg");
+}
+
+TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
+    CHECK(refused({"-p", "x", "--bogus"}) == "--bogus");
+    CHECK(refused({"-p", "x", "--steps"}) == "--steps");
+    CHECK(refused({"-p", "x", "--preset", "llada", "--diffusion-steps", "1x"}) == "--diffusion-steps");
+    CHECK(refused({"-p", "x", "-n", "0"}) == "-n");
+    CHECK(refused({"-p", "x", "--threshold", "0"}) == "--threshold");
+    CHECK(refused({"-p", "x", "--threshold", "nan"}) == "--threshold");
+    CHECK(refused({"-p", "x", "--top-p", "1.01"}) == "--top-p");
+    CHECK(refused({"-p", "x", "--seed", "-1"}) == "--seed");
+    CHECK(refused({"-p", "x", "--stats=1"}) == "--stats");
+    CHECK(refused({"-p", "x", "--compare-presets", "llada,,cdlm"}) == "--compare-presets");
+    CHECK(refused({"-p", "x", "--trace", "x.pdf"}) == "--trace");
+    CHECK(refused({"x"}) == "x");
+    CHECK(refused({""}) == "\"\"");  // an empty argument is named too
+    CHECK(refused({}) == "-p");
+    CHECK(refused({"--batch", "0"}, cli::program::eval) == "--batch");
+    CHECK(refused({"-p", "x"}, cli::program::eval) == "-p");
+    CHECK(refused({"-p", "x", "--json", "f"}) == "--json");
+    // Options a preset's policies do not have.
+    CHECK(refused({"-p", "x", "--temp", "0.5"}) == "--temp");  // cdlm samples greedily
+    CHECK(refused({"-p", "x", "--temp", "0"}).empty());          // neutral values pass
+    CHECK(refused({"-p", "x", "--preset", "dream", "--block-length", "8"}) == "--block-length");
+    CHECK(refused({"-p", "x", "--preset", "cdlm", "--steps", "8"}) == "--steps");
+    CHECK(refused({"-p", "x", "--preset", "fast-dllm", "--diffusion-eps", "0.1"}) == "--diffusion-eps");
+    // Under --compare such options apply where they can.
+    CHECK(refused({"-p", "x", "--compare", "--threshold", "0.5", "--steps", "24"}).empty());
+    CHECK(refused({"-p", "x", "--compare", "--preset", "cdlm"}) == "--preset");
+}
+
+TEST_CASE("cli: --compare defaults and lists") {
+    CHECK(parse({"-p", "x", "--compare"}).compare_presets ==
+          std::vector<preset_id>{preset_id::llada, preset_id::fast_dllm, preset_id::cdlm, preset_id::cd4lm});
+    const auto o = parse({"-p", "x", "--compare-presets", "autoregressive,fast_dllm_dual"});
+    CHECK(o.compare);
+    CHECK(o.compare_presets == std::vector<preset_id>{preset_id::autoregressive, preset_id::fast_dllm_dual});
+}
+
+TEST_CASE("cli: settings come from the flags, then the model, then the preset") {
+    const cli::model_hints shipped{48, 8}, none{};
+    const auto o = parse({"-p", "x"});
+    const auto s = cli::resolve(o, preset_id::cdlm, shipped);
+    CHECK(s.gen_length == 48);
+    CHECK(s.block_length == 8);
+    CHECK(s.threshold == 0.9);
+    CHECK(cli::resolve(o, preset_id::cd4lm, shipped).threshold == 0.95);
+    const auto l = cli::resolve(o, preset_id::llada, shipped);
+    CHECK(l.steps == 48);
+    CHECK(l.alg == cli::algorithm::maskgit_plus);
+    CHECK(cli::resolve(o, preset_id::dream, shipped).effective_block_length() == 48);
+    CHECK(cli::resolve(o, preset_id::dream, shipped).alg == cli::algorithm::origin);
+    CHECK(cli::resolve(o, preset_id::autoregressive, shipped).effective_block_length() == 1);
+    const auto d = cli::resolve(o, preset_id::llada, none);  // LLaDA's own: 128 slots, blocks of 32, 128 steps
+    CHECK(d.gen_length == 128);
+    CHECK(d.block_length == 32);
+    CHECK(d.steps == 128);
+    const auto f = cli::resolve(parse({"-p", "x", "-n", "64", "--block-length", "16", "--threshold", "0.7"}), preset_id::fast_dllm, shipped);
+    CHECK(f.gen_length == 64);
+    CHECK(f.block_length == 16);
+    CHECK(f.threshold == 0.7);
+    try {
+        (void)cli::resolve(parse({"-p", "x", "-n", "20"}), preset_id::cdlm, shipped);
+        FAIL("block length 8 does not divide 20");
+    } catch (const dlm::invalid_parameter& e) {
+        CHECK(e.parameter() == "--block-length");
+        CHECK(std::string(e.what()).find("-n 20") != std::string::npos);
+    }
+    CHECK_THROWS_AS((void)cli::resolve(parse({"-p", "x", "--preset", "llada", "--steps", "7"}), preset_id::llada, shipped),
+                    dlm::invalid_parameter);
+    CHECK_NOTHROW((void)cli::resolve(parse({"-p", "x", "-n", "20"}), preset_id::dream, shipped));  // no blocks to divide
+}
+
+TEST_CASE("cli: with_preset calls the lambda with the preset's decoder type") {
+    using M = dlm::cpu::transformer;
+    namespace p = dlm::presets;
+    const auto is = [](preset_id id, auto expected) {
+        return cli::with_preset<M>(id, [&]<class D>(std::type_identity<D>) { return std::is_same_v<D, typename decltype(expected)::type>; });
+    };
+    CHECK(is(preset_id::autoregressive, std::type_identity<p::autoregressive<M>>{}));
+    CHECK(is(preset_id::llada, std::type_identity<p::llada<M>>{}));
+    CHECK(is(preset_id::dream, std::type_identity<p::dream<M>>{}));
+    CHECK(is(preset_id::fast_dllm, std::type_identity<p::fast_dllm<M>>{}));
+    CHECK(is(preset_id::fast_dllm_dual, std::type_identity<p::fast_dllm_dual<M>>{}));
+    CHECK(is(preset_id::cdlm, std::type_identity<p::cdlm<M>>{}));
+    CHECK(is(preset_id::cd4lm, std::type_identity<p::cd4lm<M>>{}));
+}
+
+TEST_CASE("cli: make_decoder configures every policy from the settings") {
+    auto model = dlm::cpu::transformer::load(DLM_TEST_DATA "/models/llada_tiny");
+    const cli::model_hints h{24, 4};
+    const auto llada = cli::resolve(parse({"-p", "x", "--preset", "llada", "--steps", "12", "--alg", "random", "--temp", "0.5", "--top-k", "3"}),
+                                    preset_id::llada, h);
+    const auto dl = cli::make_decoder<dlm::presets::llada<dlm::cpu::transformer>>(model, llada);
+    CHECK(dl.mask().block_length == 4);
+    CHECK(dl.schedule().steps == 12);
+    CHECK(dl.schedule().mode == dlm::remasking::random);
+    CHECK(dl.sampler().temperature == 0.5f);
+    CHECK(dl.sampler().top_k == 3);
+    CHECK(dl.sampler().confidence == dlm::confidence_source::raw);
+
+    const auto dream = cli::resolve(parse({"-p", "x", "--preset", "dream", "--eps", "0.01", "--alg", "2", "--alg-temp", "0.3"}),
+                                    preset_id::dream, h);
+    const auto dd = cli::make_decoder<dlm::presets::dream<dlm::cpu::transformer>>(model, dream);
+    CHECK(dd.schedule().steps == 24);
+    CHECK(dd.schedule().eps == 0.01);
+    CHECK(dd.schedule().alg == dlm::dream_alg::topk_margin);
+    CHECK(dd.schedule().alg_temp == 0.3);
+
+    auto cd = cli::make_decoder<dlm::presets::cdlm<dlm::cpu::transformer>>(
+        model, cli::resolve(parse({"-p", "x", "--threshold", "0.6"}), preset_id::cdlm, h));
+    CHECK(cd.mask().block_length == 4);
+    CHECK(cd.schedule().tau == 0.6);
+    CHECK(cd.schedule().stop_at_eos);
+    const auto c4 = cli::make_decoder<dlm::presets::cd4lm<dlm::cpu::transformer>>(model, cli::resolve(parse({"-p", "x"}), preset_id::cd4lm, h));
+    CHECK(c4.schedule().tau == 0.95);
+    CHECK(c4.schedule().max_tokens == 32);
+
+    // And it decodes: the settings' gen_length and block length reach the result.
+    const auto r = cd.generate(std::vector<dlm::token_id>{1, 2, 3}, {.gen_length = 24, .seed = 0});
+    CHECK(r.tokens.size() == 24);
+}
+
+TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
+    const std::pair<std::string_view, std::optional<std::string>> cases[] = {
+        {"3 + 4 = 7\n#### 7", "7"},
+        {"#### 1,234", "1234"},
+        {"#### -5", "-5"},
+        {"#### 12.0", "12"},
+        {"#### 2.5", "2.5"},
+        {"#### .5", "0.5"},
+        {"#### 5.", "5"},
+        {"#### 1.5.3", "1.5"},
+        {"#### 5,", "5"},
+        {"#### 3 then #### 9", "9"},
+        {"#### 4 #### x", "4"},
+        {"#####8", "8"},
+        {"####\n\t 42 apples", "42"},
+        {"#### -", std::nullopt},
+        {"the answer is 7", std::nullopt},
+        {"", std::nullopt},
+        {"#### 007", "7"},
+    };
+    for (const auto& [text, want] : cases) CHECK_MESSAGE(cli::extract_final(text) == want, text);
+    CHECK(cli::format_prompt("Q: {question}\nA:", "2+2?") == "Q: 2+2?\nA:");
+    CHECK(cli::format_prompt("{question}", "x") == "x");
+}
+
+TEST_CASE("cli: latency statistics") {
+    const auto s = cli::summarize({4, 1, 3, 2});
+    CHECK(s.mean == doctest::Approx(2.5));
+    CHECK(s.p50 == doctest::Approx(2.5));   // numpy.percentile([1,2,3,4], 50)
+    CHECK(s.p95 == doctest::Approx(3.85));  // numpy.percentile([1,2,3,4], 95)
+    CHECK(cli::summarize({}).count == 0);
+    CHECK(cli::format_seconds(0.0123) == "12.30 ms");
+    CHECK(cli::format_seconds(2.5) == "2.50 s");
+    CHECK(cli::format_steps({3, 2, 1}) == "[3 2 1]");
+}
+
+TEST_CASE("cli: the trace draws one coloured cell per committed slot, and valid SVG") {
+    cli::trace_run run;
+    run.label = "a & <b>";
+    run.block_length = 2;
+    auto& r = run.result;
+    r.tokens = {5, 6, 7, 1};
+    r.commit_forward = {0, 1, 1, -1};  // slot 3: EOS fill after an early stop
+    r.commit_confidence = {0.9f, 0.5f, 0.2f, 0.f};
+    r.stopped_early = true;
+    r.stats.forwards = 2;
+    r.stats.committed = 3;
+    run.text = {"x", "y\"", "z", "<eos>"};
+    const std::vector<cli::trace_run> runs{run};
+    const auto sc = cli::trace_scene(runs, "title", "sub");
+    int cells = 0, hatched = 0;
+    for (const auto& rect : sc.rects) {
+        cells += rect.tooltip.find("forward") != std::string::npos;
+        hatched += rect.hatch && !rect.tooltip.empty();
+    }
+    CHECK(cells == 3);
+    CHECK(hatched == 1);
+    const std::string svg = cli::draw::to_svg(sc);
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("a &amp; &lt;b&gt;") != std::string::npos);
+    CHECK(svg.find("&apos;y&quot;&apos;") != std::string::npos);
+    CHECK(cli::draw::hex(cli::draw::confidence_colour(0)) == "#440154");
+    CHECK(cli::draw::hex(cli::draw::confidence_colour(1)) == "#fde725");
+}
