@@ -167,24 +167,5 @@ int run(const cli::options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::vector<std::string_view> args(argv + 1, argv + argc);
-    dlm::cli::options o;
-    try {
-        o = dlm::cli::parse_args(args, dlm::cli::program::eval);
-    } catch (const dlm::invalid_parameter& e) {
-        std::cerr << "dlm-eval: " << e.what() << '\n';
-        return 2;
-    }
-    if (o.help) {
-        std::cout << dlm::cli::help_text(dlm::cli::program::eval);
-        return 0;
-    }
-    try {
-        return run(o);
-    } catch (const dlm::error& e) {
-        std::cerr << "dlm-eval: " << e.what() << '\n';
-    } catch (const std::exception& e) {
-        std::cerr << "dlm-eval: error: " << e.what() << '\n';
-    }
-    return 1;
+    return dlm::cli::run_main(dlm::cli::program::eval, "dlm-eval", argc, argv, run);
 }

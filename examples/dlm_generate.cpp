@@ -125,24 +125,5 @@ int run(const cli::options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::vector<std::string_view> args(argv + 1, argv + argc);
-    dlm::cli::options o;
-    try {
-        o = dlm::cli::parse_args(args);
-    } catch (const dlm::invalid_parameter& e) {
-        std::cerr << "dlm-generate: " << e.what() << '\n';
-        return 2;
-    }
-    if (o.help) {
-        std::cout << dlm::cli::help_text(dlm::cli::program::generate);
-        return 0;
-    }
-    try {
-        return run(o);
-    } catch (const dlm::error& e) {
-        std::cerr << "dlm-generate: " << e.what() << '\n';
-    } catch (const std::exception& e) {
-        std::cerr << "dlm-generate: error: " << e.what() << '\n';
-    }
-    return 1;
+    return dlm::cli::run_main(dlm::cli::program::generate, "dlm-generate", argc, argv, run);
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <iostream>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -462,6 +463,32 @@ inline void check_preset_flags(const options& o) {
            "holds dlm_gen_length / dlm_block_length (dlm's shipped models) sets the generation and block lengths.\n"
            "Exit status: 0 success, 1 a dlm error (file, model, decoding), 2 a bad flag or value.\n";
     return out;
+}
+
+/// The shared `main` of dlm-generate and dlm-eval: parse the arguments (a bad flag: one line, exit 2),
+/// print the help, or call `run(options)` (a dlm error: its message, exit 1).
+template <class Run>
+int run_main(program prog, std::string_view name, int argc, char** argv, Run run) {
+    const std::vector<std::string_view> args(argv + 1, argv + argc);
+    options o;
+    try {
+        o = parse_args(args, prog);
+    } catch (const invalid_parameter& e) {
+        std::cerr << name << ": " << e.what() << '\n';
+        return 2;
+    }
+    if (o.help) {
+        std::cout << help_text(prog);
+        return 0;
+    }
+    try {
+        return run(o);
+    } catch (const error& e) {
+        std::cerr << name << ": " << e.what() << '\n';
+    } catch (const std::exception& e) {
+        std::cerr << name << ": error: " << e.what() << '\n';
+    }
+    return 1;
 }
 
 }  // namespace dlm::cli
