@@ -19,6 +19,7 @@
 #include "cache/caches.hpp"
 #include "core/error.hpp"
 #include "core/result.hpp"
+#include "core/sequence_state.hpp"
 #include "mask/masks.hpp"
 #include "model/concept.hpp"
 #include "sampler/samplers.hpp"
@@ -95,7 +96,9 @@ public:
     /// before the first forward (dlm::invalid_parameter names the one that is wrong).
     decode_result generate(std::span<const std::vector<token_id>> prompts, const generation_options& options,
                            const step_callback& on_step = {}) {
-        std::vector<sequence> seqs = prepare(prompts, options);
+        std::vector<sequence> seqs =
+            detail::prepare_batch<kv_type, Cache::needs_storage>(*model_, mask_, schedule_, prompts, options);
+        mask_id_ = model_->mask_id();
         decode_result out;
         std::vector<forward_request<kv_type>> requests;
         std::vector<index_t> active;
@@ -115,7 +118,7 @@ public:
                 auto& s = seqs[i];
                 if (s.done) continue;
                 const forward_plan plan = cache_.plan(mask_, s.layout, s.cursor);
-                check_plan(plan, s.layout);
+                detail::check_plan(plan, s.layout, who);
                 requests.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
                 active.push_back(static_cast<index_t>(i));
                 rows += static_cast<std::size_t>(plan.logits_rows());
@@ -177,7 +180,7 @@ public:
                 s.result.stats.rows_computed += plan.window_size();
                 const block_cursor stepped = s.cursor;
                 s.cursor.step_in_block += 1;
-                advance(s, ctx, cands.size() - chosen.size());
+                detail::advance(s, schedule_, ctx, cands.size() - chosen.size(), mask_id_, who);
 
                 if (on_step) {
                     const step_event ev{active[r], ctx.forward, stepped, s.layout, s.canvas, committed_positions, &s.result};
@@ -190,7 +193,7 @@ public:
         out.sequences.reserve(seqs.size());
         for (auto& s : seqs) {
             s.result.cancelled = cancelled && !s.done;
-            finish(s.result, eos);
+            detail::finish(s.result, eos);
             out.sequences.push_back(std::move(s.result));
         }
         return out;
@@ -202,112 +205,15 @@ public:
         return std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
     }
 
-    /// A schedule that leaves a block unfinished after this many forwards is broken; the decoder
-    /// throws dlm::contract_error instead of looping forever.
-    static constexpr index_t max_steps_per_slot = 64;
+    /// A schedule that leaves a block unfinished after this many forwards per slot is broken; the
+    /// decoder throws dlm::contract_error instead of looping forever.
+    static constexpr index_t max_steps_per_slot = detail::max_steps_per_slot;
 
 private:
     using kv_type = typename Model::kv_cache;
 
-    struct sequence {
-        canvas_layout layout;
-        std::vector<token_id> canvas;
-        block_cursor cursor;
-        index_t masked_at_block_start = 0;
-        std::optional<kv_type> kv;
-        sequence_result result;
-        bool done = false;
-    };
-
-    std::vector<sequence> prepare(std::span<const std::vector<token_id>> prompts, const generation_options& o) {
-        if (prompts.empty()) throw invalid_parameter("prompts", "the batch is empty");
-        if (o.gen_length < 1) throw invalid_parameter("gen_length", "must be >= 1, got " + std::to_string(o.gen_length));
-        mask_id_ = model_->mask_id();
-        const index_t vocab = model_->vocab_size();
-        if (mask_id_ < 0 || mask_id_ >= vocab)
-            throw invalid_parameter("mask_id", "the model's mask id " + std::to_string(mask_id_) +
-                                                   " is outside its vocabulary [0, " + std::to_string(vocab) + ")");
-        const index_t block_length = mask_.block_length_for(o.gen_length);
-        std::vector<sequence> seqs(prompts.size());
-        for (std::size_t i = 0; i < prompts.size(); ++i) {
-            const auto& prompt = prompts[i];
-            const std::string which = "prompts[" + std::to_string(i) + "]";
-            if (prompt.empty()) throw invalid_parameter(which, "is empty; a prompt needs at least one token");
-            for (std::size_t j = 0; j < prompt.size(); ++j)
-                if (prompt[j] < 0 || prompt[j] >= vocab)
-                    throw invalid_parameter(which, "token " + std::to_string(j) + " is " + std::to_string(prompt[j]) +
-                                                       ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
-            auto& s = seqs[i];
-            s.layout = {static_cast<index_t>(prompt.size()), o.gen_length, block_length, model_->logits_shift()};
-            if constexpr (requires { model_->max_context(); }) {
-                if (s.layout.size() > model_->max_context())
-                    throw invalid_parameter(which, "prompt length " + std::to_string(prompt.size()) + " + gen_length " +
-                                                       std::to_string(o.gen_length) + " exceeds the model's context of " +
-                                                       std::to_string(model_->max_context()));
-            }
-            s.canvas = prompt;
-            s.canvas.resize(static_cast<std::size_t>(s.layout.size()), mask_id_);
-            s.masked_at_block_start = block_length;
-            const auto g = static_cast<std::size_t>(o.gen_length);
-            s.result.tokens.assign(g, mask_id_);
-            s.result.commit_forward.assign(g, -1);
-            s.result.commit_confidence.assign(g, 0.f);
-        }
-        // Policy options are checked once every prompt is known to be well formed.
-        for (auto& s : seqs) {
-            if constexpr (requires { schedule_.validate(s.layout); }) schedule_.validate(s.layout);
-            if constexpr (Cache::needs_storage) s.kv.emplace(model_->make_kv_cache(s.layout.size()));
-        }
-        return seqs;
-    }
-
-    static void check_plan(const forward_plan& p, const canvas_layout& l) {
-        const bool ok = 0 <= p.window_begin && p.window_begin <= p.window_end && p.window_end <= l.size() &&
-                        p.window_begin <= p.logits_begin && p.logits_begin < p.logits_end && p.logits_end <= p.window_end &&
-                        (!(p.store_end > p.store_begin) || (p.window_begin <= p.store_begin && p.store_end <= p.window_end)) &&
-                        p.window_end <= p.attend_end && p.attend_end <= l.size();
-        if (!ok) throw contract_error("dlm::decoder: the cache policy planned an inconsistent forward");
-    }
-
-    // After a step: close the block when it has no masked slot left, stop or move on.
-    void advance(sequence& s, const step_context& ctx, std::size_t still_masked) {
-        if (still_masked == 0) {
-            s.result.stats.steps_per_block.push_back(s.cursor.step_in_block);
-            bool stop = s.cursor.block + 1 >= s.layout.block_count();
-            if constexpr (requires { schedule_.stop_after_block(ctx, std::span<const token_id>{}); }) {
-                const auto block = std::span<const token_id>(s.canvas).subspan(
-                    static_cast<std::size_t>(s.layout.block_begin(s.cursor.block)), static_cast<std::size_t>(s.layout.block_length));
-                if (!stop && schedule_.stop_after_block(ctx, block)) {
-                    stop = true;
-                    s.result.stopped_early = true;
-                    const token_id fill = ctx.eos_ids.empty() ? mask_id_ : ctx.eos_ids.front();
-                    for (index_t p = s.layout.block_end(s.cursor.block); p < s.layout.size(); ++p) {
-                        s.canvas[static_cast<std::size_t>(p)] = fill;
-                        s.result.tokens[static_cast<std::size_t>(p - s.layout.prompt_length)] = fill;
-                    }
-                }
-            }
-            if (stop) {
-                s.done = true;
-                s.kv.reset();
-            } else {
-                s.cursor = {s.cursor.block + 1, 0};
-                s.masked_at_block_start = s.layout.block_length;
-            }
-        } else if (s.cursor.step_in_block > max_steps_per_slot * s.layout.block_length) {
-            throw contract_error("dlm::decoder: the schedule left block " + std::to_string(s.cursor.block) + " unfinished after " +
-                                 std::to_string(s.cursor.step_in_block) + " forwards");
-        }
-    }
-
-    static void finish(sequence_result& r, std::span<const token_id> eos) {
-        r.answer_length = static_cast<index_t>(r.tokens.size());
-        for (std::size_t i = 0; i < r.tokens.size(); ++i)
-            if (std::find(eos.begin(), eos.end(), r.tokens[i]) != eos.end()) {
-                r.answer_length = static_cast<index_t>(i);
-                break;
-            }
-    }
+    using sequence = detail::sequence_state<kv_type>;
+    static constexpr const char* who = "dlm::decoder";
 
     Model* model_;
     Mask mask_;

@@ -1,0 +1,413 @@
+// bench_cuda — the CUDA backend on a Dream-7B-shaped model with random bf16 weights (made on the
+// device; no file), against ceilings the same program measures.
+//
+//   dlm-bench-cuda [--json FILE] [--prompt 128] [--gen 256] [--block 32] [--batches 1,8,64]
+//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick]
+//
+// 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB, bytes read + written per
+//    second) and the f16 and bf16 matrix rates (cuBLAS 8192³ products, f32 accumulation).
+// 2. Forwards, per batch: an AR step (causal, one row over the cached prefix), a CDLM step (block-causal,
+//    the B rows of a mid-generation block over the cached prefix: prefix_cache's steady state) and a
+//    full-diffusion step (the whole canvas recomputed, logits for one block: LLaDA / no_cache). For each:
+//    ms per forward, FLOP (matrix products + attention + head), bytes (weights + KV read), arithmetic
+//    intensity, achieved TFLOP/s, and the bandwidth floor = weight bytes / copy bandwidth.
+// 3. Decoding: presets::cdlm on the device decoder at each batch (tokens/s, forwards, tokens per
+//    forward), the same on the host decoder (logits copied to the host each step) at --host-batches,
+//    and presets::llada (full recompute, steps = gen length) at --llada-batches, same prompts.
+// 4. --json: everything above plus the analytic roofline series (AR, full diffusion, CDLM for blocks
+//    4/16/32 and batches 1-128) for tools/roofline.py.
+// Exit code 77 when there is no CUDA device.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cuda/cuda.cuh>
+#include <dlm/presets.hpp>
+
+using namespace dlm;
+using model_t = dlm::cuda::transformer;
+using json = nlohmann::json;
+
+namespace {
+
+struct options {
+    std::string json_path;
+    index_t prompt = 128, gen = 256, block = 32;
+    std::vector<index_t> batches{1, 8, 64}, llada_batches{1, 8}, host_batches{1, 8};
+    index_t layers = 28;
+    bool quick = false;
+};
+
+std::vector<index_t> parse_list(const std::string& s) {
+    std::vector<index_t> v;
+    std::size_t at = 0;
+    while (at < s.size()) {
+        const std::size_t comma = s.find(',', at);
+        v.push_back(static_cast<index_t>(std::stoi(s.substr(at, comma - at))));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    return v;
+}
+
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) throw invalid_parameter(a, "needs a value");
+            return argv[++i];
+        };
+        if (a == "--json") o.json_path = next();
+        else if (a == "--prompt") o.prompt = std::stoi(next());
+        else if (a == "--gen") o.gen = std::stoi(next());
+        else if (a == "--block") o.block = std::stoi(next());
+        else if (a == "--batches") o.batches = parse_list(next());
+        else if (a == "--llada-batches") o.llada_batches = parse_list(next());
+        else if (a == "--host-batches") o.host_batches = parse_list(next());
+        else if (a == "--layers") o.layers = std::stoi(next());
+        else if (a == "--quick") o.quick = true;
+        else throw invalid_parameter(a, "unknown option (see the header of bench/bench_cuda.cu)");
+    }
+    return o;
+}
+
+/// Dream-v0-Instruct-7B's shape (tests/data/configs/dream-v0-instruct-7b), `layers` of them.
+io::model_config dream7b(index_t layers) {
+    io::model_config c;
+    c.arch = io::architecture::dream;
+    c.vocab_size = 152064;
+    c.hidden_size = 3584;
+    c.intermediate_size = 18944;
+    c.num_layers = layers;
+    c.num_heads = 28;
+    c.num_kv_heads = 4;
+    c.head_dim = 128;
+    c.max_context = 32768;
+    c.rope_theta = 1000000.0;
+    c.rms_norm_eps = 1e-6;
+    c.tie_word_embeddings = false;
+    c.qkv_bias = true;
+    c.mask_id = 151666;
+    c.eos_ids = {151643};
+    c.logits_shift = true;
+    return c;
+}
+
+/// A small model of the same family (--quick: a smoke run of every code path).
+io::model_config small() {
+    io::model_config c = dream7b(2);
+    c.vocab_size = 4096;
+    c.hidden_size = 512;
+    c.intermediate_size = 1024;
+    c.num_heads = 8;
+    c.num_kv_heads = 2;
+    c.head_dim = 64;
+    c.mask_id = 4095;
+    c.eos_ids = {4000};
+    return c;
+}
+
+/// Times `f` with CUDA events on `stream`: `reps` runs after `warmup`; seconds per run.
+double time_on(cudaStream_t stream, int warmup, int reps, const std::function<void()>& f) {
+    cudaEvent_t a, b;
+    dlm::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+    dlm::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+    for (int i = 0; i < warmup; ++i) f();
+    dlm::cuda::check(cudaEventRecord(a, stream), "cudaEventRecord");
+    for (int i = 0; i < reps; ++i) f();
+    dlm::cuda::check(cudaEventRecord(b, stream), "cudaEventRecord");
+    dlm::cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    dlm::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms / 1e3 / reps;
+}
+
+struct ceilings {
+    double copy_gbs = 0;     // bytes read + written per second, GB/s
+    double f16_tflops = 0;   // cuBLAS f16 product, f32 accumulation
+    double bf16_tflops = 0;  // same, bf16
+};
+
+ceilings measure_ceilings(bool quick) {
+    ceilings c;
+    dlm::cuda::stream_context ctx;
+    {
+        const std::size_t bytes = quick ? (std::size_t{256} << 20) : (std::size_t{2} << 30);
+        dlm::cuda::device_buffer<std::byte> a(bytes, "copy source"), b(bytes, "copy destination");
+        dlm::cuda::check(cudaMemsetAsync(a.data(), 1, bytes, ctx.stream()), "cudaMemsetAsync");
+        const double s = time_on(ctx.stream(), 2, 10, [&] {
+            dlm::cuda::check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpyAsync");
+        });
+        c.copy_gbs = 2.0 * static_cast<double>(bytes) / s / 1e9;
+    }
+    const int n = quick ? 2048 : 8192;
+    const std::size_t elems = static_cast<std::size_t>(n) * n;
+    auto gemm_rate = [&](cudaDataType_t type, std::size_t elem_bytes) {
+        dlm::cuda::device_buffer<std::byte> A(elems * elem_bytes, "GEMM A"), B(elems * elem_bytes, "GEMM B");
+        dlm::cuda::device_buffer<float> C(elems, "GEMM C");
+        if (type == CUDA_R_16F) {
+            dlm::cuda::kernels::fill_uniform<dlm::cuda::f16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
+                reinterpret_cast<dlm::cuda::f16*>(A.data()), elems, 1, 0, 0.0f, 1.0f);
+            dlm::cuda::kernels::fill_uniform<dlm::cuda::f16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
+                reinterpret_cast<dlm::cuda::f16*>(B.data()), elems, 2, 0, 0.0f, 1.0f);
+        } else {
+            dlm::cuda::kernels::fill_uniform<dlm::cuda::bf16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
+                reinterpret_cast<dlm::cuda::bf16*>(A.data()), elems, 1, 0, 0.0f, 1.0f);
+            dlm::cuda::kernels::fill_uniform<dlm::cuda::bf16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
+                reinterpret_cast<dlm::cuda::bf16*>(B.data()), elems, 2, 0, 0.0f, 1.0f);
+        }
+        dlm::cuda::check_launch("fill_uniform");
+        const float alpha = 1.0f, beta = 0.0f;
+        const double s = time_on(ctx.stream(), 3, 10, [&] {
+            dlm::cuda::check(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, A.data(), type, n, B.data(), type, n, &beta, C.data(),
+                                          CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                             "cublasGemmEx (ceiling)");
+        });
+        return 2.0 * n * static_cast<double>(n) * n / s / 1e12;
+    };
+    c.f16_tflops = gemm_rate(CUDA_R_16F, 2);
+    c.bf16_tflops = gemm_rate(CUDA_R_16BF, 2);
+    return c;
+}
+
+/// FLOP and bytes of one forward, counted from its shapes.
+struct cost {
+    double flop = 0, bytes = 0;
+    [[nodiscard]] double intensity() const { return bytes > 0 ? flop / bytes : 0; }
+};
+
+struct model_sizes {
+    double per_row_flop;   // matrix products of one window row, all layers
+    double head_flop;      // output head of one logits row
+    double attn_flop;      // attention per (row, attended key), all layers
+    double kv_bytes;       // K and V of one position, all layers
+    double weight_bytes;
+};
+
+model_sizes sizes_of(const io::model_config& c, double weight_bytes, double element_bytes) {
+    const double h = c.hidden_size, q = static_cast<double>(c.num_heads) * c.head_dim, kv = static_cast<double>(c.num_kv_heads) * c.head_dim,
+                 f = c.intermediate_size, L = c.num_layers;
+    return {2.0 * L * (h * (q + 2 * kv) + q * h + 3.0 * h * f), 2.0 * h * c.vocab_size, 4.0 * q * L, 2.0 * kv * L * element_bytes, weight_bytes};
+}
+
+/// `rows` window rows attending `keys` keys in all, `cached` positions read from the cache and
+/// `logit_rows` through the head, for a whole batch.
+cost cost_of(const model_sizes& m, double rows, double keys, double cached, double logit_rows) {
+    return {rows * m.per_row_flop + keys * m.attn_flop + logit_rows * m.head_flop, m.weight_bytes + cached * m.kv_bytes};
+}
+
+/// Keys attended by the plan's rows under the mask (the attention kernel's work).
+template <class Mask>
+double attended_keys(const Mask& mask, const canvas_layout& l, const forward_plan& p) {
+    double n = 0;
+    for (index_t q = p.window_begin; q < p.window_end; ++q) {
+        const index_t end = std::min(p.attend_end, mask.key_end(l, q));
+        for (index_t k = 0; k < end; ++k) n += mask.allowed(l, q, k) ? 1 : 0;
+    }
+    return n;
+}
+
+std::vector<std::vector<token_id>> prompts_for(index_t batch, index_t length, token_id vocab_without_specials, unsigned seed) {
+    std::mt19937 g(seed);
+    std::vector<std::vector<token_id>> p(static_cast<std::size_t>(batch));
+    for (auto& v : p) {
+        v.resize(static_cast<std::size_t>(length));
+        for (auto& t : v) t = static_cast<token_id>(g() % static_cast<unsigned>(vocab_without_specials));
+    }
+    return p;
+}
+
+/// Times one step kind at one batch: `plan_of(layout)` after `prepare(caches)`.
+template <class Mask, class Plan>
+json time_forward(model_t& m, const model_sizes& ms, const ceilings& ceil, const char* kind, const Mask& mask, index_t batch,
+                  const canvas_layout& l, Plan plan_of, bool needs_cache) {
+    const auto prompts = prompts_for(batch, l.prompt_length, 150000, 7);
+    std::vector<std::vector<token_id>> canvases;
+    for (const auto& p : prompts) {
+        auto c = p;
+        c.resize(static_cast<std::size_t>(l.size()), m.mask_id());
+        canvases.push_back(std::move(c));
+    }
+    std::vector<model_t::kv_cache> caches;
+    std::vector<forward_request<model_t::kv_cache>> fill, step;
+    const forward_plan plan = plan_of(l);
+    for (index_t i = 0; i < batch; ++i) {
+        if (needs_cache) caches.push_back(m.make_kv_cache(l.size()));
+    }
+    for (index_t i = 0; i < batch; ++i) {
+        model_t::kv_cache* kv = needs_cache ? &caches[static_cast<std::size_t>(i)] : nullptr;
+        // Fill every position's K/V once (one full forward storing the canvas), so the step's cached keys exist.
+        fill.push_back({canvases[static_cast<std::size_t>(i)], l, {0, l.size(), l.size() - 1, l.size(), 0, l.size(), l.size()}, kv});
+        step.push_back({canvases[static_cast<std::size_t>(i)], l, plan, kv});
+    }
+    if (needs_cache) {
+        (void)m.forward_device(std::span<const forward_request<model_t::kv_cache>>(fill), mask);
+        m.synchronize();
+    }
+    const std::span<const forward_request<model_t::kv_cache>> rq(step);
+    double s = time_on(m.stream(), 1, 1, [&] { (void)m.forward_device(rq, mask); });
+    const int reps = std::clamp(static_cast<int>(1.0 / std::max(s, 1e-6)), 3, 30);
+    s = time_on(m.stream(), 1, reps, [&] { (void)m.forward_device(rq, mask); });
+
+    const double rows = static_cast<double>(batch) * plan.window_size();
+    const double keys = static_cast<double>(batch) * attended_keys(mask, l, plan);
+    const double cached = static_cast<double>(batch) * (needs_cache ? std::max(0, plan.attend_end - plan.window_size()) : 0);
+    const cost c = cost_of(ms, rows, keys, cached, static_cast<double>(batch) * plan.logits_rows());
+    const double floor_ms = ms.weight_bytes / (ceil.copy_gbs * 1e9) * 1e3;
+    json j{{"kind", kind},
+           {"batch", batch},
+           {"rows", rows},
+           {"ms", s * 1e3},
+           {"flop", c.flop},
+           {"bytes", c.bytes},
+           {"intensity", c.intensity()},
+           {"tflops", c.flop / s / 1e12},
+           {"bandwidth_floor_ms", floor_ms},
+           {"floor_fraction", floor_ms / (s * 1e3)}};
+    std::printf("  %-5s batch %3d  rows %6.0f  %9.3f ms  %8.1f TFLOP/s  AI %8.1f  floor %.3f ms (%.0f%% of it)\n", kind, batch, rows, s * 1e3,
+                c.flop / s / 1e12, c.intensity(), floor_ms, 100.0 * floor_ms / (s * 1e3));
+    return j;
+}
+
+template <class Decoder, class... Options>
+json time_decode(model_t& m, const char* name, index_t batch, const options& o, Options... policy_options) {
+    const auto prompts = prompts_for(batch, o.prompt, 150000, 11);
+    Decoder d(m, policy_options...);
+    (void)d.generate(std::span<const std::vector<token_id>>(prompts.data(), 1), {o.block, 1});  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    const decode_result r = d.generate(std::span<const std::vector<token_id>>(prompts), {o.gen, 1});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double committed = 0, seq_forwards = 0;
+    for (const auto& seq : r.sequences) {
+        committed += seq.stats.committed;
+        seq_forwards += seq.stats.forwards;
+    }
+    json j{{"decoder", name},
+           {"batch", batch},
+           {"seconds", s},
+           {"forwards", r.stats.forwards},
+           {"tokens", committed},
+           {"tokens_per_second", committed / s},
+           {"tokens_per_forward", committed / std::max(1.0, seq_forwards)},
+           {"ms_per_forward", s * 1e3 / std::max(1, r.stats.forwards)},
+           {"model_seconds", r.stats.model_seconds},
+           {"overhead_seconds", r.stats.overhead_seconds}};
+    std::printf("  %-14s batch %3d  %8.3f s  %5d forwards  %7.0f tokens  %9.1f tokens/s  TPF %.2f  %.2f ms/forward\n", name, batch, s,
+                r.stats.forwards, committed, committed / s, committed / std::max(1.0, seq_forwards), s * 1e3 / std::max(1, r.stats.forwards));
+    return j;
+}
+
+json roofline_series(const model_sizes& ms, const options& o) {
+    json series = json::array();
+    const double ctx = o.prompt + o.gen / 2.0;  // mid-generation context
+    for (const char* kind : {"ar", "full", "cdlm"}) {
+        for (const index_t block : {4, 16, 32}) {
+            if (std::string(kind) == "ar" && block != 4) continue;  // AR has no block
+            json points = json::array();
+            for (index_t b = 1; b <= 128; b *= 2) {
+                cost c;
+                if (std::string(kind) == "ar") c = cost_of(ms, b, b * (ctx + 1), b * ctx, b);
+                else if (std::string(kind) == "full") c = cost_of(ms, b * (o.prompt + o.gen), b * double(o.prompt + o.gen) * (o.prompt + o.gen), 0, b * double(block));
+                else c = cost_of(ms, b * double(block), b * double(block) * (ctx + block), b * ctx, b * double(block));
+                points.push_back({{"batch", b}, {"intensity", c.intensity()}, {"flop", c.flop}, {"bytes", c.bytes}});
+            }
+            series.push_back({{"kind", kind}, {"block", std::string(kind) == "ar" ? 1 : block}, {"points", points}});
+        }
+    }
+    return series;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const options o = parse(argc, argv);
+    if (dlm::cuda::device_count() == 0) {
+        std::printf("dlm-bench-cuda: no CUDA device: skipped\n");
+        return 77;
+    }
+    cudaDeviceProp prop{};
+    dlm::cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::printf("dlm-bench-cuda on %s (%d SMs, %.1f GB, L2 %.0f MB), driver %d, runtime %d\n", prop.name, prop.multiProcessorCount,
+                static_cast<double>(prop.totalGlobalMem) / 1e9, prop.l2CacheSize / 1e6, driver, runtime);
+
+    const ceilings ceil = measure_ceilings(o.quick);
+    std::printf("ceilings: copy %.0f GB/s (read + write), f16 GEMM %.1f TFLOP/s, bf16 GEMM %.1f TFLOP/s\n", ceil.copy_gbs, ceil.f16_tflops,
+                ceil.bf16_tflops);
+
+    const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
+    const auto t_init = std::chrono::steady_clock::now();
+    model_t m = model_t::random(cfg, 2024);
+    const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
+    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(dlm::cuda::bf16));
+    std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
+                cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
+
+    json out;
+    out["device"] = {{"name", prop.name}, {"sms", prop.multiProcessorCount}, {"memory_bytes", prop.totalGlobalMem}, {"l2_bytes", prop.l2CacheSize},
+                     {"driver", driver}, {"runtime", runtime}};
+    out["ceilings"] = {{"copy_gbs", ceil.copy_gbs}, {"f16_tflops", ceil.f16_tflops}, {"bf16_tflops", ceil.bf16_tflops}};
+    out["model"] = {{"layers", cfg.num_layers}, {"hidden", cfg.hidden_size}, {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads},
+                    {"intermediate", cfg.intermediate_size}, {"vocab", cfg.vocab_size}, {"weight_bytes", ms.weight_bytes}};
+    out["shape"] = {{"prompt", o.prompt}, {"gen", o.gen}, {"block", o.block}};
+
+    // 2. Forwards. The canvas: prompt + gen; the step sits at the middle block.
+    std::printf("forwards (prompt %d, gen %d, block %d; mid-generation):\n", o.prompt, o.gen, o.block);
+    json forwards = json::array();
+    const index_t mid_block = o.gen / o.block / 2;
+    for (const index_t b : o.batches) {
+        const canvas_layout lc{o.prompt, o.gen, o.block, true};
+        const block_causal_mask bc{o.block};
+        forwards.push_back(time_forward(m, ms, ceil, "cdlm", bc, b, lc, [&](const canvas_layout& l) { return prefix_cache{}.plan(bc, l, {mid_block, 1}); },
+                                        true));
+        const canvas_layout la{o.prompt, o.gen, 1, true};
+        forwards.push_back(time_forward(m, ms, ceil, "ar", causal_mask{}, b, la,
+                                        [&](const canvas_layout& l) { return prefix_cache{}.plan(causal_mask{}, l, {o.gen / 2, 0}); }, true));
+        const semi_ar_mask sa{o.block};
+        forwards.push_back(time_forward(m, ms, ceil, "full", sa, b, lc, [&](const canvas_layout& l) { return no_cache{}.plan(sa, l, {mid_block, 0}); },
+                                        false));
+    }
+    out["forward"] = forwards;
+
+    // 3. Decoding.
+    std::printf("decoding (prompt %d, gen %d, block %d):\n", o.prompt, o.gen, o.block);
+    json decodes = json::array();
+    using cdlm_host = presets::cdlm<model_t>;
+    using cdlm_device = dlm::cuda::device_decoder_t<cdlm_host>;
+    using llada_device = dlm::cuda::device_decoder_t<presets::llada<model_t>>;
+    for (const index_t b : o.batches) decodes.push_back(time_decode<cdlm_device>(m, "cdlm (device)", b, o, block_causal_mask{o.block}));
+    for (const index_t b : o.host_batches) decodes.push_back(time_decode<cdlm_host>(m, "cdlm (host)", b, o, block_causal_mask{o.block}));
+    for (const index_t b : o.llada_batches)
+        decodes.push_back(time_decode<llada_device>(m, "llada (device)", b, o, semi_ar_mask{o.block}, no_cache{}, llada_schedule{o.gen}));
+    out["decode"] = decodes;
+    for (const auto& l : decodes) {
+        if (l["decoder"] != "llada (device)") continue;
+        for (const auto& c : decodes)
+            if (c["decoder"] == "cdlm (device)" && c["batch"] == l["batch"])
+                std::printf("speed-up of cdlm over llada at batch %d: %.2fx (wall time, same prompts and length)\n", l["batch"].get<int>(),
+                            l["seconds"].get<double>() / c["seconds"].get<double>());
+    }
+    out["roofline"] = roofline_series(ms, o);
+    if (!o.json_path.empty()) {
+        std::ofstream(o.json_path) << out.dump(2) << '\n';
+        std::printf("wrote %s\n", o.json_path.c_str());
+    }
+    return 0;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "dlm-bench-cuda: %s\n", e.what());
+    return 1;
+}

@@ -1,0 +1,69 @@
+// dlm/cuda/kv_cache.cuh — the device-resident KV cache of one sequence, and the per-sequence view of a
+// batched forward that the kernels read.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "../cache/plan.hpp"
+#include "element.cuh"
+#include "runtime.cuh"
+
+namespace dlm::cuda {
+
+/// Per-sequence K/V store for `capacity` canvas positions, in device memory, in the model's storage
+/// type T: for every layer and KV head, `capacity` rows of `head_dim` post-RoPE keys, and the same for
+/// values. Zeroed when made, so a position never written reads as 0, never as NaN. `stored` (host)
+/// records which positions hold K/V, so a forward that needs a missing key is refused before it runs.
+/// Move-only (it owns device memory).
+template <storage_element T>
+class kv_cache {
+public:
+    index_t capacity = 0, layers = 0, kv_heads = 0, head_dim = 0;
+    std::vector<unsigned char> stored;
+
+    kv_cache() = default;
+    kv_cache(index_t capacity_, index_t layers_, index_t kv_heads_, index_t head_dim_)
+        : capacity(capacity_), layers(layers_), kv_heads(kv_heads_), head_dim(head_dim_),
+          stored(static_cast<std::size_t>(capacity_), 0) {
+        const std::size_t n = elements();
+        if (n) {
+            keys_.reserve(n, "the KV cache (keys)");
+            values_.reserve(n, "the KV cache (values)");
+            keys_.zero();
+            values_.zero();
+        }
+    }
+
+    /// Elements of the key (or value) store: layers · kv_heads · capacity · head_dim.
+    [[nodiscard]] std::size_t elements() const noexcept {
+        return static_cast<std::size_t>(layers) * kv_heads * static_cast<std::size_t>(capacity) * head_dim;
+    }
+    /// Device bytes held (keys and values).
+    [[nodiscard]] std::size_t bytes() const noexcept { return 2 * elements() * sizeof(T); }
+    /// Device pointers: element (layer, kv head g, position, dim) at
+    /// [((layer · kv_heads + g) · capacity + position) · head_dim + dim].
+    [[nodiscard]] T* keys() noexcept { return keys_.data(); }
+    [[nodiscard]] T* values() noexcept { return values_.data(); }
+    /// Forget everything stored (the device memory keeps its values; they are never read unstored).
+    void clear() noexcept { std::fill(stored.begin(), stored.end(), 0); }
+
+private:
+    device_buffer<T> keys_, values_;
+};
+
+/// What the kernels know about one request of a batched forward.
+template <storage_element T>
+struct sequence_view {
+    canvas_layout layout;
+    forward_plan plan;
+    index_t row0 = 0;        ///< first of this request's rows in the stacked window rows
+    index_t logits_row0 = 0; ///< first of this request's rows in the stacked logits rows
+    T* keys = nullptr;       ///< the request's KV cache (layer 0), or null
+    T* values = nullptr;
+    index_t capacity = 0;
+};
+
+}  // namespace dlm::cuda

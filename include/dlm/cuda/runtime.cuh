@@ -1,0 +1,210 @@
+// dlm/cuda/runtime.cuh — the CUDA runtime pieces every other CUDA header uses: the typed error, status
+// checks that name the call that failed, device and pinned buffers, a stream and a cuBLAS handle.
+//
+// Everything here is host code. A failed CUDA or cuBLAS call throws dlm::cuda::cuda_error, a dlm::error,
+// naming the call ("cudaMalloc of 1.2 GB for the KV cache") and the status the runtime returned.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "../core/error.hpp"
+
+namespace dlm::cuda {
+
+/// A CUDA runtime or cuBLAS call failed (no device, out of memory, a kernel fault, ...).
+class cuda_error : public error {
+public:
+    cuda_error(std::string call, const std::string& status)
+        : error("CUDA: " + call + " failed: " + status), call_(std::move(call)) {}
+    /// The call that failed, with what it was for.
+    [[nodiscard]] const std::string& call() const noexcept { return call_; }
+
+private:
+    std::string call_;
+};
+
+/// Throws cuda_error unless `status` is cudaSuccess.
+inline void check(cudaError_t status, const std::string& call) {
+    if (status != cudaSuccess)
+        throw cuda_error(call, std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")");
+}
+
+/// Throws cuda_error unless `status` is CUBLAS_STATUS_SUCCESS.
+inline void check(cublasStatus_t status, const std::string& call) {
+    if (status != CUBLAS_STATUS_SUCCESS) throw cuda_error(call, cublasGetStatusString(status));
+}
+
+/// Throws cuda_error if the last kernel launch failed (bad configuration, too much shared memory).
+inline void check_launch(const char* kernel) { check(cudaGetLastError(), std::string("launching ") + kernel); }
+
+/// Number of usable CUDA devices; 0 when there is no driver, no device, or the driver is too old
+/// for this runtime (the error is cleared, so later calls do not see it).
+[[nodiscard]] inline int device_count() noexcept {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/// "1.50 GB": a byte count as error messages print it.
+[[nodiscard]] inline std::string byte_string(std::size_t bytes) {
+    const double gb = static_cast<double>(bytes) / 1e9;
+    const std::string s = std::to_string(gb);
+    return s.substr(0, s.find('.') + 3) + " GB";
+}
+
+/// Device memory for `size()` elements of T. Move-only; grows with `reserve` (contents not kept).
+template <class T>
+class device_buffer {
+public:
+    device_buffer() = default;
+    explicit device_buffer(std::size_t n, const char* what = "a device buffer") { reserve(n, what); }
+    device_buffer(const device_buffer&) = delete;
+    device_buffer& operator=(const device_buffer&) = delete;
+    device_buffer(device_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    device_buffer& operator=(device_buffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            p_ = std::exchange(o.p_, nullptr);
+            n_ = std::exchange(o.n_, 0);
+        }
+        return *this;
+    }
+    ~device_buffer() { release(); }
+
+    /// Makes room for at least `n` elements; reallocates (losing the contents) only when it grows.
+    void reserve(std::size_t n, const char* what = "a device buffer") {
+        if (n <= n_) return;
+        release();
+        void* p = nullptr;
+        check(cudaMalloc(&p, n * sizeof(T)), std::string("cudaMalloc of ") + byte_string(n * sizeof(T)) + " for " + what);
+        p_ = static_cast<T*>(p);
+        n_ = n;
+    }
+    /// Sets every byte to zero (synchronously).
+    void zero() {
+        if (n_) check(cudaMemset(p_, 0, n_ * sizeof(T)), "cudaMemset");
+    }
+
+    [[nodiscard]] T* data() noexcept { return p_; }
+    [[nodiscard]] const T* data() const noexcept { return p_; }
+    [[nodiscard]] std::size_t size() const noexcept { return n_; }
+    [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
+
+private:
+    void release() noexcept {
+        if (p_) (void)cudaFree(p_);
+        p_ = nullptr;
+        n_ = 0;
+    }
+    T* p_ = nullptr;
+    std::size_t n_ = 0;
+};
+
+/// Page-locked host memory (for asynchronous copies). Move-only; grows like device_buffer.
+template <class T>
+class pinned_buffer {
+public:
+    pinned_buffer() = default;
+    pinned_buffer(const pinned_buffer&) = delete;
+    pinned_buffer& operator=(const pinned_buffer&) = delete;
+    pinned_buffer(pinned_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    pinned_buffer& operator=(pinned_buffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            p_ = std::exchange(o.p_, nullptr);
+            n_ = std::exchange(o.n_, 0);
+        }
+        return *this;
+    }
+    ~pinned_buffer() { release(); }
+
+    void reserve(std::size_t n) {
+        if (n <= n_) return;
+        release();
+        void* p = nullptr;
+        check(cudaMallocHost(&p, n * sizeof(T)), "cudaMallocHost of " + byte_string(n * sizeof(T)));
+        p_ = static_cast<T*>(p);
+        n_ = n;
+    }
+    [[nodiscard]] T* data() noexcept { return p_; }
+    [[nodiscard]] std::size_t size() const noexcept { return n_; }
+
+private:
+    void release() noexcept {
+        if (p_) (void)cudaFreeHost(p_);
+        p_ = nullptr;
+        n_ = 0;
+    }
+    T* p_ = nullptr;
+    std::size_t n_ = 0;
+};
+
+/// A non-blocking CUDA stream with a cuBLAS handle bound to it. Move-only.
+class stream_context {
+public:
+    stream_context() {
+        check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
+            (void)cudaStreamDestroy(stream_);
+            check(s, "cublasCreate");
+        }
+        check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    }
+    stream_context(const stream_context&) = delete;
+    stream_context& operator=(const stream_context&) = delete;
+    stream_context(stream_context&& o) noexcept
+        : stream_(std::exchange(o.stream_, nullptr)), blas_(std::exchange(o.blas_, nullptr)) {}
+    stream_context& operator=(stream_context&& o) noexcept {
+        if (this != &o) {
+            release();
+            stream_ = std::exchange(o.stream_, nullptr);
+            blas_ = std::exchange(o.blas_, nullptr);
+        }
+        return *this;
+    }
+    ~stream_context() { release(); }
+
+    [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
+    [[nodiscard]] cublasHandle_t blas() const noexcept { return blas_; }
+    /// Waits for everything enqueued so far; throws cuda_error if a kernel faulted.
+    void synchronize(const char* what = "cudaStreamSynchronize") const { check(cudaStreamSynchronize(stream_), what); }
+
+private:
+    void release() noexcept {
+        if (blas_) (void)cublasDestroy(blas_);
+        if (stream_) (void)cudaStreamDestroy(stream_);
+        blas_ = nullptr;
+        stream_ = nullptr;
+    }
+    cudaStream_t stream_ = nullptr;
+    cublasHandle_t blas_ = nullptr;
+};
+
+/// Copies `n` elements host → device on `stream` (asynchronous when `src` is pinned).
+template <class T>
+void upload(T* dst, const T* src, std::size_t n, cudaStream_t stream, const char* what) {
+    if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream), std::string("cudaMemcpyAsync (upload of ") + what + ")");
+}
+
+/// Copies `n` elements device → host on `stream`.
+template <class T>
+void download(T* dst, const T* src, std::size_t n, cudaStream_t stream, const char* what) {
+    if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream), std::string("cudaMemcpyAsync (download of ") + what + ")");
+}
+
+/// Blocks of `threads` covering `n` items.
+[[nodiscard]] constexpr unsigned grid_for(std::size_t n, unsigned threads) noexcept {
+    return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace dlm::cuda

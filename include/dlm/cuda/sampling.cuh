@@ -1,0 +1,255 @@
+// dlm/cuda/sampling.cuh — the fused per-slot kernel of device-side decoding: for every masked slot of
+// the active block, one thread block reads the slot's logits row once and returns the chosen token and
+// its probability, margin and negative entropy.
+//
+// One pass over the vocabulary: each thread keeps, over its share of the row, the top two logits, an
+// online-softmax sum and entropy term (rescaled whenever its maximum grows, in double), the best choice
+// score and its index; a CUB BlockReduce merges the threads' states. The arithmetic is the host
+// samplers' (sampler/samplers.hpp): temperature as an f32 division, Gumbel-max with float64 noise
+// from dlm::random_key (Philox, so the noise is the host's, bit for bit), ties to the lowest token id,
+// probabilities in double. Banned tokens (EOS while a schedule suppresses it) count as -inf.
+//
+// Supported samplers: greedy_sampler, categorical_sampler and presets::llada_sampler without top-k or
+// top-p filtering (those need a sort of the row; use dlm::decoder for them).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <cub/block/block_reduce.cuh>
+#include <math_constants.h>
+
+#include "../core/rng.hpp"
+#include "../presets.hpp"
+#include "../sampler/samplers.hpp"
+#include "runtime.cuh"
+
+namespace dlm::cuda {
+
+/// What the sampling kernel needs to know of a sampler.
+struct sampler_params {
+    float temperature = 0.0f;     ///< 0: argmax
+    bool raw_confidence = false;  ///< confidences from the untempered logits (LLaDA)
+};
+
+/// `device_sampler<S>::supported` says whether S runs on the device; `params(s)` converts its options
+/// (throwing dlm::invalid_parameter for options the device kernel does not implement).
+template <class S>
+struct device_sampler {
+    static constexpr bool supported = false;
+};
+
+template <>
+struct device_sampler<greedy_sampler> {
+    static constexpr bool supported = true;
+    static sampler_params params(const greedy_sampler&) { return {}; }
+};
+
+template <>
+struct device_sampler<categorical_sampler> {
+    static constexpr bool supported = true;
+    static sampler_params params(const categorical_sampler& s) {
+        s.validate();
+        if (s.top_k != 0)
+            throw invalid_parameter("top_k", "the device decoder samples from the whole vocabulary; top-k filtering (" + std::to_string(s.top_k) +
+                                                 ") needs dlm::decoder");
+        if (s.top_p != 1.0f)
+            throw invalid_parameter("top_p", "the device decoder samples from the whole vocabulary; nucleus filtering (" + std::to_string(s.top_p) +
+                                                 ") needs dlm::decoder");
+        return {s.temperature, s.confidence == confidence_source::raw};
+    }
+};
+
+template <>
+struct device_sampler<presets::llada_sampler> : device_sampler<categorical_sampler> {};
+
+/// One masked slot to sample: its row in the stacked logits, its canvas position and the sequence's
+/// forward index (the coordinates of its random numbers), and whether EOS is banned at this step.
+struct slot_task {
+    index_t row = 0;
+    index_t position = 0;
+    index_t forward = 0;
+    index_t banned = 0;
+};
+
+/// The sampler's answer for one slot (dlm::slot_choice; NaN confidences for a non-finite row).
+struct slot_result {
+    token_id token = no_token;
+    float probability = 0.0f;
+    float margin = 0.0f;
+    float neg_entropy = 0.0f;
+};
+
+namespace kernels {
+
+inline constexpr unsigned sample_threads = 256;
+inline constexpr index_t no_choice = 0x7fffffff;  ///< best_index before any token was offered
+
+/// A thread's (and, merged, the block's) summary of part of a row.
+struct row_state {
+    float m1, m2;        ///< the two largest statistic-space logits (with multiplicity)
+    double sum, wsum;    ///< Σ e^(v - m1) and Σ e^(v - m1) (v - m1) over the finite entries
+    double best;         ///< best choice score so far
+    index_t best_index;  ///< its token (ties: the lowest)
+    int bad;             ///< a NaN or +Inf entry was seen
+
+    __device__ static row_state empty() {
+        return {-CUDART_INF_F, -CUDART_INF_F, 0.0, 0.0, -CUDART_INF, no_choice, 0};
+    }
+    /// Adds one statistic-space value v (the online-softmax step).
+    __device__ void add_stat(float v) {
+        if (isnan(v) || v == CUDART_INF_F) {
+            bad = 1;
+            return;
+        }
+        if (v > m1) {
+            m2 = m1;
+            if (sum > 0.0) {
+                const double d = static_cast<double>(m1) - v, f = exp(d);
+                wsum = f * (wsum + d * sum);
+                sum *= f;
+            }
+            m1 = v;
+            sum += 1.0;
+        } else {
+            if (v > m2) m2 = v;
+            if (v != -CUDART_INF_F) {
+                const double d = static_cast<double>(v) - m1, e = exp(d);
+                sum += e;
+                wsum += e * d;
+            }
+        }
+    }
+    __device__ void offer(double score, index_t i) {
+        if (score > best || (score == best && i < best_index)) {
+            best = score;
+            best_index = i;
+        }
+    }
+};
+
+struct merge_rows {
+    __device__ row_state operator()(const row_state& a, const row_state& b) const {
+        row_state r;
+        r.m1 = fmaxf(a.m1, b.m1);
+        r.m2 = fmaxf(fminf(a.m1, b.m1), fmaxf(a.m2, b.m2));
+        r.sum = 0.0;
+        r.wsum = 0.0;
+        const auto add = [&r](const row_state& s) {
+            if (s.sum > 0.0) {
+                const double d = static_cast<double>(s.m1) - r.m1, f = exp(d);
+                r.sum += s.sum * f;
+                r.wsum += f * (s.wsum + d * s.sum);
+            }
+        };
+        add(a);
+        add(b);
+        const bool take_b = b.best > a.best || (b.best == a.best && b.best_index < a.best_index);
+        r.best = take_b ? b.best : a.best;
+        r.best_index = take_b ? b.best_index : a.best_index;
+        r.bad = a.bad | b.bad;
+        return r;
+    }
+};
+
+__device__ inline bool banned_token(index_t i, const token_id* eos, int n_eos) {
+    for (int e = 0; e < n_eos; ++e)
+        if (eos[e] == i) return true;
+    return false;
+}
+
+/// One block per task: the slot's token and confidences. (A template only so that the header may be
+/// included by several translation units.)
+template <class = void>
+__global__ void __launch_bounds__(sample_threads)
+    sample_slots_impl(const float* __restrict__ logits, index_t vocab, const slot_task* __restrict__ tasks, slot_result* __restrict__ out,
+                      sampler_params sp, std::uint64_t seed, const token_id* __restrict__ eos, int n_eos) {
+    using reduce = cub::BlockReduce<row_state, sample_threads>;
+    __shared__ typename reduce::TempStorage temp;
+    const float ni = -CUDART_INF_F;
+    const slot_task task = tasks[blockIdx.x];
+    const float* z = logits + static_cast<std::size_t>(task.row) * static_cast<std::size_t>(vocab);
+    const bool tempered = sp.temperature > 0.0f;
+    const random_key key{seed, rng_stream::sampling, task.forward, task.position};
+    const int bans = task.banned ? n_eos : 0;
+    // Statistic space: the distribution the confidences describe (tempered unless raw); choice space:
+    // what the token is drawn from (tempered when sampling).
+    auto values = [&](index_t i, float& stat, float& choice) {
+        float v = z[i];
+        if (bans && banned_token(i, eos, bans)) v = ni;
+        choice = tempered ? v / sp.temperature : v;
+        stat = sp.raw_confidence ? v : choice;
+    };
+    row_state st = row_state::empty();
+    for (index_t i = static_cast<index_t>(threadIdx.x); i < vocab; i += sample_threads) {
+        float stat, choice;
+        values(i, stat, choice);
+        st.add_stat(stat);
+        if (!tempered) {
+            st.offer(static_cast<double>(choice), i);
+        } else if (choice != ni) {
+            st.offer(static_cast<double>(choice) - log(-log(key.uniform(static_cast<std::uint32_t>(i)))), i);
+        }
+    }
+    const row_state r = reduce(temp).Reduce(st, merge_rows{});
+    if (threadIdx.x != 0) return;
+    slot_result res;
+    res.token = r.best_index == no_choice ? 0 : r.best_index;
+    if (r.bad || r.m1 == ni) {
+        const float nan = CUDART_NAN_F;
+        res.probability = res.margin = res.neg_entropy = nan;
+    } else {
+        float stat, choice;
+        values(res.token, stat, choice);
+        res.probability = static_cast<float>(exp(static_cast<double>(stat) - r.m1) / r.sum);
+        res.margin = static_cast<float>((1.0 - (r.m2 == ni ? 0.0 : exp(static_cast<double>(r.m2) - r.m1))) / r.sum);
+        res.neg_entropy = static_cast<float>(r.wsum / r.sum - log(r.sum));
+    }
+    out[blockIdx.x] = res;
+}
+
+}  // namespace kernels
+
+/// Enqueues the sampling of `n` tasks (device arrays) on `stream`.
+inline void sample_slots(const float* logits, index_t vocab, const slot_task* tasks, slot_result* out, std::size_t n, const sampler_params& sp,
+                         std::uint64_t seed, const token_id* eos, int n_eos, cudaStream_t stream) {
+    if (n == 0) return;
+    kernels::sample_slots_impl<><<<static_cast<unsigned>(n), kernels::sample_threads, 0, stream>>>(logits, vocab, tasks, out, sp, seed, eos, n_eos);
+    check_launch("dlm::cuda sample_slots");
+}
+
+/// Samples rows of host logits on the device (a test and reference entry point): row i of `logits`
+/// (rows of `vocab`) with `keys[i]` (stream must be sampling), EOS ids banned where `banned[i]`.
+template <class Sampler>
+std::vector<slot_result> sample_on_device(const Sampler& sampler, std::span<const float> logits, index_t vocab, std::span<const random_key> keys,
+                                          std::span<const unsigned char> banned, std::span<const token_id> eos) {
+    static_assert(device_sampler<Sampler>::supported, "dlm::cuda::sample_on_device: this sampler has no device implementation");
+    const sampler_params sp = device_sampler<Sampler>::params(sampler);
+    const std::size_t n = keys.size();
+    if (logits.size() != n * static_cast<std::size_t>(vocab)) throw invalid_parameter("logits", "must hold keys.size() rows of vocab floats");
+    std::vector<slot_task> tasks(n);
+    std::uint64_t seed = n ? keys[0].seed : 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (keys[i].seed != seed || keys[i].stream != rng_stream::sampling)
+            throw invalid_parameter("keys", "every key must share one seed and use the sampling stream");
+        tasks[i] = {static_cast<index_t>(i), keys[i].position, keys[i].step, banned.empty() ? 0 : static_cast<index_t>(banned[i])};
+    }
+    stream_context ctx;
+    device_buffer<float> d_logits(std::max<std::size_t>(logits.size(), 1), "logits");
+    device_buffer<slot_task> d_tasks(std::max<std::size_t>(n, 1), "slot tasks");
+    device_buffer<slot_result> d_out(std::max<std::size_t>(n, 1), "slot results");
+    device_buffer<token_id> d_eos(std::max<std::size_t>(eos.size(), 1), "EOS ids");
+    upload(d_logits.data(), logits.data(), logits.size(), ctx.stream(), "logits");
+    upload(d_tasks.data(), tasks.data(), n, ctx.stream(), "slot tasks");
+    upload(d_eos.data(), eos.data(), eos.size(), ctx.stream(), "EOS ids");
+    sample_slots(d_logits.data(), vocab, d_tasks.data(), d_out.data(), n, sp, seed, d_eos.data(), static_cast<int>(eos.size()), ctx.stream());
+    std::vector<slot_result> out(n);
+    download(out.data(), d_out.data(), n, ctx.stream(), "slot results");
+    ctx.synchronize();
+    return out;
+}
+
+}  // namespace dlm::cuda

@@ -1,0 +1,371 @@
+// dlm/cuda/transformer.cuh — the CUDA transformer: LLaDA, Dream and Qwen2 by configuration, the same
+// model as dlm::cpu::transformer (same config, same checkpoints, same forward contract) on the GPU.
+//
+//   auto model = dlm::cuda::transformer::load("path/to/model");        // bf16 weights on the device
+//   dlm::presets::cdlm<dlm::cuda::transformer> dec(model);              // the host decoder, unchanged
+//   dlm::cuda::device_decoder_t<dlm::presets::cdlm<dlm::cuda::transformer>> fast(model);  // device-side steps
+//
+// Storage type T (bf16 by default, f16 or f32): weights, the inputs of every matrix product and the KV
+// cache; accumulation, the residual stream, norms and softmax in f32. One forward, for the stacked
+// window rows of every request of the batch:
+//   embed → per layer [RMSNorm → q|k|v GEMM → bias + RoPE + K/V to window and cache → attention(mask)
+//   → o GEMM (+ residual) → RMSNorm → gate|up GEMM → SiLU·up → down GEMM (+ residual)] → RMSNorm of the
+//   logits rows → head GEMM.
+// GEMMs are cuBLAS (gemm.cuh); the attention kernel is templated on the mask (attention.cuh).
+//
+// Work is enqueued on the model's own stream. A transformer is not safe to call from two threads at
+// once (forward reuses its work buffers). cuBLAS picks kernels by shape, so logits agree with the CPU
+// model and across batch compositions to rounding, not bit for bit.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/model_config.hpp"
+#include "../io/safetensors.hpp"
+#include "../model/concept.hpp"
+#include "attention.cuh"
+#include "gemm.cuh"
+#include "kernels.cuh"
+#include "kv_cache.cuh"
+#include "runtime.cuh"
+#include "weights.cuh"
+
+namespace dlm::cuda {
+
+template <storage_element T = bf16>
+class basic_transformer {
+public:
+    using element_type = T;
+    using kv_cache = cuda::kv_cache<T>;
+
+    /// From in-memory f32 weights (tests): converted to T on the device. Throws invalid_parameter naming
+    /// the config field or the weight that does not fit.
+    basic_transformer(io::model_config config, const cpu::transformer_weights& w) : basic_transformer(std::move(config)) {
+        weights_ = weights_from<T>(config_, w, ctx_.stream());
+    }
+
+    /// Loads a Hugging Face model folder (or a file inside it): config.json, generation_config.json and
+    /// model.safetensors or a sharded checkpoint in f32, f16 or bf16, each tensor copied to the device
+    /// as stored and converted there. A tensor the model does not use is refused (tensor_error).
+    [[nodiscard]] static basic_transformer load(const std::filesystem::path& model_dir) {
+        std::error_code ec;
+        const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
+        basic_transformer t(io::load_config(dir));
+        const io::checkpoint ck = io::checkpoint::open(dir);
+        t.weights_ = weights_from<T>(t.config_, ck, t.ctx_.stream());
+        const io::architecture arch = t.config_.arch;
+        if (t.config_.tie_word_embeddings && ck.contains(cpu::tensor_name(arch, tensor_role::lm_head)))
+            ck.mark_read(cpu::tensor_name(arch, tensor_role::lm_head));
+        if (arch != io::architecture::llada)
+            for (index_t l = 0; l < t.config_.num_layers; ++l) {
+                const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
+                if (ck.contains(inv)) ck.mark_read(inv);
+            }
+        ck.check_all_read();
+        return t;
+    }
+
+    /// Random weights made on the device (benchmarks): the distribution of cpu::random_weights.
+    [[nodiscard]] static basic_transformer random(io::model_config config, std::uint64_t seed, float scale = 1.0f) {
+        basic_transformer t(std::move(config));
+        t.weights_ = random_weights<T>(t.config_, seed, scale, t.ctx_.stream());
+        return t;
+    }
+
+    [[nodiscard]] const io::model_config& config() const noexcept { return config_; }
+    [[nodiscard]] index_t vocab_size() const noexcept { return config_.vocab_size; }
+    [[nodiscard]] token_id mask_id() const noexcept { return config_.mask_id; }
+    [[nodiscard]] std::span<const token_id> eos_ids() const noexcept { return config_.eos_ids; }
+    [[nodiscard]] bool logits_shift() const noexcept { return config_.logits_shift; }
+    [[nodiscard]] index_t max_context() const noexcept { return config_.max_context; }
+    /// Device bytes of the weights (what every forward streams from memory at least once).
+    [[nodiscard]] std::size_t weight_bytes() const noexcept { return weights_.bytes(); }
+    [[nodiscard]] cudaStream_t stream() const noexcept { return ctx_.stream(); }
+    [[nodiscard]] cublasHandle_t blas() const noexcept { return ctx_.blas(); }
+    void synchronize() const { ctx_.synchronize("cuda::transformer: cudaStreamSynchronize"); }
+
+    /// A device K/V store for `capacity` canvas positions.
+    [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
+        if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
+        return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+    }
+
+    /// One batched forward (the dlm::language_model contract, as the CPU model): logits of each
+    /// request's rows [logits_begin, logits_end), requests in order, copied into the host `logits`.
+    template <attention_mask Mask>
+    void forward(std::span<const forward_request<kv_cache>> requests, const Mask& mask, std::span<float> logits) {
+        std::size_t rows = 0;
+        for (const auto& rq : requests) rows += static_cast<std::size_t>(std::max<index_t>(rq.plan.logits_rows(), 0));
+        const std::size_t vocab = static_cast<std::size_t>(config_.vocab_size);
+        if (logits.size() != rows * vocab)
+            throw contract_error("cuda::transformer::forward: logits holds " + std::to_string(logits.size()) + " floats, the plans ask for " +
+                                 std::to_string(rows) + " rows of " + std::to_string(vocab));
+        const float* device_logits = forward_device(requests, mask);
+        download(logits.data(), device_logits, logits.size(), ctx_.stream(), "logits");
+        synchronize();
+    }
+
+    /// As forward, but the logits stay on the device: returns a device pointer to the stacked logits rows
+    /// (f32, rows of vocab_size()), valid until the next forward. The work is enqueued on stream() and
+    /// may still be running when this returns; the KV caches' `stored` flags are already updated.
+    template <attention_mask Mask>
+    const float* forward_device(std::span<const forward_request<kv_cache>> requests, const Mask& mask) {
+        const std::size_t n = requests.size();
+        index_t m = 0, z = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            validate(requests[i], i);
+            check_available(requests[i], mask, i);
+            m += requests[i].plan.window_size();
+            z += requests[i].plan.logits_rows();
+        }
+        const io::model_config& c = config_;
+        const kernels::qkv_shape s{c.num_heads, c.num_kv_heads, c.head_dim};
+        const std::size_t hidden = static_cast<std::size_t>(c.hidden_size), ffn = static_cast<std::size_t>(c.intermediate_size),
+                          vocab = static_cast<std::size_t>(c.vocab_size), rows = static_cast<std::size_t>(m);
+        logits_.reserve(std::max<std::size_t>(static_cast<std::size_t>(z) * vocab, 1), "logits");
+        if (m == 0) return logits_.data();
+
+        const metadata meta = stage_metadata(requests, m, z);
+        x_.reserve(rows * hidden, "activations");
+        xn_.reserve(std::max<std::size_t>(rows, static_cast<std::size_t>(z)) * hidden, "normed activations");
+        qkv_.reserve(rows * static_cast<std::size_t>(s.ld()), "q/k/v");
+        k_win_.reserve(rows * static_cast<std::size_t>(s.kv_dim()), "window keys");
+        v_win_.reserve(rows * static_cast<std::size_t>(s.kv_dim()), "window values");
+        att_.reserve(rows * static_cast<std::size_t>(s.q_dim()), "attention output");
+        gu_.reserve(rows * 2 * ffn, "gate/up");
+        act_.reserve(rows * ffn, "MLP activations");
+        const std::size_t half = static_cast<std::size_t>(c.head_dim / 2);
+        cos_.reserve(rows * half, "rotary tables");
+        sin_.reserve(rows * half, "rotary tables");
+
+        const cudaStream_t st = ctx_.stream();
+        const cublasHandle_t blas = ctx_.blas();
+        const float eps = static_cast<float>(c.rms_norm_eps);
+        const index_t H = c.hidden_size, F = c.intermediate_size;
+        kernels::rope_tables<><<<kernels::stride_grid(rows * half), 256, 0, st>>>(meta.positions, m, static_cast<index_t>(half),
+                                                                                 weights_.inv_freq_device.data(), cos_.data(), sin_.data());
+        check_launch("dlm::cuda rope_tables");
+        kernels::embed<T><<<static_cast<unsigned>(m), 256, 0, st>>>(weights_.embedding.data(), meta.tokens, H, x_.data());
+        check_launch("dlm::cuda embed");
+        for (index_t l = 0; l < c.num_layers; ++l) {
+            const device_layer<T>& L = weights_.layers[static_cast<std::size_t>(l)];
+            kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.attn_norm.data(), eps, xn_.data());
+            check_launch("dlm::cuda rms_norm");
+            linear<T>(blas, m, s.ld(), H, xn_.data(), L.qkv.data(), qkv_.data(), 0.0f, "q/k/v projection");
+            kernels::qkv_epilogue<T><<<static_cast<unsigned>(m), 256, 0, st>>>(qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(),
+                                                                              cos_.data(), sin_.data(), meta.row_request, meta.seqs, l,
+                                                                              k_win_.data(), v_win_.data());
+            check_launch("dlm::cuda qkv_epilogue");
+            kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(), st);
+            linear<T>(blas, m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection");
+            kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data());
+            check_launch("dlm::cuda rms_norm");
+            linear<T>(blas, m, 2 * F, H, xn_.data(), L.gate_up.data(), gu_.data(), 0.0f, "gate/up projection");
+            kernels::silu_gate<T><<<kernels::stride_grid(rows * ffn), 256, 0, st>>>(gu_.data(), m, F, act_.data());
+            check_launch("dlm::cuda silu_gate");
+            linear<T>(blas, m, H, F, act_.data(), L.down.data(), x_.data(), 1.0f, "down projection");
+        }
+        for (const auto& rq : requests)
+            if (rq.plan.stores()) std::fill(rq.cache->stored.begin() + rq.plan.store_begin, rq.cache->stored.begin() + rq.plan.store_end, 1);
+        if (z == 0) return logits_.data();
+        kernels::rms_norm<T><<<static_cast<unsigned>(z), kernels::row_threads, 0, st>>>(x_.data(), meta.logit_source, H,
+                                                                                       weights_.final_norm.data(), eps, xn_.data());
+        check_launch("dlm::cuda rms_norm");
+        linear<T>(blas, z, c.vocab_size, H, xn_.data(), weights_.head_matrix(), logits_.data(), 0.0f, "output head");
+        return logits_.data();
+    }
+
+private:
+    explicit basic_transformer(io::model_config c) : config_(std::move(c)) { check_config(); }
+
+    void check_config() const {
+        const io::model_config& c = config_;
+        auto positive = [](const char* name, index_t v) {
+            if (v <= 0) throw invalid_parameter(std::string("config.") + name, "must be positive, got " + std::to_string(v));
+        };
+        positive("vocab_size", c.vocab_size);
+        positive("hidden_size", c.hidden_size);
+        positive("intermediate_size", c.intermediate_size);
+        positive("num_layers", c.num_layers);
+        positive("num_heads", c.num_heads);
+        positive("num_kv_heads", c.num_kv_heads);
+        positive("head_dim", c.head_dim);
+        if (c.num_heads % c.num_kv_heads != 0)
+            throw invalid_parameter("config.num_kv_heads", std::to_string(c.num_kv_heads) + " does not divide num_heads " + std::to_string(c.num_heads));
+        if (c.head_dim % 2 != 0 || c.head_dim > kernels::max_head_dim)
+            throw invalid_parameter("config.head_dim", "the CUDA attention needs an even head_dim of at most " + std::to_string(kernels::max_head_dim) +
+                                                           ", got " + std::to_string(c.head_dim));
+        if (c.mask_id < 0 || c.mask_id >= c.vocab_size)
+            throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    }
+
+    void validate(const forward_request<kv_cache>& rq, std::size_t i) const {
+        const forward_plan& p = rq.plan;
+        const canvas_layout& l = rq.layout;
+        const auto range = [](index_t b, index_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + ")"; };
+        const auto fail = [&](const std::string& why) {
+            throw contract_error("cuda::transformer::forward: request " + std::to_string(i) + ": " + why);
+        };
+        if (rq.canvas.size() != static_cast<std::size_t>(l.size()))
+            fail("the canvas holds " + std::to_string(rq.canvas.size()) + " tokens, the layout " + std::to_string(l.size()));
+        if (!(0 <= p.window_begin && p.window_begin <= p.window_end && p.window_end <= l.size()))
+            fail("window " + range(p.window_begin, p.window_end) + " is not inside the canvas " + range(0, l.size()));
+        if (!(p.window_begin <= p.logits_begin && p.logits_begin <= p.logits_end && p.logits_end <= p.window_end))
+            fail("logits rows " + range(p.logits_begin, p.logits_end) + " are not inside the window " + range(p.window_begin, p.window_end));
+        if (!(0 <= p.attend_end && p.attend_end <= l.size()))
+            fail("attend_end " + std::to_string(p.attend_end) + " is outside the canvas " + range(0, l.size()));
+        if (p.stores() && !(p.window_begin <= p.store_begin && p.store_end <= p.window_end))
+            fail("store range " + range(p.store_begin, p.store_end) + " is not inside the window " + range(p.window_begin, p.window_end) +
+                 " (only K/V computed in this forward can be stored)");
+        if (p.stores() && !rq.cache) fail("the plan stores K/V but the request has no cache");
+        if (rq.cache) {
+            const kv_cache& kc = *rq.cache;
+            if (kc.layers != config_.num_layers || kc.kv_heads != config_.num_kv_heads || kc.head_dim != config_.head_dim)
+                fail("the KV cache was made for another model shape");
+            if (kc.capacity < p.attend_end || kc.capacity < p.store_end)
+                fail("the KV cache holds " + std::to_string(kc.capacity) + " positions, the plan needs " + std::to_string(std::max(p.attend_end, p.store_end)));
+        }
+        for (index_t k = p.window_begin; k < p.window_end; ++k) {
+            const token_id t = rq.canvas[static_cast<std::size_t>(k)];
+            if (t < 0 || t >= config_.vocab_size)
+                throw invalid_parameter("requests[" + std::to_string(i) + "].canvas", "token at position " + std::to_string(k) + " is " +
+                                                                                          std::to_string(t) + ", outside the vocabulary [0, " +
+                                                                                          std::to_string(config_.vocab_size) + ")");
+        }
+    }
+
+    /// Refuses a request whose rows need a key that is neither in the window nor stored in its cache.
+    template <attention_mask Mask>
+    static void check_available(const forward_request<kv_cache>& rq, const Mask& mask, std::size_t i) {
+        const forward_plan& p = rq.plan;
+        auto available = [&](index_t k) {
+            return (k >= p.window_begin && k < p.window_end) || (rq.cache && rq.cache->stored[static_cast<std::size_t>(k)]);
+        };
+        bool all = true;
+        for (index_t k = 0; k < p.attend_end && all; ++k) all = available(k);
+        if (all) return;
+        for (index_t q = p.window_begin; q < p.window_end; ++q) {
+            const index_t kend = std::min(p.attend_end, mask.key_end(rq.layout, q));
+            for (index_t k = 0; k < kend; ++k)
+                if (!available(k) && mask.allowed(rq.layout, q, k))
+                    throw contract_error("cuda::transformer: request " + std::to_string(i) + ", row " + std::to_string(q) + " needs key " +
+                                         std::to_string(k) + ", which is neither in the window [" + std::to_string(p.window_begin) + ", " +
+                                         std::to_string(p.window_end) + ") nor stored in the KV cache");
+        }
+    }
+
+    /// Device pointers into the uploaded per-forward metadata.
+    struct metadata {
+        const sequence_view<T>* seqs;
+        const token_id* tokens;
+        const index_t* positions;
+        const index_t* row_request;
+        const kernels::attention_tile* tiles;
+        index_t n_tiles;
+        const index_t* logit_source;  // stacked row of each logits row
+    };
+
+    /// Packs the request descriptors, window tokens and positions, the row → request map, the attention
+    /// tiles and the logits rows into pinned memory and uploads them in one copy.
+    metadata stage_metadata(std::span<const forward_request<kv_cache>> requests, index_t m, index_t z) {
+        const std::size_t n = requests.size();
+        index_t n_tiles = 0;
+        for (const auto& rq : requests) n_tiles += (rq.plan.window_size() + kernels::attention_rows - 1) / kernels::attention_rows;
+        auto align = [](std::size_t b) { return (b + 15) / 16 * 16; };
+        const std::size_t o_seqs = 0, o_tokens = align(o_seqs + n * sizeof(sequence_view<T>)), o_pos = align(o_tokens + m * sizeof(token_id)),
+                          o_rowreq = align(o_pos + m * sizeof(index_t)), o_tiles = align(o_rowreq + m * sizeof(index_t)),
+                          o_logit = align(o_tiles + n_tiles * sizeof(kernels::attention_tile)), total = align(o_logit + z * sizeof(index_t));
+        // The previous forward's upload must be done before its staging memory is rewritten.
+        if (upload_pending_) check(cudaEventSynchronize(upload_done_.get()), "cudaEventSynchronize (metadata upload)");
+        meta_host_.reserve(total);
+        meta_device_.reserve(total, "forward metadata");
+        std::byte* h = meta_host_.data();
+        auto* seqs = reinterpret_cast<sequence_view<T>*>(h + o_seqs);
+        auto* tokens = reinterpret_cast<token_id*>(h + o_tokens);
+        auto* pos = reinterpret_cast<index_t*>(h + o_pos);
+        auto* rowreq = reinterpret_cast<index_t*>(h + o_rowreq);
+        auto* tiles = reinterpret_cast<kernels::attention_tile*>(h + o_tiles);
+        auto* logit = reinterpret_cast<index_t*>(h + o_logit);
+        index_t row = 0, lrow = 0, t = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const forward_request<kv_cache>& rq = requests[i];
+            const forward_plan& p = rq.plan;
+            sequence_view<T> sv;
+            sv.layout = rq.layout;
+            sv.plan = p;
+            sv.row0 = row;
+            sv.logits_row0 = lrow;
+            if (rq.cache && rq.cache->capacity > 0) {
+                sv.keys = rq.cache->keys();
+                sv.values = rq.cache->values();
+                sv.capacity = rq.cache->capacity;
+            }
+            seqs[i] = sv;
+            for (index_t k = p.window_begin; k < p.window_end; ++k, ++row) {
+                tokens[row] = rq.canvas[static_cast<std::size_t>(k)];
+                pos[row] = k;
+                rowreq[row] = static_cast<index_t>(i);
+            }
+            for (index_t r = 0; r < p.window_size(); r += kernels::attention_rows) tiles[t++] = {static_cast<index_t>(i), r};
+            for (index_t k = p.logits_begin; k < p.logits_end; ++k) logit[lrow++] = sv.row0 + (k - p.window_begin);
+        }
+        upload(meta_device_.data(), h, total, ctx_.stream(), "forward metadata");
+        check(cudaEventRecord(upload_done_.get(), ctx_.stream()), "cudaEventRecord");
+        upload_pending_ = true;
+        const std::byte* d = meta_device_.data();
+        return {reinterpret_cast<const sequence_view<T>*>(d + o_seqs), reinterpret_cast<const token_id*>(d + o_tokens),
+                reinterpret_cast<const index_t*>(d + o_pos),          reinterpret_cast<const index_t*>(d + o_rowreq),
+                reinterpret_cast<const kernels::attention_tile*>(d + o_tiles), n_tiles,
+                reinterpret_cast<const index_t*>(d + o_logit)};
+    }
+
+    /// An owned CUDA event (move-only).
+    class event {
+    public:
+        event() { check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
+        event(const event&) = delete;
+        event& operator=(const event&) = delete;
+        event(event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+        event& operator=(event&& o) noexcept {
+            if (this != &o) {
+                if (e_) (void)cudaEventDestroy(e_);
+                e_ = std::exchange(o.e_, nullptr);
+            }
+            return *this;
+        }
+        ~event() {
+            if (e_) (void)cudaEventDestroy(e_);
+        }
+        [[nodiscard]] cudaEvent_t get() const noexcept { return e_; }
+
+    private:
+        cudaEvent_t e_ = nullptr;
+    };
+
+    io::model_config config_;
+    stream_context ctx_;
+    device_weights<T> weights_;
+    // Work buffers, reused across forwards (grown when a forward needs more).
+    device_buffer<float> x_, qkv_, gu_, cos_, sin_, logits_;
+    device_buffer<T> xn_, k_win_, v_win_, att_, act_;
+    pinned_buffer<std::byte> meta_host_;
+    device_buffer<std::byte> meta_device_;
+    event upload_done_;
+    bool upload_pending_ = false;
+};
+
+/// The default: bf16 weights, activations and KV cache; f32 accumulation.
+using transformer = basic_transformer<bf16>;
+
+static_assert(language_model<transformer>);
+static_assert(language_model<basic_transformer<float>>);
+
+}  // namespace dlm::cuda

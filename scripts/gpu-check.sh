@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The GPU check of dlm's CUDA backend, in one command (docs/cuda.md):
+#
+#   scripts/gpu-check.sh               configure the cuda preset, build test_cuda and dlm-bench-cuda, run
+#                                      the CUDA tests (ctest -L cuda) and the benchmark, draw the roofline
+#   scripts/gpu-check.sh --pack-deps   (on a machine with the Debian packages) pack the header-only
+#                                      dependencies into build/gpu-deps.tar.gz, for a GPU machine that
+#                                      has the CUDA toolkit but not Eigen3, nlohmann_json or doctest
+#
+# Results go to $OUT when it is set (the device machine's return folder), else to build/gpu-check/:
+#   results.md    date, GPU, toolchain, test summary, benchmark output, phase times
+#   bench.json    dlm-bench-cuda --json (ceilings, forwards, decoding, roofline series)
+#   roofline.png  tools/roofline.py's plot of bench.json (also copied to docs/img/ when $OUT is unset)
+#   build.log, ctest.log, bench.log
+# Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
+# host compiler, make or ninja, python3 with matplotlib for the plot (skipped without it). Exits 1 when
+# the build, a test or the benchmark fails, 77 when no GPU was usable (tests skipped), else 0.
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+deps_tar=build/gpu-deps.tar.gz
+
+if [[ "${1:-}" == "--pack-deps" ]]; then
+    set -e
+    stage=$(mktemp -d)
+    mkdir -p "$stage/include" "$stage/share/eigen3" "$stage/share/cmake" "$stage/lib/cmake"
+    cp -r /usr/include/eigen3 "$stage/include/" && rm -rf "$stage/include/eigen3/unsupported"
+    cp -r /usr/include/nlohmann /usr/include/doctest "$stage/include/"
+    cp -r /usr/share/eigen3/cmake "$stage/share/eigen3/"
+    cp -r /usr/share/cmake/nlohmann_json "$stage/share/cmake/"
+    cp -r /usr/lib/cmake/doctest "$stage/lib/cmake/"
+    # doctest's exported targets name /usr; make them relative to where the folder is unpacked.
+    sed -i 's|^set(_IMPORT_PREFIX "/usr")|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
+        "$stage/lib/cmake/doctest/doctestTargets.cmake"
+    mkdir -p build
+    tar -C "$stage" -czf "$deps_tar" .
+    rm -rf "$stage"
+    echo "gpu-check.sh: wrote $deps_tar ($(du -h "$deps_tar" | cut -f1)); carry it to the GPU machine"
+    exit 0
+fi
+
+out=${OUT:-$repo/build/gpu-check}
+mkdir -p "$out"
+results="$out/results.md"
+t_start=$(date +%s)
+phase_times=()
+phase() { phase_times+=("$1: $(($(date +%s) - t_phase)) s"); }
+fail=0
+skipped=0
+
+nvcc=${NVCC:-}
+[[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+[[ -z "$nvcc" ]] && nvcc=$(command -v nvcc || true)
+if [[ -z "$nvcc" ]]; then
+    echo "gpu-check.sh: no nvcc (looked at \$NVCC, /usr/local/cuda/bin, PATH)" | tee "$results"
+    exit 1
+fi
+configure_args=(-DCMAKE_CUDA_COMPILER="$nvcc")
+if ! command -v make >/dev/null && command -v ninja >/dev/null; then
+    configure_args+=(-G Ninja)
+fi
+if [[ -f "$deps_tar" ]]; then
+    mkdir -p build/gpu-deps && tar -C build/gpu-deps -xzf "$deps_tar"
+    configure_args+=(-DCMAKE_PREFIX_PATH="$repo/build/gpu-deps")
+fi
+jobs=$(nproc 2>/dev/null || echo 4)
+
+{
+    echo "# dlm GPU check"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$repo" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
+    echo "- nvcc: $("$nvcc" --version | tail -2 | head -1)"
+    echo "- host compiler: $(c++ --version 2>/dev/null | head -1)"
+    echo "- cmake: $(cmake --version | head -1)"
+    echo
+} >"$results"
+
+# 1. Configure and build only what the check runs.
+t_phase=$(date +%s)
+rm -f build/cuda/CMakeCache.txt
+if cmake --preset cuda "${configure_args[@]}" >"$out/build.log" 2>&1 &&
+    cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$jobs" >>"$out/build.log" 2>&1; then
+    phase build
+else
+    phase build
+    echo "gpu-check.sh: the build failed; see build.log" | tee -a "$results"
+    if grep -qE "dlm::cpu \(loaders, CPU model\) is not available|Could not find a package configuration file provided by \"doctest\"" "$out/build.log"; then
+        echo "gpu-check.sh: Eigen3, nlohmann_json or doctest is missing here: run 'scripts/gpu-check.sh --pack-deps' where they are" \
+            "installed and bring $deps_tar along" | tee -a "$results"
+    fi
+    tail -40 "$out/build.log" >>"$results"
+    exit 1
+fi
+
+# 2. The CUDA tests (label cuda: the GPU suites and the nvcc compile-fail cases).
+t_phase=$(date +%s)
+ctest --test-dir build/cuda -L cuda --output-on-failure --timeout 300 >"$out/ctest.log" 2>&1 || fail=1
+phase tests
+{
+    echo "## Tests (ctest -L cuda)"
+    echo
+    echo '```'
+    grep -E "tests passed|tests failed|Test +#|\*\*\*" "$out/ctest.log" | tail -30
+    echo '```'
+    echo
+} >>"$results"
+if grep -q "Skipped" "$out/ctest.log"; then
+    echo "gpu-check.sh: tests were skipped (no usable GPU?)" | tee -a "$results"
+    skipped=1
+fi
+
+# 3. The benchmark.
+t_phase=$(date +%s)
+build/cuda/bench/dlm-bench-cuda --json "$out/bench.json" >"$out/bench.log" 2>&1
+rc=$?
+if ((rc == 77)); then
+    echo "gpu-check.sh: dlm-bench-cuda found no CUDA device: skipped" | tee -a "$results"
+    skipped=1
+elif ((rc != 0)); then
+    echo "gpu-check.sh: dlm-bench-cuda failed (exit $rc); see bench.log" | tee -a "$results"
+    fail=1
+fi
+phase benchmark
+{
+    echo "## Benchmark (dlm-bench-cuda)"
+    echo
+    echo '```'
+    cat "$out/bench.log"
+    echo '```'
+    echo
+} >>"$results"
+
+# 4. The roofline.
+if [[ -f "$out/bench.json" ]]; then
+    py=python3
+    command -v "$py" >/dev/null || py=/usr/bin/python3
+    if "$py" tools/roofline.py "$out/bench.json" -o "$out/roofline.png" >>"$out/bench.log" 2>&1; then
+        [[ -z "${OUT:-}" ]] && mkdir -p docs/img && cp "$out/roofline.png" docs/img/roofline.png
+        echo "Roofline: roofline.png" >>"$results"
+    else
+        echo "gpu-check.sh: no roofline drawn (see bench.log)" | tee -a "$results"
+    fi
+fi
+
+{
+    echo
+    echo "## Phases"
+    echo
+    for p in "${phase_times[@]}"; do echo "- $p"; done
+    echo "- total: $(($(date +%s) - t_start)) s"
+} >>"$results"
+if ((fail)); then
+    echo "gpu-check.sh: results in $out: FAILED"
+    exit 1
+elif ((skipped)); then
+    echo "gpu-check.sh: results in $out: nothing ran on a GPU (exit 77)"
+    exit 77
+fi
+echo "gpu-check.sh: results in $out: passed"

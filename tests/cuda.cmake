@@ -1,0 +1,32 @@
+# The CUDA backend (dlm::cuda): built whenever a CUDA compiler works (DLM_CUDA_COMPILER, set by the top
+# level), so a CUDA build break fails the default build. One executable; one ctest per doctest suite,
+# label "cuda". Without a usable GPU each exits with code 77, which ctest reports as skipped; the suite
+# "host" needs no GPU and always runs. Compile-fail tests check, with nvcc, that the device decoder
+# refuses policies it cannot run, with a sentence that says why.
+if(NOT DLM_CUDA_COMPILER)
+  return()
+endif()
+
+set(DLM_CUDA_SKIP_CODE 77)
+add_executable(test_cuda test_cuda_main.cpp test_cuda.cu test_cuda_presets.cu test_cuda_kernels.cu)
+target_link_libraries(test_cuda PRIVATE dlm::cuda doctest::doctest)
+target_compile_definitions(test_cuda PRIVATE DLM_TEST_DATA="${DLM_TEST_DATA}" DLM_CUDA_SKIP_CODE=${DLM_CUDA_SKIP_CODE})
+target_compile_options(test_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
+                                         $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas -diag-suppress=1675>)
+
+foreach(_suite IN ITEMS host philox sampling selection parity cache presets errors)
+  add_test(NAME "test_cuda: ${_suite}" COMMAND test_cuda --test-suite=${_suite})
+  set_tests_properties("test_cuda: ${_suite}" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda)
+endforeach()
+
+foreach(_case IN ITEMS "cuda_exact_cache_bidirectional|an exact KV cache needs a mask under which committed keys and values are final"
+                       "cuda_unsupported_schedule|this schedule has no device implementation"
+                       "cuda_unsupported_sampler|this sampler has no device implementation")
+  string(REPLACE "|" ";" _parts "${_case}")
+  list(GET _parts 0 _name)
+  list(GET _parts 1 _expect)
+  add_test(NAME "compile_fail: ${_name}"
+           COMMAND ${CMAKE_COMMAND} -DNVCC=${CMAKE_CUDA_COMPILER} -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/${_name}.cu
+                   -DINCLUDE=${PROJECT_SOURCE_DIR}/include "-DEXPECT=${_expect}" -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/check_cuda.cmake)
+  set_tests_properties("compile_fail: ${_name}" PROPERTIES LABELS cuda)
+endforeach()

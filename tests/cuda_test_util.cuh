@@ -1,0 +1,112 @@
+// Helpers shared by the CUDA model tests (test_cuda.cu, test_cuda_presets.cu).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cuda/cuda.cuh>  // first: it keeps Eigen's CUDA support off (EIGEN_NO_CUDA) for the CPU model
+#include <dlm/cpu/transformer.hpp>
+#include <dlm/presets.hpp>
+
+namespace dlm_cuda_test {
+
+using namespace dlm;
+using tvec = std::vector<token_id>;
+using gpu32 = dlm::cuda::basic_transformer<float>;
+using gpu16 = dlm::cuda::transformer;
+
+
+inline const std::filesystem::path models_dir = std::filesystem::path(DLM_TEST_DATA) / "models";
+
+inline forward_plan full_plan(const canvas_layout& l) { return {0, l.size(), 0, l.size(), 0, 0, l.size()}; }
+
+template <class Model, class Mask>
+std::vector<float> run(Model& m, const Mask& mask, const tvec& canvas, const canvas_layout& l, const forward_plan& p,
+                       typename Model::kv_cache* cache = nullptr) {
+    std::vector<float> out(static_cast<std::size_t>(p.logits_rows()) * static_cast<std::size_t>(m.vocab_size()));
+    const forward_request<typename Model::kv_cache> rq{canvas, l, p, cache};
+    m.forward(std::span<const forward_request<typename Model::kv_cache>>(&rq, 1), mask, out);
+    return out;
+}
+
+/// max |a - b| / max(1, max |b|): the error relative to the logits' scale.
+inline double scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0, scale = 1;
+    for (float v : b) scale = std::max(scale, std::abs(static_cast<double>(v)));
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+    return worst / scale;
+}
+
+inline constexpr double f32_tolerance = 1e-4;   // different summation orders
+inline constexpr double bf16_tolerance = 3e-2;  // activations and K/V rounded to bf16 (8-bit mantissa) at every product
+
+struct fixture {
+    tvec ids;
+    canvas_layout layout;
+};
+
+inline fixture read_fixture(const std::string& name, bool shift) {
+    std::ifstream in(models_dir / name / "expected.json");
+    REQUIRE_MESSAGE(in, "missing fixture " << name);
+    const auto j = nlohmann::json::parse(in);
+    return {j.at("input_ids").get<tvec>(),
+            {j.at("prompt_length").get<index_t>(), j.at("gen_length").get<index_t>(), j.at("block_length").get<index_t>(), shift}};
+}
+
+inline io::model_config random_config(index_t heads, index_t kv_heads, index_t head_dim, bool bias, bool tied) {
+    io::model_config c;
+    c.arch = bias ? io::architecture::dream : io::architecture::llada;
+    c.vocab_size = 301;
+    c.num_heads = heads;
+    c.num_kv_heads = kv_heads;
+    c.head_dim = head_dim;
+    c.hidden_size = 96;
+    c.intermediate_size = 136;
+    c.num_layers = 2;
+    c.max_context = 1024;
+    c.rope_theta = 10000.0;
+    c.rms_norm_eps = 1e-6;
+    c.tie_word_embeddings = tied;
+    c.qkv_bias = bias;
+    c.mask_id = 300;
+    c.eos_ids = {3};
+    c.logits_shift = bias;
+    return c;
+}
+
+inline tvec random_canvas(index_t prompt, index_t gen, token_id vocab_without_mask, token_id mask_id, unsigned seed) {
+    std::mt19937 g(seed);
+    tvec c(static_cast<std::size_t>(prompt + gen), mask_id);
+    for (index_t i = 0; i < prompt + gen; ++i)
+        if (i < prompt || g() % 3 == 0) c[static_cast<std::size_t>(i)] = static_cast<token_id>(g() % static_cast<unsigned>(vocab_without_mask));
+    return c;
+}
+
+
+template <class Decoder, class Model, class... Options>
+decode_result decode(Model& m, const std::vector<tvec>& prompts, index_t gen, Options... options) {
+    Decoder d(m, options...);
+    return d.generate(std::span<const tvec>(prompts), {gen, 5});
+}
+
+inline void check_same_tokens(const decode_result& a, const decode_result& b, bool same_forwards = true) {
+    REQUIRE(a.sequences.size() == b.sequences.size());
+    for (std::size_t i = 0; i < a.sequences.size(); ++i) {
+        CAPTURE(i);
+        CHECK(a.sequences[i].tokens == b.sequences[i].tokens);
+        if (same_forwards) CHECK(a.sequences[i].commit_forward == b.sequences[i].commit_forward);
+    }
+}
+
+
+}  // namespace dlm_cuda_test

@@ -1,0 +1,231 @@
+// The device-side decoding kernels against their host counterparts, without a model: Philox on the
+// device vs the host, the fused sampling kernel vs the host samplers, the device selection vs the host
+// schedules (every shipped one, ties and edge cases included). Suite "host" runs without a GPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <dlm/cuda/device_decoder.cuh>
+
+using namespace dlm;
+
+namespace {
+
+__global__ void philox_kernel(random_key key, std::uint32_t n, double* out) {
+    for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = key.uniform(i);
+}
+
+std::vector<double> device_uniforms(const random_key& key, std::uint32_t n) {
+    dlm::cuda::device_buffer<double> d(n, "uniforms");
+    philox_kernel<<<64, 256>>>(key, n, d.data());
+    dlm::cuda::check_launch("philox_kernel");
+    std::vector<double> out(n);
+    dlm::cuda::check(cudaMemcpy(out.data(), d.data(), n * sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return out;
+}
+
+/// Random logits rows with the features the samplers care about.
+std::vector<float> random_rows(std::size_t rows, index_t vocab, unsigned seed) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    std::vector<float> z(rows * static_cast<std::size_t>(vocab));
+    for (float& v : z) v = d(g);
+    return z;
+}
+
+bool close(float a, float b) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+    return std::abs(a - b) <= 1e-6f * std::max(1.0f, std::abs(b));
+}
+
+template <class Sampler>
+void check_sampler(const Sampler& sampler, const std::vector<float>& z, index_t vocab, std::vector<unsigned char> banned, std::vector<token_id> eos,
+                   const char* what) {
+    CAPTURE(what);
+    const std::size_t rows = z.size() / static_cast<std::size_t>(vocab);
+    std::vector<random_key> keys;
+    for (std::size_t r = 0; r < rows; ++r) keys.push_back({0x1234abcdULL, rng_stream::sampling, static_cast<index_t>(r % 5), static_cast<index_t>(17 + r)});
+    if (banned.empty()) banned.assign(rows, 0);
+    const auto device = dlm::cuda::sample_on_device(sampler, z, vocab, keys, banned, eos);
+    REQUIRE(device.size() == rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+        CAPTURE(r);
+        const std::span<const float> row(z.data() + r * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
+        const slot_choice host = sampler.sample(row, keys[r], banned[r] ? std::span<const token_id>(eos) : std::span<const token_id>{});
+        CHECK(device[r].token == host.token);
+        CHECK(close(device[r].probability, host.probability));
+        CHECK(close(device[r].margin, host.margin));
+        CHECK(close(device[r].neg_entropy, host.neg_entropy));
+    }
+}
+
+/// Candidates with ties, EOS tokens and values around the thresholds.
+std::vector<candidate> random_candidates(std::mt19937& g, index_t n, index_t first_position, bool coarse) {
+    std::vector<candidate> c(static_cast<std::size_t>(n));
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (index_t i = 0; i < n; ++i) {
+        candidate& x = c[static_cast<std::size_t>(i)];
+        x.position = first_position + i;
+        x.token = static_cast<token_id>(g() % 12);  // 0 and 1 are the EOS ids below
+        x.probability = coarse ? static_cast<float>(g() % 11) / 10.0f : u(g);
+        x.margin = coarse ? static_cast<float>(g() % 5) / 8.0f : u(g) * x.probability;
+        x.neg_entropy = coarse ? -static_cast<float>(g() % 7) / 4.0f : -u(g) * 3.0f;
+    }
+    return c;
+}
+
+template <class Schedule>
+void check_schedule(const Schedule& schedule, const char* what, index_t block_length = 64, index_t gen_length = 256) {
+    CAPTURE(what);
+    static const std::vector<token_id> eos{0, 1};
+    std::mt19937 g(7);
+    std::vector<step_context> contexts;
+    std::vector<std::vector<candidate>> cands;
+    for (int trial = 0; trial < 40; ++trial) {
+        const canvas_layout l{11, gen_length, block_length, trial % 2 == 0};
+        const index_t n = trial == 0 ? 0 : trial == 1 ? 1 : trial == 2 ? block_length : static_cast<index_t>(g() % static_cast<unsigned>(block_length + 1));
+        step_context ctx{l,
+                         {static_cast<index_t>(g() % static_cast<unsigned>(l.block_count())), static_cast<index_t>(g() % 70)},
+                         block_length,
+                         static_cast<index_t>(g() % static_cast<unsigned>(gen_length)),
+                         static_cast<index_t>(g() % 300),
+                         99,
+                         eos};
+        ctx.masked_at_block_start = std::max(n, static_cast<index_t>(g() % static_cast<unsigned>(block_length + 1)));
+        contexts.push_back(ctx);
+        cands.push_back(random_candidates(g, n, l.block_begin(ctx.cursor.block), trial % 3 == 0));
+    }
+    const auto device = dlm::cuda::select_on_device(schedule, std::span<const step_context>(contexts), std::span<const std::vector<candidate>>(cands), 12);
+    for (std::size_t i = 0; i < contexts.size(); ++i) {
+        CAPTURE(i);
+        std::vector<index_t> host;
+        schedule.select(contexts[i], std::span<const candidate>(cands[i]), host);
+        CHECK(device[i] == host);
+    }
+}
+
+}  // namespace
+
+TEST_SUITE("host") {
+    TEST_CASE("the device policies are the shipped ones, and refuse what they do not implement") {
+        static_assert(dlm::cuda::device_sampler<greedy_sampler>::supported);
+        static_assert(dlm::cuda::device_sampler<categorical_sampler>::supported);
+        static_assert(dlm::cuda::device_sampler<presets::llada_sampler>::supported);
+        static_assert(dlm::cuda::device_schedule<threshold_schedule>::supported);
+        static_assert(dlm::cuda::device_schedule<presets::cdlm_schedule>::supported);
+        static_assert(dlm::cuda::device_schedule<factor_schedule>::supported);
+        static_assert(dlm::cuda::device_schedule<llada_schedule>::supported);
+        static_assert(dlm::cuda::device_schedule<dream_schedule>::supported);
+        static_assert(dlm::cuda::device_schedule<cd4lm_schedule>::supported);
+        static_assert(dlm::cuda::device_schedule<next_slot_schedule>::supported);
+        struct my_schedule {
+            void select(const step_context&, std::span<const candidate>, std::vector<index_t>&) const {}
+        };
+        static_assert(!dlm::cuda::device_schedule<my_schedule>::supported);
+        CHECK(dlm::cuda::device_sampler<categorical_sampler>::params({0.7f, 0, 1.0f, confidence_source::raw}).raw_confidence);
+        CHECK(dlm::cuda::device_sampler<categorical_sampler>::params({0.7f, 0, 1.0f}).temperature == 0.7f);
+        CHECK_THROWS_WITH_AS(dlm::cuda::device_sampler<categorical_sampler>::params({0.7f, 40, 1.0f}), doctest::Contains("top_k"), invalid_parameter);
+        CHECK_THROWS_WITH_AS(dlm::cuda::device_sampler<categorical_sampler>::params({0.7f, 0, 0.9f}), doctest::Contains("top_p"), invalid_parameter);
+        CHECK_THROWS_AS(dlm::cuda::device_sampler<categorical_sampler>::params({-1.0f, 0, 1.0f}), invalid_parameter);
+        CHECK(dlm::cuda::max_selection_slots == 1024);
+    }
+
+    TEST_CASE("a device decoder type for every preset") {
+        using M = struct fake_model;  // only the type mapping is checked here
+        static_assert(std::is_same_v<dlm::cuda::device_decoder_t<presets::cdlm<M>>,
+                                     dlm::cuda::device_decoder<M, block_causal_mask, prefix_cache, presets::cdlm_schedule, greedy_sampler>>);
+        static_assert(std::is_same_v<dlm::cuda::device_decoder_t<presets::llada<M>>,
+                                     dlm::cuda::device_decoder<M, semi_ar_mask, no_cache, llada_schedule, presets::llada_sampler>>);
+        CHECK(dlm::cuda::device_count() >= 0);
+    }
+}
+
+TEST_SUITE("philox") {
+    TEST_CASE("Philox draws the same numbers on the device as on the host") {
+        const std::uint32_t n = 100000;
+        for (const random_key key : {random_key{0, rng_stream::sampling, 0, 0}, random_key{0xdeadbeefcafef00dULL, rng_stream::remasking, 17, 4093},
+                                     random_key{42, rng_stream::selection, 1 << 20, 151935}, random_key{~0ULL, rng_stream::transfer, -1, -7}}) {
+            const std::vector<double> d = device_uniforms(key, n);
+            std::size_t mismatches = 0;
+            for (std::uint32_t i = 0; i < n; ++i) {
+                const double h = key.uniform(i);
+                if (std::memcmp(&h, &d[i], sizeof(double)) != 0) ++mismatches;
+            }
+            CHECK(mismatches == 0);
+        }
+    }
+}
+
+TEST_SUITE("sampling") {
+    TEST_CASE("the fused sampling kernel returns the host samplers' tokens and confidences") {
+        const index_t vocab = 5003;
+        std::vector<float> z = random_rows(24, vocab, 3);
+        // Row 1: a tied maximum (the lower id wins; top-2 equals top-1, margin 0).
+        z[vocab + 10] = 30.0f;
+        z[vocab + 4000] = 30.0f;
+        // Row 2: the argmax is an EOS id (banned below).
+        z[2 * vocab + 1] = 40.0f;
+        // Row 3: -inf entries (as a filter would leave them).
+        for (index_t i = 0; i < vocab; i += 3) z[3 * static_cast<std::size_t>(vocab) + i] = -std::numeric_limits<float>::infinity();
+        std::vector<unsigned char> banned(24, 0);
+        banned[2] = 1;
+        banned[5] = 1;
+        const std::vector<token_id> eos{1, 2};
+        check_sampler(greedy_sampler{}, z, vocab, banned, eos, "greedy");
+        check_sampler(categorical_sampler{}, z, vocab, banned, eos, "categorical, temperature 0");
+        check_sampler(categorical_sampler{0.7f}, z, vocab, banned, eos, "categorical, temperature 0.7, filtered confidence");
+        check_sampler(presets::llada_sampler{1.3f}, z, vocab, banned, eos, "LLaDA, temperature 1.3, raw confidence");
+    }
+
+    TEST_CASE("a full-size vocabulary row (152064) and tiny temperatures") {
+        const index_t vocab = 152064;
+        const std::vector<float> z = random_rows(3, vocab, 11);
+        check_sampler(greedy_sampler{}, z, vocab, {}, {}, "greedy");
+        check_sampler(categorical_sampler{1.0f}, z, vocab, {}, {}, "temperature 1");
+        check_sampler(categorical_sampler{1e-3f}, z, vocab, {}, {}, "temperature 1e-3");
+    }
+
+    TEST_CASE("a row with NaN or +Inf, or with every token banned, gives NaN confidences") {
+        const index_t vocab = 64;
+        std::vector<float> z = random_rows(3, vocab, 5);
+        z[7] = std::numeric_limits<float>::quiet_NaN();
+        z[vocab + 9] = std::numeric_limits<float>::infinity();
+        for (index_t i = 0; i < vocab; ++i) z[2 * static_cast<std::size_t>(vocab) + i] = -std::numeric_limits<float>::infinity();
+        const std::vector<random_key> keys(3, random_key{1, rng_stream::sampling, 0, 0});
+        const auto r = dlm::cuda::sample_on_device(greedy_sampler{}, z, vocab, keys, {}, {});
+        for (const auto& x : r) CHECK(std::isnan(x.probability));
+    }
+}
+
+TEST_SUITE("selection") {
+    TEST_CASE("the device selection chooses what the host schedules choose, in the same order") {
+        check_schedule(threshold_schedule{0.9}, "threshold 0.9");
+        check_schedule(threshold_schedule{0.5}, "threshold 0.5");
+        check_schedule(presets::cdlm_schedule{}, "cdlm");
+        check_schedule(factor_schedule{1.0}, "factor 1");
+        check_schedule(factor_schedule{0.3}, "factor 0.3");
+        check_schedule(factor_schedule{4.0}, "factor 4");
+        check_schedule(llada_schedule{256}, "llada low confidence");
+        check_schedule(llada_schedule{64, remasking::random}, "llada random");
+        check_schedule(dream_schedule{64}, "dream origin");
+        check_schedule(dream_schedule{64, 1e-3, dream_alg::maskgit_plus}, "dream maskgit_plus");
+        check_schedule(dream_schedule{128, 1e-3, dream_alg::topk_margin}, "dream topk_margin");
+        check_schedule(dream_schedule{32, 1e-3, dream_alg::entropy}, "dream entropy");
+        check_schedule(dream_schedule{64, 1e-3, dream_alg::maskgit_plus, 0.5}, "dream alg_temp 0.5");
+        check_schedule(cd4lm_schedule{}, "cd4lm defaults");
+        check_schedule(cd4lm_schedule{0.5, 2, 5, 0.9, 3}, "cd4lm tau 0.5, 2-5 tokens, guard 0.9, 3 steps");
+        check_schedule(next_slot_schedule{}, "next slot");
+    }
+
+    TEST_CASE("blocks of the largest size the device takes") {
+        check_schedule(llada_schedule{1024}, "llada, block 1024", 1024, 1024);
+        check_schedule(factor_schedule{1.0}, "factor, block 1024", 1024, 1024);
+        check_schedule(threshold_schedule{0.9}, "threshold, block 1024", 1024, 1024);
+    }
+}
