@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing dlm needs, on Debian 12 (bookworm) or a derivative:
 #   cmake (>= 3.25, for CMakePresets.json v6), g++ (C++20), make, libeigen3-dev, doctest-dev,
-#   nlohmann-json3-dev.
+#   nlohmann-json3-dev, and for the fuzz targets (tests/fuzz/) clang with its libFuzzer runtime
+#   (libclang-rt-14-dev: bookworm's clang is 14, and --no-install-recommends leaves the runtime out).
 # OpenMP needs no package of its own: GCC's (omp.h, libgomp) comes with g++.
 # Idempotent: installs only what is missing and runs `apt-get update` only when apt cannot find a
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev)
+packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev)
 min_cmake=3.25
 
 die() {
@@ -67,5 +68,9 @@ version=$(cmake --version 2>/dev/null | sed -n '1s/^cmake version \([0-9][0-9.]*
     die "cmake ${version} is too old: dlm's presets need cmake >= ${min_cmake} (Debian 12 ships 3.25)"
 echo 'int main() { return 0; }' | g++ -std=c++20 -fopenmp -x c++ - -o /dev/null 2>/dev/null ||
     die "g++ cannot compile C++20 with -fopenmp (is g++ >= 10 installed?)"
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
+    clang++ -std=c++20 -fsanitize=fuzzer,address,undefined -x c++ - -o /dev/null 2>/dev/null ||
+    die "clang++ cannot link -fsanitize=fuzzer,address,undefined (the fuzz targets need libclang-rt-14-dev)"
 
-echo "install-deps.sh: all dependencies present (cmake ${version}, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /'))"
+echo "install-deps.sh: all dependencies present (cmake ${version}, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')," \
+    "$(clang++ -dumpversion 2>/dev/null | sed 's/^/clang++ /'))"

@@ -77,7 +77,10 @@ inline constexpr std::uint64_t max_safetensors_header_bytes = 100'000'000;
     const std::span<const std::byte> data = file.subspan(8 + static_cast<std::size_t>(header_len));
     std::vector<tensor_info> tensors;
     tensors.reserve(header.size());
-    for (const auto& [name, entry] : header.items()) {
+    for (const auto& item : header.items()) {
+        // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+        const std::string& name = item.key();
+        const nlohmann::json& entry = item.value();
         if (name == "__metadata__") {
             if (!entry.is_object()) throw file_error(path, "'__metadata__' is a " + detail::json_kind(entry) + ", not an object");
             for (const auto& [key, value] : entry.items())

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of dlm's fuzz targets into tests/fuzz/corpus/<target>/ (committed; rerun
+only to change the seeds). Small by design: a few valid inputs per target and a few near misses;
+libFuzzer mutates from there. Uses only the standard library and files already in tests/data/. Files named regression_* are
+inputs of past findings, committed as found; this script leaves them alone."""
+import json
+import pathlib
+import shutil
+import struct
+
+here = pathlib.Path(__file__).resolve().parent
+data = here.parent / "data"
+out = here / "corpus"
+
+
+def put(target, name, content):
+    d = out / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+
+
+# ---- safetensors: the 8-byte length, the JSON header, the data area ----
+def safetensors(header, data_bytes, claimed=None):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(h) if claimed is None else claimed) + h + data_bytes
+
+
+t = "safetensors"
+put(t, "f32_2x3", safetensors({"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}},
+                              struct.pack("<6f", 1, 2, 3, 4, 5, 6)))
+put(t, "three_dtypes_metadata_gap", safetensors(
+    {"__metadata__": {"format": "pt"},
+     "a": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]},
+     "b": {"dtype": "F16", "shape": [], "data_offsets": [8, 10]},
+     "z": {"dtype": "F32", "shape": [0, 5], "data_offsets": [10, 10]},
+     "c": {"dtype": "F32", "shape": [1, 1, 1], "data_offsets": [12, 16]}}, bytes(16)))
+put(t, "overlap", safetensors({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                               "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12)))
+put(t, "truncated_data", safetensors({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(6)))
+put(t, "huge_shape", safetensors({"a": {"dtype": "BF16", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}, b""))
+put(t, "length_past_end", safetensors({}, b"", claimed=4096))
+
+# ---- config.json: the three families' real configs, the tiny test model's, a generation config ----
+t = "config"
+for d in sorted((data / "configs").iterdir()):
+    if d.is_dir():
+        for f in ("config.json", "generation_config.json"):
+            if (d / f).exists():
+                put(t, f"{d.name}_{f}", (d / f).read_bytes())
+put(t, "llada_tiny_config.json", (data / "models" / "llada_tiny" / "config.json").read_bytes())
+put(t, "qwen2_minimal.json", json.dumps({"model_type": "qwen2", "hidden_size": 8, "num_attention_heads": 2,
+                                         "num_hidden_layers": 1, "intermediate_size": 16, "vocab_size": 64,
+                                         "head_dim": 4, "eos_token_id": [1, 2], "mask_token_id": None}))
+
+# ---- tokenizer.json: the test tokenizer's pipelines over a small vocabulary ----
+base = json.loads((data / "tokenizer" / "tokenizer.json").read_text())
+variants = json.loads((data / "tokenizer" / "variants.json").read_text())
+vocab = base["model"]["vocab"]
+keep = {tok: i for tok, i in vocab.items() if len(tok) == 1}
+merges = []
+for m in base["model"]["merges"]:
+    left, right = m.split(" ") if isinstance(m, str) else m
+    if left in keep and right in keep and left + right in vocab:
+        merges.append(f"{left} {right}")
+        keep[left + right] = vocab[left + right]
+    if len(merges) == 48:
+        break
+
+
+def small_tokenizer(variant):
+    j = json.loads(json.dumps(base))
+    j["model"]["vocab"] = dict(keep)
+    j["model"]["merges"] = merges
+    if variant is not None:
+        v = variants[variant]
+        for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+            j[key] = v[key]
+        extra = dict(list(v["vocab_extra"].items())[:64])
+        j["model"]["vocab"].update(extra)
+        j["model"].update(v["model"])
+        unk = v["model"].get("unk_token")
+        if unk is not None:  # the unknown token must be in the vocabulary
+            j["model"]["vocab"].setdefault(unk, vocab.get(unk, max(vocab.values()) + 1))
+    return json.dumps(j, ensure_ascii=False, separators=(",", ":"))
+
+
+t = "tokenizer_json"
+put(t, "qwen2_small.json", small_tokenizer(None))
+for name in variants:
+    put(t, f"{name}_small.json", small_tokenizer(name))
+put(t, "minimal_bpe.json", json.dumps({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}}))
+
+# ---- tokenizer codec: byte 0 = options (1 add_special, 2 skip_special, 4 decode ids, 8 ids near the vocabulary) ----
+t = "tokenizer_codec"
+put(t, "ascii", b"\x00" + b"What is 3 + 4? The answer is 7.\n")
+put(t, "unicode_nfd", b"\x00" + "cafe\u0301 \u6771\u4eac\u3067 \U0001F600 na\u0131ve\r\n\t  x".encode())
+put(t, "invalid_utf8", b"\x00" + b"ok \xff\xfe \xc3 \xe6\x9d \xed\xa0\x80 \xf4\x90\x80\x80 end")
+put(t, "added_tokens", b"\x03" + "<|im_start|>user\nhello <|mdm_mask|><|mdm_mask|> caf\u00e9<|im_end|>".encode())
+put(t, "whitespace_runs", b"\x00" + b" " * 64 + b"x" + b"\t" * 32 + b"\n\n")
+put(t, "decode_ids", b"\x04" + struct.pack("<8i", 0, 1, 300, 1999, 2000, -1, 2**31 - 1, 42))
+put(t, "decode_ids_near_vocab", b"\x0e" + struct.pack("<6I", 5, 17, 2003, 77, 4000000000, 9))
+
+# ---- cli: byte 0 = program (0 dlm-generate, 1 dlm-eval), then the arguments separated by NUL bytes ----
+t = "cli"
+for name, (prog, args) in {
+    "generate_minimal": (0, ["-p", "What is 3 + 4?"]),
+    "generate_flags": (0, ["-m", "models/x", "--preset", "llada", "-n", "64", "--block-length", "32", "--steps", "64",
+                           "--temp", "0.5", "--top-k", "10", "--top-p", "0.9", "-s", "7", "-t", "2", "--chat", "--stats",
+                           "--trace=out.svg", "-p", "hi"]),
+    "generate_dream": (0, ["--preset", "dream", "--diffusion-steps", "128", "--alg", "maskgit_plus", "--eps", "0.001",
+                           "--alg-temp", "0.5", "--visual", "--visual-delay", "0", "-p", "x"]),
+    "generate_compare": (0, ["--compare", "--compare-presets", "llada,cdlm", "--threshold", "0.9", "-p", "x"]),
+    "generate_bad_number": (0, ["-n", "12x", "-p", "p"]),
+    "eval_flags": (1, ["--data", "d.jsonl", "--prompt-format", "Q: {question}", "--batch", "4", "--limit", "10",
+                       "--json", "o.json", "--predictions", "p.jsonl", "--no-progress", "--preset", "cd4lm"]),
+    "help": (0, ["--help"]),
+}.items():
+    put(t, name, bytes([prog]) + "\0".join(args).encode())
+
+print(f"wrote {sum(1 for _ in out.rglob('*') if _.is_file())} seeds under {out}")
