@@ -86,7 +86,7 @@ TEST_SUITE("parity") {
         CHECK(m.weight_bytes() > 0);
     }
 
-    TEST_CASE("a batch of requests with different plans matches each request alone; only planned rows are computed") {
+    TEST_CASE("a batch of requests with different plans matches each request alone, only planned rows are computed") {
         const auto cfg = random_config(4, 2, 24, true, false);
         const auto w = cpu::random_weights(cfg, 7);
         gpu32 m(cfg, w);

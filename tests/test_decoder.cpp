@@ -58,7 +58,7 @@ TEST_CASE("a sequence decodes identically alone and inside a batch of 4") {
     }
 }
 
-TEST_CASE("the same seed gives the same tokens; another seed other tokens") {
+TEST_CASE("the same seed gives the same tokens, another seed other tokens") {
     auto m = hashed();
     presets::llada<scripted_model> d(m, semi_ar_mask{8}, {}, llada_schedule{16}, presets::llada_sampler(1.0f));
     const tvec p{1, 2, 3};

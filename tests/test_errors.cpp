@@ -147,6 +147,49 @@ TEST_CASE("errors: a tensor of the wrong shape is named with both shapes") {
           "model.transformer.blocks.0.k_proj.weight");
 }
 
+TEST_CASE("errors: a config that does not match the weights") {
+    temp_dir dir;
+    const auto tensors = tiny_tensors();
+    auto config = tiny_config();
+    SUBCASE("more layers than stored: the first missing tensor is named") {
+        config["n_layers"] = 3;
+        write_model(dir, config, tensors);
+        CHECK(expect_load_error<tensor_error>(dir, {"not in the checkpoint"}).starts_with("model.transformer.blocks.2."));
+    }
+    SUBCASE("fewer layers than stored: the unread tensors are refused") {
+        config["n_layers"] = 1;
+        write_model(dir, config, tensors);
+        CHECK(expect_load_error<tensor_error>(dir, {"never read"}).starts_with("model.transformer.blocks.1."));
+    }
+    SUBCASE("another vocabulary size") {
+        config["embedding_size"] = 320;
+        write_model(dir, config, tensors);
+        CHECK(expect_load_error<tensor_error>(dir, {"expected shape [320, 48]", "found [300, 48]"}) == "model.transformer.wte.weight");
+    }
+    SUBCASE("another number of key/value heads") {
+        config["n_kv_heads"] = 6;
+        write_model(dir, config, tensors);
+        CHECK(expect_load_error<tensor_error>(dir, {"expected shape [48, 48]", "found [16, 48]"}) ==
+              "model.transformer.blocks.0.k_proj.weight");
+    }
+    SUBCASE("a tied head while the checkpoint stores a different one") {
+        config["weight_tying"] = true;
+        write_model(dir, config, tensors);
+        CHECK(expect_load_error<tensor_error>(dir, {"weight_tying", "differs from the embedding"}) == "model.transformer.ff_out.weight");
+    }
+}
+
+TEST_CASE("errors: overlapping tensors are refused, naming both") {
+    // Two f32 [2] tensors whose extents [0, 8) and [4, 12) share bytes 4 to 8.
+    const std::string header = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                               R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    file += header + std::string(12, '\0');
+    expect_error<tensor_error>([&] { (void)io::parse_safetensors(std::as_bytes(std::span(file.data(), file.size())), "o.safetensors"); },
+                               {"o.safetensors", "'b'", "bytes [4, 12) overlap tensor 'a' at [0, 8)"});
+}
+
 TEST_CASE("errors: a mask id outside the vocabulary is refused when the model is built") {
     io::model_config c = io::parse_config(tiny_config(), "config.json");
     const auto w = cpu::random_weights(c, 1);
@@ -190,6 +233,21 @@ TEST_CASE("errors: a prompt longer than the model's context names prompts[i]") {
         CHECK(std::string(e.what()).find("prompt length 241 + gen_length 16 exceeds the model's context of 256") != std::string::npos);
     }
     CHECK(d.generate(prompts_t{tvec(240, 7)}, {16, 0}).sequences.size() == 1);  // exactly 256 fits
+}
+
+TEST_CASE("errors: a canvas past 2^31 positions is refused, not overflowed") {
+    // No max_context: only the canvas index type bounds the length.
+    dlm::testing::scripted_model m(32, 31, {30}, false, dlm_test::context_hash());
+    presets::cdlm<dlm::testing::scripted_model> d(m, block_causal_mask{32});
+    const index_t gen = INT_MAX / 32 * 32;  // a multiple of the block length
+    try {
+        (void)d.generate(prompts_t{tvec(40, 1)}, {gen, 0});
+        FAIL("a canvas of 40 + 2147483616 positions must be refused");
+    } catch (const invalid_parameter& e) {
+        CHECK(e.parameter() == "prompts[0]");
+        CHECK(std::string(e.what()).find("2147483647") != std::string::npos);
+    }
+    CHECK(m.log().empty());
 }
 
 // ---- logits: NaN and infinities are reported with the sequence, the forward and the row ----
@@ -275,6 +333,12 @@ TEST_CASE("errors: a header claiming a huge tensor is refused without allocating
     file += header + std::string(8, '\0');
     expect_error<tensor_error>([&] { (void)io::parse_safetensors(std::as_bytes(std::span(file.data(), file.size())), "huge.safetensors"); },
                                {"huge.safetensors", "'w'", "run past the data area, which holds 8 bytes"});
+}
+
+TEST_CASE("errors: a KV cache capacity past the canvas index type is invalid_parameter") {
+    const auto m = cpu::transformer::load(tiny_dir);
+    expect_error<invalid_parameter>([&] { (void)m.make_kv_cache(INT_MAX); }, {"'capacity'"});
+    expect_error<invalid_parameter>([&] { (void)m.make_kv_cache(-1); }, {"'capacity'"});
 }
 
 TEST_CASE("errors: a KV cache larger than memory is std::bad_alloc, from make_kv_cache and from generate") {

@@ -297,7 +297,7 @@ TEST_CASE("header errors: data_offsets") {
     expect_open_error(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": ["0", "4"]}})", 4, {"'w'", "non-negative integers"});
 }
 
-TEST_CASE("header errors: overlapping tensors; gaps and metadata are fine") {
+TEST_CASE("header errors: overlapping tensors, gaps and metadata are fine") {
     expect_open_error(
         R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
         12, {"'b'", "overlap tensor 'a'", "[4, 12)", "[0, 8)"});

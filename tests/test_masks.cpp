@@ -62,7 +62,7 @@ TEST_CASE("semi-autoregressive mask: bidirectional attention, blocks validated")
     CHECK_FALSE(semi_ar_mask::committed_kv_is_final);
 }
 
-TEST_CASE("block-causal mask: prompt sees prompt; block b sees prompt, blocks < b and itself") {
+TEST_CASE("block-causal mask: prompt sees prompt, block b sees prompt, blocks < b and itself") {
     const block_causal_mask m{4};
     // The prompt attends to the prompt only, bidirectionally.
     CHECK(m.allowed(layout, 0, 2));

@@ -50,7 +50,7 @@ TEST_CASE("llada: transfer counts split evenly, remainder to the earliest steps"
     CHECK(llada_schedule::transfer_count(3, 4, 3) == 0);
 }
 
-TEST_CASE("llada: low-confidence remasking commits the k most probable; random commits k random") {
+TEST_CASE("llada: low-confidence remasking commits the k most probable, random commits k random") {
     const llada_schedule s{4};  // 1 block of 8 slots, 4 steps: 2 per step
     const auto c = make({0.2f, 0.9f, 0.5f, 0.95f, 0.1f, 0.3f, 0.4f, 0.6f});
     CHECK(pick(s, ctx(0), c) == v{1, 3});
@@ -99,7 +99,7 @@ TEST_CASE("dream: rankings by margin and by negative entropy") {
     CHECK(pick(dream_schedule{2, 1e-3, dream_alg::entropy}, x, c) == v{1});
 }
 
-TEST_CASE("dream: origin commits each slot with probability 1 - s/t; alg_temp samples the ranking") {
+TEST_CASE("dream: origin commits each slot with probability 1 - s/t, alg_temp samples the ranking") {
     const dream_schedule origin{4};
     const auto c = make({0.2f, 0.9f, 0.5f, 0.95f, 0.1f, 0.3f, 0.4f, 0.6f});
     std::size_t total = 0;

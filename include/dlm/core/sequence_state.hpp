@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,6 +56,11 @@ std::vector<sequence_state<KvCache>> prepare_batch(Model& model, const Mask& mas
                 throw invalid_parameter(which, "token " + std::to_string(j) + " is " + std::to_string(prompt[j]) +
                                                    ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
         auto& s = seqs[i];
+        if (prompt.size() > static_cast<std::size_t>(std::numeric_limits<index_t>::max() - o.gen_length))
+            throw invalid_parameter(which, "prompt length " + std::to_string(prompt.size()) + " + gen_length " +
+                                               std::to_string(o.gen_length) + " exceeds " +
+                                               std::to_string(std::numeric_limits<index_t>::max()) +
+                                               ", the most canvas positions dlm can index");
         s.layout = {static_cast<index_t>(prompt.size()), o.gen_length, block_length, model.logits_shift()};
         if constexpr (requires { model.max_context(); }) {
             if (s.layout.size() > model.max_context())

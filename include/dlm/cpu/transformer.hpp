@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -54,9 +55,9 @@ public:
         const io::checkpoint ck = io::checkpoint::open(dir);
         const io::architecture arch = t.config_.arch;
         t.build([&](tensor_role role, index_t layer) { return ck.read_f32(tensor_name(arch, role, layer), tensor_shape(t.config_, role)); });
-        // Buffers some exporters keep: a tied head stored anyway, rotary frequency tables. Unused.
-        if (t.config_.tie_word_embeddings && ck.contains(tensor_name(arch, tensor_role::lm_head)))
-            ck.mark_read(tensor_name(arch, tensor_role::lm_head));
+        // Buffers some exporters keep: a tied head stored anyway (if it is the embedding), rotary
+        // frequency tables. Unused.
+        accept_stored_tied_head(ck, t.config_);
         if (arch != io::architecture::llada)
             for (index_t l = 0; l < t.config_.num_layers; ++l) {
                 const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
@@ -83,7 +84,9 @@ public:
 
     /// A K/V store for `capacity` canvas positions.
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
-        if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
+        constexpr index_t most = std::numeric_limits<index_t>::max() - gemm_nr;  // the cache pads each key row by gemm_nr
+        if (capacity < 0 || capacity > most)
+            throw invalid_parameter("capacity", "must be in [0, " + std::to_string(most) + "], got " + std::to_string(capacity));
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
     }
 

@@ -7,6 +7,7 @@
 // Qwen2/Dream; `tensor_name` maps a role to the name in the Hugging Face checkpoint.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "../core/error.hpp"
 #include "../io/model_config.hpp"
+#include "../io/safetensors.hpp"
 
 namespace dlm::cpu {
 
@@ -115,6 +117,20 @@ enum class tensor_role {
         case tensor_role::down_proj: return {h, f};
     }
     return {};
+}
+
+/// Some exporters store the output head although the config ties it to the embedding. Such a head
+/// is accepted (and marked read) only if it is the embedding byte for byte; a different head means
+/// the config does not describe these weights: tensor_error naming it.
+inline void accept_stored_tied_head(const io::checkpoint& ck, const io::model_config& c) {
+    const std::string head = tensor_name(c.arch, tensor_role::lm_head);
+    if (!c.tie_word_embeddings || !ck.contains(head)) return;
+    const std::string emb = tensor_name(c.arch, tensor_role::embedding);
+    const io::tensor_info &h = ck.info(head), &e = ck.info(emb);
+    if (h.type != e.type || h.shape != e.shape || !std::equal(h.bytes.begin(), h.bytes.end(), e.bytes.begin(), e.bytes.end()))
+        throw tensor_error(h.file, head, "the config ties the output head to the embedding (weight_tying / tie_word_embeddings), "
+                                         "but the checkpoint stores a head that differs from the embedding '" + emb + "'");
+    ck.mark_read(head);
 }
 
 namespace detail {

@@ -62,8 +62,7 @@ public:
         const io::checkpoint ck = io::checkpoint::open(dir);
         t.weights_ = weights_from<T>(t.config_, ck, t.ctx_.stream());
         const io::architecture arch = t.config_.arch;
-        if (t.config_.tie_word_embeddings && ck.contains(cpu::tensor_name(arch, tensor_role::lm_head)))
-            ck.mark_read(cpu::tensor_name(arch, tensor_role::lm_head));
+        cpu::accept_stored_tied_head(ck, t.config_);
         if (arch != io::architecture::llada)
             for (index_t l = 0; l < t.config_.num_layers; ++l) {
                 const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
