@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         step += 1
     final, secs = evaluate(args.final_eval_n)
     run.record_eval(step - 1, final, secs)
-    C.finish(model, args, run, "llada", {}, final, "teacher")
+    C.finish(model, args, run, "llada", {"dlm_block_length": C.BLOCK_LENGTH}, final, "teacher")
     return 0
 
 
