@@ -197,7 +197,8 @@ def plot(res: dict, path: Path) -> bool:
         print("eval_matrix.py: matplotlib is not installed (apt-get install python3-matplotlib); no plot drawn", file=sys.stderr)
         return False
     colours = {"teacher": "#1f77b4", "cdlm": "#d62728", "cd4lm": "#2ca02c", "ar": "#7f7f7f"}
-    fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
+    points = []
     for rid, model, preset, extra, _ in ROWS:
         r = res.get(rid)
         if not r:
@@ -205,11 +206,28 @@ def plot(res: dict, path: Path) -> bool:
         x, y = 1e3 * r["latency_mean_s"], 100 * r["accuracy"]
         ax.scatter([x], [y], s=46, color=colours[model], edgecolor="black" if rid in ("baseline", "cdlm", "cd4lm") else "none",
                    zorder=3, label=model)
-        ax.annotate(rid, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7.5)
+        points.append((rid, x, y))
+    ax.set_xscale("log")
+    ys = [p[2] for p in points]
+    ax.set_ylim(max(0.0, min(ys) - 8), min(100.0, max(ys) + 8) if max(ys) > 0 else 10)
+    fig.canvas.draw()
+    # labels: the first offset (points) whose box overlaps no label placed before
+    placed = []
+    offsets = [(5, 4), (5, -11), (5, 15), (5, -22), (5, 26), (-8, 4), (5, -33), (5, 37)]
+    for rid, x, y in sorted(points, key=lambda p: (p[1], p[2])):
+        px, py = ax.transData.transform((x, y)) * 72 / fig.dpi
+        w, h = 4.3 * len(rid), 9
+        for dx, dy in offsets:
+            bx = px + dx - (w if dx < 0 else 0)
+            box = (bx, py + dy, bx + w, py + dy + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append(box)
+        ax.annotate(rid, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7.5,
+                    ha="right" if dx < 0 else "left", arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "lw": 0.4, "color": "0.5"})
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
-    ax.legend(uniq.values(), [f"{k} model" for k in uniq], loc="lower right", fontsize=8)
-    ax.set_xscale("log")
+    ax.legend(uniq.values(), [f"{k} model" for k in uniq], loc="best", fontsize=8)
     ax.set_xlabel("mean latency per problem (ms, log scale, batch 1)")
     ax.set_ylabel("exact-match accuracy (%)")
     ax.set_title("dlm's small models: accuracy against latency (tools/eval_matrix.py)", fontsize=10)

@@ -15,6 +15,7 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 from pathlib import Path
 
 TRAIN_DIR = Path(__file__).resolve().parent
@@ -23,6 +24,7 @@ sys.path.insert(0, str(TRAIN_DIR.parent))
 
 import torch  # noqa: E402
 
+import decode  # noqa: E402
 import gsm_synth  # noqa: E402
 import model as M  # noqa: E402
 import tokenizer as T  # noqa: E402
@@ -288,6 +290,59 @@ class Run:
     def mean_step_seconds(self) -> float:
         t = self.step_times[2:] or self.step_times
         return sum(t) / max(1, len(t))
+
+
+def evaluator(model, val: Problems, tok, sp: Special, args, device, **decode_args):
+    """evaluate(n) -> (result, seconds): decode.evaluate on the first n validation problems with the
+    run's gen_length and eval batch (decode_args: kind, block, mask_mode, threshold, ...), then back
+    to training mode."""
+    def evaluate(n: int):
+        t0 = time.time()
+        res = decode.evaluate(model, Problems(val.raw[:n], tok), tok, sp, gen_length=args.gen_length,
+                              batch=args.eval_batch, device=device, **decode_args)
+        model.train()
+        return res, time.time() - t0
+    return evaluate
+
+
+def train_loop(model, opt, run: Run, args, step_loss, evaluate) -> dict:
+    """The optimizer loop every trainer shares. Per step: the LR of the schedule, `step_loss(step)`
+    -> (loss, {name: value} to log), backward, gradient clipping, the update, the progress line, and
+    a validation evaluation every --eval-every steps; then the final evaluation, which it returns."""
+    model.train()
+    step = 0
+    while step < run.total:
+        lr = run.set_lr(opt, step)
+        loss, logged = step_loss(step)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        opt.step()
+        run.end_step(step, lr, {k: float(v) for k, v in logged.items()})
+        if run.due_eval(step):
+            res, secs = evaluate(args.eval_n)
+            run.record_eval(step, res, secs)
+        step += 1
+    final, secs = evaluate(args.final_eval_n)
+    run.record_eval(step - 1, final, secs)
+    return final
+
+
+def from_scratch(name: str, description: str, argv: list[str] | None):
+    """The setup of a model trained from scratch (teacher, AR baseline): arguments (4000 steps,
+    batch 128, lr 2e-3, the model-size flags), determinism, tokenizer, a fresh model, the training
+    pool, the validation set, the optimizer and the Run."""
+    ap = base_parser(name, description, steps=4000, batch=128, lr=2e-3)
+    add_model_args(ap)
+    args = ap.parse_args(argv)
+    device = setup(args)
+    tok, sp = load_tokenizer(args.tokenizer)
+    model = M.Transformer(model_config(args, embedding_rows(tok))).to(device)
+    print(f"[{name}] {model.n_params():,} parameters, {model.c}", flush=True)
+    pool = train_pool(args.train_problems, tok)
+    val = val_set(tok, max(args.eval_n, args.final_eval_n))
+    return SimpleNamespace(args=args, device=device, tok=tok, sp=sp, model=model, pool=pool, val=val,
+                           opt=make_optimizer(model, args), run=Run(args, name))
 
 
 def fmt_time(s: float) -> str:

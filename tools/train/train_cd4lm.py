@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 import common as C
-import decode
 import model as M
 
 
@@ -101,18 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     sampler = C.BatchSampler([len(x) for x in pool.prompts], args.batch, args.bucket)
     T = args.temperature
 
-    def evaluate(n: int):
-        t0 = time.time()
-        res = decode.evaluate(student, C.Problems(val.raw[:n], tok), tok, sp, kind="diffusion",
-                              gen_length=args.gen_length, batch=args.eval_batch, device=device, block=C.BLOCK_LENGTH,
-                              mask_mode="bidirectional", threshold=args.eval_threshold)
-        student.train()
-        return res, time.time() - t0
+    evaluate = C.evaluator(student, val, tok, sp, args, device, kind="diffusion", block=C.BLOCK_LENGTH,
+                           mask_mode="bidirectional", threshold=args.eval_threshold)
 
-    student.train()
-    step = 0
-    while step < run.total:
-        lr = run.set_lr(opt, step)
+    def step_loss(step: int):
         lam = lambda_at(step, run.total, args.lambda_start, args.lambda_end)
         cv = C.diffusion_canvas(pool, sampler(), args.gen_length, sp).to(device)
         s_mask, t_mask = nested_masks(cv.slots, args.gen_length)
@@ -129,17 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         kl = C.kl_from_probs(target, s_logits / T).mean() * T * T
         ce = F.cross_entropy(s_logits, cv.tokens[s_mask])
         loss = lam * kl + (1 - lam) * ce
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), args.grad_clip)
-        opt.step()
-        run.end_step(step, lr, {"loss": loss.item(), "kl": kl.item(), "ce": ce.item(), "lambda": lam})
-        if run.due_eval(step):
-            res, secs = evaluate(args.eval_n)
-            run.record_eval(step, res, secs)
-        step += 1
-    final, secs = evaluate(args.final_eval_n)
-    run.record_eval(step - 1, final, secs)
+        return loss, {"loss": loss.item(), "kl": kl.item(), "ce": ce.item(), "lambda": lam}
+
+    final = C.train_loop(student, opt, run, args, step_loss, evaluate)
     C.finish(student, args, run, "llada", {"dlm_block_length": C.BLOCK_LENGTH}, final, "cd4lm")
     return 0
 

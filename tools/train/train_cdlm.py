@@ -145,18 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     traj_sampler = C.BatchSampler([len(p) for p in prompts], args.batch, args.bucket)
     dlm_sampler = C.BatchSampler([len(x) for x in pool.prompts], args.dlm_batch, args.bucket)
 
-    def evaluate(n: int):
-        t0 = time.time()
-        res = decode.evaluate(student, C.Problems(val.raw[:n], tok), tok, sp, kind="diffusion", gen_length=G,
-                              batch=args.eval_batch, device=device, block=B, mask_mode="block_causal",
-                              threshold=args.eval_threshold, stop_after_eos_block=True)
-        student.train()
-        return res, time.time() - t0
+    evaluate = C.evaluator(student, val, tok, sp, args, device, kind="diffusion", block=B, mask_mode="block_causal",
+                           threshold=args.eval_threshold, stop_after_eos_block=True)
 
-    student.train()
-    step = 0
-    while step < run.total:
-        lr = run.set_lr(opt, step)
+    def step_loss(step: int):
         # --- trajectory states
         pick = torch.tensor(traj_sampler(), device=device)
         b = (torch.rand(args.batch, device=device) * n_blocks[pick]).long()
@@ -216,18 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         ce = F.cross_entropy(dl.float(), cv.tokens[masked], reduction="none")
         l_dlm = (ce / p[:, None].expand_as(masked)[masked]).sum() / (nb * G)
         loss = W_DISTILL * l_distill + W_CONSIST * l_consist + W_DLM * l_dlm
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), args.grad_clip)
-        opt.step()
-        run.end_step(step, lr, {"loss": loss.item(), "distill": l_distill.item(), "consist": l_consist.item(),
-                                "dlm": l_dlm.item()})
-        if run.due_eval(step):
-            res, secs = evaluate(args.eval_n)
-            run.record_eval(step, res, secs)
-        step += 1
-    final, secs = evaluate(args.final_eval_n)
-    run.record_eval(step - 1, final, secs)
+        return loss, {"loss": loss.item(), "distill": l_distill.item(), "consist": l_consist.item(),
+                      "dlm": l_dlm.item()}
+
+    final = C.train_loop(student, opt, run, args, step_loss, evaluate)
     C.finish(student, args, run, "llada", {"dlm_block_length": B}, final, "cdlm")
     return 0
 

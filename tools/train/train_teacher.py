@@ -13,44 +13,24 @@ Evaluation: LLaDA decoding, one token per step, low-confidence remasking, blocks
 from __future__ import annotations
 
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import common as C
-import decode
 import model as M
 
 EPS = 1e-3
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = C.base_parser("teacher", __doc__, steps=4000, batch=128, lr=2e-3)
-    C.add_model_args(ap)
-    args = ap.parse_args(argv)
-    device = C.setup(args)
-    tok, sp = C.load_tokenizer(args.tokenizer)
-    model = M.Transformer(C.model_config(args, C.embedding_rows(tok))).to(device)
-    print(f"[teacher] {model.n_params():,} parameters, {model.c}", flush=True)
-    pool = C.train_pool(args.train_problems, tok)
-    val = C.val_set(tok, max(args.eval_n, args.final_eval_n))
-    opt = C.make_optimizer(model, args)
-    run = C.Run(args, "teacher")
+    r = C.from_scratch("teacher", __doc__, argv)
+    args, device, sp, model, pool = r.args, r.device, r.sp, r.model, r.pool
     sampler = C.BatchSampler([len(x) for x in pool.prompts], args.batch, args.bucket)
+    evaluate = C.evaluator(model, r.val, r.tok, sp, args, device, kind="diffusion", block=C.BLOCK_LENGTH,
+                           mask_mode="bidirectional", steps_per_block=C.BLOCK_LENGTH)
 
-    def evaluate(n: int) -> dict:
-        t0 = time.time()
-        res = decode.evaluate(model, C.Problems(val.raw[:n], tok), tok, sp, kind="diffusion", gen_length=args.gen_length,
-                              batch=args.eval_batch, device=device, block=C.BLOCK_LENGTH, mask_mode="bidirectional",
-                              steps_per_block=C.BLOCK_LENGTH)
-        model.train()
-        return res, time.time() - t0
-
-    model.train()
-    step = 0
-    while step < run.total:
-        lr = run.set_lr(opt, step)
+    def step_loss(step: int):
         cv = C.diffusion_canvas(pool, sampler(), args.gen_length, sp).to(device)
         B = cv.tokens.shape[0]
         u = (torch.rand(1, device=device) + torch.arange(B, device=device) / B) % 1.0
@@ -62,18 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         ce = F.cross_entropy(logits.float(), cv.tokens[masked], reduction="none")
         weight = (1.0 / p)[:, None].expand_as(masked)[masked]
         loss = (ce * weight).sum() / (B * args.gen_length)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
-        run.end_step(step, lr, {"loss": loss.item(), "masked_ce": ce.mean().item()})
-        if run.due_eval(step):
-            res, secs = evaluate(args.eval_n)
-            run.record_eval(step, res, secs)
-        step += 1
-    final, secs = evaluate(args.final_eval_n)
-    run.record_eval(step - 1, final, secs)
-    C.finish(model, args, run, "llada", {"dlm_block_length": C.BLOCK_LENGTH}, final, "teacher")
+        return loss, {"loss": loss.item(), "masked_ce": ce.mean().item()}
+
+    final = C.train_loop(model, r.opt, r.run, args, step_loss, evaluate)
+    C.finish(model, args, r.run, "llada", {"dlm_block_length": C.BLOCK_LENGTH}, final, "teacher")
     return 0
 
 
