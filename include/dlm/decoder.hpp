@@ -40,6 +40,13 @@ constexpr bool kv_final_under() {
 }
 }  // namespace detail
 
+/// The message of both decoders (host and CUDA) when an exact KV cache meets a mask whose keys
+/// change; a macro because static_assert takes only a string literal in C++20.
+#define DLM_EXACT_CACHE_NEEDS_FINAL_KV(who)                                                                                  \
+    who ": an exact KV cache needs a mask under which committed keys and values are final (causal_mask or block_causal_mask). " \
+        "Under a bidirectional mask every key changes whenever any slot is committed, so reusing cached K/V would not be "     \
+        "exact: use no_cache, or Fast-dLLM's approximate approx_prefix_cache or dual_cache."
+
 template <class Model, class Mask, class Cache, class Schedule, class Sampler>
 class decoder {
     // Sentence-style checks: a policy missing a hook fails here, where the decoder is named, with the
@@ -67,11 +74,7 @@ class decoder {
     static_assert(sampler_has_sample<Sampler>,
                   "dlm::decoder: the Sampler policy must provide `slot_choice sample(std::span<const float>, const random_key&, std::span<const token_id>) const`.");
     // Where policies must agree.
-    static_assert(!detail::reuses_exact_kv<Cache>() || detail::kv_final_under<Mask>(),
-                  "dlm::decoder: an exact KV cache needs a mask under which committed keys and values are final "
-                  "(causal_mask or block_causal_mask). Under a bidirectional mask every key changes whenever any slot "
-                  "is committed, so reusing cached K/V would not be exact: use no_cache, or Fast-dLLM's approximate "
-                  "approx_prefix_cache or dual_cache.");
+    static_assert(!detail::reuses_exact_kv<Cache>() || detail::kv_final_under<Mask>(), DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::decoder"));
 
 public:
     using model_type = Model;

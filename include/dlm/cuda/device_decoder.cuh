@@ -54,9 +54,7 @@ class device_decoder {
     static_assert(attention_mask<Mask>, "dlm::cuda::device_decoder: the Mask must model dlm::attention_mask.");
     static_assert(kv_cache_policy<Cache>, "dlm::cuda::device_decoder: the Cache must model dlm::kv_cache_policy.");
     static_assert(!dlm::detail::reuses_exact_kv<Cache>() || dlm::detail::kv_final_under<Mask>(),
-                  "dlm::cuda::device_decoder: an exact KV cache needs a mask under which committed keys and values are final "
-                  "(causal_mask or block_causal_mask). Under a bidirectional mask every key changes whenever any slot is committed, so "
-                  "reusing cached K/V would not be exact: use no_cache, or Fast-dLLM's approximate approx_prefix_cache or dual_cache.");
+                  DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
     static_assert(device_schedule<Schedule>::supported,
                   "dlm::cuda::device_decoder: this schedule has no device implementation. Specialize dlm::cuda::device_schedule for it, "
                   "or decode with dlm::decoder, which selects on the host.");

@@ -31,6 +31,7 @@
 #include "../io/model_config.hpp"
 #include "../io/safetensors.hpp"
 #include "../model/concept.hpp"
+#include "../model/request_check.hpp"
 #include "attention.cuh"
 #include "gemm.cuh"
 #include "kernels.cuh"
@@ -207,38 +208,7 @@ private:
     }
 
     void validate(const forward_request<kv_cache>& rq, std::size_t i) const {
-        const forward_plan& p = rq.plan;
-        const canvas_layout& l = rq.layout;
-        const auto range = [](index_t b, index_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + ")"; };
-        const auto fail = [&](const std::string& why) {
-            throw contract_error("cuda::transformer::forward: request " + std::to_string(i) + ": " + why);
-        };
-        if (rq.canvas.size() != static_cast<std::size_t>(l.size()))
-            fail("the canvas holds " + std::to_string(rq.canvas.size()) + " tokens, the layout " + std::to_string(l.size()));
-        if (!(0 <= p.window_begin && p.window_begin <= p.window_end && p.window_end <= l.size()))
-            fail("window " + range(p.window_begin, p.window_end) + " is not inside the canvas " + range(0, l.size()));
-        if (!(p.window_begin <= p.logits_begin && p.logits_begin <= p.logits_end && p.logits_end <= p.window_end))
-            fail("logits rows " + range(p.logits_begin, p.logits_end) + " are not inside the window " + range(p.window_begin, p.window_end));
-        if (!(0 <= p.attend_end && p.attend_end <= l.size()))
-            fail("attend_end " + std::to_string(p.attend_end) + " is outside the canvas " + range(0, l.size()));
-        if (p.stores() && !(p.window_begin <= p.store_begin && p.store_end <= p.window_end))
-            fail("store range " + range(p.store_begin, p.store_end) + " is not inside the window " + range(p.window_begin, p.window_end) +
-                 " (only K/V computed in this forward can be stored)");
-        if (p.stores() && !rq.cache) fail("the plan stores K/V but the request has no cache");
-        if (rq.cache) {
-            const kv_cache& kc = *rq.cache;
-            if (kc.layers != config_.num_layers || kc.kv_heads != config_.num_kv_heads || kc.head_dim != config_.head_dim)
-                fail("the KV cache was made for another model shape");
-            if (kc.capacity < p.attend_end || kc.capacity < p.store_end)
-                fail("the KV cache holds " + std::to_string(kc.capacity) + " positions, the plan needs " + std::to_string(std::max(p.attend_end, p.store_end)));
-        }
-        for (index_t k = p.window_begin; k < p.window_end; ++k) {
-            const token_id t = rq.canvas[static_cast<std::size_t>(k)];
-            if (t < 0 || t >= config_.vocab_size)
-                throw invalid_parameter("requests[" + std::to_string(i) + "].canvas", "token at position " + std::to_string(k) + " is " +
-                                                                                          std::to_string(t) + ", outside the vocabulary [0, " +
-                                                                                          std::to_string(config_.vocab_size) + ")");
-        }
+        dlm::detail::check_request(rq, i, {config_.num_layers, config_.num_kv_heads, config_.head_dim, config_.vocab_size}, "cuda::transformer::forward");
     }
 
     /// Refuses a request whose rows need a key that is neither in the window nor stored in its cache.
