@@ -6,8 +6,10 @@ and the accuracy-against-latency plot.
     tools/eval_matrix.py --limit 50 --out /tmp/results.md --plot /tmp/results.png   # a quick look
     tools/eval_matrix.py --only baseline,cdlm  # some rows (the others are read from --work if there)
 
-Each row is one `dlm-eval` run (C++; built by the default preset into build/default/bench). Its JSON
-goes to --work (default /tmp/dlm-eval-matrix); a row whose JSON was made by the same command is
+Each row is one `dlm-eval` run (C++): build/native/bench/dlm-eval when it exists (the shipped
+results: `cmake --preset default -B build/native -DDLM_NATIVE=ON && cmake --build build/native
+--target dlm-eval`), else build/default's or build/dev's, or --eval PATH. Its JSON
+and its completions (ROW.predictions.jsonl) go to --work (default /tmp/dlm-eval-matrix); a row whose JSON was made by the same command is
 reused unless --fresh, so an interrupted run resumes where it stopped. The document is regenerated
 from the JSONs; the text below the line `<!-- hand-written notes below -->` of an existing --out is
 kept. Exit status: 0 done, 1 a row failed, 2 bad arguments or a missing tool.
@@ -48,7 +50,7 @@ ROWS = [
 
 
 def find_eval(arg: str | None) -> Path:
-    candidates = [Path(arg)] if arg else [REPO / "build/default/bench/dlm-eval", REPO / "build/dev/bench/dlm-eval"]
+    candidates = [Path(arg)] if arg else [REPO / f"build/{d}/bench/dlm-eval" for d in ("native", "default", "dev")]
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return c
@@ -60,7 +62,7 @@ def run_row(exe: Path, row, args, work: Path) -> dict:
     rid, model, preset, extra, _ = row
     out = work / f"{rid}.json"
     cmd = [str(exe), "-m", str(args.models / model), "--preset", preset, *extra, "--data", str(args.data), "--batch", "1",
-           "--threads", str(args.threads), "--json", str(out), "--no-progress"]
+           "--threads", str(args.threads), "--json", str(out), "--predictions", str(work / f"{rid}.predictions.jsonl"), "--no-progress"]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     key = shlex.join(cmd)
@@ -84,6 +86,22 @@ def run_row(exe: Path, row, args, work: Path) -> dict:
 
 def ms(s: float) -> str:
     return f"{1e3 * s:.2f}"
+
+
+def build_of(exe: Path) -> str:
+    """How the dlm-eval binary was built, from the CMakeCache.txt of its build folder."""
+    cache = exe.resolve().parent.parent / "CMakeCache.txt"
+    found = {}
+    try:
+        for line in cache.read_text().splitlines():
+            for key in ("CMAKE_BUILD_TYPE", "DLM_NATIVE", "CMAKE_CXX_COMPILER"):
+                if line.startswith(key + ":"):
+                    found[key] = line.split("=", 1)[1]
+    except OSError:
+        return "an unknown build"
+    native = found.get("DLM_NATIVE", "OFF").upper() in ("ON", "TRUE", "1")
+    return (f"a {found.get('CMAKE_BUILD_TYPE') or 'default'} build with {Path(found.get('CMAKE_CXX_COMPILER', 'c++')).name}"
+            + (", `-DDLM_NATIVE=ON` (-O3 -march=native)" if native else ", portable flags (no -march=native)"))
 
 
 def machine() -> str:
@@ -157,7 +175,7 @@ def write_doc(args, res: dict, plot_rel: str | None, exe: Path) -> None:
         cmdline,
         "```",
         "",
-        f"which runs `{exe.relative_to(REPO) if exe.is_relative_to(REPO) else exe}` once per row on "
+        f"which runs `{exe.relative_to(REPO) if exe.is_relative_to(REPO) else exe}` ({build_of(exe)}) once per row on "
         f"`{args.data.relative_to(REPO) if args.data.resolve().is_relative_to(REPO) else args.data}` "
         f"({any_r['problems']} problems), one problem at a time (`--batch 1`), {args.threads} CPU thread(s), greedy, "
         f"seed 0, {any_r['gen_length']} generation slots. The models are in `models/` (docs/models.md, "

@@ -5,7 +5,8 @@
 
 predictions.jsonl has one JSON object per line, in the order of the reference file, with the model's
 completion under "answer" (or "output", "completion", "text"). A line may instead be a bare JSON
-string. Prints accuracy; --verbose lists the misses.
+string. Prints accuracy; --verbose lists the misses; --errors sorts the misses by their first fault
+(see classify).
 """
 from __future__ import annotations
 
@@ -47,11 +48,43 @@ def score(refs: list[dict], preds: list[str]) -> tuple[int, list[int]]:
     return len(refs) - len(misses), misses
 
 
+_LINE = re.compile(r"^\s*(\d+)\s*([+x-])\s*(\d+)\s*=\s*(\d+)\s*$")
+FAULTS = ("no final line", "malformed line", "arithmetic", "wrong operand", "too many steps", "too few steps", "wrong final")
+
+
+def classify(ref: dict, pred: str) -> str:
+    """The first fault of a wrong answer, in order: no "####" line; a working line that is not
+    "a op b = c"; a line whose result is wrong for its own operands; a line whose operands differ from
+    the reference's same line (an operand copied or carried wrongly); more or fewer lines than the
+    reference; else a "####" number that is not the last line's result."""
+    if extract_final(pred) is None:
+        return "no final line"
+    work = [l for l in pred.split("\n") if l.strip() and "####" not in l]
+    want = [l for l in ref["answer"].split("\n") if l.strip() and "####" not in l]
+    for i, line in enumerate(work):
+        m = _LINE.match(line)
+        if not m:
+            return "malformed line"
+        a, op, b, c = int(m[1]), m[2], int(m[3]), int(m[4])
+        if c != {"+": a + b, "-": a - b, "x": a * b}[op]:
+            return "arithmetic"
+        if i < len(want):
+            w = _LINE.match(want[i])
+            if w and (int(w[1]), w[2], int(w[3])) != (a, op, b):
+                return "wrong operand"
+    if len(work) > len(want):
+        return "too many steps"
+    if len(work) < len(want):
+        return "too few steps"
+    return "wrong final"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--pred", required=True)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--errors", action="store_true", help="count the misses by their first fault")
     args = ap.parse_args(argv)
     with open(args.ref, encoding="utf-8") as f:
         refs = [json.loads(line) for line in f if line.strip()]
@@ -62,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         for i in misses:
             print(f"  #{i}: want {refs[i]['final']}, got {extract_final(preds[i])!r}: {preds[i]!r}")
+    if args.errors:
+        kinds = [classify(refs[i], preds[i]) for i in misses]
+        for k in FAULTS:
+            n = kinds.count(k)
+            if n:
+                print(f"  {k}: {n} ({100.0 * n / max(1, len(refs)):.1f} % of the problems)")
     return 0
 
 

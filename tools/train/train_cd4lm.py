@@ -73,7 +73,7 @@ def visible_identity(model, cv: C.Canvas, mask_id: int, mask_mode: str = "bidire
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = C.base_parser("cd4lm", __doc__, steps=2500, batch=128, lr=5e-4)
+    ap = C.base_parser("cd4lm", __doc__, steps=1500, batch=128, lr=5e-4)
     ap.add_argument("--teacher", type=Path, default=C.REPO / "models" / "teacher", help="the exported teacher folder")
     ap.add_argument("--tokenizer", type=Path, default=C.T.DEFAULT_PATH)
     ap.add_argument("--temperature", type=float, default=2.0)
