@@ -90,6 +90,13 @@ std::string expect_load_error(const temp_dir& dir, std::initializer_list<std::st
 
 std::string read_bytes(const std::filesystem::path& p) { return io::detail::read_text_file(p); }
 
+/// A safetensors file: the 8-byte little-endian header length, the header, `data_bytes` zero bytes.
+std::string safetensors_file(const std::string& header, std::size_t data_bytes) {
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return file + header + std::string(data_bytes, '\0');
+}
+
 }  // namespace
 
 // ---- checkpoints: truncated, wrong dtype, missing, wrong shape, config against weights ----
@@ -183,9 +190,7 @@ TEST_CASE("errors: overlapping tensors are refused, naming both") {
     // Two f32 [2] tensors whose extents [0, 8) and [4, 12) share bytes 4 to 8.
     const std::string header = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
                                R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})";
-    std::string file(8, '\0');
-    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-    file += header + std::string(12, '\0');
+    const std::string file = safetensors_file(header, 12);
     expect_error<tensor_error>([&] { (void)io::parse_safetensors(std::as_bytes(std::span(file.data(), file.size())), "o.safetensors"); },
                                {"o.safetensors", "'b'", "bytes [4, 12) overlap tensor 'a' at [0, 8)"});
 }
@@ -328,9 +333,7 @@ TEST_CASE("errors: NaN weights in a checkpoint surface as a numeric_error at the
 TEST_CASE("errors: a header claiming a huge tensor is refused without allocating it") {
     // 2^44 bytes (16 TiB), consistent with its shape, in a file of 8 data bytes.
     const std::string header = R"({"w": {"dtype": "F32", "shape": [1048576, 1048576, 4], "data_offsets": [0, 17592186044416]}})";
-    std::string file(8, '\0');
-    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-    file += header + std::string(8, '\0');
+    const std::string file = safetensors_file(header, 8);
     expect_error<tensor_error>([&] { (void)io::parse_safetensors(std::as_bytes(std::span(file.data(), file.size())), "huge.safetensors"); },
                                {"huge.safetensors", "'w'", "run past the data area, which holds 8 bytes"});
 }
