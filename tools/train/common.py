@@ -180,6 +180,20 @@ def diffusion_canvas(data: Problems, rows: list[int], gen_length: int, sp: Speci
     return Canvas(tokens, prompt_len, valid_len, slots)
 
 
+def block_windows(cv: Canvas, gen_length: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A semi-autoregressive decoding state per row: a block index b ~ U{0, gen_length / block - 1};
+    returns (current, future) [B, L] bools: the slots of block b, and every slot after it. With the
+    slots before block b left clean and `future` masked, a row looks like what the block-wise
+    decoders (llada with blocks, fast_dllm, cd4lm) show the model while they fill block b."""
+    n_blocks = gen_length // block
+    b = torch.randint(0, n_blocks, (cv.tokens.shape[0],), device=cv.tokens.device)
+    start = cv.prompt_len + b * block
+    pos = torch.arange(cv.tokens.shape[1], device=cv.tokens.device)[None]
+    current = cv.slots & (pos >= start[:, None]) & (pos < (start + block)[:, None])
+    future = cv.slots & (pos >= (start + block)[:, None])
+    return current, future
+
+
 def ar_canvas(data: Problems, rows: list[int], sp: Special) -> Canvas:
     """Autoregressive layout: prompt, answer, one EOS; `slots` marks the answer and its EOS."""
     seqs = [(data.prompts[i], data.answers[i] + [sp.eos]) for i in rows]
@@ -328,16 +342,23 @@ def train_loop(model, opt, run: Run, args, step_loss, evaluate) -> dict:
     return final
 
 
-def from_scratch(name: str, description: str, argv: list[str] | None):
+def from_scratch(name: str, description: str, argv: list[str] | None, extra=None):
     """The setup of a model trained from scratch (teacher, AR baseline): arguments (4000 steps,
     batch 128, lr 2e-3, the model-size flags), determinism, tokenizer, a fresh model, the training
     pool, the validation set, the optimizer and the Run."""
     ap = base_parser(name, description, steps=4000, batch=128, lr=2e-3)
     add_model_args(ap)
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start from this exported model folder instead of random weights (fine-tuning)")
+    if extra:
+        extra(ap)
     args = ap.parse_args(argv)
     device = setup(args)
     tok, sp = load_tokenizer(args.tokenizer)
-    model = M.Transformer(model_config(args, embedding_rows(tok))).to(device)
+    if args.init:
+        model = M.load_folder(args.init, device)[0]
+    else:
+        model = M.Transformer(model_config(args, embedding_rows(tok))).to(device)
     print(f"[{name}] {model.n_params():,} parameters, {model.c}", flush=True)
     pool = train_pool(args.train_problems, tok)
     val = val_set(tok, max(args.eval_n, args.final_eval_n))

@@ -8,6 +8,7 @@
 - export and load_folder round-trip both layouts to the same logits (bf16 weights);
 - the LLaDA decoder with one token per step commits every slot exactly once, in step order inside
   each block, and the recorded top-k distribution holds the committed token first;
+- block rows: one whole block of each row's slots, every slot after it, and nested masks inside it;
 - the data splits are disjoint and the tokenizer round-trips them.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import common as C
 import decode
 import gsm_synth
 import model as M
+from train_cd4lm import nested_masks
 from train_cdlm import block_ranks
 
 
@@ -99,6 +101,26 @@ def check_decoder() -> None:
     print("decoders: ok")
 
 
+def check_block_rows() -> None:
+    torch.manual_seed(0)
+    G, B = 48, 8
+    P = torch.randint(10, 30, (64,))
+    L = int(P.max()) + G
+    pos = torch.arange(L)[None]
+    slots = (pos >= P[:, None]) & (pos < (P + G)[:, None])
+    cv = C.Canvas(torch.zeros(64, L, dtype=torch.long), P, P + G, slots)
+    current, future = C.block_windows(cv, G, B)
+    assert (current.sum(1) == B).all(), "a block row's current block must hold exactly one block of slots"
+    assert not (current & future).any() and not ((current | future) & ~slots).any()
+    first = current.float().argmax(1)
+    assert ((first - P) % B == 0).all(), "blocks are counted from the end of the prompt"
+    assert (future.sum(1) == P + G - first - B).all(), "every slot after the block is future"
+    s_mask, t_mask = nested_masks(current, B, hi=1.0 + 1.0 / B)
+    assert not (t_mask & ~s_mask).any() and not (s_mask & ~current).any(), "teacher mask inside student mask inside block"
+    assert (s_mask.sum(1) >= 2).all() and (s_mask.sum(1) <= B).all()
+    print("block rows: ok")
+
+
 def check_data() -> None:
     tok, _ = C.load_tokenizer(C.T.DEFAULT_PATH)
     test = gsm_synth.read_jsonl(gsm_synth.DATA_DIR / "test.jsonl")
@@ -118,6 +140,7 @@ def main() -> int:
     check_masks()
     check_export()
     check_decoder()
+    check_block_rows()
     check_data()
     print("selftest passed")
     return 0

@@ -14,8 +14,12 @@ with T = 2 and lambda 0.9 for the first 10 % of the steps, then a cosine to 0.5.
 sees unmasked, its target is, by default, the one-hot data token (--visible-target onehot) rather than
 the teacher's output there, which the LLaDA objective never trains; --visible-target model uses the
 teacher's output as the CD4LM reference code does (the start-up line reports how often the teacher's
-argmax already equals the visible token). Evaluation: confidence-threshold decoding (tau 0.95) in
-blocks of 8, like CD4LM's adaptive decoder.
+argmax already equals the visible token).
+
+Block rows (--block-frac of the rows, default 0.5) draw the same nested masks inside one block of 8
+slots (G = 8, r_s up to 1.125 so that 17 % of them mask the whole block), with the blocks before it clean and every later slot masked for both models: the
+state the block-wise adaptive decoder is in (see train_teacher.py for why the teacher needs it too).
+Evaluation: confidence-threshold decoding (tau 0.95) in blocks of 8, like CD4LM's adaptive decoder.
 
     /usr/bin/python3 tools/train/train_cd4lm.py                        # exports models/cd4lm
     /usr/bin/python3 tools/train/train_cd4lm.py --teacher /tmp/smoke-models/teacher --steps 20 \\
@@ -52,14 +56,16 @@ def random_ranks(slots: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def nested_masks(slots: torch.Tensor, gen_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    B, device = slots.shape[0], slots.device
-    r_s = torch.empty(B, device=device).uniform_(0.4, 0.9)
+def nested_masks(region: torch.Tensor, size: int, hi: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
+    """(student, teacher) masks inside `region` (size slots per row), the teacher's a subset."""
+    B, device = region.shape[0], region.device
+    r_s = torch.empty(B, device=device).uniform_(0.4, hi)
     r_t = (r_s * torch.empty(B, device=device).uniform_(0.3, 0.7)).clamp(0.1, 0.6)
-    n_s = torch.maximum((r_s * gen_length).floor().long(), torch.tensor(max(2, math.ceil(0.1 * gen_length)), device=device))
-    n_t = torch.minimum((r_t * gen_length).floor().long(), n_s)
-    rank = random_ranks(slots)
-    return slots & (rank < n_s[:, None]), slots & (rank < n_t[:, None])
+    n_s = torch.maximum((r_s * size).floor().long(), torch.tensor(max(2, math.ceil(0.1 * size)), device=device))
+    n_s = n_s.clamp(max=size)
+    n_t = torch.minimum((r_t * size).floor().long(), n_s)
+    rank = random_ranks(region)
+    return region & (rank < n_s[:, None]), region & (rank < n_t[:, None])
 
 
 @torch.no_grad()
@@ -81,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lambda-end", type=float, default=0.5)
     ap.add_argument("--visible-target", choices=["onehot", "model"], default="onehot")
     ap.add_argument("--eval-threshold", type=float, default=0.95)
+    ap.add_argument("--block-frac", type=float, default=0.5,
+                    help="fraction of the rows trained in the block-wise decoding state (0: i.i.d. nested masks only)")
     ap.set_defaults(warmup=50)
     args = ap.parse_args(argv)
     device = C.setup(args)
@@ -106,16 +114,21 @@ def main(argv: list[str] | None = None) -> int:
         lam = lambda_at(step, run.total, args.lambda_start, args.lambda_end)
         cv = C.diffusion_canvas(pool, sampler(), args.gen_length, sp).to(device)
         s_mask, t_mask = nested_masks(cv.slots, args.gen_length)
+        current, future = C.block_windows(cv, args.gen_length, C.BLOCK_LENGTH)
+        s_blk, t_blk = nested_masks(current, C.BLOCK_LENGTH, hi=1.0 + 1.0 / C.BLOCK_LENGTH)  # whole block too
+        block_row = (torch.rand(cv.tokens.shape[0], device=device) < args.block_frac)[:, None]
+        s_mask, t_mask = torch.where(block_row, s_blk, s_mask), torch.where(block_row, t_blk, t_mask)
+        hidden = block_row & future   # masked for both models and not scored
         allowed = M.attention_mask("bidirectional", cv.prompt_len, cv.valid_len, cv.tokens.shape[1])
         mask_tok = torch.full_like(cv.tokens, sp.mask)
         with torch.no_grad():
-            t_logits = teacher(torch.where(t_mask, mask_tok, cv.tokens), allowed, select=s_mask)
+            t_logits = teacher(torch.where(t_mask | hidden, mask_tok, cv.tokens), allowed, select=s_mask)
             target = torch.softmax(t_logits.float() / T, dim=-1)
             if args.visible_target == "onehot":
                 seen = (~t_mask)[s_mask]  # student-masked slots the teacher reads unmasked
                 onehot = F.one_hot(cv.tokens[s_mask], target.shape[-1]).float()
                 target = torch.where(seen[:, None], onehot, target)
-        s_logits = student(torch.where(s_mask, mask_tok, cv.tokens), allowed, select=s_mask).float()
+        s_logits = student(torch.where(s_mask | hidden, mask_tok, cv.tokens), allowed, select=s_mask).float()
         kl = C.kl_from_probs(target, s_logits / T).mean() * T * T
         ce = F.cross_entropy(s_logits, cv.tokens[s_mask])
         loss = lam * kl + (1 - lam) * ce
