@@ -42,12 +42,23 @@ def main(argv: list[str] | None = None) -> int:
 
     block = C.BLOCK_LENGTH
 
+    def iid_loss(cv: C.Canvas, p: torch.Tensor, masked: torch.Tensor):
+        inp = torch.where(masked, torch.full_like(cv.tokens, sp.mask), cv.tokens)
+        allowed = M.attention_mask("bidirectional", cv.prompt_len, cv.valid_len, cv.tokens.shape[1])
+        logits = model(inp, allowed, select=masked)
+        ce = F.cross_entropy(logits.float(), cv.tokens[masked], reduction="none")
+        weight = (1.0 / p)[:, None].expand_as(masked)[masked]
+        loss = (ce * weight).sum() / (cv.tokens.shape[0] * args.gen_length)
+        return loss, {"loss": loss.item(), "masked_ce": ce.mean().item()}
+
     def step_loss(step: int):
         cv = C.diffusion_canvas(pool, sampler(), args.gen_length, sp).to(device)
         B = cv.tokens.shape[0]
         u = (torch.rand(1, device=device) + torch.arange(B, device=device) / B) % 1.0
         p = (1 - EPS) * u + EPS
         drawn = (torch.rand(cv.tokens.shape, device=device) < p[:, None])
+        if args.block_frac == 0:  # LLaDA's i.i.d. masks only, bit for bit as before block rows existed
+            return iid_loss(cv, p, drawn & cv.slots)
         block_row = torch.rand(B, device=device) < args.block_frac
         current, future = C.block_windows(cv, args.gen_length, block)
         scored = torch.where(block_row[:, None], drawn & current, drawn & cv.slots)   # loss slots
