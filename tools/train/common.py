@@ -407,6 +407,10 @@ def finish(model, args, run: Run, layout: str, extra: dict, final_eval: dict, na
         "torch": torch.__version__, "python": platform.python_version(), "device": str(args.device),
         "threads": args.threads,
     }
+    init = getattr(args, "init", None)
+    if init and (init / "training.json").exists():  # fine-tuned: keep the record of what it started from
+        with open(init / "training.json", encoding="utf-8") as f:
+            info["init_training"] = json.load(f)
     with open(args.out / "training.json", "w", encoding="utf-8") as f:
         json.dump(info, f, indent=2)
         f.write("\n")
