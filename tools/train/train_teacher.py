@@ -13,9 +13,12 @@ cross-entropy divided by p and by the block's 8 slots. With i.i.d. masks alone (
 the model almost always sees some of the EOS fill and so learns where the answer ends from it;
 decoded block by block it never sees the fill, and the first teacher so trained did not stop: at
 blocks of 8 it solved 18.8 % of the test set, decoded over the whole canvas 68.6 % (docs/results.md).
+The shipped teacher is that run (stage 1) fine-tuned 400 steps with block rows (stage 2).
 Evaluation: LLaDA decoding, one token per step, low-confidence remasking, blocks of 8.
 
-    /usr/bin/python3 tools/train/train_teacher.py                      # exports models/teacher
+    /usr/bin/python3 tools/train/train_teacher.py --block-frac 0 --out /tmp/dlm-train/teacher_stage1
+    /usr/bin/python3 tools/train/train_teacher.py --init /tmp/dlm-train/teacher_stage1 --steps 400 \
+        --lr 5e-4 --warmup 20 --eval-every 200 --final-eval-n 256      # exports models/teacher
     /usr/bin/python3 tools/train/train_teacher.py --steps 20 --out /tmp/smoke-models/teacher   # smoke
 """
 from __future__ import annotations
