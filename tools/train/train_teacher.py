@@ -43,16 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     evaluate = C.evaluator(model, r.val, r.tok, sp, args, device, kind="diffusion", block=C.BLOCK_LENGTH,
                            mask_mode="bidirectional", steps_per_block=C.BLOCK_LENGTH)
 
-    block = C.BLOCK_LENGTH
-
-    def iid_loss(cv: C.Canvas, p: torch.Tensor, masked: torch.Tensor):
+    def masked_ce(cv: C.Canvas, masked: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy at the scored slots, the masked slots reading the mask token."""
         inp = torch.where(masked, torch.full_like(cv.tokens, sp.mask), cv.tokens)
         allowed = M.attention_mask("bidirectional", cv.prompt_len, cv.valid_len, cv.tokens.shape[1])
-        logits = model(inp, allowed, select=masked)
-        ce = F.cross_entropy(logits.float(), cv.tokens[masked], reduction="none")
-        weight = (1.0 / p)[:, None].expand_as(masked)[masked]
-        loss = (ce * weight).sum() / (cv.tokens.shape[0] * args.gen_length)
-        return loss, {"loss": loss.item(), "masked_ce": ce.mean().item()}
+        logits = model(inp, allowed, select=scored)
+        return F.cross_entropy(logits.float(), cv.tokens[scored], reduction="none")
 
     def step_loss(step: int):
         cv = C.diffusion_canvas(pool, sampler(), args.gen_length, sp).to(device)
@@ -61,16 +57,16 @@ def main(argv: list[str] | None = None) -> int:
         p = (1 - EPS) * u + EPS
         drawn = (torch.rand(cv.tokens.shape, device=device) < p[:, None])
         if args.block_frac == 0:  # LLaDA's i.i.d. masks only, bit for bit as before block rows existed
-            return iid_loss(cv, p, drawn & cv.slots)
+            masked = drawn & cv.slots
+            ce = masked_ce(cv, masked, masked)
+            weight = (1.0 / p)[:, None].expand_as(masked)[masked]
+            loss = (ce * weight).sum() / (B * args.gen_length)
+            return loss, {"loss": loss.item(), "masked_ce": ce.mean().item()}
         block_row = torch.rand(B, device=device) < args.block_frac
-        current, future = C.block_windows(cv, args.gen_length, block)
+        current, future = C.block_windows(cv, args.gen_length, C.BLOCK_LENGTH)
         scored = torch.where(block_row[:, None], drawn & current, drawn & cv.slots)   # loss slots
-        masked = scored | (block_row[:, None] & future)                                # input masks
-        inp = torch.where(masked, torch.full_like(cv.tokens, sp.mask), cv.tokens)
-        allowed = M.attention_mask("bidirectional", cv.prompt_len, cv.valid_len, cv.tokens.shape[1])
-        logits = model(inp, allowed, select=scored)
-        ce = F.cross_entropy(logits.float(), cv.tokens[scored], reduction="none")
-        slots = torch.where(block_row, torch.full_like(p, block), torch.full_like(p, args.gen_length))
+        ce = masked_ce(cv, scored | (block_row[:, None] & future), scored)
+        slots = torch.where(block_row, torch.full_like(p, C.BLOCK_LENGTH), torch.full_like(p, args.gen_length))
         weight = (1.0 / (p * slots))[:, None].expand_as(scored)[scored]
         loss = (ce * weight).sum() / B
         return loss, {"loss": loss.item(), "masked_ce": ce.mean().item()}
