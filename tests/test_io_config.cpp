@@ -277,13 +277,95 @@ TEST_CASE("features dlm's transformer does not implement are refused by key") {
         expect_refused(j, {std::string("key '") + key + "'", "not supported"});
     }
     const std::pair<const char*, json> qwen_cases[] = {
-        {"hidden_act", "gelu"}, {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}}}, {"use_sliding_window", true},
+        {"hidden_act", "gelu"}, {"use_sliding_window", true},
         {"use_mrope", true}};
     for (const auto& [key, value] : qwen_cases) {
         json j = fixture("qwen2-0.5b-instruct");
         j[key] = value;
         expect_refused(j, {std::string("key '") + key + "'", "not supported"});
     }
+}
+
+TEST_CASE("rope: transformers 5's rope_parameters hold the rotary base") {
+    const model_config c = load_config(configs / "qwen2-transformers5");
+    CHECK(c.rope_theta == 1000000.0);  // not the 10000 a reader of the top-level key alone would fall back to
+    CHECK(c.rope_theta_source.find("'rope_parameters.rope_theta'") != std::string::npos);
+    CHECK(load_config(configs / "qwen2-0.5b-instruct").rope_theta_source.find("'rope_theta'") != std::string::npos);
+
+    json j = fixture("qwen2-transformers5");  // one dict per layer type, as transformers 5 may nest them
+    j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 250000.0}}}};
+    CHECK(parse_config(j, "cfg.json").rope_theta == 250000.0);
+    j["rope_parameters"] = {{"rope_type", "default"}};  // a type but no theta: the top-level key, if any, else the default
+    j["rope_theta"] = 5e5;
+    CHECK(parse_config(j, "cfg.json").rope_theta == 5e5);
+}
+
+TEST_CASE("rope: scaling types other than default are refused by key and value") {
+    expect_error<dlm::file_error>([&] { (void)load_config(configs / "qwen2-transformers5-yarn"); },
+                                  {"qwen2-transformers5-yarn", "key 'rope_parameters.rope_type'", "\"yarn\"", "not supported"});
+    for (const char* type : {"yarn", "linear", "dynamic", "llama3", "longrope"}) {
+        for (const char* type_key : {"type", "rope_type"}) {  // transformers 4.x wrote "type", 5.x "rope_type"
+            json j = fixture("qwen2-0.5b-instruct");
+            j["rope_scaling"] = {{type_key, type}, {"factor", 4.0}};
+            expect_refused(j, {"key 'rope_scaling." + std::string(type_key) + "'", std::string("\"") + type + "\"", "not supported"});
+            json l = fixture("llada-8b-instruct");  // every family reads the same keys
+            l["rope_parameters"] = {{type_key, type}, {"rope_theta", 500000.0}};
+            expect_refused(l, {"key 'rope_parameters." + std::string(type_key) + "'", std::string("\"") + type + "\""});
+        }
+    }
+    json j = fixture("qwen2-transformers5");
+    j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}, {"sliding_attention", {{"rope_type", "linear"}}}};
+    expect_refused(j, {"key 'rope_parameters.sliding_attention.rope_type'", "\"linear\""});
+    j = fixture("qwen2-transformers5");
+    j["rope_parameters"]["partial_rotary_factor"] = 0.5;
+    expect_refused(j, {"key 'rope_parameters.partial_rotary_factor'", "0.5", "not supported"});
+    j = fixture("qwen2-transformers5");
+    j["rope_parameters"] = "default";
+    expect_refused(j, {"key 'rope_parameters'", "expected an object"});
+    j["rope_parameters"] = {{"rope_theta", "1e6"}};
+    expect_refused(j, {"key 'rope_parameters.rope_theta'", "expected a number"});
+
+    // Accepted: null, or an explicit default type (transformers 4.x and 5.x spellings).
+    json d = fixture("dream-v0-instruct-7b");
+    CHECK(d["rope_scaling"].is_null());
+    CHECK(parse_config(d, "cfg.json").rope_theta == 1000000.0);
+    for (const char* type_key : {"type", "rope_type"}) {
+        d["rope_scaling"] = {{type_key, "default"}};
+        CHECK(parse_config(d, "cfg.json").rope_theta == 1000000.0);
+    }
+}
+
+TEST_CASE("rope: conflicting thetas are refused, naming both keys") {
+    json j = fixture("qwen2-transformers5");
+    j["rope_theta"] = 10000.0;
+    expect_refused(j, {"key 'rope_theta'", "10000.0", "conflicts with 'rope_parameters.rope_theta' 1000000.0"});
+    j["rope_theta"] = 1000000.0;  // the same value twice is not a conflict
+    CHECK(parse_config(j, "cfg.json").rope_theta == 1000000.0);
+    j = fixture("qwen2-0.5b-instruct");
+    j["rope_scaling"] = {{"rope_type", "default"}, {"rope_theta", 20000.0}};
+    expect_refused(j, {"key 'rope_theta'", "conflicts with 'rope_scaling.rope_theta' 20000.0"});
+    j = fixture("qwen2-transformers5");
+    j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}, {"sliding_attention", {{"rope_theta", 1e4}}}};
+    expect_refused(j, {"'rope_parameters.full_attention.rope_theta'", "'rope_parameters.sliding_attention.rope_theta'"});
+}
+
+TEST_CASE("rope: a missing theta takes the default of the family's configuration class, and says so") {
+    json q = fixture("qwen2-transformers5");
+    q.erase("rope_parameters");
+    model_config c = parse_config(q, "cfg.json");
+    CHECK(c.rope_theta == 10000.0);
+    CHECK(c.rope_theta_source.find("Qwen2Config") != std::string::npos);
+    CHECK(c.rope_theta_source.find("no rope_theta") != std::string::npos);
+    json d = fixture("dream-v0-instruct-7b");
+    d.erase("rope_theta");
+    c = parse_config(d, "cfg.json");
+    CHECK(c.rope_theta == 10000.0);
+    CHECK(c.rope_theta_source.find("DreamConfig") != std::string::npos);
+    json l = fixture("llada-8b-instruct");
+    l.erase("rope_theta");
+    c = parse_config(l, "cfg.json");
+    CHECK(c.rope_theta == 10000.0);
+    CHECK(c.rope_theta_source.find("configuration_llada.py") != std::string::npos);
 }
 
 TEST_CASE("load_config: file errors name the file") {

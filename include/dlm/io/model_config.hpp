@@ -26,7 +26,9 @@
 
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "config_reader.hpp"
 #include "json_util.hpp"
+#include "rope_config.hpp"
 
 namespace dlm::io {
 
@@ -57,6 +59,7 @@ struct model_config {
     index_t head_dim = 0;           ///< hidden_size / num_heads unless the config says otherwise; even
     index_t max_context = 0;        ///< max_sequence_length (LLaDA) or max_position_embeddings
     double rope_theta = 10000.0;
+    std::string rope_theta_source;  ///< the key it was read from, or which default applies and why (rope_config.hpp)
     double rms_norm_eps = 1e-5;
     bool tie_word_embeddings = false;  ///< the output head shares the embedding
     bool qkv_bias = false;             ///< q/k/v projections have biases (Qwen2/Dream true, LLaDA false)
@@ -72,82 +75,6 @@ struct model_config {
 };
 
 namespace detail {
-
-/// Typed access to a config object; every error names the source file and the key.
-class config_reader {
-public:
-    config_reader(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
-
-    [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-        throw file_error(source_, "key '" + key + "': " + why);
-    }
-    /// Present and not null.
-    [[nodiscard]] bool has(const char* key) const {
-        const auto it = j_.find(key);
-        return it != j_.end() && !it->is_null();
-    }
-    [[nodiscard]] const nlohmann::json& required(const char* key) const {
-        if (!j_.contains(key)) fail(key, "missing");
-        const auto& v = j_.at(key);
-        if (v.is_null()) fail(key, "is null");
-        return v;
-    }
-    [[nodiscard]] index_t integer(const char* key) const { return to_index(key, required(key)); }
-    [[nodiscard]] index_t integer_or(const char* key, index_t fallback) const {
-        return has(key) ? integer(key) : fallback;
-    }
-    [[nodiscard]] double number_or(const char* key, double fallback) const {
-        if (!has(key)) return fallback;
-        const auto& v = j_.at(key);
-        if (!v.is_number()) fail(key, "expected a number, found " + json_kind(v) + " " + json_quote(v));
-        const double d = v.get<double>();
-        if (!std::isfinite(d) || d <= 0) fail(key, json_quote(v) + " must be a positive finite number");
-        return d;
-    }
-    [[nodiscard]] bool boolean_or(const char* key, bool fallback) const {
-        if (!has(key)) return fallback;
-        const auto& v = j_.at(key);
-        if (!v.is_boolean()) fail(key, "expected true or false, found " + json_kind(v) + " " + json_quote(v));
-        return v.get<bool>();
-    }
-    [[nodiscard]] std::optional<std::string> string_opt(const char* key) const {
-        if (!has(key)) return std::nullopt;
-        const auto& v = j_.at(key);
-        if (!v.is_string()) fail(key, "expected a string, found " + json_kind(v) + " " + json_quote(v));
-        return v.get<std::string>();
-    }
-    /// A token id or a list of them (null or absent: none).
-    [[nodiscard]] std::vector<token_id> token_list(const char* key) const {
-        std::vector<token_id> ids;
-        if (!has(key)) return ids;
-        const auto& v = j_.at(key);
-        if (v.is_array()) {
-            for (const auto& e : v) ids.push_back(to_index(key, e));
-        } else {
-            ids.push_back(to_index(key, v));
-        }
-        return ids;
-    }
-    /// Exactly one token id.
-    [[nodiscard]] token_id single_token(const char* key) const { return to_index(key, required(key)); }
-    /// If `key` is present, its value must be `wanted`; else fail saying why dlm cannot run it.
-    void require(const char* key, const nlohmann::json& wanted, const char* why) const {
-        if (has(key) && j_.at(key) != wanted)
-            fail(key, json_quote(j_.at(key)) + " is not supported (dlm needs " + json_quote(wanted) + ": " + why + ")");
-    }
-
-private:
-    [[nodiscard]] index_t to_index(const char* key, const nlohmann::json& v) const {
-        const auto i = json_int64(v);
-        if (!i) fail(key, "expected an integer, found " + json_kind(v) + " " + json_quote(v));
-        if (*i < std::numeric_limits<index_t>::min() || *i > std::numeric_limits<index_t>::max())
-            fail(key, std::to_string(*i) + " does not fit in 32 bits");
-        return static_cast<index_t>(*i);
-    }
-
-    const nlohmann::json& j_;
-    const std::string& source_;
-};
 
 struct family {
     architecture arch;
@@ -227,7 +154,10 @@ inline void parse_llada(const config_reader& r, model_config& c) {
         if (c.vocab_size < vocab)
             r.fail("embedding_size", std::to_string(c.vocab_size) + " is smaller than vocab_size " + std::to_string(vocab));
     }
-    c.rope_theta = r.number_or("rope_theta", 10000.0);
+    const rope_settings rope =
+        parse_rope(r, 10000.0, "LLaDA's configuration class (configuration_llada.py) defaults rope_theta to 10000");
+    c.rope_theta = rope.theta;
+    c.rope_theta_source = rope.source;
     c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
     c.max_context = r.integer_or("max_sequence_length", 1024);
     c.tie_word_embeddings = r.boolean_or("weight_tying", true);
@@ -259,7 +189,13 @@ inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
     c.intermediate_size = r.integer("intermediate_size");
     c.vocab_size = r.integer("vocab_size");
     if (r.has("head_dim")) c.head_dim = r.integer("head_dim");
-    c.rope_theta = r.number_or("rope_theta", 10000.0);
+    const rope_settings rope = parse_rope(
+        r, 10000.0,
+        c.arch == architecture::dream
+            ? "DreamConfig defaults rope_theta to 10000"
+            : "transformers' Qwen2Config defaults it to 10000 (4.x: rope_theta=10000.0; 5.x: RotaryEmbeddingConfigMixin.default_theta)");
+    c.rope_theta = rope.theta;
+    c.rope_theta_source = rope.source;
     c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
     c.max_context = r.integer_or("max_position_embeddings", 32768);
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
@@ -274,7 +210,6 @@ inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
     c.causal = c.arch == architecture::qwen2;
     const char* block = "dlm runs the Qwen2 block: plain RoPE, RMSNorm, SiLU-gated MLP, full attention";
     r.require("hidden_act", "silu", block);
-    if (r.has("rope_scaling")) r.fail("rope_scaling", "rope scaling is not supported (" + std::string(block) + ")");
     r.require("use_sliding_window", false, block);
     r.require("use_mrope", false, block);
 }
