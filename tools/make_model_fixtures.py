@@ -10,14 +10,20 @@ Each model is a random-weight Hugging Face transformers model run in f32 on the 
               Dream's format, tied head, model.safetensors in bf16 (the reference runs on the
               bf16-rounded weights, so dlm's bf16 -> f32 conversion is tested too).
 
-Attention masks are passed to transformers as 4-D masks (1 = may attend), so the same run gives
-the bidirectional logits and the block-causal (llada_tiny) or causal (dream_tiny) ones. Each folder
-gets expected.json (input ids, layout, cases) and one raw little-endian f32 file of
-[tokens x vocab] logits per case.
+Attention masks are passed to transformers as additive 4-D float masks (0 = may attend, the
+dtype's minimum = may not), which transformers >= 4.42 adds to the attention scores as they are, so
+the same run gives the bidirectional logits and the block-causal (llada_tiny) or causal (dream_tiny)
+ones. Before writing anything the script checks that the mask was applied as meant: the prompt rows
+of the block-causal case must equal a run on the prompt alone, the rows up to block 0's end a run on
+prompt + block 0, and an explicit causal mask transformers' own causal attention. Each folder gets expected.json (input ids, layout,
+cases) and one raw little-endian f32 file of [tokens x vocab] logits per case.
 
-Usage (needs torch and transformers; tested with Debian's python3-torch 1.13 and
-transformers 4.40.2):
-    /usr/bin/python3 tools/make_model_fixtures.py [output_dir]   # default tests/data/models
+Supported: transformers 4.42 or newer (checked: 5.24.0 and 4.57.6), torch 2.x (checked: 2.15.0).
+transformers 4.41 and older read a 4-D mask as 1 = attend and invert it, so they are refused. Set
+up once (CPU wheels from PyPI, about 1 GB):
+    python3 -m venv build/venv && build/venv/bin/pip install torch transformers safetensors numpy
+Usage:
+    build/venv/bin/python tools/make_model_fixtures.py [output_dir]   # default tests/data/models
 """
 import json
 import os
@@ -26,6 +32,25 @@ import sys
 import torch
 import transformers
 from safetensors.torch import save_file
+
+MIN_TRANSFORMERS = (4, 42)
+
+
+def check_versions():
+    """Refuses a transformers that reads 4-D masks differently; see the module docstring."""
+    def version_tuple(text):
+        parts = []
+        for piece in text.split("+")[0].split(".")[:2]:
+            digits = "".join(ch for ch in piece if ch.isdigit())
+            parts.append(int(digits or 0))
+        return tuple(parts)
+    if version_tuple(transformers.__version__) < MIN_TRANSFORMERS:
+        sys.exit(f"make_model_fixtures.py: transformers {transformers.__version__} is too old: it reads a 4-D "
+                 f"attention mask as 1 = attend; this script passes additive masks, which transformers "
+                 f">= {MIN_TRANSFORMERS[0]}.{MIN_TRANSFORMERS[1]} applies as they are. "
+                 f"Install a current one: pip install -U transformers")
+    if version_tuple(torch.__version__) < (2, 0):
+        sys.exit(f"make_model_fixtures.py: torch {torch.__version__} is too old; torch 2.x is needed")
 
 VOCAB, HIDDEN, INTER, HEADS, KV_HEADS = 300, 48, 80, 6, 2
 MASK_ID = 299
@@ -53,14 +78,38 @@ def round_to_bf16(model):
 
 
 def run(model, ids, allowed):
-    """Logits [T, V] with allowed[q][k] (bool [T, T]) as the attention mask, or causal if None."""
+    """Logits [T, V] with allowed[q][k] (bool [T, T]) as the attention mask, or causal if None. The
+    mask goes in additive form: 0 where a query may attend, the dtype's minimum where it may not."""
     with torch.no_grad():
         if allowed is None:
             out = model(input_ids=ids[None, :])
         else:
-            mask = allowed.to(torch.float32)[None, None, :, :]
-            out = model(input_ids=ids[None, :], attention_mask=mask)
+            additive = torch.zeros(allowed.shape, dtype=torch.float32)
+            additive.masked_fill_(~allowed, torch.finfo(torch.float32).min)
+            out = model(input_ids=ids[None, :], attention_mask=additive[None, None, :, :])
     return out.logits[0].to(torch.float32).contiguous()
+
+
+def check_rope_theta(cfg, want):
+    """transformers 5 keeps the rotary base in rope_parameters, 4.x in rope_theta: either must hold it."""
+    params = getattr(cfg, "rope_parameters", None) or {}
+    got = params.get("rope_theta", getattr(cfg, "rope_theta", None))
+    if got != want or params.get("rope_type", "default") != "default":
+        sys.exit(f"make_model_fixtures.py: transformers {transformers.__version__} built rope {params or got}, "
+                 f"not the default rope with theta {want}")
+
+
+def full(n):
+    return torch.ones(n, n, dtype=torch.bool)
+
+
+def check_rows(name, got, want, tol=1e-4):
+    """The mask self-check: rows under a mask must equal a run on a canvas cut before the keys the mask
+    hides from them in every layer, and an explicit causal mask must equal transformers' own causal run."""
+    diff = (got - want).abs().max().item()
+    if not diff <= tol:
+        sys.exit(f"make_model_fixtures.py: {name}: the attention mask was not applied as meant (rows differ by "
+                 f"{diff:.3g}); transformers {transformers.__version__} may read 4-D masks differently")
 
 
 def block_causal(prompt, total, block):
@@ -83,6 +132,7 @@ def make_llada(folder, generator):
         num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, rope_theta=500000.0, rms_norm_eps=1e-5,
         max_position_embeddings=256, tie_word_embeddings=False, attention_bias=False, hidden_act="silu")
     cfg._attn_implementation = "eager"
+    check_rope_theta(cfg, 500000.0)
     model = transformers.LlamaForCausalLM(cfg).eval()
     randomize(model, generator)
 
@@ -121,9 +171,12 @@ def make_llada(folder, generator):
     ids[prompt + 3:prompt + 9] = MASK_ID
     total = prompt + gen
     cases = {
-        "bidirectional": run(model, ids, torch.ones(total, total, dtype=torch.bool)),
+        "bidirectional": run(model, ids, full(total)),
         "block_causal": run(model, ids, block_causal(prompt, total, block)),
     }
+    check_rows("llada_tiny prompt rows", cases["block_causal"][:prompt], run(model, ids[:prompt], full(prompt)))
+    first = prompt + block
+    check_rows("llada_tiny block 0 rows", cases["block_causal"][:first], run(model, ids[:first], block_causal(prompt, first, block)))
     return config, ids, prompt, gen, block, cases
 
 
@@ -133,6 +186,7 @@ def make_dream(folder, generator):
         num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, rope_theta=10000.0, rms_norm_eps=1e-6,
         max_position_embeddings=256, tie_word_embeddings=True, use_sliding_window=False, hidden_act="silu")
     cfg._attn_implementation = "eager"
+    check_rope_theta(cfg, 10000.0)
     model = transformers.Qwen2ForCausalLM(cfg).eval()
     randomize(model, generator)
     round_to_bf16(model)
@@ -152,13 +206,15 @@ def make_dream(folder, generator):
     ids[prompt + 2:prompt + 7] = MASK_ID
     total = prompt + gen
     cases = {
-        "bidirectional": run(model, ids, torch.ones(total, total, dtype=torch.bool)),
+        "bidirectional": run(model, ids, full(total)),
         "causal": run(model, ids, None),
     }
+    check_rows("dream_tiny causal", cases["causal"], run(model, ids, torch.tril(full(total))))
     return config, ids, prompt, gen, block, cases
 
 
 def main():
+    check_versions()
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data", "models")
     generator = torch.Generator().manual_seed(20240611)
