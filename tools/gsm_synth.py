@@ -12,9 +12,14 @@ thought, one line per operation, ending in "#### <number>":
     answer:   "3 + 4 = 7\\n#### 7"
 
 Splits come from different seeds and never share a question: test is drawn first, validation
-skips test's questions, and train (drawn on the fly by the trainers) skips both.
+skips test's questions, and train (drawn on the fly by the trainers) skips both. test2, a second
+test split added after every shipped model was trained and every design choice was made (seed 4004,
+used for nothing else), skips test's, validation's and the trainers' whole train pool's questions
+(the first TRAIN_POOL problems of seed 3003; train itself is unchanged by test2, so the shipped
+models stay reproducible).
 
-    /usr/bin/python3 tools/gsm_synth.py --write          # tools/data/{test,val}.jsonl (500 each)
+    /usr/bin/python3 tools/gsm_synth.py --write          # tools/data/{test,val,test2}.jsonl (500 each)
+    /usr/bin/python3 tools/gsm_synth.py --check          # the committed splits share no question with train
     /usr/bin/python3 tools/gsm_synth.py --split train --n 5 --out -   # a peek at train problems
 
 The model's prompt is the question text exactly; its completion is the answer, then EOS.
@@ -29,8 +34,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-SPLIT_SEEDS = {"test": 1001, "val": 2002, "train": 3003}
-SPLIT_SIZES = {"test": 500, "val": 500}
+SPLIT_SEEDS = {"test": 1001, "val": 2002, "train": 3003, "test2": 4004}
+SPLIT_SIZES = {"test": 500, "val": 500, "test2": 500}
+HELD_OUT = ("test", "val", "test2")  # the committed splits, in the order --write draws them
+TRAIN_POOL = 200000  # the trainers' default --train-problems, used by every shipped model
 MAX_VALUE = 99
 
 NAMES = [("Tom", "m"), ("Sam", "m"), ("Ben", "m"), ("Max", "m"), ("Leo", "m"), ("Jack", "m"),
@@ -218,7 +225,8 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def held_out_questions(data_dir: Path = DATA_DIR) -> set[str]:
-    """The questions of the committed test and validation files (train must not contain them)."""
+    """The questions of the committed test and validation files (train must not contain them). Not
+    test2's: it was drawn after the models were trained, and skips train's questions instead."""
     qs: set[str] = set()
     for split in ("test", "val"):
         path = data_dir / f"{split}.jsonl"
@@ -236,14 +244,37 @@ def split(name: str, n: int, data_dir: Path = DATA_DIR) -> list[dict]:
         exclude = {p["question"] for p in split("test", SPLIT_SIZES["test"])}
     elif name == "train":
         exclude = held_out_questions(data_dir)
+    elif name == "test2":
+        exclude = held_out_questions(data_dir) | {p["question"] for p in split("train", TRAIN_POOL, data_dir)}
     else:
-        raise ValueError(f"unknown split '{name}' (test, val or train)")
+        raise ValueError(f"unknown split '{name}' (test, val, train or test2)")
     out = []
     for p in stream(SPLIT_SEEDS[name], exclude):
         out.append(p)
         if len(out) == n:
             return out
     return out
+
+
+def check(data_dir: Path = DATA_DIR, train_n: int = TRAIN_POOL) -> list[str]:
+    """Problems found with the committed splits: a file that differs from its generator, a question
+    repeated in a split or shared by two splits (train: its first `train_n` problems). Empty if none."""
+    splits = {name: read_jsonl(data_dir / f"{name}.jsonl") for name in HELD_OUT}
+    splits["train"] = split("train", train_n, data_dir)
+    found = []
+    for name in HELD_OUT:
+        if splits[name] != split(name, len(splits[name]), data_dir):
+            found.append(f"{name}.jsonl differs from the generator (run gsm_synth.py --write)")
+    qs = {name: {p["question"] for p in ps} for name, ps in splits.items()}
+    for name, ps in splits.items():
+        if len(qs[name]) != len(ps):
+            found.append(f"{name}: {len(ps) - len(qs[name])} repeated question(s)")
+    names = list(splits)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if qs[a] & qs[b]:
+                found.append(f"{a} and {b} share {len(qs[a] & qs[b])} question(s)")
+    return found
 
 
 def write_jsonl(problems: list[dict], out) -> None:
@@ -253,19 +284,30 @@ def write_jsonl(problems: list[dict], out) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write", action="store_true", help="write tools/data/test.jsonl and val.jsonl")
-    ap.add_argument("--split", choices=["test", "val", "train"], help="print one split")
+    ap.add_argument("--write", action="store_true", help="write tools/data/test.jsonl, val.jsonl and test2.jsonl")
+    ap.add_argument("--check", action="store_true",
+                    help=f"check that the committed splits match the generator and share no question with each other "
+                         f"or with the first {TRAIN_POOL} train problems")
+    ap.add_argument("--split", choices=["test", "val", "train", "test2"], help="print one split")
     ap.add_argument("--n", type=int, default=10, help="problems to print with --split")
     ap.add_argument("--out", default="-", help="output file for --split ('-' = stdout)")
     args = ap.parse_args(argv)
     if args.write:
         DATA_DIR.mkdir(parents=True, exist_ok=True)
-        for name in ("test", "val"):
+        for name in HELD_OUT:
             path = DATA_DIR / f"{name}.jsonl"
             with open(path, "w", encoding="utf-8") as f:
                 write_jsonl(split(name, SPLIT_SIZES[name]), f)
             print(f"wrote {path}")
         return 0
+    if args.check:
+        found = check()
+        for f in found:
+            print(f"gsm_synth.py --check: {f}", file=sys.stderr)
+        if not found:
+            print(f"{', '.join(f'{n} ({SPLIT_SIZES[n]}, seed {SPLIT_SEEDS[n]})' for n in HELD_OUT)} and the first "
+                  f"{TRAIN_POOL} train problems (seed {SPLIT_SEEDS['train']}) share no question: ok")
+        return 1 if found else 0
     if args.split:
         problems = split(args.split, args.n)
         if args.out == "-":

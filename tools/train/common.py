@@ -60,7 +60,8 @@ def base_parser(name: str, description: str, steps: int, batch: int, lr: float) 
     g.add_argument("--warmup", type=int, default=100, help="linear warm-up steps")
     g.add_argument("--weight-decay", type=float, default=0.1)
     g.add_argument("--grad-clip", type=float, default=1.0)
-    g.add_argument("--train-problems", type=int, default=200000, help="size of the generated training pool")
+    g.add_argument("--train-problems", type=int, default=gsm_synth.TRAIN_POOL,
+                   help="size of the generated training pool (test2 is disjoint from the default pool only)")
     g.add_argument("--gen-length", type=int, default=GEN_LENGTH)
     g.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True,
                    help="batch rows of similar length together (less padding; same per-row distribution)")

@@ -126,13 +126,12 @@ def check_data() -> None:
     test = gsm_synth.read_jsonl(gsm_synth.DATA_DIR / "test.jsonl")
     val = gsm_synth.read_jsonl(gsm_synth.DATA_DIR / "val.jsonl")
     train = gsm_synth.split("train", 20000)
-    qs = [{p["question"] for p in s} for s in (test, val, train)]
-    assert len(qs[0]) == len(test) and len(qs[1]) == len(val) and len(qs[2]) == len(train), "duplicate questions"
-    assert not (qs[0] & qs[1]) and not (qs[0] & qs[2]) and not (qs[1] & qs[2]), "splits overlap"
-    assert test == gsm_synth.split("test", len(test)), "test.jsonl differs from the generator (run gsm_synth.py --write)"
+    found = gsm_synth.check()  # every committed split against the others and the whole train pool
+    assert not found, "; ".join(found)
     longest = max(len(tok.encode(p["answer"]).ids) for p in train)
     assert longest < C.GEN_LENGTH, f"an answer of {longest} tokens does not fit {C.GEN_LENGTH} slots with its EOS"
-    print(f"data: {len(test)} test, {len(val)} val, 20000 train problems disjoint; longest train answer {longest} tokens: ok")
+    print(f"data: {len(test)} test, {len(val)} val, {gsm_synth.SPLIT_SIZES['test2']} test2, {gsm_synth.TRAIN_POOL} train "
+          f"problems disjoint; longest train answer {longest} tokens: ok")
 
 
 def main() -> int:
