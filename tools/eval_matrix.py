@@ -5,6 +5,11 @@ and the accuracy-against-latency plot.
     tools/eval_matrix.py                       # every row, 500 test problems, 1 thread, batch 1
     tools/eval_matrix.py --limit 50 --out /tmp/results.md --plot /tmp/results.png   # a quick look
     tools/eval_matrix.py --only baseline,cdlm  # some rows (the others are read from --work if there)
+    tools/eval_matrix.py --data tools/data/val.jsonl --data2 '' --out /tmp/val.md   # design choices: validation only
+
+Every row runs on --data (default tools/data/test.jsonl; latency, forwards and accuracy) and again on
+--data2 (default tools/data/test2.jsonl, the second test split; accuracy), and the document breaks
+both splits' accuracy down by the number of operations a problem needs (tools/score.py --by-ops).
 
 Each row is one `dlm-eval` run (C++): build/native/bench/dlm-eval when it exists (the shipped
 results: `cmake --preset default -B build/native -DDLM_NATIVE=ON && cmake --build build/native
@@ -26,6 +31,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import score
 
 REPO = Path(__file__).resolve().parent.parent
 NOTES_MARK = "<!-- hand-written notes below -->"
@@ -58,28 +65,33 @@ def find_eval(arg: str | None) -> Path:
                      "(cmake --workflow --preset default) or pass --eval PATH")
 
 
-def run_row(exe: Path, row, args, work: Path) -> dict:
+def files_of(work: Path, rid: str, tag: str) -> tuple[Path, Path]:
+    """A row's JSON and predictions in --work; tag "" for --data, ".<stem>" for --data2."""
+    return work / f"{rid}{tag}.json", work / f"{rid}{tag}.predictions.jsonl"
+
+
+def run_row(exe: Path, row, args, work: Path, data: Path, tag: str = "") -> dict:
     rid, model, preset, extra, _ = row
-    out = work / f"{rid}.json"
-    cmd = [str(exe), "-m", str(args.models / model), "--preset", preset, *extra, "--data", str(args.data), "--batch", "1",
-           "--threads", str(args.threads), "--json", str(out), "--predictions", str(work / f"{rid}.predictions.jsonl"), "--no-progress"]
+    out, preds = files_of(work, rid, tag)
+    cmd = [str(exe), "-m", str(args.models / model), "--preset", preset, *extra, "--data", str(data), "--batch", "1",
+           "--threads", str(args.threads), "--json", str(out), "--predictions", str(preds), "--no-progress"]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     key = shlex.join(cmd)
     if not args.fresh and out.is_file():
         old = json.loads(out.read_text())
         if old.get("command") == key:
-            print(f"  {rid}: reused {out}", flush=True)
+            print(f"  {rid}{tag}: reused {out}", flush=True)
             return old
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.stderr.write(p.stdout + p.stderr)
-        raise RuntimeError(f"row {rid} failed (exit {p.returncode}): {key}")
+        raise RuntimeError(f"row {rid}{tag} failed (exit {p.returncode}): {key}")
     r = json.loads(out.read_text())
     r["command"] = key
     out.write_text(json.dumps(r, indent=2) + "\n")
-    print(f"  {rid}: accuracy {100 * r['accuracy']:.1f} %, {r['mean_forwards']:.2f} forwards, "
+    print(f"  {rid}{tag}: accuracy {100 * r['accuracy']:.1f} %, {r['mean_forwards']:.2f} forwards, "
           f"latency {1e3 * r['latency_mean_s']:.2f} ms ({time.time() - t0:.0f} s)", flush=True)
     return r
 
@@ -117,11 +129,16 @@ def machine() -> str:
 
 
 def git_head() -> str:
+    """The commit, and how many files of the C++ sources differed from it (the binary was built from them)."""
+    def git(*a):
+        return subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True, check=True).stdout.strip()
     try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("diff", "--name-only", "HEAD", "--", "include", "bench", "examples", "CMakeLists.txt").splitlines()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return "`unknown`"
+    return f"`{head}`" + (f" plus uncommitted edits to {len(dirty)} source files ({', '.join(dirty[:4])}"
+                          f"{', ...' if len(dirty) > 4 else ''})" if dirty else "")
 
 
 def bar_lines(res: dict) -> list[str]:
@@ -155,6 +172,63 @@ def bar_lines(res: dict) -> list[str]:
     return lines
 
 
+def rel(path: Path) -> str:
+    return str(path.resolve().relative_to(REPO)) if path.resolve().is_relative_to(REPO) else str(path)
+
+
+def splits_of(args) -> list[tuple[Path, str]]:
+    """(data file, file tag) of each split the rows run on: --data, then --data2 if given."""
+    return [(args.data, "")] + ([(args.data2, f".{args.data2.stem}")] if args.data2 else [])
+
+
+def by_ops(args, rid: str) -> list[dict[int, tuple[int, int]] | None]:
+    """Per split: {operation count: (correct, problems)} from the row's predictions, None if not run."""
+    out = []
+    for data, tag in splits_of(args):
+        preds_file = files_of(args.work, rid, tag)[1]
+        if not preds_file.is_file():
+            out.append(None)
+            continue
+        preds = [score.completion_of(json.loads(l)) for l in preds_file.read_text().splitlines() if l.strip()]
+        refs = score.read_refs(data)[:len(preds)]
+        out.append(score.by_ops(refs, preds))
+    return out
+
+
+def ops_lines(args) -> list[str]:
+    """The section that reports every split, overall and per operation count."""
+    splits = splits_of(args)
+    sizes = []  # per split: {operation count: problems}
+    for data, _ in splits:
+        refs = score.read_refs(data)[:args.limit or None]
+        sizes.append({k: sum(1 for r in refs if score.ops_of(r) == k) for k in sorted({score.ops_of(r) for r in refs})})
+    names = [f"`{data.stem}`" for data, _ in splits]
+    head, rule = "| row |", "|---|"
+    for name, size in zip(names, sizes):
+        head += f" {name} all |" + "".join(f" {k} op{'s' if k != 1 else ''} |" for k in size)
+        rule += "---:|" * (1 + len(size))
+    described = [f"{name} (`{rel(data)}`, {sum(size.values())} problems: "
+                 + ", ".join(f"{n} with {k} operation{'s' if k != 1 else ''}" for k, n in size.items()) + ")"
+                 for name, (data, _), size in zip(names, splits, sizes)]
+    out = ["", "## Both test splits, by operations per problem", "",
+           "Exact-match accuracy of every row on " + " and on ".join(described) + ", each split decoded with the row's "
+           "command and its own `--data`. A problem needs one operation per working line of its reference answer "
+           "(`tools/score.py --by-ops`).", "", head, rule]
+    for rid, *_ in ROWS:
+        per = by_ops(args, rid)
+        if all(x is None for x in per):
+            continue
+        cells = []
+        for size, x in zip(sizes, per):
+            if x is None:
+                cells += ["-"] * (1 + len(size))
+                continue
+            cells.append(f"{100 * sum(c for c, _ in x.values()) / sum(n for _, n in x.values()):.1f} %")
+            cells += [f"{100 * x[k][0] / x[k][1]:.1f} %" if k in x else "-" for k in size]
+        out.append(f"| `{rid}` | " + " | ".join(cells) + " |")
+    return out
+
+
 def write_doc(args, res: dict, plot_rel: str | None, exe: Path) -> None:
     b = res.get("baseline")
     old_notes = ""
@@ -169,14 +243,13 @@ def write_doc(args, res: dict, plot_rel: str | None, exe: Path) -> None:
         "",
         "<!-- Generated by tools/eval_matrix.py from dlm-eval's JSON output; edit only below the notes mark. -->",
         "",
-        f"Measured {datetime.date.today().isoformat()} at commit `{git_head()}` on {machine()}, with",
+        f"Measured {datetime.date.today().isoformat()} at commit {git_head()} on {machine()}, with",
         "",
         "```sh",
         cmdline,
         "```",
         "",
-        f"which runs `{exe.relative_to(REPO) if exe.is_relative_to(REPO) else exe}` ({build_of(exe)}) once per row on "
-        f"`{args.data.relative_to(REPO) if args.data.resolve().is_relative_to(REPO) else args.data}` "
+        f"which runs `{rel(exe)}` ({build_of(exe)}) once per row on `{rel(args.data)}` "
         f"({any_r['problems']} problems), one problem at a time (`--batch 1`), {args.threads} CPU thread(s), greedy, "
         f"seed 0, {any_r['gen_length']} generation slots. The models are in `models/` (docs/models.md, "
         "tools/train/README.md). Latency is the wall time of one problem's decode (tokenizing excluded); "
@@ -198,6 +271,7 @@ def write_doc(args, res: dict, plot_rel: str | None, exe: Path) -> None:
     for rid, model, preset, extra, what in ROWS:
         if rid in res:
             out.append(f"- `{rid}`: {what}; settings `{res[rid]['settings']}`.")
+    out += ops_lines(args)
     out += ["", "## The bar (CDLM's and CD4LM's full-scale claims)", ""] + bar_lines(res)
     if plot_rel:
         out += ["", "## Accuracy against latency", "", f"![accuracy against mean latency per problem, one point per row]({plot_rel})"]
@@ -260,7 +334,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--eval", help="dlm-eval binary (default: build/default/bench/dlm-eval, else build/dev/...)")
     ap.add_argument("--models", type=Path, default=REPO / "models")
-    ap.add_argument("--data", type=Path, default=REPO / "tools/data/test.jsonl")
+    ap.add_argument("--data", type=Path, default=REPO / "tools/data/test.jsonl",
+                    help="the split of the main table (latency, forwards, accuracy)")
+    ap.add_argument("--data2", type=lambda a: Path(a) if a else None, default=REPO / "tools/data/test2.jsonl",
+                    help="a second split, accuracy only ('' for none; default: tools/data/test2.jsonl)")
     ap.add_argument("--limit", type=int, default=0, help="first N problems only (default: all)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated row ids to run (default: all)")
@@ -287,7 +364,9 @@ def main() -> int:
     try:
         for i, row in enumerate(todo, 1):
             print(f"[{i}/{len(todo)}] {row[0]}: {row[1]} with {row[2]} {' '.join(row[3])} (elapsed {time.time() - t0:.0f} s)", flush=True)
-            res[row[0]] = run_row(exe, row, args, args.work)
+            res[row[0]] = run_row(exe, row, args, args.work, args.data)
+            for data, tag in splits_of(args)[1:]:
+                run_row(exe, row, args, args.work, data, tag)
     except RuntimeError as e:
         print(f"eval_matrix.py: {e}", file=sys.stderr)
         return 1

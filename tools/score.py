@@ -6,7 +6,8 @@
 predictions.jsonl has one JSON object per line, in the order of the reference file, with the model's
 completion under "answer" (or "output", "completion", "text"). A line may instead be a bare JSON
 string. Prints accuracy; --verbose lists the misses; --errors sorts the misses by their first fault
-(see classify).
+(see classify); --by-ops breaks the accuracy down by the number of operations (working lines) of
+the reference answer.
 """
 from __future__ import annotations
 
@@ -48,6 +49,26 @@ def score(refs: list[dict], preds: list[str]) -> tuple[int, list[int]]:
     return len(refs) - len(misses), misses
 
 
+def read_refs(path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def ops_of(ref: dict) -> int:
+    """The number of arithmetic operations a problem needs: its reference answer's working lines."""
+    return sum(1 for l in ref["answer"].split("\n") if l.strip() and "####" not in l)
+
+
+def by_ops(refs: list[dict], preds: list[str]) -> dict[int, tuple[int, int]]:
+    """{operation count: (correct, problems)}, in increasing operation count."""
+    _, misses = score(refs, preds)
+    missed, out = set(misses), {}
+    for i, r in enumerate(refs):
+        right, n = out.get(ops_of(r), (0, 0))
+        out[ops_of(r)] = (right + (i not in missed), n + 1)
+    return dict(sorted(out.items()))
+
+
 _LINE = re.compile(r"^\s*(\d+)\s*([+x-])\s*(\d+)\s*=\s*(\d+)\s*$")
 FAULTS = ("no final line", "malformed line", "arithmetic", "wrong operand", "too many steps", "too few steps", "wrong final")
 
@@ -85,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pred", required=True)
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--errors", action="store_true", help="count the misses by their first fault")
+    ap.add_argument("--by-ops", action="store_true", help="accuracy per number of operations the problem needs")
     args = ap.parse_args(argv)
-    with open(args.ref, encoding="utf-8") as f:
-        refs = [json.loads(line) for line in f if line.strip()]
+    refs = read_refs(args.ref)
     with open(args.pred, encoding="utf-8") as f:
         preds = [completion_of(json.loads(line)) for line in f if line.strip()]
     correct, misses = score(refs, preds)
@@ -95,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         for i in misses:
             print(f"  #{i}: want {refs[i]['final']}, got {extract_final(preds[i])!r}: {preds[i]!r}")
+    if args.by_ops:
+        for ops, (right, n) in by_ops(refs, preds).items():
+            print(f"  {ops} operation{'s' if ops != 1 else ''}: {right}/{n} = {100.0 * right / n:.2f} %")
     if args.errors:
         kinds = [classify(refs[i], preds[i]) for i in misses]
         for k in FAULTS:
