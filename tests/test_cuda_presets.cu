@@ -74,6 +74,6 @@ TEST_SUITE("presets") {
             return events == 3 ? step_action::cancel : step_action::proceed;
         });
         CHECK(events == 3);
-        CHECK(r.cancelled);
+        CHECK(r.cancelled());
     }
 }

@@ -29,8 +29,10 @@ void check_batch_invariance(Decoder& d, index_t gen) {
     const prompts_t batch{{1, 2, 3}, {4, 5, 6, 7, 8}, {9}, {10, 11, 12, 13}};
     const auto together = d.generate(batch, {gen, 99});
     for (std::size_t i = 0; i < batch.size(); ++i) {
-        const auto alone = d.generate(batch[i], {gen, 99});
+        // Sequence i of a batch decoded with seed 99 gets sequence_seed(99, i): alone with that seed, the same.
+        const auto alone = d.generate(batch[i], {.gen_length = gen, .seed = sequence_seed(99, i)});
         check_same(alone, together.sequences[i]);
+        CHECK(together.sequences[i].settings.seed.value == sequence_seed(99, i));
     }
 }
 }  // namespace
@@ -103,13 +105,13 @@ TEST_CASE("the step callback sees every step and can cancel") {
     CHECK(forwards == std::vector<index_t>{0, 1, 2, 3, 4, 5, 6, 7});
     CHECK(committed[0] == std::vector<index_t>{2});
     CHECK(committed[7] == std::vector<index_t>{9});
-    CHECK_FALSE(r.cancelled);
+    CHECK_FALSE(r.cancelled());
 
     m.clear_log();
     const auto c = d.generate(tvec{1, 2}, {8, 0}, [](const step_event& e) {
         return e.forward == 2 ? step_action::cancel : step_action::proceed;
     });
-    CHECK(c.cancelled);
+    CHECK(c.cancelled());
     CHECK(m.log().size() == 3);
     CHECK(c.stats.forwards == 3);
     CHECK(c.tokens[7] == 15);  // never committed: still the mask id
@@ -168,14 +170,19 @@ TEST_CASE("NaN logits are reported with the sequence, forward and row") {
         if (v.forward == 1 && v.row == 5) out[2] = std::nanf("");
     });
     presets::cdlm<scripted_model> d(m, block_causal_mask{4}, {}, presets::cdlm_schedule{0.99});
+    const auto r = d.generate(prompts_t{{1, 2}}, {8, 0});  // a batch: the failure is on the sequence's result
+    REQUIRE(r.sequences[0].failed());
+    CHECK(r.sequences[0].message.find("sequence 0, forward 1, row 5") != std::string::npos);
     try {
-        (void)d.generate(prompts_t{{1, 2}}, {8, 0});
+        r.sequences[0].rethrow_if_failed();
         FAIL("no error");
     } catch (const numeric_error& e) {
         CHECK(e.forward() == 1);
         CHECK(e.row() == 5);
         CHECK(e.sequence() == 0);
     }
+    m.clear_log();  // a single prompt has no other sequence to spare: its failure is thrown
+    CHECK_THROWS_AS((void)d.generate(tvec{1, 2}, {8, 0}), numeric_error);
 }
 
 namespace {

@@ -92,7 +92,7 @@ TEST_CASE("determinism: the same tokens on 1, 2 and 3 OpenMP threads") {
 #endif
 }
 
-TEST_CASE("determinism: a sequence decodes the same alone and at any position of a batch") {
+TEST_CASE("determinism: a sequence decodes the same alone and at any position of a batch, with the same seed") {
     decoders d;
     d.each([](const char* name, auto& dec) {
         CAPTURE(name);
@@ -102,8 +102,13 @@ TEST_CASE("determinism: a sequence decodes the same alone and at any position of
             CAPTURE(at);
             prompts_t shuffled = batch;
             std::swap(shuffled[0], shuffled[at]);
-            const auto together = dec.generate(shuffled, {gen, 5});
+            generation_options o{.gen_length = gen};
+            for (std::size_t i = 0; i < batch.size(); ++i) o.seeds.push_back(i == at ? 5 : 100 + i);
+            const auto together = dec.generate(shuffled, o);
             check_identical(alone, together.sequences[at]);
+            // With one batch seed, sequence i gets sequence_seed(5, i): alone with that seed, the same.
+            const auto derived = dec.generate(shuffled, {gen, 5});
+            check_identical(dec.generate(prompt, {.gen_length = gen, .seed = sequence_seed(5, at)}), derived.sequences[at]);
         }
     });
 }

@@ -276,10 +276,14 @@ void all_neg_inf(std::span<float> z) {
     for (float& v : z) v = -std::numeric_limits<float>::infinity();
 }
 
+/// Sequence `sequence` of a batch of two fails with a numeric_error naming it; the other finishes.
 template <class Decoder>
 void expect_numeric_error(Decoder& d, index_t sequence, index_t forward, index_t row) {
+    const auto r = d.generate(prompts_t{{1, 2}, {1, 2, 3}}, {8, 0});
+    CHECK(r.sequences[static_cast<std::size_t>(1 - sequence)].status == sequence_status::finished);
+    REQUIRE(r.sequences[static_cast<std::size_t>(sequence)].failed());
     try {
-        (void)d.generate(prompts_t{{1, 2}, {1, 2, 3}}, {8, 0});
+        r.sequences[static_cast<std::size_t>(sequence)].rethrow_if_failed();
         FAIL("no numeric_error");
     } catch (const numeric_error& e) {
         CHECK(e.sequence() == sequence);
@@ -293,7 +297,7 @@ void expect_numeric_error(Decoder& d, index_t sequence, index_t forward, index_t
 
 }  // namespace
 
-TEST_CASE("errors: NaN, +Inf or an all -Inf logits row is a numeric_error naming sequence, forward and row") {
+TEST_CASE("errors: NaN, +Inf or an all -Inf logits row fails its sequence with a numeric_error naming sequence, forward and row") {
     using dlm::testing::scripted_model;
     for (auto poison : {one_nan, one_inf, all_neg_inf}) {
         SUBCASE("greedy (cdlm), unshifted: row = slot") {

@@ -54,7 +54,8 @@ TEST_CASE("semi-autoregressive mask: bidirectional attention, blocks validated")
     CHECK(m.allowed(layout, 3, 10));
     CHECK(m.block_length_for(8) == 4);
     CHECK(semi_ar_mask{0}.block_length_for(8) == 8);
-    CHECK(semi_ar_mask{}.block_length == 32);
+    CHECK_FALSE(semi_ar_mask{}.block_length.has_value());  // unset: the decoder takes the model's, else 32
+    CHECK(semi_ar_mask{}.block_length_for(64) == 32);
     CHECK_THROWS_AS((void)semi_ar_mask{3}.block_length_for(8), invalid_parameter);
     CHECK_THROWS_WITH((void)semi_ar_mask{3}.block_length_for(8),
                       doctest::Contains("'block_length': must divide gen_length (8), got 3"));
@@ -78,7 +79,8 @@ TEST_CASE("block-causal mask: prompt sees prompt, block b sees prompt, blocks < 
     CHECK(m.key_end(layout, 4) == 7);
     CHECK(m.key_end(layout, 9) == 11);
     CHECK(block_causal_mask::committed_kv_is_final);
-    CHECK(block_causal_mask{}.block_length == 32);
+    CHECK_FALSE(block_causal_mask{}.block_length.has_value());
+    CHECK(block_causal_mask{}.block_length_for(64) == 32);
     CHECK_THROWS_AS((void)block_causal_mask{5}.block_length_for(8), invalid_parameter);
     check_key_end_consistent(m, layout);
 }

@@ -51,18 +51,22 @@ TEST_CASE("llada: fixed steps per block, low-confidence order") {
     for (const auto& f : m.log()) CHECK(f[0].window_size() == 11);  // full recompute
 }
 
-TEST_CASE("llada defaults: steps 128, blocks of 32, low-confidence, greedy") {
+TEST_CASE("llada defaults: steps = gen_length, blocks of 32, low-confidence, greedy") {
     auto m = model(tvec(64, 4), std::vector<double>(64, 0.5));
     presets::llada<scripted_model> d(m);
-    CHECK(d.schedule().steps == 128);
-    CHECK(d.mask().block_length == 32);
+    CHECK(d.schedule().steps == 0);  // gen_length: generate()'s 128 steps for 128 slots
+    CHECK_FALSE(d.mask().block_length.has_value());  // the model's, else 32
     CHECK(d.sampler().temperature == 0.f);
-    // gen 64 = 2 blocks: 128 steps -> 64 per block: one token per forward for 32 forwards, then 32
-    // steps that would commit nothing. LLaDA runs those; the decoder ends a block once it has no
-    // masked slot, so they are skipped with identical output.
+    // gen 64 = 2 blocks of 32, 64 steps -> one token per forward.
     const auto r = d.generate(prompt, {64, 0});
     CHECK(r.stats.forwards == 64);
     CHECK(r.sequences[0].stats.steps_per_block == ivec{32, 32});
+    CHECK(r.sequences[0].settings.block_length.value == 32);
+    CHECK(r.sequences[0].settings.block_length.source == setting_source::library);
+    // With 128 steps over 2 blocks the last 32 steps of each block would commit nothing. LLaDA runs
+    // those; the decoder ends a block once it has no masked slot, so they are skipped with identical output.
+    presets::llada<scripted_model> d128(m, {}, {}, llada_schedule{128});
+    CHECK(d128.generate(prompt, {64, 0}).stats.forwards == 64);
 }
 
 TEST_CASE("dream: maskgit_plus over the timestep schedule, shifted logits") {
@@ -132,10 +136,11 @@ TEST_CASE("cdlm: threshold inside block-causal blocks with the exact cache, stop
 TEST_CASE("cdlm defaults: blocks of 32, tau 0.9, greedy") {
     auto m = model(tvec(64, 4), std::vector<double>(64, 0.95));
     presets::cdlm<scripted_model> d(m);
-    CHECK(d.mask().block_length == 32);
+    CHECK_FALSE(d.mask().block_length.has_value());  // the model's, else 32
     CHECK(d.schedule().tau == 0.9);
     const auto r = d.generate(prompt, {64, 0});
     CHECK(r.stats.forwards == 2);  // every slot confident: one forward per block
+    CHECK(r.sequences[0].settings.block_length.value == 32);
 }
 
 TEST_CASE("cd4lm: confidence-adaptive, at most max_tokens per step") {
@@ -156,7 +161,7 @@ TEST_CASE("cd4lm defaults: tau 0.95, 1-32 tokens, EOS guard 0.3, blocks of 32") 
     CHECK(d.schedule().tau == 0.95);
     CHECK(d.schedule().max_tokens == 32);
     CHECK(d.schedule().eos_guard == 0.3);
-    CHECK(presets::cd4lm<scripted_model>(m).mask().block_length == 32);
+    CHECK_FALSE(presets::cd4lm<scripted_model>(m).mask().block_length.has_value());  // the model's, else 32
     // All-EOS predictions are deferred until 0.3 * 8 = 2.4 slots exist: one per step for 3 steps.
     const auto r = d.generate(prompt, {8, 0});
     CHECK(r.sequences[0].commit_forward == ivec{0, 1, 2, 3, 3, 3, 3, 3});

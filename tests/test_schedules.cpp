@@ -70,7 +70,9 @@ TEST_CASE("llada: ties broken by position") {
 TEST_CASE("llada: steps must divide into the blocks") {
     CHECK_THROWS_WITH(llada_schedule{6}.validate({2, 8, 2, false}),
                       doctest::Contains("'steps': must be a multiple of the number of blocks"));
-    CHECK_THROWS_AS(llada_schedule{0}.validate(layout), invalid_parameter);
+    CHECK_THROWS_AS(llada_schedule{-1}.validate(layout), invalid_parameter);
+    CHECK(llada_schedule{0}.steps_for({2, 8, 2, false}) == 8);  // 0: gen_length, one slot per forward
+    CHECK_NOTHROW(llada_schedule{0}.validate({2, 8, 2, false}));
     CHECK_NOTHROW(llada_schedule{8}.validate({2, 8, 2, false}));
     CHECK(llada_schedule{4, remasking::low_confidence, true}.suppress_eos(ctx()));
 }

@@ -1,18 +1,16 @@
 // examples/cli/model.hpp — which model folder to use, and loading it: the CPU transformer, its
-// tokenizer, its chat format and the decoding hints of its config.json.
+// tokenizer, its chat format and the decoding hints of its config.json (read by the library).
 #pragma once
 
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/io/chat_template.hpp>
-#include <dlm/io/json_util.hpp>
 #include <dlm/io/tokenizer.hpp>
 
 #ifdef _OPENMP
@@ -42,21 +40,12 @@ namespace dlm::cli {
     return fallback;
 }
 
-/// dlm_gen_length and dlm_block_length of `dir`/config.json, when present and positive.
-[[nodiscard]] inline model_hints read_hints(const std::filesystem::path& dir) {
-    const auto path = dir / "config.json";
-    const nlohmann::json j = io::detail::parse_json_strict(io::detail::read_text_file(path), path.string(), "config.json");
-    model_hints h;
-    const auto get = [&](const char* key, index_t& out) {
-        if (!j.is_object() || !j.contains(key)) return;
-        const auto& v = j.at(key);
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 20))
-            throw file_error(path.string(), std::string("key '") + key + "': expected a positive integer, found " + v.dump());
-        out = static_cast<index_t>(v.get<std::int64_t>());
-    };
-    get("dlm_gen_length", h.gen_length);
-    get("dlm_block_length", h.block_length);
-    return h;
+/// The generation and block lengths the model suggests (dlm_gen_length and dlm_block_length of its
+/// config.json), through the library's dlm::decoding_hints_of, which every preset uses for what the
+/// flags leave unset.
+[[nodiscard]] inline model_hints hints_of(const cpu::transformer& model) {
+    const decoding_hints h = decoding_hints_of(model);
+    return {h.gen_length.value.value_or(0), h.block_length.value.value_or(0)};
 }
 
 /// A loaded model folder.
@@ -71,7 +60,9 @@ struct loaded_model {
 [[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder");
-    return loaded_model{dir, cpu::transformer::load(dir), io::tokenizer::load(dir), io::detect_chat_format(dir), read_hints(dir)};
+    cpu::transformer model = cpu::transformer::load(dir);
+    const model_hints hints = hints_of(model);
+    return loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};
 }
 
 /// The prompt text: `text` itself, or with `chat` a one-message conversation in the model's chat

@@ -96,20 +96,21 @@ public:
 
     /// Decode a batch of prompts. Sequences may have different prompt lengths; each advances through
     /// its own blocks, all active sequences sharing every batched forward. Every parameter is checked
-    /// before the first forward (dlm::invalid_parameter names the one that is wrong).
+    /// before the first forward (dlm::invalid_parameter names the one that is wrong). A sequence that
+    /// fails (NaN/Inf logits, a policy breaking its contract) ends alone, with status failed and the
+    /// error on its result; the others finish normally.
     decode_result generate(std::span<const std::vector<token_id>> prompts, const generation_options& options,
                            const step_callback& on_step = {}) {
         std::vector<sequence> seqs =
-            detail::prepare_batch<kv_type, Cache::needs_storage>(*model_, mask_, schedule_, prompts, options);
-        mask_id_ = model_->mask_id();
+            detail::prepare_batch<kv_type, Cache::needs_storage>(*model_, mask_, schedule_, prompts, options, cfg_refusal());
+        const decoding_settings& settings = seqs.front().result.settings;
+        const bool cfg = options.cfg_scale > 0.0;
+        const auto cfg_factor = static_cast<float>(options.cfg_scale + 1.0);
         decode_result out;
         std::vector<forward_request<kv_type>> requests;
         std::vector<index_t> active;
         std::vector<float> logits;
-        std::vector<candidate> cands;
-        std::vector<index_t> chosen, committed_positions;
         const auto vocab = static_cast<std::size_t>(model_->vocab_size());
-        const auto eos = model_->eos_ids();
         const auto clock_start = std::chrono::steady_clock::now();
         bool cancelled = false;
 
@@ -123,8 +124,10 @@ public:
                 const forward_plan plan = cache_.plan(mask_, s.layout, s.cursor);
                 detail::check_plan(plan, s.layout, who);
                 requests.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
+                // LLaDA's classifier-free guidance: the same forward on the canvas with the prompt masked.
+                if (cfg) requests.push_back({s.uncond_canvas, s.layout, plan, s.uncond_kv ? &*s.uncond_kv : nullptr});
                 active.push_back(static_cast<index_t>(i));
-                rows += static_cast<std::size_t>(plan.logits_rows());
+                rows += static_cast<std::size_t>(plan.logits_rows()) * (cfg ? 2 : 1);
             }
             if (active.empty()) break;
             logits.resize(rows * vocab);
@@ -136,58 +139,24 @@ public:
 
             std::size_t row_offset = 0;
             for (std::size_t r = 0; r < active.size() && !cancelled; ++r) {
-                const auto idx = static_cast<std::size_t>(active[r]);
-                auto& s = seqs[idx];
-                const forward_plan& plan = requests[r].plan;
-                const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed,
-                                       s.result.stats.forwards, options.seed, eos};
-                bool ban_eos = false;
-                if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
-                const std::span<const token_id> banned = ban_eos ? eos : std::span<const token_id>{};
-
-                cands.clear();
-                const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
-                for (index_t p = b_begin; p < b_end; ++p) {
-                    if (s.canvas[static_cast<std::size_t>(p)] != mask_id_) continue;
-                    const index_t row = s.layout.row_for_slot(p);
-                    const float* row_logits = logits.data() + row_offset + static_cast<std::size_t>(row - plan.logits_begin) * vocab;
-                    const slot_choice c = sampler_.sample(std::span<const float>(row_logits, vocab),
-                                                          ctx.key(rng_stream::sampling, p), banned);
-                    if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
-                        throw numeric_error(active[r], ctx.forward, row,
-                                            "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
-                    cands.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
+                auto& s = seqs[static_cast<std::size_t>(active[r])];
+                const forward_plan& plan = requests[r * (cfg ? 2 : 1)].plan;
+                const std::size_t n = static_cast<std::size_t>(plan.logits_rows()) * vocab;
+                const std::span<float> cond(logits.data() + row_offset, n);
+                if (cfg) {  // logits = un + (cfg_scale + 1) * (cond - un), as LLaDA's generate()
+                    const float* un = logits.data() + row_offset + n;
+                    for (std::size_t k = 0; k < n; ++k) cond[k] = un[k] + cfg_factor * (cond[k] - un[k]);
                 }
-                row_offset += static_cast<std::size_t>(plan.logits_rows()) * vocab;
-
-                chosen.clear();
-                schedule_.select(ctx, std::span<const candidate>(cands), chosen);
-                committed_positions.clear();
-                for (index_t j : chosen) {
-                    if (j < 0 || static_cast<std::size_t>(j) >= cands.size())
-                        throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) +
-                                             " but only " + std::to_string(cands.size()) + " exist");
-                    const candidate& c = cands[static_cast<std::size_t>(j)];
-                    auto& slot_token = s.canvas[static_cast<std::size_t>(c.position)];
-                    if (slot_token != mask_id_)
-                        throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
-                    slot_token = c.token;
-                    const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
-                    s.result.tokens[g] = c.token;
-                    s.result.commit_forward[g] = ctx.forward;
-                    s.result.commit_confidence[g] = c.probability;
-                    committed_positions.push_back(c.position);
-                }
-                s.result.stats.committed += static_cast<index_t>(chosen.size());
-                s.result.stats.forwards += 1;
-                s.result.stats.rows_computed += plan.window_size();
-                const block_cursor stepped = s.cursor;
-                s.cursor.step_in_block += 1;
-                detail::advance(s, schedule_, ctx, cands.size() - chosen.size(), mask_id_, who);
-
-                if (on_step) {
-                    const step_event ev{active[r], ctx.forward, stepped, s.layout, s.canvas, committed_positions, &s.result};
-                    if (on_step(ev) == step_action::cancel) cancelled = true;
+                row_offset += n * (cfg ? 2 : 1);
+                try {
+                    step(s, active[r], plan, cond, settings, on_step, cancelled);
+                } catch (const error& e) {  // one failure ends its own sequence only
+                    s.done = true;
+                    s.kv.reset();
+                    s.uncond_kv.reset();
+                    s.result.status = sequence_status::failed;
+                    s.result.message = e.what();
+                    s.result.error = std::current_exception();
                 }
             }
         }
@@ -195,17 +164,19 @@ public:
         out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
         out.sequences.reserve(seqs.size());
         for (auto& s : seqs) {
-            s.result.cancelled = cancelled && !s.done;
-            detail::finish(s.result, eos);
+            if (cancelled && !s.done) s.result.status = sequence_status::cancelled;
+            detail::finish(s.result, settings.eos_ids.value);
             out.sequences.push_back(std::move(s.result));
         }
         return out;
     }
 
-    /// A single prompt.
+    /// A single prompt. Its failure, having no other sequence to spare, is thrown (typed).
     sequence_result generate(const std::vector<token_id>& prompt, const generation_options& options,
                              const step_callback& on_step = {}) {
-        return std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
+        sequence_result r = std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
+        r.rethrow_if_failed();
+        return r;
     }
 
     /// A schedule that leaves a block unfinished after this many forwards per slot is broken; the
@@ -218,12 +189,81 @@ private:
     using sequence = detail::sequence_state<kv_type>;
     static constexpr const char* who = "dlm::decoder";
 
+    /// Why classifier-free guidance cannot run with this cache ("" when it can).
+    static std::string cfg_refusal() {
+        if constexpr (detail::reuses_exact_kv<Cache>())
+            return "classifier-free guidance is not available with an exact KV cache: its unconditional canvas masks the prompt, "
+                   "which an exact cache's plans do not account for; use a preset with no cache or an approximate one (llada, "
+                   "dream, fast_dllm, fast_dllm_dual, cd4lm)";
+        else return "";
+    }
+
+    /// One sequence's step after a forward: sample every masked slot of its active block from `logits`
+    /// (its logits rows), let the schedule choose, commit, advance, and call the callback. Throws
+    /// dlm::numeric_error or dlm::contract_error for this sequence alone.
+    void step(sequence& s, index_t index, const forward_plan& plan, std::span<const float> logits, const decoding_settings& settings,
+              const step_callback& on_step, bool& cancelled) {
+        const auto vocab = static_cast<std::size_t>(model_->vocab_size());
+        const token_id mask_id = settings.mask_id.value;
+        const std::span<const token_id> eos = settings.eos_ids.value;
+        const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
+                               s.result.settings.seed.value, eos, settings.end_of_turn_ids.value};
+        bool ban_eos = false;
+        if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
+        const std::span<const token_id> banned = ban_eos ? eos : std::span<const token_id>{};
+
+        cands_.clear();
+        const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
+        for (index_t p = b_begin; p < b_end; ++p) {
+            if (s.canvas[static_cast<std::size_t>(p)] != mask_id) continue;
+            const index_t row = s.layout.row_for_slot(p);
+            const slot_choice c = sampler_.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
+                                                  ctx.key(rng_stream::sampling, p), banned);
+            if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
+                throw numeric_error(index, ctx.forward, row,
+                                    "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
+            cands_.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
+        }
+
+        chosen_.clear();
+        schedule_.select(ctx, std::span<const candidate>(cands_), chosen_);
+        committed_.clear();
+        for (index_t j : chosen_) {
+            if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
+                throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
+                                     std::to_string(cands_.size()) + " exist");
+            const candidate& c = cands_[static_cast<std::size_t>(j)];
+            const auto at = static_cast<std::size_t>(c.position);
+            if (s.canvas[at] != mask_id) throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
+            s.canvas[at] = c.token;
+            if (!s.uncond_canvas.empty()) s.uncond_canvas[at] = c.token;
+            const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
+            s.result.tokens[g] = c.token;
+            s.result.commit_forward[g] = ctx.forward;
+            s.result.commit_confidence[g] = c.probability;
+            committed_.push_back(c.position);
+        }
+        s.result.stats.committed += static_cast<index_t>(chosen_.size());
+        s.result.stats.forwards += 1;
+        s.result.stats.rows_computed += plan.window_size();
+        const block_cursor stepped = s.cursor;
+        s.cursor.step_in_block += 1;
+        detail::advance(s, schedule_, ctx, cands_.size() - chosen_.size(), mask_id, who);
+        if (s.done) s.uncond_kv.reset();
+
+        if (on_step) {
+            const step_event ev{index, ctx.forward, stepped, s.layout, s.canvas, committed_, &s.result};
+            if (on_step(ev) == step_action::cancel) cancelled = true;
+        }
+    }
+
     Model* model_;
     Mask mask_;
     Cache cache_;
     Schedule schedule_;
     Sampler sampler_;
-    token_id mask_id_ = 0;
+    std::vector<candidate> cands_;  // scratch of step()
+    std::vector<index_t> chosen_, committed_;
 };
 
 }  // namespace dlm

@@ -37,9 +37,9 @@ int main() {
             ++wrong;
         }
     }
-    if (r.answer_length != gen_length || r.stopped_early || r.cancelled) {
+    if (r.answer_length != gen_length || r.stopped_early || r.cancelled()) {
         std::fprintf(stderr, "answer_length %d, stopped_early %d, cancelled %d: expected %d, 0, 0\n", r.answer_length,
-                     r.stopped_early, r.cancelled, gen_length);
+                     r.stopped_early, r.cancelled(), gen_length);
         ++wrong;
     }
     if (r.stats.steps_per_block != std::vector<dlm::index_t>{1, 1}) {

@@ -22,13 +22,15 @@ public:
 /// Thrown before any model forward runs.
 class invalid_parameter : public error {
 public:
-    invalid_parameter(std::string parameter, const std::string& rule)
-        : error("invalid parameter '" + parameter + "': " + rule), parameter_(std::move(parameter)) {}
+    invalid_parameter(std::string parameter, std::string rule)
+        : error("invalid parameter '" + parameter + "': " + rule), parameter_(std::move(parameter)), rule_(std::move(rule)) {}
     /// The name of the offending parameter, e.g. "block_length".
     [[nodiscard]] const std::string& parameter() const noexcept { return parameter_; }
+    /// The rule it breaks, e.g. "must divide gen_length (20), got 8".
+    [[nodiscard]] const std::string& rule() const noexcept { return rule_; }
 
 private:
-    std::string parameter_;
+    std::string parameter_, rule_;
 };
 
 /// A file could not be read, or its content is malformed.

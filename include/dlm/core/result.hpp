@@ -2,18 +2,38 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "../cache/plan.hpp"
+#include "defaults.hpp"
 
 namespace dlm {
 
-/// Runtime options of one `generate` call.
+/// Runtime options of one `generate` call. What is left unset comes from the model, else from the
+/// library (core/defaults.hpp); each sequence's result says which (`sequence_result::settings`). The
+/// block length is an option of the mask (`semi_ar_mask{8}`), resolved the same way.
 struct generation_options {
-    index_t gen_length = 128;  ///< generation slots per sequence
-    std::uint64_t seed = 0;    ///< every random draw derives from it (see rng.hpp)
+    /// Generation slots per sequence. Unset: the model's dlm_gen_length, else 128.
+    std::optional<index_t> gen_length{};
+    /// Every random draw derives from a sequence's seed (see rng.hpp): sequence i gets
+    /// sequence_seed(seed, i) (sequence 0: `seed` itself) unless `seeds` is given.
+    std::uint64_t seed = 0;
+    /// One seed per prompt; empty: derived from `seed`. A sequence decodes the same alone and in any
+    /// batch when it gets the same seed.
+    std::vector<std::uint64_t> seeds{};
+    /// EOS ids (end the answer; CDLM stops after a block holding one). Unset: the model's eos_ids().
+    std::optional<std::vector<token_id>> eos_ids{};
+    /// End-of-turn ids (<|eot_id|>, <|im_end|>): CD4LM defers them like EOS. Unset: the model's.
+    std::optional<std::vector<token_id>> end_of_turn_ids{};
+    /// LLaDA's classifier-free guidance: > 0 runs an unconditional forward with the prompt masked
+    /// beside each conditional one and samples from un + (cfg_scale + 1)·(cond − un). Not with an
+    /// exact cache (dlm::invalid_parameter).
+    double cfg_scale = 0.0;
 };
 
 /// Statistics of one sequence.
@@ -29,6 +49,13 @@ struct sequence_stats {
     }
 };
 
+/// How a sequence ended.
+enum class sequence_status {
+    finished,   ///< every slot decoded, or the schedule stopped it after a block holding EOS
+    cancelled,  ///< the step callback cancelled the decode before this sequence finished
+    failed,     ///< this sequence failed (NaN/Inf logits, a policy breaking its contract); see `message`
+};
+
 /// One decoded sequence.
 struct sequence_result {
     std::vector<token_id> tokens;          ///< the gen_length generated slots (mask id where never committed)
@@ -36,8 +63,18 @@ struct sequence_result {
     std::vector<float> commit_confidence;  ///< p(token) when committed (0 for filled slots)
     index_t answer_length = 0;             ///< slots before the first EOS (gen_length if none)
     bool stopped_early = false;            ///< the schedule ended the sequence after a block holding EOS
-    bool cancelled = false;                ///< the step callback cancelled the decode before this sequence finished
+    sequence_status status = sequence_status::finished;
+    std::string message;                   ///< why it failed (the error's what()); empty otherwise
+    std::exception_ptr error;              ///< the typed error (dlm::numeric_error, ...) when it failed
     sequence_stats stats;
+    decoding_settings settings;            ///< the settings it was decoded with, and where each came from
+
+    [[nodiscard]] bool cancelled() const noexcept { return status == sequence_status::cancelled; }
+    [[nodiscard]] bool failed() const noexcept { return status == sequence_status::failed; }
+    /// Throws the sequence's error again, typed, when it failed.
+    void rethrow_if_failed() const {
+        if (error) std::rethrow_exception(error);
+    }
 };
 
 /// Statistics of one batched decode.

@@ -89,7 +89,7 @@ public:
         if (stride_ > max_selection_slots)
             throw invalid_parameter("block_length", "the device decoder selects among at most " + std::to_string(max_selection_slots) +
                                                         " slots per block, got " + std::to_string(stride_) + "; use smaller blocks or dlm::decoder");
-        const std::span<const token_id> eos = model_->eos_ids();
+        const std::span<const token_id> eos = seqs.front().result.settings.eos_ids.value;
         const cudaStream_t stream = model_->stream();
         eos_.reserve(std::max<std::size_t>(eos.size(), 1), "EOS ids");
         upload(eos_.data(), eos.data(), eos.size(), stream, "EOS ids");
@@ -186,7 +186,7 @@ public:
         out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
         out.sequences.reserve(seqs.size());
         for (sequence& s : seqs) {
-            s.result.cancelled = cancelled && !s.done;
+            if (cancelled && !s.done) s.result.status = sequence_status::cancelled;
             dlm::detail::finish(s.result, eos);
             out.sequences.push_back(std::move(s.result));
         }

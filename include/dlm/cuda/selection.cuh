@@ -252,7 +252,7 @@ template <>
 struct device_schedule<llada_schedule> {
     static constexpr bool supported = true;
     static void prepare(const llada_schedule& s, const step_context& ctx, selection_task& t) {
-        const index_t spb = s.steps / ctx.layout.block_count();
+        const index_t spb = s.steps_for(ctx.layout) / ctx.layout.block_count();
         t.k = llada_schedule::transfer_count(ctx.masked_at_block_start, spb, ctx.cursor.step_in_block);
     }
     __device__ static void select(const llada_schedule& s, const selection_task& t, selector& sel) {

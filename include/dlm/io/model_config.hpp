@@ -27,6 +27,7 @@
 #include "../core/config.hpp"
 #include "../core/error.hpp"
 #include "config_reader.hpp"
+#include "decoding_keys.hpp"
 #include "json_util.hpp"
 #include "rope_config.hpp"
 
@@ -72,6 +73,9 @@ struct model_config {
     std::vector<token_id> eos_ids;
     bool logits_shift = false;  ///< slot p is predicted by output row p-1 (Dream and AR: true; LLaDA: false)
     bool causal = false;        ///< the architecture's native attention is causal (qwen2 only)
+    /// What the folder says about decoding it (dlm_gen_length, dlm_block_length, end-of-turn ids, where
+    /// mask_id and eos_ids came from); the decoder's defaults for what the user leaves unset.
+    decoding_hints decoding;
 };
 
 namespace detail {
@@ -260,7 +264,13 @@ inline void check_token(const std::string& source, const char* key, token_id id,
                 "vocab_size", "max_position_embeddings"};
     }
     detail::check_sizes(r, c, keys, c.arch != architecture::llada && r.has("head_dim"));
+    detail::read_length_hints(r, c.decoding);
     const bool mask_given = r.has("mask_token_id");
+    c.decoding.mask_id_origin = mask_given ? source_name + " key 'mask_token_id'"
+                                           : c.arch == architecture::qwen2
+                                               ? "the last embedding row (the config has no mask_token_id; Qwen2 pads its vocabulary)"
+                                               : std::string(architecture_name(c.arch)) + "'s default mask id (the config has no mask_token_id)";
+    c.decoding.eos_ids_origin = r.has("eos_token_id") ? source_name + " key 'eos_token_id'" : "none in " + source_name;
     detail::check_token(source_name, "mask_token_id", c.mask_id, c.vocab_size,
                         mask_given ? "" : " (the family's default mask id; the config has no mask_token_id)");
     for (const token_id id : c.eos_ids) detail::check_token(source_name, "eos_token_id", id, c.vocab_size);
@@ -273,14 +283,21 @@ inline void add_generation_config(model_config& c, const nlohmann::json& generat
     if (!generation_config.is_object())
         throw file_error(source_name, "generation config is a JSON " + detail::json_kind(generation_config) + ", not an object");
     const detail::config_reader r(generation_config, source_name);
+    bool added = false;
     for (const token_id id : r.token_list("eos_token_id")) {
         detail::check_token(source_name, "eos_token_id", id, c.vocab_size);
-        if (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) == c.eos_ids.end()) c.eos_ids.push_back(id);
+        if (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) == c.eos_ids.end()) {
+            c.eos_ids.push_back(id);
+            added = true;
+        }
     }
+    const std::string here = source_name + " key 'eos_token_id'";
+    if (added) c.decoding.eos_ids_origin = c.decoding.eos_ids_origin.starts_with("none") ? here : c.decoding.eos_ids_origin + ", then " + here;
 }
 
 /// Reads `model_dir_or_config_json` (a model folder, or its config.json) and, if the same folder
-/// holds one, generation_config.json. Throws dlm::file_error naming the file at fault.
+/// holds them, generation_config.json and the end-of-turn tokens of tokenizer.json. Throws
+/// dlm::file_error naming the file at fault.
 [[nodiscard]] inline model_config load_config(const std::filesystem::path& model_dir_or_config_json) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -288,11 +305,13 @@ inline void add_generation_config(model_config& c, const nlohmann::json& generat
                                                                                  : model_dir_or_config_json;
     const std::string source = config_path.string();
     model_config c = parse_config(detail::parse_json_strict(detail::read_text_file(config_path), source, "config"), source);
-    const fs::path generation = (config_path.has_parent_path() ? config_path.parent_path() : fs::path(".")) / "generation_config.json";
+    const fs::path folder = config_path.has_parent_path() ? config_path.parent_path() : fs::path(".");
+    const fs::path generation = folder / "generation_config.json";
     if (fs::is_regular_file(generation, ec)) {
         const std::string gsource = generation.string();
         add_generation_config(c, detail::parse_json_strict(detail::read_text_file(generation), gsource, "generation config"), gsource);
     }
+    detail::read_end_of_turn_ids(folder / "tokenizer.json", c.eos_ids, c.vocab_size, c.decoding);
     return c;
 }
 

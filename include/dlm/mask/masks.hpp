@@ -1,8 +1,10 @@
 // dlm/mask/masks.hpp — the shipped attention masks.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "../core/defaults.hpp"
 #include "../core/error.hpp"
 #include "concept.hpp"
 
@@ -46,11 +48,12 @@ struct bidirectional_mask {
 };
 
 /// Bidirectional attention with semi-autoregressive blocks (LLaDA's `block_length`): attention is
-/// unrestricted, but slots are committed block by block, left to right. The default, 32, is what
-/// LLaDA's example, Fast-dLLM's and CD4LM's evaluation scripts use; 0 means one block spanning the
-/// whole generation (the default of LLaDA's generate()).
+/// unrestricted, but slots are committed block by block, left to right. Unset, the decoder takes the
+/// model's block length (dlm_block_length), else 32, what LLaDA's example, Fast-dLLM's and CD4LM's
+/// evaluation scripts use; 0 means one block spanning the whole generation (the default of LLaDA's
+/// generate()).
 struct semi_ar_mask {
-    index_t block_length = 32;
+    std::optional<index_t> block_length{};
     static constexpr bool committed_kv_is_final = false;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout&, index_t, index_t) const noexcept {
@@ -60,15 +63,17 @@ struct semi_ar_mask {
         return l.size();
     }
     [[nodiscard]] index_t block_length_for(index_t gen_length) const {
-        return detail::checked_block_length(block_length == 0 ? gen_length : block_length, gen_length);
+        const index_t b = block_length.value_or(default_block_length);
+        return detail::checked_block_length(b == 0 ? gen_length : b, gen_length);
     }
 };
 
 /// Block-wise causal (CDLM): the prompt attends to itself bidirectionally; block b attends to the
 /// prompt, to blocks < b, and to itself bidirectionally. No key ever sees a later block, so a finished
-/// block's K/V are exact and can be cached.
+/// block's K/V are exact and can be cached. Unset, the block length is the model's (dlm_block_length:
+/// a block-causal student must be decoded with the blocks it was trained with), else 32 (CDLM's).
 struct block_causal_mask {
-    index_t block_length = 32;
+    std::optional<index_t> block_length{};
     static constexpr bool committed_kv_is_final = true;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout& l, index_t q, index_t k) const noexcept {
@@ -79,8 +84,15 @@ struct block_causal_mask {
         return b < 0 ? l.prompt_length : l.block_end(b);
     }
     [[nodiscard]] index_t block_length_for(index_t gen_length) const {
-        return detail::checked_block_length(block_length, gen_length);
+        return detail::checked_block_length(block_length.value_or(default_block_length), gen_length);
     }
+};
+
+/// A mask whose block size is a user option exposes it as `std::optional<index_t> block_length`;
+/// left unset, the decoder fills it with the model's block length (or the library's 32).
+template <class M>
+concept mask_has_block_length_option = requires(M m) {
+    { m.block_length } -> std::same_as<std::optional<index_t>&>;
 };
 
 static_assert(attention_mask<causal_mask>);

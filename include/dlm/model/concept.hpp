@@ -5,6 +5,7 @@
 #include <span>
 
 #include "../cache/plan.hpp"
+#include "../core/defaults.hpp"
 #include "../mask/masks.hpp"
 
 namespace dlm {
@@ -47,6 +48,22 @@ concept model_has_forward =
                                       std::span<float> logits) {
         { m.forward(requests, bidirectional_mask{}, logits) };
     };
+
+/// Optional hook: `decoding_hints()` — what the model says about how to decode it (block and
+/// generation length, end-of-turn ids, where its mask and EOS ids come from).
+template <class M>
+concept model_has_decoding_hints = requires(const M& m) {
+    { m.decoding_hints() } -> std::convertible_to<decoding_hints>;
+};
+
+/// A model's decoding hints: its `decoding_hints()`, else the `decoding` member of its `config()`
+/// (dlm's transformers: io::model_config::decoding), else none.
+template <class M>
+[[nodiscard]] decoding_hints decoding_hints_of(const M& m) {
+    if constexpr (model_has_decoding_hints<M>) return m.decoding_hints();
+    else if constexpr (requires { { m.config().decoding } -> std::convertible_to<decoding_hints>; }) return m.config().decoding;
+    else return {};
+}
 
 /// A (diffusion or autoregressive) language model. Optional hook: `max_context()`, the longest
 /// canvas it accepts.

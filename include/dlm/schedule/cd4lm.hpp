@@ -11,8 +11,10 @@
 namespace dlm {
 
 /// CD4LM confidence-adaptive decoding (generate_block in CD4LM's LLaDA_generate_dynamic.py):
-///  - while fewer than `eos_guard` x gen_length slots are committed, slots whose token is an EOS id are
-///    deferred (not committable this step; their logits are untouched);
+///  - while fewer than `eos_guard` x gen_length slots are committed, slots whose token is an EOS or an
+///    end-of-turn id are deferred (not committable this step; their logits are untouched). The
+///    released decoder defers <|endoftext|> and <|eot_id|> of LLaDA (126081, 126348) and of Qwen
+///    (151643, 151645 <|im_end|>), hard-coded; dlm defers the model's EOS and end-of-turn ids;
 ///  - of the committable slots, commit the k most confident, k = #{p >= tau} raised to `min_tokens`
 ///    and capped at `max_tokens` (and at the number committable); when every slot is deferred, the
 ///    `min_tokens` most probable are committed anyway, so a step always makes progress;
@@ -47,7 +49,9 @@ struct cd4lm_schedule {
         }
         const bool guard = static_cast<double>(ctx.committed_in_generation) <
                            eos_guard * static_cast<double>(ctx.layout.gen_length);
-        const auto deferred = [&](const candidate& x) { return guard && detail::contains_eos({&x.token, 1}, ctx.eos_ids); };
+        const auto deferred = [&](const candidate& x) {
+            return guard && (detail::contains_eos({&x.token, 1}, ctx.eos_ids) || detail::contains_eos({&x.token, 1}, ctx.end_of_turn_ids));
+        };
         index_t valid = 0, confident = 0;
         for (const auto& x : c) {
             if (deferred(x)) continue;

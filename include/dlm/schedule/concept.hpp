@@ -30,8 +30,9 @@ struct step_context {
     index_t masked_at_block_start = 0;    ///< masked slots in the active block when it became active
     index_t committed_in_generation = 0;  ///< slots committed so far, all blocks, before this step
     index_t forward = 0;                  ///< this sequence's forward index (0-based) of the current step
-    std::uint64_t seed = 0;
+    std::uint64_t seed = 0;                ///< this sequence's seed
     std::span<const token_id> eos_ids;
+    std::span<const token_id> end_of_turn_ids;  ///< tokens that end a chat turn (<|eot_id|>, <|im_end|>); not EOS
 
     /// The random numbers of this step for `position` and `stream`.
     [[nodiscard]] random_key key(rng_stream stream, index_t position) const noexcept {

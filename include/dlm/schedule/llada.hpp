@@ -16,20 +16,27 @@ enum class remasking {
 /// LLaDA: `steps` forwards in total, split evenly over the blocks. At a block's step i, commit
 /// n/k + (i < n%k) slots, where n is the block's masked count when it became active and k the steps
 /// per block (get_num_transfer_tokens: the remainder goes to the earliest steps). Which slots:
-/// the highest confidence (low_confidence remasking) or uniformly random ones.
+/// the highest confidence (low_confidence remasking) or uniformly random ones. `steps` 0 (the
+/// default) means gen_length: one slot per forward, the ratio of generate()'s defaults (128 steps for
+/// 128 slots), which fits any block length the model asks for.
 struct llada_schedule {
-    index_t steps = 128;
+    index_t steps = 0;
     remasking mode = remasking::low_confidence;
     bool ban_eos = false;  ///< LLaDA's logits_eos_inf: EOS can never be sampled
 
     [[nodiscard]] bool suppress_eos(const step_context&) const noexcept { return ban_eos; }
 
+    /// The forwards of the whole generation (`steps`, or gen_length when 0).
+    [[nodiscard]] DLM_HOST_DEVICE constexpr index_t steps_for(const canvas_layout& l) const noexcept {
+        return steps == 0 ? l.gen_length : steps;
+    }
+
     void validate(const canvas_layout& l) const {
-        if (steps < 1) throw invalid_parameter("steps", "must be >= 1, got " + std::to_string(steps));
+        if (steps < 0) throw invalid_parameter("steps", "must be >= 1 (or 0: gen_length), got " + std::to_string(steps));
         const index_t blocks = l.block_count();
-        if (steps % blocks != 0)
+        if (steps_for(l) % blocks != 0)
             throw invalid_parameter("steps", "must be a multiple of the number of blocks (gen_length / block_length = " +
-                                                 std::to_string(blocks) + "), got " + std::to_string(steps));
+                                                 std::to_string(blocks) + "), got " + std::to_string(steps_for(l)));
     }
 
     /// Slots to commit at step `i` of a block that started with `masked` masked slots.
@@ -39,7 +46,7 @@ struct llada_schedule {
     }
 
     void select(const step_context& ctx, std::span<const candidate> c, std::vector<index_t>& chosen) const {
-        const index_t spb = steps / ctx.layout.block_count();
+        const index_t spb = steps_for(ctx.layout) / ctx.layout.block_count();
         const index_t k = transfer_count(ctx.masked_at_block_start, spb, ctx.cursor.step_in_block);
         if (mode == remasking::low_confidence) {
             detail::top_k_by(c, k, chosen, [](const candidate& x) { return x.probability; });

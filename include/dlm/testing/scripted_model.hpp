@@ -53,6 +53,9 @@ public:
     [[nodiscard]] token_id mask_id() const noexcept { return mask_; }
     [[nodiscard]] std::span<const token_id> eos_ids() const noexcept { return eos_; }
     [[nodiscard]] bool logits_shift() const noexcept { return shift_; }
+    /// What the model suggests for the settings a user leaves unset (none unless set_decoding_hints).
+    [[nodiscard]] const dlm::decoding_hints& decoding_hints() const noexcept { return hints_; }
+    void set_decoding_hints(dlm::decoding_hints h) { hints_ = std::move(h); }
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
         return {std::vector<token_id>(static_cast<std::size_t>(capacity), no_token),
                 std::vector<unsigned char>(static_cast<std::size_t>(capacity), 0)};
@@ -110,6 +113,7 @@ private:
     std::vector<token_id> eos_;
     bool shift_;
     script script_;
+    dlm::decoding_hints hints_;
     index_t forwards_ = 0;
     std::vector<std::vector<forward_plan>> log_;
 };
