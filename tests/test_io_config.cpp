@@ -385,3 +385,36 @@ TEST_CASE("load_config: file errors name the file") {
     write_text(dir / "generation_config.json", R"({"eos_token_id": 151643})");
     CHECK(load_config(dir.path()).eos_ids == std::vector<dlm::token_id>{151645, 151643});
 }
+
+TEST_CASE("decoding keys: dlm_gen_length, dlm_block_length, where mask and EOS ids came from, end-of-turn tokens") {
+    json j = tiny_llada();
+    model_config c = parse_config(j, "tiny.json");
+    CHECK_FALSE(c.decoding.block_length.value.has_value());
+    CHECK(c.decoding.mask_id_origin == "tiny.json key 'mask_token_id'");
+    CHECK(c.decoding.eos_ids_origin == "tiny.json key 'eos_token_id'");
+    j["dlm_gen_length"] = 48;
+    j["dlm_block_length"] = 8;
+    c = parse_config(j, "tiny.json");
+    CHECK(c.decoding.gen_length.value == 48);
+    CHECK(c.decoding.block_length.value == 8);
+    CHECK(c.decoding.block_length.origin == "tiny.json key 'dlm_block_length'");
+    j["dlm_block_length"] = 0;
+    expect_refused(j, {"key 'dlm_block_length'", "0 must be a positive number of slots"});
+    j["dlm_block_length"] = "8";
+    expect_refused(j, {"key 'dlm_block_length'", "expected an integer"});
+    json q = fixture("qwen2-0.5b-instruct");
+    CHECK(parse_config(q, "cfg.json").decoding.mask_id_origin.find("last embedding row") != std::string::npos);
+
+    temp_dir dir;  // end-of-turn tokens come from tokenizer.json's added tokens, EOS ids excluded
+    write_text(dir / "config.json", fixture("qwen2-0.5b-instruct").dump());
+    write_text(dir / "tokenizer.json", R"({"added_tokens": [{"id": 151643, "content": "<|endoftext|>"}, {"id": 151644, "content": "<|im_start|>"},
+                                           {"id": 151645, "content": "<|im_end|>"}, {"id": 128009, "content": "<|eot_id|>"}]})");
+    c = load_config(dir.path());
+    CHECK(c.decoding.end_of_turn_ids.value == std::vector<dlm::token_id>{128009});  // 151645 is already an EOS of the config
+    CHECK(c.decoding.end_of_turn_ids.origin.find("<|eot_id|> 128009") != std::string::npos);
+    write_text(dir / "tokenizer.json", R"({"added_tokens": [{"id": 999999, "content": "<|im_end|>"}]})");
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {"tokenizer.json", "<|im_end|>", "999999", "outside the vocabulary"});
+    const model_config llada = load_config(configs / "llada-8b-instruct");  // no tokenizer.json: none
+    CHECK_FALSE(llada.decoding.end_of_turn_ids.value.has_value());
+    CHECK(llada.decoding.eos_ids_origin.find("config.json key 'eos_token_id'") != std::string::npos);
+}
