@@ -1,2 +1,4 @@
 # The CPU transformer (dlm::cpu): parity with transformers on tiny fixtures, exact KV caching.
 dlm_test(test_transformer test_transformer.cpp CPU)
+# The kernels of every instruction set and their run-time dispatch (dlm/cpu/dispatch.hpp).
+dlm_test(test_kernels test_kernels.cpp CPU)

@@ -27,19 +27,25 @@ namespace dlm::cpu {
 /// flag per position saying whether its K/V were stored.
 struct kv_cache {
     index_t capacity = 0, layers = 0, kv_heads = 0, head_dim = 0;
-    index_t key_stride = 0;    ///< capacity + gemm_nr (a panel starting at any position stays inside)
-    index_t value_stride = 0;  ///< head_dim rounded up to gemm_nr
+    index_t key_stride = 0;    ///< capacity + panel_width (a panel starting at any position stays inside)
+    index_t value_stride = 0;  ///< head_dim rounded up to panel_width
     std::vector<float, aligned_allocator<float>> keys, values;
     std::vector<unsigned char> stored;
 
     kv_cache() = default;
     kv_cache(index_t capacity_, index_t layers_, index_t kv_heads_, index_t head_dim_)
-        : capacity(capacity_), layers(layers_), kv_heads(kv_heads_), head_dim(head_dim_), key_stride(capacity_ + gemm_nr),
-          value_stride((head_dim_ + gemm_nr - 1) / gemm_nr * gemm_nr),
+        : capacity(capacity_), layers(layers_), kv_heads(kv_heads_), head_dim(head_dim_), key_stride(capacity_ + panel_width),
+          value_stride((head_dim_ + panel_width - 1) / panel_width * panel_width),
           keys(static_cast<std::size_t>(layers_) * kv_heads_ * head_dim_ * static_cast<std::size_t>(key_stride), 0.f),
           values(static_cast<std::size_t>(layers_) * kv_heads_ * static_cast<std::size_t>(capacity_) * value_stride, 0.f),
           stored(static_cast<std::size_t>(capacity_), 0) {}
 
+    /// Bytes a cache of this shape holds.
+    [[nodiscard]] static std::uint64_t bytes_for(index_t capacity, index_t layers, index_t kv_heads, index_t head_dim) noexcept {
+        const std::uint64_t per = std::uint64_t(layers) * std::uint64_t(kv_heads);
+        const std::uint64_t vs = std::uint64_t((head_dim + panel_width - 1) / panel_width * panel_width);
+        return sizeof(float) * per * (std::uint64_t(head_dim) * std::uint64_t(capacity + panel_width) + std::uint64_t(capacity) * vs) + std::uint64_t(capacity);
+    }
     /// Keys of (layer, kv head): element (dim, position) at [dim * key_stride + position].
     [[nodiscard]] float* key_block(index_t layer, index_t g) noexcept {
         return keys.data() + (static_cast<std::size_t>(layer) * kv_heads + g) * head_dim * static_cast<std::size_t>(key_stride);
@@ -65,7 +71,7 @@ struct window_kv {
         return values + static_cast<std::size_t>(g) * rows * static_cast<std::size_t>(value_stride);
     }
     [[nodiscard]] static std::size_t floats(index_t rows, index_t kv_heads, index_t head_dim, index_t value_stride) noexcept {
-        return static_cast<std::size_t>(kv_heads) * head_dim * static_cast<std::size_t>(rows + gemm_nr) +
+        return static_cast<std::size_t>(kv_heads) * head_dim * static_cast<std::size_t>(rows + panel_width) +
                static_cast<std::size_t>(kv_heads) * rows * static_cast<std::size_t>(value_stride);
     }
 };
@@ -145,7 +151,7 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     const index_t d = hg.head_dim, g = t.head / (hg.heads / hg.kv_heads), rows = t.r1 - t.r0;
     index_t kmax = 0;
     for (index_t r = t.r0; r < t.r1; ++r) kmax = std::max(kmax, std::min(p.attend_end, mask.key_end(l, p.window_begin + r)));
-    const std::ptrdiff_t lds = (kmax + gemm_nr - 1) / gemm_nr * gemm_nr + gemm_nr;
+    const std::ptrdiff_t lds = (kmax + panel_width - 1) / panel_width * panel_width + panel_width;
     scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds));
     float* s = scratch.data();
 
@@ -166,12 +172,12 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     const float* q = qkv + t.r0 * hg.qkv_ld + t.head * d;
     for (int c = 0; c < n_chunks; ++c) {
         const key_chunk& ch = chunks[c];
-        gemm(rows, ch.end - ch.begin, d, q, hg.qkv_ld, {ch.keys, gemm_nr, ch.key_stride}, s + ch.begin, lds);
+        gemm(rows, ch.end - ch.begin, d, q, hg.qkv_ld, {ch.keys, panel_width, ch.key_stride}, s + ch.begin, lds);
     }
 
     // Mask, scale and softmax, row by row.
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const index_t kpad = (kmax + simd_width - 1) / simd_width * simd_width;
+    const kernel_table& kt = kernels();
     for (index_t r = 0; r < rows; ++r) {
         float* sr = s + r * lds;
         const index_t qpos = p.window_begin + t.r0 + r;
@@ -186,23 +192,21 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
             }
         }
         if (mx == -std::numeric_limits<float>::infinity()) {  // no key allowed: output zero
-            std::fill(sr, sr + kpad, 0.0f);
+            std::fill(sr, sr + kmax, 0.0f);
             continue;
         }
-        for (index_t k = kmax; k < kpad; ++k) sr[k] = -std::numeric_limits<float>::infinity();
-        const vfloat vmx = vbroadcast(mx);
-        for (index_t k = 0; k < kpad; k += simd_width) vstore(sr + k, vexp(vload(sr + k) - vmx));
+        kt.exp_shifted(sr, kmax, mx);
         float sum = 0.0f;
         for (index_t k = 0; k < kmax; ++k) sum += sr[k];
-        const vfloat inv = vbroadcast(1.0f / sum);
-        for (index_t k = 0; k < kpad; k += simd_width) vstore(sr + k, vload(sr + k) * inv);
+        const float inv = 1.0f / sum;
+        for (index_t k = 0; k < kmax; ++k) sr[k] *= inv;
     }
 
     // Output: O[r] = Σ_k P[r][k] v_k, keys in order across the chunks.
     float* o = out + t.r0 * hg.out_ld + t.head * d;
     for (int c = 0; c < n_chunks; ++c) {
         const key_chunk& ch = chunks[c];
-        gemm(rows, d, ch.end - ch.begin, s + ch.begin, lds, {ch.values, gemm_nr, vs}, o, hg.out_ld, c > 0);
+        gemm(rows, d, ch.end - ch.begin, s + ch.begin, lds, {ch.values, panel_width, vs}, o, hg.out_ld, c > 0);
     }
     if (n_chunks == 0)
         for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);

@@ -1,9 +1,11 @@
-// dlm/cpu/gemm.hpp — a small f32 matrix product with fixed blocking, for the CPU transformer.
+// dlm/cpu/gemm.hpp — matrix products of the CPU transformer: weights packed once in their own
+// element type (f32, f16 or bf16), products by the kernels dispatch.hpp picked for this CPU.
 //
 //   C[m × n] (= or +=) A[m × k] · B[k × n]
 //
-// B is read in panels of `gemm_nr` columns; weights are packed once at load into exactly that form
-// (`packed_matrix`), and the attention reads its keys and values through the same panel view.
+// B is read in panels of `panel_width` columns (kernels/table.hpp); weights are packed once at load
+// into exactly that form (`packed_matrix`), and the attention reads its keys and values through the
+// same panel view.
 //
 // Why not Eigen's GEMM: its blocking sizes and kernel paths depend on the matrix shapes and on where
 // a row falls in a register panel (some paths split the k-sum over two accumulators), so a row's
@@ -12,173 +14,216 @@
 // row's position, the k-blocking or the thread count: a row of C depends on its row of A and on B
 // only. Splitting k into several calls with `accumulate` continues the same sum exactly (the
 // accumulator goes through memory as an f32 and comes back unchanged).
+//
+// Element types of the weights: f32 and f16 multiply f32 activations (f16 widened in registers);
+// bf16 weights multiply activations rounded to bf16 (round to nearest even, subnormals flushed to
+// zero), summed in f32 in pairs exactly as vdpbf16ps does, so every instruction set computes the
+// same bits (kernels/bf16_emulation.inl).
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../io/dtype.hpp"
+#include "dispatch.hpp"
 #include "simd.hpp"
 
 namespace dlm::cpu {
 
-/// Columns of B per panel: two vectors.
-inline constexpr int gemm_nr = 2 * simd_width;
-/// Rows of A per register tile: the accumulators (2 × gemm_mr vectors) fill most of the registers.
-inline constexpr int gemm_mr = simd_width == 16 ? 8 : 6;
-/// k-block: a B panel block of gemm_kc × gemm_nr floats stays in L1/L2 while the row tiles pass.
-inline constexpr index_t gemm_kc = 256;
+/// bfloat16 bits of `x` as the bf16 products take it: round to nearest even, subnormals to zero
+/// (vdpbf16ps treats subnormal inputs as zero; flushing them first makes every path agree).
+[[nodiscard]] constexpr std::uint16_t to_bf16_daz(float x) noexcept {
+    const std::uint16_t h = io::f32_to_bf16(x);
+    return (h & 0x7f80u) == 0 ? static_cast<std::uint16_t>(h & 0x8000u) : h;
+}
 
-/// The B operand: element (k, j) of panel p (columns [p·nr, p·nr + nr)) is at
-/// `data[p * panel_stride + k * ldb + (j - p·nr)]`. Whole panels are read, so the storage must hold
-/// the columns of the last, partial panel too (their values do not matter: they are never stored).
-struct panel_view {
-    const float* data = nullptr;
-    std::ptrdiff_t panel_stride = 0;
-    std::ptrdiff_t ldb = 0;
-};
+/// Elements of A[m × k] packed in tiles of `mr` rows and k-groups of `group`.
+[[nodiscard]] inline std::size_t packed_a_size(index_t m, index_t k, int mr, int group) noexcept {
+    const std::size_t tiles = static_cast<std::size_t>((m + mr - 1) / mr);
+    return tiles * static_cast<std::size_t>(mr) * static_cast<std::size_t>((k + group - 1) / group * group);
+}
+
+/// Packs A[m × k] (rows `lda` apart) for the kernels: tiles of `mr` rows; within a tile, k-group t
+/// of row r at (t · mr + r) · group; rows past m and k past its end are zero. `convert` maps each
+/// value to the stored element (identity, bf16 rounding, bf16 bits).
+template <class T, class Convert>
+void pack_a(index_t m, index_t k, const float* a, std::ptrdiff_t lda, int mr, int group, T* out, Convert convert) {
+    const index_t tiles = (m + mr - 1) / mr, kg = (k + group - 1) / group;
+    const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(mr) * kg * group;
+    [[maybe_unused]] const bool parallel = tiles > 1 && static_cast<double>(m) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (index_t tile = 0; tile < tiles; ++tile) {
+        T* o = out + tile * tile_elements;
+        for (int r = 0; r < mr; ++r) {
+            const index_t row = tile * mr + r;
+            const float* src = a + row * lda;
+            for (index_t t = 0; t < kg; ++t)
+                for (int e = 0; e < group; ++e) {
+                    const index_t kk = t * group + e;
+                    o[(static_cast<std::ptrdiff_t>(t) * mr + r) * group + e] = row < m && kk < k ? convert(src[kk]) : T{};
+                }
+        }
+    }
+}
 
 namespace detail {
-
-/// One register tile: C[MR × n_valid] (=|+=) A[MR × kc] · panel[kc × nr].
-template <int MR>
-inline void micro_kernel(index_t kc, const float* a, std::ptrdiff_t lda, const float* b, std::ptrdiff_t ldb, float* c,
-                         std::ptrdiff_t ldc, int n_valid, bool accumulate) noexcept {
-    vfloat acc0[MR], acc1[MR];
-    const bool full = n_valid == gemm_nr;
-    for (int r = 0; r < MR; ++r) {
-        if (!accumulate) {
-            acc0[r] = vfloat{};
-            acc1[r] = vfloat{};
-        } else if (full) {
-            acc0[r] = vload(c + r * ldc);
-            acc1[r] = vload(c + r * ldc + simd_width);
-        } else {
-            acc0[r] = vload_partial(c + r * ldc, std::min(n_valid, simd_width));
-            acc1[r] = vload_partial(c + r * ldc + simd_width, std::max(n_valid - simd_width, 0));
-        }
-    }
-    for (index_t k = 0; k < kc; ++k) {
-        const vfloat b0 = vload(b + k * ldb), b1 = vload(b + k * ldb + simd_width);
-#pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) {
-            const vfloat ar = vbroadcast(a[r * lda + k]);
-            acc0[r] = vfma(ar, b0, acc0[r]);
-            acc1[r] = vfma(ar, b1, acc1[r]);
-        }
-    }
-    for (int r = 0; r < MR; ++r) {
-        if (full) {
-            vstore(c + r * ldc, acc0[r]);
-            vstore(c + r * ldc + simd_width, acc1[r]);
-        } else {
-            vstore_partial(c + r * ldc, acc0[r], std::min(n_valid, simd_width));
-            vstore_partial(c + r * ldc + simd_width, acc1[r], std::max(n_valid - simd_width, 0));
-        }
-    }
-}
-
-using micro_kernel_fn = void (*)(index_t, const float*, std::ptrdiff_t, const float*, std::ptrdiff_t, float*, std::ptrdiff_t,
-                                 int, bool) noexcept;
-
-template <std::size_t... I>
-constexpr std::array<micro_kernel_fn, sizeof...(I)> make_kernels(std::index_sequence<I...>) {
-    return {&micro_kernel<static_cast<int>(I) + 1>...};
-}
-/// kernels[r - 1] handles a tile of r rows.
-inline constexpr auto kernels = make_kernels(std::make_index_sequence<gemm_mr>{});
-
+inline float identity(float x) noexcept { return x; }
+inline float bf16_value(float x) noexcept { return io::bf16_to_f32(to_bf16_daz(x)); }
 }  // namespace detail
 
-/// C rows [0, m), columns [p0·nr, p1·nr) ∩ [0, n): serial.
-inline void gemm_panels(index_t m, index_t n, index_t kdim, const float* a, std::ptrdiff_t lda, const panel_view& b, index_t p0,
-                        index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
-    for (index_t p = p0; p < p1; ++p) {
-        const index_t col = p * gemm_nr;
-        const int n_valid = static_cast<int>(std::min<index_t>(gemm_nr, n - col));
-        const float* panel = b.data + p * b.panel_stride;
-        index_t k0 = 0;
-        do {  // runs once for kdim == 0, so C is still zeroed
-            const index_t kc = std::min(gemm_kc, kdim - k0);
-            const bool acc = accumulate || k0 > 0;
-            for (index_t i = 0; i < m; i += gemm_mr) {
-                const index_t rows = std::min<index_t>(gemm_mr, m - i);
-                detail::kernels[static_cast<std::size_t>(rows - 1)](kc, a + i * lda + k0, lda, panel + k0 * b.ldb, b.ldb,
-                                                                    c + i * ldc + col, ldc, n_valid, acc);
-            }
-            k0 += kc;
-        } while (k0 < kdim);
-    }
-}
-
-/// C[m × n] (=|+=) A[m × kdim] · B, serial (callers parallelize around it).
+/// C[m × n] (=|+=) A[m × kdim] · B (f32), serial (callers parallelize around it): the attention's
+/// products. A is packed into a buffer of the calling thread.
 inline void gemm(index_t m, index_t n, index_t kdim, const float* a, std::ptrdiff_t lda, const panel_view& b, float* c,
-                 std::ptrdiff_t ldc, bool accumulate = false) noexcept {
+                 std::ptrdiff_t ldc, bool accumulate = false) {
     if (m <= 0 || n <= 0) return;
-    gemm_panels(m, n, kdim, a, lda, b, 0, (n + gemm_nr - 1) / gemm_nr, c, ldc, accumulate);
+    const kernel_table& kt = kernels();
+    thread_local std::vector<float, aligned_allocator<float>> packed;
+    packed.resize(packed_a_size(m, kdim, kt.mr, 1));
+    pack_a(m, kdim, a, lda, kt.mr, 1, packed.data(), detail::identity);
+    kt.gemm_f32(m, n, kdim, packed.data(), b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
 }
 
 /// A weight matrix W[n × k] (n outputs, k inputs, row-major as stored in checkpoints), packed for
-/// y = W x: panel p holds rows [p·nr, p·nr + nr) of W transposed, k × nr floats, zero-padded.
+/// y = W x in its element type: panel p holds rows [p·32, p·32 + 32) of W transposed, in k-groups
+/// of one element (f32, f16) or two (bf16), zero-padded (see kernels/table.hpp).
 class packed_matrix {
 public:
     packed_matrix() = default;
-    packed_matrix(index_t n, index_t k)
-        : n_(n), k_(k), data_(static_cast<std::size_t>((n + gemm_nr - 1) / gemm_nr) * static_cast<std::size_t>(k) * gemm_nr, 0.f) {}
+    packed_matrix(index_t n, index_t k, io::dtype type = io::dtype::f32) : n_(n), k_(k), type_(type) {
+        if (n < 0 || k < 0) throw contract_error("packed_matrix: negative shape");
+        const std::size_t elements = static_cast<std::size_t>(panels()) * static_cast<std::size_t>(panel_stride());
+        if (type_ == io::dtype::f32) f32_.assign(elements, 0.0f);
+        else h16_.assign(elements, 0);
+    }
 
-    /// Copies rows [row0, row0 + rows) of W from row-major `src` (rows × k floats).
+    /// Stores rows [row0, row0 + rows) of W from row-major f32 `src` (rows × k floats), converted
+    /// to the matrix's type (exact when the values came from that type, as a checkpoint's do).
     void set_rows(index_t row0, const float* src, index_t rows) {
         if (row0 < 0 || rows < 0 || row0 + rows > n_)
             throw contract_error("packed_matrix::set_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
                                  ") outside [0, " + std::to_string(n_) + ")");
-        for (index_t r = 0; r < rows; ++r) {
-            const index_t row = row0 + r;
-            float* dst = data_.data() + static_cast<std::size_t>(row / gemm_nr) * static_cast<std::size_t>(k_) * gemm_nr + row % gemm_nr;
-            const float* s = src + static_cast<std::size_t>(r) * static_cast<std::size_t>(k_);
-            for (index_t j = 0; j < k_; ++j) dst[static_cast<std::size_t>(j) * gemm_nr] = s[j];
+        const index_t g = group(), p_first = row0 / panel_width, p_last = (row0 + rows + panel_width - 1) / panel_width;
+        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+        for (index_t p = p_first; p < p_last; ++p) {  // one panel per iteration: threads never share a cache line
+            const index_t r_begin = std::max(row0, p * panel_width), r_end = std::min(row0 + rows, (p + 1) * panel_width);
+            for (index_t row = r_begin; row < r_end; ++row) {
+                const float* s = src + static_cast<std::size_t>(row - row0) * static_cast<std::size_t>(k_);
+                const std::size_t base = static_cast<std::size_t>(p) * static_cast<std::size_t>(panel_stride()) +
+                                         static_cast<std::size_t>(row % panel_width) * static_cast<std::size_t>(g);
+                for (index_t j = 0; j < k_; ++j) {
+                    const std::size_t at = base + static_cast<std::size_t>(j / g) * static_cast<std::size_t>(panel_width * g) +
+                                           static_cast<std::size_t>(j % g);
+                    switch (type_) {
+                        case io::dtype::f32: f32_[at] = s[j]; break;
+                        case io::dtype::f16: h16_[at] = io::f32_to_f16(s[j]); break;
+                        case io::dtype::bf16: h16_[at] = to_bf16_daz(s[j]); break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Row `j` of W (k values) as f32: an embedding lookup from the packed head.
+    void row(index_t j, float* out) const {
+        const index_t g = group();
+        const std::size_t base = static_cast<std::size_t>(j / panel_width) * static_cast<std::size_t>(panel_stride()) +
+                                 static_cast<std::size_t>(j % panel_width) * static_cast<std::size_t>(g);
+        for (index_t i = 0; i < k_; ++i) {
+            const std::size_t at = base + static_cast<std::size_t>(i / g) * static_cast<std::size_t>(panel_width * g) + static_cast<std::size_t>(i % g);
+            switch (type_) {
+                case io::dtype::f32: out[i] = f32_[at]; break;
+                case io::dtype::f16: out[i] = io::f16_to_f32(h16_[at]); break;
+                case io::dtype::bf16: out[i] = io::bf16_to_f32(h16_[at]); break;
+            }
         }
     }
 
     [[nodiscard]] index_t rows() const noexcept { return n_; }
     [[nodiscard]] index_t cols() const noexcept { return k_; }
-    [[nodiscard]] index_t panels() const noexcept { return (n_ + gemm_nr - 1) / gemm_nr; }
-    [[nodiscard]] std::size_t bytes() const noexcept { return data_.size() * sizeof(float); }
-    [[nodiscard]] panel_view view() const noexcept {
-        return {data_.data(), static_cast<std::ptrdiff_t>(k_) * gemm_nr, gemm_nr};
+    [[nodiscard]] io::dtype type() const noexcept { return type_; }
+    [[nodiscard]] index_t panels() const noexcept { return (n_ + panel_width - 1) / panel_width; }
+    /// Elements per k-group: 2 for bf16 (the pairs of vdpbf16ps), 1 otherwise.
+    [[nodiscard]] index_t group() const noexcept { return type_ == io::dtype::bf16 ? 2 : 1; }
+    /// Elements per panel.
+    [[nodiscard]] std::ptrdiff_t panel_stride() const noexcept {
+        return static_cast<std::ptrdiff_t>((k_ + group() - 1) / group()) * panel_width * group();
     }
+    /// Bytes held.
+    [[nodiscard]] std::size_t bytes() const noexcept { return f32_.size() * sizeof(float) + h16_.size() * sizeof(std::uint16_t); }
+    /// Bytes a matrix of this shape and type holds, before allocating it.
+    [[nodiscard]] static std::size_t bytes_for(index_t n, index_t k, io::dtype type) noexcept {
+        const std::size_t g = type == io::dtype::bf16 ? 2 : 1;
+        return static_cast<std::size_t>((n + panel_width - 1) / panel_width) * ((static_cast<std::size_t>(k) + g - 1) / g) *
+               static_cast<std::size_t>(panel_width) * g * io::dtype_size(type);
+    }
+    [[nodiscard]] panel_view view() const noexcept { return {f32_.data(), panel_stride(), panel_width}; }
+    [[nodiscard]] panel_view16 view16() const noexcept { return {h16_.data(), panel_stride(), panel_width * group()}; }
 
 private:
     index_t n_ = 0, k_ = 0;
-    std::vector<float, aligned_allocator<float>> data_;
+    io::dtype type_ = io::dtype::f32;
+    std::vector<float, aligned_allocator<float>> f32_;
+    std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> h16_;
 };
 
-/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (column panel, block of rows). Each element is
-/// computed by one thread with the same instruction sequence, so results do not depend on the
-/// thread count.
+/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (group of column panels, block of rows). Each
+/// element is computed by one thread with the same instruction sequence, so results do not depend
+/// on the thread count. bf16 weights: X is rounded to bf16 first (once, row by row).
 inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const packed_matrix& w, float* y, std::ptrdiff_t ldy) {
     if (m <= 0) return;
-    const index_t n = w.rows(), panels = w.panels();
-    constexpr index_t row_block = 8 * gemm_mr;
+    const kernel_table& kt = kernels();
+    const index_t n = w.rows(), k = w.cols(), panels = w.panels();
+    const bool bf16 = w.type() == io::dtype::bf16, dot = bf16 && bf16_products().dot;
+    // X packed once for every task (bf16 weights: rounded to bf16, as floats or as bf16 bits).
+    const int mr = bf16 && !dot ? kt.mr_bf16 : kt.mr, group = bf16 ? 2 : 1;
+    thread_local std::vector<float, aligned_allocator<float>> xf;
+    thread_local std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> xh;
+    if (dot) {
+        xh.resize(packed_a_size(m, k, mr, group));
+        pack_a(m, k, x, ldx, mr, group, xh.data(), to_bf16_daz);
+    } else {
+        xf.resize(packed_a_size(m, k, mr, group));
+        pack_a(m, k, x, ldx, mr, group, xf.data(), bf16 ? detail::bf16_value : detail::identity);
+    }
+    // The caller's buffers: inside the parallel loop, xf and xh would name each thread's own.
+    const float* af = xf.data();
+    const std::uint16_t* ah = xh.data();
+    const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(packed_a_size(mr, k, mr, group));
+    const index_t row_block = 8 * mr;
     const index_t row_blocks = (m + row_block - 1) / row_block;
     // Panels per task: enough work per task to amortize scheduling on small matrices.
-    const index_t group = std::max<index_t>(1, std::min<index_t>(8, (1 << 16) / std::max<index_t>(1, w.cols() * std::min(m, row_block))));
-    const index_t groups = (panels + group - 1) / group;
+    const index_t group_panels = std::max<index_t>(1, std::min<index_t>(8, (1 << 16) / std::max<index_t>(1, k * std::min(m, row_block))));
+    const index_t groups = (panels + group_panels - 1) / group_panels;
     const long tasks = static_cast<long>(groups) * row_blocks;
-    const panel_view b = w.view();
     // Threads only for products of more than ~1M multiply-adds (tens of microseconds of work).
-    [[maybe_unused]] const bool parallel = static_cast<double>(m) * n * w.cols() > 1e6 && tasks > 1;
+    [[maybe_unused]] const bool parallel = static_cast<double>(m) * n * k > 1e6 && tasks > 1;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (parallel)
 #endif
     for (long t = 0; t < tasks; ++t) {
-        const index_t g = static_cast<index_t>(t / row_blocks), rb = static_cast<index_t>(t % row_blocks);
+        const index_t gi = static_cast<index_t>(t / row_blocks), rb = static_cast<index_t>(t % row_blocks);
         const index_t r0 = rb * row_block, rows = std::min(row_block, m - r0);
-        gemm_panels(rows, n, w.cols(), x + r0 * ldx, ldx, b, g * group, std::min(panels, (g + 1) * group), y + r0 * ldy, ldy, false);
+        const index_t p0 = gi * group_panels, p1 = std::min(panels, (gi + 1) * group_panels);
+        const std::ptrdiff_t a_at = static_cast<std::ptrdiff_t>(r0 / mr) * tile_elements;
+        float* yr = y + r0 * ldy;
+        switch (w.type()) {
+            case io::dtype::f32: kt.gemm_f32(rows, n, k, af + a_at, w.view(), p0, p1, yr, ldy, false); break;
+            case io::dtype::f16: kt.gemm_f16(rows, n, k, af + a_at, w.view16(), p0, p1, yr, ldy, false); break;
+            case io::dtype::bf16:
+                if (dot) kt.gemm_bf16_dot(rows, n, k, ah + a_at, w.view16(), p0, p1, yr, ldy, false);
+                else kt.gemm_bf16(rows, n, k, af + a_at, w.view16(), p0, p1, yr, ldy, false);
+                break;
+        }
     }
 }
 

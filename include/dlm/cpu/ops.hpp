@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../core/config.hpp"
+#include "dispatch.hpp"
 #include "simd.hpp"
 
 namespace dlm::cpu {
@@ -86,22 +87,8 @@ private:
 
 /// out[r][i] = silu(gate[r][i]) · up[r][i] with gate = in[r][0, width), up = in[r][width, 2·width).
 inline void silu_gate(index_t rows, index_t width, const float* in, std::ptrdiff_t ldi, float* out, std::ptrdiff_t ldo) {
-    for_rows(rows, 20.0 * width, [&](index_t r) {
-        const float* g = in + r * ldi;
-        const float* u = g + width;
-        float* o = out + r * ldo;
-        const vfloat one = vbroadcast(1.0f);
-        index_t i = 0;
-        for (; i + simd_width <= width; i += simd_width) {
-            const vfloat gv = vload(g + i);
-            vstore(o + i, gv / (one + vexp(-gv)) * vload(u + i));
-        }
-        if (i < width) {  // the tail goes through the same vector code, lane by lane identical
-            const int n = static_cast<int>(width - i);
-            const vfloat gv = vload_partial(g + i, n);
-            vstore_partial(o + i, gv / (one + vexp(-gv)) * vload_partial(u + i, n), n);
-        }
-    });
+    const kernel_table& kt = kernels();
+    for_rows(rows, 20.0 * width, [&](index_t r) { kt.silu_gate(in + r * ldi, in + r * ldi + width, out + r * ldo, width); });
 }
 
 /// y[r] += d[r] for rows of `width` floats.

@@ -7,15 +7,19 @@
 // mask is not a property of the model: it comes with every forward as the decoder's mask policy, so
 // the same weights run bidirectionally (LLaDA, Dream), block-causally (CDLM) or causally (AR).
 //
-// Compute is f32. Weights are converted to f32 once at load and packed for dlm's GEMM (gemm.hpp),
-// which gives every row a result independent of the batch around it; with the row-wise norms and the
-// fixed-order attention (attention.hpp) a sequence's logits are bit-identical alone or in a batch,
+// Weights stay in their checkpoint's element type (f32, f16 or bf16; load_options converts on
+// request), packed once for dlm's GEMM (gemm.hpp), whose kernels are picked for the CPU at run time
+// (dispatch.hpp). Activations, norms, attention and the KV cache are f32. Every row's result is
+// independent of the batch around it; with the row-wise norms and the fixed-order attention
+// (attention.hpp) a sequence's logits are bit-identical alone or in a batch, for any thread count,
 // and with or without an exact KV cache. Threads: OpenMP over column panels, rows and heads.
 // A transformer is not safe to call from two threads at once (forward reuses its work buffers).
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <set>
 #include <filesystem>
 #include <limits>
 #include <span>
@@ -30,7 +34,9 @@
 #include "../model/request_check.hpp"
 #include "attention.hpp"
 #include "gemm.hpp"
+#include "memory.hpp"
 #include "ops.hpp"
+#include "weight_sources.hpp"
 #include "weights.hpp"
 
 namespace dlm::cpu {
@@ -39,23 +45,38 @@ class transformer {
 public:
     using kv_cache = cpu::kv_cache;
 
-    /// A transformer from in-memory weights (tests, benchmarks). Throws invalid_parameter naming the
-    /// config field or the weight ("weights.layers[1].k_proj") that does not fit.
-    transformer(io::model_config config, const transformer_weights& w) : transformer(std::move(config)) {
-        build([&](tensor_role role, index_t layer) { return copy_weight(w, role, layer); });
+    /// A transformer from in-memory f32 weights (tests, benchmarks), held as f32 unless `options`
+    /// says otherwise. Throws invalid_parameter naming the config field or the weight
+    /// ("weights.layers[1].k_proj") that does not fit.
+    transformer(io::model_config config, const transformer_weights& w, const load_options& options = {}) : transformer(std::move(config)) {
+        memory_source src(w, config_);
+        build(src, options);
+    }
+
+    /// The model random_weights(config, seed, scale) describes, generated straight into `type`
+    /// without an f32 copy: full-size shapes (LLaDA-8B, Dream-7B) for benchmarks.
+    [[nodiscard]] static transformer random(io::model_config config, std::uint64_t seed, io::dtype type, float scale = 1.0f,
+                                            bool check_memory = true) {
+        transformer t(std::move(config));
+        random_source src(t.config_, seed, type, scale);
+        t.build(src, {.weight_dtype = type, .check_memory = check_memory});
+        return t;
     }
 
     /// Loads a Hugging Face model folder (a path to a file inside it names the folder): config.json
     /// (and generation_config.json), then every tensor of model.safetensors or of a sharded
-    /// checkpoint (f32, f16 or bf16), converted to f32 once. Throws file_error / tensor_error naming
-    /// the file and the tensor; a checkpoint holding a tensor the model does not use is refused.
-    [[nodiscard]] static transformer load(const std::filesystem::path& model_dir) {
+    /// checkpoint (f32, f16 or bf16), kept in its type unless options.weight_dtype converts it,
+    /// packed a slice at a time from the memory-mapped file. Throws file_error / tensor_error naming
+    /// the file and the tensor (a checkpoint holding a tensor the model does not use is refused), and
+    /// memory_error, before allocating, if the weights do not fit in the available memory.
+    [[nodiscard]] static transformer load(const std::filesystem::path& model_dir, const load_options& options = {}) {
         std::error_code ec;
         const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
         transformer t(io::load_config(dir));
         const io::checkpoint ck = io::checkpoint::open(dir);
         const io::architecture arch = t.config_.arch;
-        t.build([&](tensor_role role, index_t layer) { return ck.read_f32(tensor_name(arch, role, layer), tensor_shape(t.config_, role)); });
+        checkpoint_source src(ck, t.config_);
+        t.build(src, options);
         // Buffers some exporters keep: a tied head stored anyway (if it is the embedding), rotary
         // frequency tables. Unused.
         accept_stored_tied_head(ck, t.config_);
@@ -75,6 +96,11 @@ public:
     [[nodiscard]] bool logits_shift() const noexcept { return config_.logits_shift; }
     [[nodiscard]] index_t max_context() const noexcept { return config_.max_context; }
 
+    /// Bytes of the weights as held (packed matrices, norms, biases).
+    [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_bytes_; }
+    /// The element type of the matrices ("bf16"), or "mixed".
+    [[nodiscard]] const std::string& weight_type() const noexcept { return weight_type_; }
+
     /// Parameters held (the head counted once when tied).
     [[nodiscard]] std::int64_t parameter_count() const noexcept {
         const std::int64_t h = config_.hidden_size, q = std::int64_t{config_.num_heads} * config_.head_dim,
@@ -85,9 +111,11 @@ public:
 
     /// A K/V store for `capacity` canvas positions.
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
-        constexpr index_t most = std::numeric_limits<index_t>::max() - gemm_nr;  // the cache pads each key row by gemm_nr
+        constexpr index_t most = std::numeric_limits<index_t>::max() - panel_width;  // the cache pads each key row by a panel
         if (capacity < 0 || capacity > most)
             throw invalid_parameter("capacity", "must be in [0, " + std::to_string(most) + "], got " + std::to_string(capacity));
+        const std::uint64_t bytes = kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+        if (bytes > (std::uint64_t{64} << 20)) check_fits("a KV cache of " + std::to_string(capacity) + " positions", bytes);
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
     }
 
@@ -126,7 +154,7 @@ public:
                 const index_t pos = requests[i].plan.window_begin + j;
                 positions[static_cast<std::size_t>(row0[i] + j)] = pos;
                 const token_id tok = requests[i].canvas[static_cast<std::size_t>(pos)];
-                std::copy_n(embedding_.data() + static_cast<std::ptrdiff_t>(tok) * hidden, hidden, x_.data() + (row0[i] + j) * std::ptrdiff_t{hidden});
+                embedding().row(tok, x_.data() + (row0[i] + j) * std::ptrdiff_t{hidden});
             }
         rope_.tables(positions, cos_, sin_);
 
@@ -165,7 +193,7 @@ public:
                 rms_norm(1, hidden, x_.data() + (row0[i] + r - p.window_begin) * std::ptrdiff_t{hidden}, hidden, final_norm_.data(), eps,
                          xn_.data() + static_cast<std::ptrdiff_t>(z) * hidden, hidden);
         }
-        linear(static_cast<index_t>(logit_rows), xn_.data(), hidden, head_, logits.data(), static_cast<std::ptrdiff_t>(vocab));
+        linear(static_cast<index_t>(logit_rows), xn_.data(), hidden, head(), logits.data(), static_cast<std::ptrdiff_t>(vocab));
     }
 
 private:
@@ -201,91 +229,113 @@ private:
             throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
     }
 
-    /// Fills the layers from `source(role, layer)`, which returns the tensor's values in row-major
-    /// order with the shape tensor_shape(config, role). One tensor is held in f32 at a time.
+    /// The type a (stacked) matrix is held in: the requested one, else the parts' stored type, else
+    /// (parts stored in different types) f32.
     template <class Source>
-    void build(Source&& source) {
+    io::dtype held_type(Source& src, const load_options& opt, std::initializer_list<tensor_role> roles, index_t l) const {
+        if (opt.weight_dtype) return *opt.weight_dtype;
+        const io::dtype first = src.dtype(*roles.begin(), l);
+        for (tensor_role r : roles)
+            if (src.dtype(r, l) != first) return io::dtype::f32;
+        return first;
+    }
+
+    /// Copies `role` of `layer` from `src` into rows [row_offset, ...) of `m`, a slice at a time.
+    template <class Source>
+    static void fill(packed_matrix& m, Source& src, tensor_role role, index_t layer, index_t row_offset, index_t rows, std::vector<float>& buf) {
+        const index_t k = m.cols();
+        const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
+        for (index_t r0 = 0; r0 < rows; r0 += chunk) {
+            const index_t n = std::min(chunk, rows - r0);
+            buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+            src.read(role, layer, r0, n, buf.data());
+            m.set_rows(row_offset + r0, buf.data(), n);
+        }
+    }
+    template <class Source>
+    static std::vector<float> read_vector(Source& src, tensor_role role, index_t layer, index_t size) {
+        std::vector<float> v(static_cast<std::size_t>(size));
+        src.read(role, layer, 0, size, v.data());
+        return v;
+    }
+
+    /// Fills the layers from `src` (weight_sources.hpp) in the order random_source generates them.
+    /// Checks first that the weights fit in the available memory (options.check_memory).
+    template <class Source>
+    void build(Source& src, const load_options& opt) {
         const io::model_config& c = config_;
         const index_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
-        {
-            const std::vector<float> e = source(tensor_role::embedding, 0);
-            embedding_ = Eigen::Map<const matrix>(e.data(), c.vocab_size, h);
+        using R = tensor_role;
+        // Types and bytes first: nothing is allocated for a model that cannot fit.
+        const io::dtype t_emb = held_type(src, opt, {R::embedding}, 0);
+        const io::dtype t_head = c.tie_word_embeddings ? t_emb : held_type(src, opt, {R::lm_head}, 0);
+        std::vector<io::dtype> t_qkv, t_o, t_gu, t_down;
+        std::size_t bytes = packed_matrix::bytes_for(c.vocab_size, h, t_emb) + (c.tie_word_embeddings ? 0 : packed_matrix::bytes_for(c.vocab_size, h, t_head));
+        std::set<io::dtype> types{t_emb, t_head};
+        for (index_t l = 0; l < c.num_layers; ++l) {
+            t_qkv.push_back(held_type(src, opt, {R::q_proj, R::k_proj, R::v_proj}, l));
+            t_o.push_back(held_type(src, opt, {R::o_proj}, l));
+            t_gu.push_back(held_type(src, opt, {R::gate_proj, R::up_proj}, l));
+            t_down.push_back(held_type(src, opt, {R::down_proj}, l));
+            bytes += packed_matrix::bytes_for(q + 2 * kv, h, t_qkv.back()) + packed_matrix::bytes_for(h, q, t_o.back()) +
+                     packed_matrix::bytes_for(2 * f, h, t_gu.back()) + packed_matrix::bytes_for(h, f, t_down.back()) +
+                     sizeof(float) * static_cast<std::size_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0));
+            types.insert({t_qkv.back(), t_o.back(), t_gu.back(), t_down.back()});
         }
+        bytes += sizeof(float) * static_cast<std::size_t>(h);
+        weight_bytes_ = bytes;
+        weight_type_ = types.size() == 1 ? std::string(io::dtype_name(*types.begin())) : "mixed";
+        for (char& ch : weight_type_) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (opt.check_memory)
+            check_fits("the model's weights (" + weight_type_ + ", " + std::to_string(c.num_layers) + " layers)", bytes,
+                       "hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16) or free memory");
+
+        std::vector<float> buf;
+        embedding_ = packed_matrix(c.vocab_size, h, t_emb);
+        fill(embedding_, src, R::embedding, 0, 0, c.vocab_size, buf);
         layers_.resize(static_cast<std::size_t>(c.num_layers));
         for (index_t l = 0; l < c.num_layers; ++l) {
-            layer& L = layers_[static_cast<std::size_t>(l)];
-            L.attn_norm = source(tensor_role::attn_norm, l);
-            L.qkv = packed_matrix(q + 2 * kv, h);
-            L.qkv.set_rows(0, source(tensor_role::q_proj, l).data(), q);
-            L.qkv.set_rows(q, source(tensor_role::k_proj, l).data(), kv);
-            L.qkv.set_rows(q + kv, source(tensor_role::v_proj, l).data(), kv);
+            const auto li = static_cast<std::size_t>(l);
+            layer& L = layers_[li];
+            L.attn_norm = read_vector(src, R::attn_norm, l, h);
+            L.qkv = packed_matrix(q + 2 * kv, h, t_qkv[li]);
+            fill(L.qkv, src, R::q_proj, l, 0, q, buf);
+            fill(L.qkv, src, R::k_proj, l, q, kv, buf);
+            fill(L.qkv, src, R::v_proj, l, q + kv, kv, buf);
             if (c.qkv_bias) {
-                L.qkv_bias = source(tensor_role::q_bias, l);
-                for (tensor_role r : {tensor_role::k_bias, tensor_role::v_bias}) {
-                    const std::vector<float> b = source(r, l);
+                L.qkv_bias = read_vector(src, R::q_bias, l, q);
+                for (R r : {R::k_bias, R::v_bias}) {
+                    const std::vector<float> b = read_vector(src, r, l, kv);
                     L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
                 }
             }
-            L.o = packed_matrix(h, q);
-            L.o.set_rows(0, source(tensor_role::o_proj, l).data(), h);
-            L.mlp_norm = source(tensor_role::mlp_norm, l);
-            L.gate_up = packed_matrix(2 * f, h);
-            L.gate_up.set_rows(0, source(tensor_role::gate_proj, l).data(), f);
-            L.gate_up.set_rows(f, source(tensor_role::up_proj, l).data(), f);
-            L.down = packed_matrix(h, f);
-            L.down.set_rows(0, source(tensor_role::down_proj, l).data(), h);
+            L.o = packed_matrix(h, q, t_o[li]);
+            fill(L.o, src, R::o_proj, l, 0, h, buf);
+            L.mlp_norm = read_vector(src, R::mlp_norm, l, h);
+            L.gate_up = packed_matrix(2 * f, h, t_gu[li]);
+            fill(L.gate_up, src, R::gate_proj, l, 0, f, buf);
+            fill(L.gate_up, src, R::up_proj, l, f, f, buf);
+            L.down = packed_matrix(h, f, t_down[li]);
+            fill(L.down, src, R::down_proj, l, 0, h, buf);
         }
-        final_norm_ = source(tensor_role::final_norm, 0);
-        head_ = packed_matrix(c.vocab_size, h);
-        if (c.tie_word_embeddings) head_.set_rows(0, embedding_.data(), c.vocab_size);
-        else head_.set_rows(0, source(tensor_role::lm_head, 0).data(), c.vocab_size);
+        final_norm_ = read_vector(src, R::final_norm, 0, h);
+        if (!c.tie_word_embeddings) {
+            head_ = packed_matrix(c.vocab_size, h, t_head);
+            fill(head_, src, R::lm_head, 0, 0, c.vocab_size, buf);
+        }
     }
 
-    /// The in-memory source: the weight for (role, layer), its shape checked.
-    std::vector<float> copy_weight(const transformer_weights& w, tensor_role role, index_t l) const {
-        const std::string where = "weights.layers[" + std::to_string(l) + "].";
-        const auto expected = tensor_shape(config_, role);
-        auto take = [&](const std::string& name, const float* data, std::int64_t rows, std::int64_t cols) {
-            const bool ok = expected.size() == 2 ? rows == expected[0] && cols == expected[1] : rows * cols == expected[0] && (rows == 1 || cols == 1);
-            if (!ok) {
-                std::string want = "[" + std::to_string(expected[0]) + (expected.size() == 2 ? ", " + std::to_string(expected[1]) : "") + "]";
-                throw invalid_parameter(name, "expected shape " + want + ", got [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-            }
-            return std::vector<float>(data, data + rows * cols);
-        };
-        auto mat = [&](const std::string& name, const matrix& m) { return take(name, m.data(), m.rows(), m.cols()); };
-        auto vec = [&](const std::string& name, const vector& v) { return take(name, v.data(), v.size(), 1); };
-        if (role == tensor_role::embedding) return mat("weights.embedding", w.embedding);
-        if (role == tensor_role::final_norm) return vec("weights.final_norm", w.final_norm);
-        if (role == tensor_role::lm_head) return mat("weights.lm_head", w.lm_head);
-        if (static_cast<std::size_t>(l) >= w.layers.size())
-            throw invalid_parameter("weights.layers", "holds " + std::to_string(w.layers.size()) + " layers, the config has " +
-                                                          std::to_string(config_.num_layers));
-        const layer_weights& L = w.layers[static_cast<std::size_t>(l)];
-        switch (role) {
-            case tensor_role::attn_norm: return vec(where + "attn_norm", L.attn_norm);
-            case tensor_role::q_proj: return mat(where + "q_proj", L.q_proj);
-            case tensor_role::k_proj: return mat(where + "k_proj", L.k_proj);
-            case tensor_role::v_proj: return mat(where + "v_proj", L.v_proj);
-            case tensor_role::q_bias: return vec(where + "q_bias", L.q_bias);
-            case tensor_role::k_bias: return vec(where + "k_bias", L.k_bias);
-            case tensor_role::v_bias: return vec(where + "v_bias", L.v_bias);
-            case tensor_role::o_proj: return mat(where + "o_proj", L.o_proj);
-            case tensor_role::mlp_norm: return vec(where + "mlp_norm", L.mlp_norm);
-            case tensor_role::gate_proj: return mat(where + "gate_proj", L.gate_proj);
-            case tensor_role::up_proj: return mat(where + "up_proj", L.up_proj);
-            case tensor_role::down_proj: return mat(where + "down_proj", L.down_proj);
-            default: break;
-        }
-        throw contract_error("cpu::transformer: unknown tensor role");
-    }
+    /// The embedding table (the head's matrix when tied).
+    [[nodiscard]] const packed_matrix& embedding() const noexcept { return embedding_; }
+    /// The output head (the embedding when tied).
+    [[nodiscard]] const packed_matrix& head() const noexcept { return config_.tie_word_embeddings ? embedding_ : head_; }
 
     [[nodiscard]] head_geometry geometry() const noexcept {
         head_geometry hg;
         hg.heads = config_.num_heads;
         hg.kv_heads = config_.num_kv_heads;
         hg.head_dim = config_.head_dim;
-        hg.value_stride = (config_.head_dim + gemm_nr - 1) / gemm_nr * gemm_nr;
+        hg.value_stride = (config_.head_dim + panel_width - 1) / panel_width * panel_width;
         hg.qkv_ld = static_cast<std::ptrdiff_t>(config_.num_heads + 2 * config_.num_kv_heads) * config_.head_dim;
         hg.out_ld = static_cast<std::ptrdiff_t>(config_.num_heads) * config_.head_dim;
         return hg;
@@ -315,7 +365,7 @@ private:
         for (std::size_t i = 0; i < requests.size(); ++i) {
             window_kv w;
             w.rows = row0[i + 1] - row0[i];
-            w.key_stride = w.rows + gemm_nr;
+            w.key_stride = w.rows + panel_width;
             w.value_stride = hg.value_stride;
             w.kv_heads = hg.kv_heads;
             w.head_dim = hg.head_dim;
@@ -371,10 +421,12 @@ private:
     }
 
     io::model_config config_;
-    matrix embedding_;
+    packed_matrix embedding_;  // also the head when tied
     std::vector<layer> layers_;
     std::vector<float> final_norm_;
-    packed_matrix head_;
+    packed_matrix head_;  // empty when tied
+    std::size_t weight_bytes_ = 0;
+    std::string weight_type_;
     rotary rope_;
     // Work buffers, reused across forwards.
     buffer x_, xn_, tmp_, qkv_, att_, gu_, act_, window_store_;

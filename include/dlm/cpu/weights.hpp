@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -117,6 +118,23 @@ enum class tensor_role {
         case tensor_role::down_proj: return {h, f};
     }
     return {};
+}
+
+/// Every tensor of a model under `c`, as (role, layer), in the order the transformer reads them at
+/// load (and random_source generates them): the embedding; per layer the attention norm, q, k, v,
+/// the q/k/v biases (if any), o, the MLP norm, gate, up, down; the final norm; the head (if untied).
+[[nodiscard]] inline std::vector<std::pair<tensor_role, index_t>> weight_order(const io::model_config& c) {
+    using R = tensor_role;
+    std::vector<std::pair<R, index_t>> out{{R::embedding, 0}};
+    for (index_t l = 0; l < c.num_layers; ++l) {
+        for (R r : {R::attn_norm, R::q_proj, R::k_proj, R::v_proj}) out.emplace_back(r, l);
+        if (c.qkv_bias)
+            for (R r : {R::q_bias, R::k_bias, R::v_bias}) out.emplace_back(r, l);
+        for (R r : {R::o_proj, R::mlp_norm, R::gate_proj, R::up_proj, R::down_proj}) out.emplace_back(r, l);
+    }
+    out.emplace_back(R::final_norm, 0);
+    if (!c.tie_word_embeddings) out.emplace_back(R::lm_head, 0);
+    return out;
 }
 
 /// Some exporters store the output head although the config ties it to the embedding. Such a head

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +62,7 @@ public:
                 throw file_error(path_, std::string("cannot mmap: ") + std::strerror(err));
             }
             data_ = static_cast<const std::byte*>(p);
+            ::madvise(p, size_, MADV_SEQUENTIAL);  // a loader reads tensors front to back: read ahead
         }
         ::close(fd);  // the mapping stays valid without the descriptor
 #else
@@ -93,6 +95,22 @@ public:
     }
 
     [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+
+    /// Drops the pages wholly inside `range` (a part of bytes()) from this process's resident set:
+    /// a loader that copied them calls it, so that the mapped file and the copy are not both
+    /// resident. The data stays readable (it is paged in again from the file, or the page cache,
+    /// if touched). No effect without mmap.
+    void release(std::span<const std::byte> range) const noexcept {
+#if DLM_IO_HAVE_MMAP
+        if (data_ == nullptr || range.empty() || range.data() < data_ || range.data() + range.size() > data_ + size_) return;
+        const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+        const auto begin = (reinterpret_cast<std::uintptr_t>(range.data()) + page - 1) / page * page;
+        const auto end = (reinterpret_cast<std::uintptr_t>(range.data()) + range.size()) / page * page;
+        if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+#else
+        (void)range;
+#endif
+    }
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     [[nodiscard]] const std::string& path() const noexcept { return path_; }
 

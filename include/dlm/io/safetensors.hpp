@@ -143,6 +143,35 @@ public:
         read_f32_into(name, std::span<const std::int64_t>(expected_shape.begin(), expected_shape.size()), out);
     }
 
+    /// Converts rows [row0, row0 + rows) of a 2-D tensor (or elements of a 1-D one) to f32 into
+    /// `out` (rows × columns floats): a loader that packs a large tensor a slice at a time. The first
+    /// call checks the shape and marks the tensor read.
+    void read_rows_f32(std::string_view name, std::span<const std::int64_t> expected_shape, std::int64_t row0, std::int64_t rows,
+                       std::span<float> out) const {
+        const tensor_info& t = checked(name, expected_shape);
+        const std::int64_t cols = t.shape.size() >= 2 ? t.shape.back() : 1;
+        const std::int64_t total = t.shape.empty() ? 1 : t.shape.front();
+        if (row0 < 0 || rows < 0 || row0 + rows > total || out.size() != static_cast<std::size_t>(rows * cols))
+            throw tensor_error(t.file, t.name, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") into " +
+                                                   std::to_string(out.size()) + " floats do not fit the tensor's " + std::to_string(total) +
+                                                   " rows of " + std::to_string(cols));
+        const std::size_t es = dtype_size(t.type);
+        convert_to_f32(t.type, t.bytes.subspan(static_cast<std::size_t>(row0 * cols) * es, static_cast<std::size_t>(rows * cols) * es), out);
+    }
+
+    /// Drops rows [row0, row0 + rows) of a tensor's mapped bytes from the resident set (see
+    /// mapped_file::release): called after they were copied, so that a loaded model's resident
+    /// memory is its own copy of the weights, not that plus the file.
+    void release_rows(std::string_view name, std::int64_t row0, std::int64_t rows) const {
+        const tensor_info& t = tensors_[position(name)];
+        const std::int64_t cols = t.shape.size() >= 2 ? t.shape.back() : 1;
+        const std::size_t es = dtype_size(t.type);
+        const std::size_t b0 = static_cast<std::size_t>(row0 * cols) * es, b1 = static_cast<std::size_t>((row0 + rows) * cols) * es;
+        if (b1 > t.bytes.size() || b0 > b1) return;
+        for (const mapped_file& f : files_)
+            if (f.path() == t.file) f.release(t.bytes.subspan(b0, b1 - b0));
+    }
+
     /// Marks a tensor read without converting it (for a model that uses `info(name).bytes` directly).
     void mark_read(std::string_view name) const { read_[position(name)].store(true, std::memory_order_relaxed); }
 

@@ -1,0 +1,43 @@
+// dlm/cpu/kernels/avx2.hpp — kernels for x86-64 with AVX2, FMA and F16C (Haswell, Zen 1 and
+// later): 8-lane vectors, f16 widened by vcvtph2ps, bf16 products as two FMAs per pair.
+#pragma once
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "../../io/dtype.hpp"
+#include "../simd.hpp"
+#include "table.hpp"
+
+#define DLM_KERNEL_TARGET "avx2,fma,f16c"
+#include "target_begin.inl"
+
+namespace dlm::cpu::kernels_avx2 {
+
+inline constexpr isa isa_id = isa::avx2;
+inline constexpr const char* isa_name = "avx2";
+inline constexpr int lanes = 8;
+inline constexpr int mr_f32 = 6, mr_bf16 = 4;  // 16 ymm registers: 12 (or 8 + 6 for bf16) live
+using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
+
+[[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+[[nodiscard]] inline vfloat load_f16(const std::uint16_t* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+#include "vector_ops.inl"
+#include "body.inl"
+
+}  // namespace dlm::cpu::kernels_avx2
+
+#include "target_end.inl"
+
+#endif

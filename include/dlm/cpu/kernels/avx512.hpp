@@ -1,0 +1,43 @@
+// dlm/cpu/kernels/avx512.hpp — kernels for x86-64 with AVX-512 F/BW/DQ/VL (Skylake-X, Ice Lake,
+// Zen 4 and later): 16-lane vectors, f16 widened by vcvtph2ps, bf16 products as two FMAs per pair.
+#pragma once
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "../../io/dtype.hpp"
+#include "../simd.hpp"
+#include "table.hpp"
+
+#define DLM_KERNEL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"
+#include "target_begin.inl"
+
+namespace dlm::cpu::kernels_avx512 {
+
+inline constexpr isa isa_id = isa::avx512;
+inline constexpr const char* isa_name = "avx512";
+inline constexpr int lanes = 16;
+inline constexpr int mr_f32 = 8, mr_bf16 = 8;  // 32 zmm registers: 16 accumulators
+using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
+
+[[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+[[nodiscard]] inline vfloat load_f16(const std::uint16_t* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+#include "vector_ops.inl"
+#include "body.inl"
+
+}  // namespace dlm::cpu::kernels_avx512
+
+#include "target_end.inl"
+
+#endif

@@ -1,0 +1,60 @@
+// dlm/cpu/kernels/avx512_bf16.hpp — kernels for x86-64 with AVX-512 BF16 (Cooper Lake, Sapphire
+// Rapids, Zen 4 and later): bf16 products by vdpbf16ps as well (a bf16 pair per f32 lane and
+// instruction: twice the f32 FMA rate on Zen 4, half of it on Sapphire Rapids, so dispatch.hpp
+// measures which form to use); f32 and f16 as in avx512.hpp.
+#pragma once
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "../../io/dtype.hpp"
+#include "../simd.hpp"
+#include "table.hpp"
+
+#define DLM_KERNEL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,f16c"
+#include "target_begin.inl"
+
+namespace dlm::cpu::kernels_avx512_bf16 {
+
+inline constexpr isa isa_id = isa::avx512_bf16;
+inline constexpr const char* isa_name = "avx512-bf16";
+inline constexpr int lanes = 16;
+inline constexpr int mr_f32 = 8, mr_bf16 = 8;
+using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
+
+[[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+[[nodiscard]] inline vfloat load_f16(const std::uint16_t* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+#include "vector_ops.inl"
+
+/// One pair of A broadcast to every lane (an embedded-broadcast operand of vdpbf16ps).
+using a16_t = __m512i;
+/// 16 pairs of B.
+using b16_t = __m512i;
+[[nodiscard]] inline a16_t bcast_a16(const std::uint16_t* pair) noexcept {
+    std::int32_t bits;
+    std::memcpy(&bits, pair, sizeof bits);
+    return _mm512_set1_epi32(bits);
+}
+[[nodiscard]] inline b16_t load_b16(const std::uint16_t* p) noexcept { return _mm512_loadu_si512(p); }
+[[nodiscard]] inline vfloat dot2(vfloat acc, a16_t a, b16_t b) noexcept { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+
+#define DLM_KERNEL_BF16_DOT 1
+#include "body.inl"
+#undef DLM_KERNEL_BF16_DOT
+
+}  // namespace dlm::cpu::kernels_avx512_bf16
+
+#include "target_end.inl"
+
+#endif

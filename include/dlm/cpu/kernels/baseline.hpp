@@ -1,0 +1,34 @@
+// dlm/cpu/kernels/baseline.hpp — kernels for any CPU: 4-lane vectors (SSE2 on x86-64, NEON or
+// scalar elsewhere), no FMA, f16 widened in software. The fallback of the run-time dispatch.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "../../io/dtype.hpp"
+#include "../simd.hpp"
+#include "table.hpp"
+
+namespace dlm::cpu::kernels_baseline {
+
+inline constexpr isa isa_id = isa::baseline;
+inline constexpr const char* isa_name = "baseline";
+inline constexpr int lanes = 4;
+inline constexpr int mr_f32 = 6, mr_bf16 = 4;
+using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
+
+[[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept { return a * b + c; }
+[[nodiscard]] inline vfloat load_f16(const std::uint16_t* p) noexcept {
+    vfloat v;
+    for (int i = 0; i < lanes; ++i) v[i] = io::f16_to_f32(p[i]);
+    return v;
+}
+
+#include "vector_ops.inl"
+#include "body.inl"
+
+}  // namespace dlm::cpu::kernels_baseline

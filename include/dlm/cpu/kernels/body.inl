@@ -1,0 +1,229 @@
+// dlm/cpu/kernels/body.inl — the kernels, written once for every instruction set.
+//
+// Included (no include guard, on purpose) inside namespace dlm::cpu::kernels::<isa> by each
+// instruction-set file, within that file's target region, after it defined:
+//   isa_id, isa_name, lanes          the instruction set and its f32 lanes per vector
+//   vfloat                           `lanes` floats (GCC/Clang vector extension)
+//   vfma(a, b, c)                    a · b + c per lane, fused where the target has FMA
+//   load_f16(p)                      `lanes` IEEE halves widened to floats
+//   mr_f32, mr_bf16                  rows of A per register tile
+// and, where DLM_KERNEL_BF16_DOT is defined, the vdpbf16ps primitives:
+//   a16_t, b16_t, bcast_a16(p),      one bf16 pair of A broadcast, `lanes` pairs of B, and
+//   load_b16(p), dot2(acc, a, b)     acc + a_odd·b_odd + a_even·b_even in that order
+//
+// bf16 products come in two forms that compute the same bits: `bf16` (A as floats holding bf16
+// values, B pairs widened in registers, two FMAs per pair: exact, since a bf16 product fits an f32)
+// and `bf16_dot` (A as bf16 pairs, vdpbf16ps). Which is faster depends on the CPU (dispatch.hpp).
+// Each micro kernel keeps an (MR × 2·lanes) tile of C in registers; every element is one
+// accumulator over k in order, so its value never depends on the tile, the panel range or m.
+//
+// A comes packed (gemm.hpp, pack_a): tiles of MR rows, k-major, so that a step of the micro kernel
+// reads MR consecutive values (or pairs) instead of MR rows a whole row apart.
+
+enum class operand { f32, f16, bf16, bf16_dot };
+
+template <operand K>
+struct operand_traits;
+template <>
+struct operand_traits<operand::f32> {
+    using a_t = float;
+    using b_t = float;
+    static constexpr int group = 1, mr = mr_f32;
+};
+template <>
+struct operand_traits<operand::f16> {
+    using a_t = float;
+    using b_t = std::uint16_t;
+    static constexpr int group = 1, mr = mr_f32;
+};
+template <>
+struct operand_traits<operand::bf16> {
+    using a_t = float;
+    using b_t = std::uint16_t;
+    static constexpr int group = 2, mr = mr_bf16;
+};
+template <>
+struct operand_traits<operand::bf16_dot> {
+    using a_t = std::uint16_t;
+    using b_t = std::uint16_t;
+    static constexpr int group = 2, mr = mr_f32;
+};
+
+/// `lanes` pairs of bf16 B, split into the even and the odd element, widened to f32 (exact).
+struct b16_split {
+    vfloat even, odd;
+};
+[[nodiscard]] inline b16_split load_b16_split(const std::uint16_t* p) noexcept {
+    using vu32 = std::uint32_t __attribute__((vector_size(lanes * sizeof(float))));
+    vu32 u;
+    std::memcpy(&u, p, sizeof u);
+    return {__builtin_bit_cast(vfloat, u << 16), __builtin_bit_cast(vfloat, u & 0xffff0000u)};
+}
+
+/// Columns of one register tile: two vectors.
+inline constexpr index_t sub_width = 2 * lanes;
+static_assert(panel_width % sub_width == 0, "a panel must split into whole register tiles");
+
+/// C[MR × n_valid] (=|+=) A[MR × steps·group] · B[steps·group × sub_width]; A packed in tiles of
+/// `tile` rows (MR of which are used): the group of row r at step t is at a[(t · tile + r) · group].
+template <operand K, int MR>
+inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a, std::ptrdiff_t tile,
+                         const typename operand_traits<K>::b_t* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, int n_valid,
+                         bool accumulate) noexcept {
+    vfloat acc0[MR], acc1[MR];
+    const bool full = n_valid == sub_width;
+    const int n0 = n_valid < lanes ? n_valid : lanes, n1 = n_valid > lanes ? n_valid - lanes : 0;
+    for (int r = 0; r < MR; ++r) {
+        if (!accumulate) {
+            acc0[r] = vfloat{};
+            acc1[r] = vfloat{};
+        } else if (full) {
+            acc0[r] = vload(c + r * ldc);
+            acc1[r] = vload(c + r * ldc + lanes);
+        } else {
+            acc0[r] = vload_partial(c + r * ldc, n0);
+            acc1[r] = vload_partial(c + r * ldc + lanes, n1);
+        }
+    }
+    constexpr int g = operand_traits<K>::group;
+    for (index_t t = 0; t < steps; ++t) {
+        const auto* bt = b + t * ldb;
+        const auto* at = a + t * tile * g;
+        if constexpr (K == operand::bf16) {
+            const b16_split b0 = load_b16_split(bt), b1 = load_b16_split(bt + 2 * lanes);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; ++r) {  // odd first, then even: vdpbf16ps's order
+                const vfloat ae = vbroadcast(at[2 * r]), ao = vbroadcast(at[2 * r + 1]);
+                acc0[r] = vfma(ae, b0.even, vfma(ao, b0.odd, acc0[r]));
+                acc1[r] = vfma(ae, b1.even, vfma(ao, b1.odd, acc1[r]));
+            }
+        } else if constexpr (K == operand::bf16_dot) {
+#if defined(DLM_KERNEL_BF16_DOT)
+            const b16_t b0 = load_b16(bt), b1 = load_b16(bt + 2 * lanes);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; ++r) {
+                const a16_t ar = bcast_a16(at + 2 * r);
+                acc0[r] = dot2(acc0[r], ar, b0);
+                acc1[r] = dot2(acc1[r], ar, b1);
+            }
+#endif
+        } else {
+            vfloat b0, b1;
+            if constexpr (K == operand::f32) {
+                b0 = vload(bt);
+                b1 = vload(bt + lanes);
+            } else {
+                b0 = load_f16(bt);
+                b1 = load_f16(bt + lanes);
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; ++r) {
+                const vfloat ar = vbroadcast(at[r]);
+                acc0[r] = vfma(ar, b0, acc0[r]);
+                acc1[r] = vfma(ar, b1, acc1[r]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; ++r) {
+        if (full) {
+            vstore(c + r * ldc, acc0[r]);
+            vstore(c + r * ldc + lanes, acc1[r]);
+        } else {
+            vstore_partial(c + r * ldc, acc0[r], n0);
+            vstore_partial(c + r * ldc + lanes, acc1[r], n1);
+        }
+    }
+}
+
+template <operand K>
+using micro_kernel_fn = void (*)(index_t, const typename operand_traits<K>::a_t*, std::ptrdiff_t, const typename operand_traits<K>::b_t*,
+                                 std::ptrdiff_t, float*, std::ptrdiff_t, int, bool) noexcept;
+
+template <operand K, std::size_t... I>
+constexpr std::array<micro_kernel_fn<K>, sizeof...(I)> make_micro_kernels(std::index_sequence<I...>) {
+    return {&micro_kernel<K, static_cast<int>(I) + 1>...};
+}
+/// micro_kernels<K>[r - 1] handles a tile of r rows.
+template <operand K>
+inline constexpr auto micro_kernels = make_micro_kernels<K>(std::make_index_sequence<operand_traits<K>::mr>{});
+
+/// C rows [0, m), the columns of panels [p0, p1) that are < n; k-blocks of 256 so that a block of
+/// B (256 × sub_width elements) stays in L1 while the row tiles pass over it. A packed in tiles of
+/// operand_traits<K>::mr rows.
+template <operand K>
+inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename operand_traits<K>::a_t* a,
+                        const typename operand_traits<K>::b_t* bdata, std::ptrdiff_t panel_stride, std::ptrdiff_t ldb, index_t p0,
+                        index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    using T = operand_traits<K>;
+    constexpr index_t group = T::group, mr = T::mr, kc_steps = 256 / group;
+    if (m <= 0) return;
+    const index_t steps = (kdim + group - 1) / group;
+    const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(mr) * steps * group;
+    for (index_t p = p0; p < p1; ++p) {
+        for (index_t s = 0; s < panel_width / sub_width; ++s) {
+            const index_t col = p * panel_width + s * sub_width;
+            if (col >= n) break;
+            const int n_valid = static_cast<int>(n - col < sub_width ? n - col : sub_width);
+            const auto* panel = bdata + p * panel_stride + s * sub_width * group;
+            index_t t0 = 0;
+            do {  // runs once for kdim == 0, so C is still zeroed
+                const index_t kc = steps - t0 < kc_steps ? steps - t0 : kc_steps;
+                const bool acc = accumulate || t0 > 0;
+                for (index_t i = 0; i < m; i += mr) {
+                    const index_t rows = m - i < mr ? m - i : mr;
+                    micro_kernels<K>[static_cast<std::size_t>(rows - 1)](kc, a + (i / mr) * tile_elements + t0 * mr * group, mr,
+                                                                         panel + t0 * ldb, ldb, c + i * ldc + col, ldc, n_valid, acc);
+                }
+                t0 += kc;
+            } while (t0 < steps);
+        }
+    }
+}
+
+inline void gemm_f32(index_t m, index_t n, index_t k, const float* a, const panel_view& b, index_t p0, index_t p1,
+                     float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<operand::f32>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+}
+inline void gemm_f16(index_t m, index_t n, index_t k, const float* a, const panel_view16& b, index_t p0, index_t p1,
+                     float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<operand::f16>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+}
+inline void gemm_bf16(index_t m, index_t n, index_t k, const float* a, const panel_view16& b, index_t p0, index_t p1,
+                      float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<operand::bf16>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+}
+#if defined(DLM_KERNEL_BF16_DOT)
+inline void gemm_bf16_dot(index_t m, index_t n, index_t k, const std::uint16_t* a, const panel_view16& b, index_t p0,
+                          index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<operand::bf16_dot>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+}
+#endif
+
+inline void exp_shifted(float* x, index_t n, float shift) noexcept {
+    index_t i = 0;
+    for (; i + lanes <= n; i += lanes) vstore(x + i, vexp(vload(x + i) - vbroadcast(shift)));
+    if (i < n) {  // the tail through the same vector code, lane by lane identical
+        const int rest = static_cast<int>(n - i);
+        vstore_partial(x + i, vexp(vload_partial(x + i, rest) - vbroadcast(shift)), rest);
+    }
+}
+
+inline void silu_gate(const float* gate, const float* up, float* out, index_t n) noexcept {
+    const vfloat one = vbroadcast(1.0f);
+    index_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+        const vfloat g = vload(gate + i);
+        vstore(out + i, g / (one + vexp(-g)) * vload(up + i));
+    }
+    if (i < n) {
+        const int rest = static_cast<int>(n - i);
+        const vfloat g = vload_partial(gate + i, rest);
+        vstore_partial(out + i, g / (one + vexp(-g)) * vload_partial(up + i, rest), rest);
+    }
+}
+
+#if defined(DLM_KERNEL_BF16_DOT)
+inline constexpr kernel_table table{isa_id, isa_name, lanes, mr_f32, mr_bf16, &gemm_f32, &gemm_f16, &gemm_bf16, &gemm_bf16_dot, &exp_shifted, &silu_gate};
+#else
+inline constexpr kernel_table table{isa_id, isa_name, lanes, mr_f32, mr_bf16, &gemm_f32, &gemm_f16, &gemm_bf16, nullptr, &exp_shifted, &silu_gate};
+#endif

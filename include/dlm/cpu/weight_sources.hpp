@@ -1,0 +1,148 @@
+// dlm/cpu/weight_sources.hpp — where the CPU transformer's weights come from, a slice at a time:
+// a checkpoint (memory-mapped safetensors), weights in memory, or a random stream (benchmarks at
+// full size without a file). The transformer packs each slice into its resident element type as it
+// arrives, so no whole tensor is ever held in f32 next to its packed copy.
+//
+// A source answers two questions per tensor (role and layer, weights.hpp):
+//   dtype(role, layer)                         the element type it is stored in
+//   read(role, layer, row0, rows, float* dst)  rows [row0, row0 + rows) as f32 (a vector's
+//                                              elements are its rows), in ascending order
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/dtype.hpp"
+#include "../io/model_config.hpp"
+#include "../io/safetensors.hpp"
+#include "weights.hpp"
+
+namespace dlm::cpu {
+
+/// How a transformer holds its weights.
+struct load_options {
+    /// The element type weights are held in and multiplied from: unset keeps each tensor's stored
+    /// type (bf16 stays bf16, f16 stays f16, f32 stays f32); f32, f16 or bf16 converts at load.
+    std::optional<io::dtype> weight_dtype;
+    /// Refuse (dlm::memory_error) weights that do not fit in the available memory, before
+    /// allocating them.
+    bool check_memory = true;
+};
+
+/// Tensors of a safetensors checkpoint. Each slice's mapped pages are dropped from the resident
+/// set once read (checkpoint::release_rows).
+class checkpoint_source {
+public:
+    checkpoint_source(const io::checkpoint& ck, const io::model_config& c) : ck_(ck), c_(c) {}
+    [[nodiscard]] io::dtype dtype(tensor_role r, index_t l) const { return ck_.info(tensor_name(c_.arch, r, l)).type; }
+    void read(tensor_role r, index_t l, index_t row0, index_t rows, float* dst) const {
+        const std::string name = tensor_name(c_.arch, r, l);
+        const std::vector<std::int64_t> shape = tensor_shape(c_, r);
+        const std::int64_t cols = shape.size() == 2 ? shape[1] : 1;
+        ck_.read_rows_f32(name, shape, row0, rows, std::span<float>(dst, static_cast<std::size_t>(rows * cols)));
+        ck_.release_rows(name, row0, rows);
+    }
+
+private:
+    const io::checkpoint& ck_;
+    const io::model_config& c_;
+};
+
+/// f32 weights in memory (tests, conversions). Shapes are checked at a tensor's first slice:
+/// invalid_parameter names the weight ("weights.layers[1].k_proj") that does not fit.
+class memory_source {
+public:
+    memory_source(const transformer_weights& w, const io::model_config& c) : w_(w), c_(c) {}
+    [[nodiscard]] io::dtype dtype(tensor_role, index_t) const noexcept { return io::dtype::f32; }
+    void read(tensor_role r, index_t l, index_t row0, index_t rows, float* dst) const {
+        const auto [name, data, n, cols] = find(r, l);
+        const auto expected = tensor_shape(c_, r);
+        const bool ok = expected.size() == 2 ? n == expected[0] && cols == expected[1] : n * cols == expected[0] && (n == 1 || cols == 1);
+        if (!ok) {
+            const std::string want = "[" + std::to_string(expected[0]) + (expected.size() == 2 ? ", " + std::to_string(expected[1]) : "") + "]";
+            throw invalid_parameter(name, "expected shape " + want + ", got [" + std::to_string(n) + ", " + std::to_string(cols) + "]");
+        }
+        const std::int64_t width = expected.size() == 2 ? expected[1] : 1;
+        std::copy_n(data + row0 * width, static_cast<std::size_t>(rows * width), dst);
+    }
+
+private:
+    struct found {
+        std::string name;
+        const float* data;
+        std::int64_t rows, cols;
+    };
+    [[nodiscard]] found find(tensor_role r, index_t l) const {
+        auto mat = [](std::string name, const matrix& m) { return found{std::move(name), m.data(), m.rows(), m.cols()}; };
+        auto vec = [](std::string name, const vector& v) { return found{std::move(name), v.data(), v.size(), 1}; };
+        if (r == tensor_role::embedding) return mat("weights.embedding", w_.embedding);
+        if (r == tensor_role::final_norm) return vec("weights.final_norm", w_.final_norm);
+        if (r == tensor_role::lm_head) return mat("weights.lm_head", w_.lm_head);
+        if (static_cast<std::size_t>(l) >= w_.layers.size())
+            throw invalid_parameter("weights.layers", "holds " + std::to_string(w_.layers.size()) + " layers, the config has " +
+                                                          std::to_string(c_.num_layers));
+        const layer_weights& L = w_.layers[static_cast<std::size_t>(l)];
+        const std::string at = "weights.layers[" + std::to_string(l) + "].";
+        switch (r) {
+            case tensor_role::attn_norm: return vec(at + "attn_norm", L.attn_norm);
+            case tensor_role::q_proj: return mat(at + "q_proj", L.q_proj);
+            case tensor_role::k_proj: return mat(at + "k_proj", L.k_proj);
+            case tensor_role::v_proj: return mat(at + "v_proj", L.v_proj);
+            case tensor_role::q_bias: return vec(at + "q_bias", L.q_bias);
+            case tensor_role::k_bias: return vec(at + "k_bias", L.k_bias);
+            case tensor_role::v_bias: return vec(at + "v_bias", L.v_bias);
+            case tensor_role::o_proj: return mat(at + "o_proj", L.o_proj);
+            case tensor_role::mlp_norm: return vec(at + "mlp_norm", L.mlp_norm);
+            case tensor_role::gate_proj: return mat(at + "gate_proj", L.gate_proj);
+            case tensor_role::up_proj: return mat(at + "up_proj", L.up_proj);
+            case tensor_role::down_proj: return mat(at + "down_proj", L.down_proj);
+            default: break;
+        }
+        throw contract_error("cpu::memory_source: unknown tensor role");
+    }
+
+    const transformer_weights& w_;
+    const io::model_config& c_;
+};
+
+/// The values random_weights(c, seed, scale) would hold, generated in the order the transformer
+/// reads them, so that a full-size model (an 8B shape) is built without its f32 copy: the same
+/// model, bit for bit, as transformer(c, random_weights(c, seed, scale)) converted to `type`.
+class random_source {
+public:
+    random_source(const io::model_config& c, std::uint64_t seed, io::dtype type, float scale = 1.0f)
+        : c_(c), g_{seed}, type_(type), scale_(scale) {}
+    [[nodiscard]] io::dtype dtype(tensor_role, index_t) const noexcept { return type_; }
+    void read(tensor_role r, index_t, index_t, index_t rows, float* dst) {
+        const auto shape = tensor_shape(c_, r);
+        const std::int64_t width = shape.size() == 2 ? shape[1] : 1;
+        float scale = 0, center = 0;
+        switch (r) {
+            case tensor_role::embedding: scale = 1.0f; break;
+            case tensor_role::attn_norm:
+            case tensor_role::mlp_norm:
+            case tensor_role::final_norm:
+                center = 1.0f;
+                scale = 0.1f;
+                break;
+            case tensor_role::q_bias:
+            case tensor_role::k_bias:
+            case tensor_role::v_bias: scale = 0.1f; break;
+            default: scale = scale_ * static_cast<float>(std::sqrt(3.0 / static_cast<double>(width))); break;
+        }
+        for (std::int64_t i = 0; i < rows * width; ++i) dst[i] = center + scale * g_.uniform();
+    }
+
+private:
+    const io::model_config& c_;
+    detail::splitmix g_;
+    io::dtype type_;
+    float scale_;
+};
+
+}  // namespace dlm::cpu

@@ -1,0 +1,224 @@
+// The CPU kernels of every instruction set (dlm/cpu/kernels/*.hpp) and their run-time dispatch
+// (dlm/cpu/dispatch.hpp): products against a double-precision reference for each weight type, the
+// bf16 products' identical bits on every path, DLM_ISA, the bf16 form's choice, full-size random
+// models built without an f32 copy, and the memory check that refuses a model that cannot fit.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <dlm/cpu/transformer.hpp>
+
+using namespace dlm;
+using namespace dlm::cpu;
+
+namespace {
+
+std::vector<isa> runnable() {
+    std::vector<isa> out;
+    for (isa i : {isa::baseline, isa::avx2, isa::avx512, isa::avx512_bf16})
+        if (static_cast<int>(i) <= static_cast<int>(detect_isa())) out.push_back(i);
+    return out;
+}
+
+struct isa_scope {
+    explicit isa_scope(isa i) { set_isa(i); }
+    ~isa_scope() { set_isa(detect_isa()); }
+    isa_scope(const isa_scope&) = delete;
+    isa_scope& operator=(const isa_scope&) = delete;
+};
+
+std::vector<float> random_values(std::size_t n, unsigned seed) {
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(g);
+    return v;
+}
+
+/// Y = X Wᵀ in double from the values the kernels see: W as stored in `w`, X as `type` takes it.
+std::vector<double> reference(index_t m, index_t k, const std::vector<float>& x, const packed_matrix& w) {
+    const index_t n = w.rows();
+    std::vector<float> row(static_cast<std::size_t>(k));
+    std::vector<double> y(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));
+    for (index_t j = 0; j < n; ++j) {
+        w.row(j, row.data());
+        for (index_t i = 0; i < m; ++i) {
+            double s = 0;
+            for (index_t t = 0; t < k; ++t) {
+                float a = x[static_cast<std::size_t>(i * k + t)];
+                if (w.type() == io::dtype::bf16) a = io::bf16_to_f32(to_bf16_daz(a));
+                s += static_cast<double>(a) * row[static_cast<std::size_t>(t)];
+            }
+            y[static_cast<std::size_t>(i * n + j)] = s;
+        }
+    }
+    return y;
+}
+
+std::vector<float> product(index_t m, index_t k, const std::vector<float>& x, const packed_matrix& w) {
+    std::vector<float> y(static_cast<std::size_t>(m) * static_cast<std::size_t>(w.rows()));
+    linear(m, x.data(), k, w, y.data(), w.rows());
+    return y;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("kernels: every instruction set computes f32, f16 and bf16 products to f32 accuracy") {
+    // Shapes that leave partial panels, partial register tiles and an odd k (a bf16 pair padded).
+    const index_t m = 13, n = 77, k = 131;
+    const auto x = random_values(static_cast<std::size_t>(m * k), 1), wv = random_values(static_cast<std::size_t>(n * k), 2);
+    for (io::dtype type : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
+        packed_matrix w(n, k, type);
+        w.set_rows(0, wv.data(), n);
+        const auto ref = reference(m, k, x, w);
+        for (isa i : runnable()) {
+            CAPTURE(isa_name(i));
+            CAPTURE(io::dtype_name(type));
+            const isa_scope on(i);
+            const auto y = product(m, k, x, w);
+            double worst = 0;
+            for (std::size_t e = 0; e < y.size(); ++e) worst = std::max(worst, std::abs(y[e] - ref[e]));
+            CHECK(worst < 1e-4);  // k = 131 terms of magnitude < 1, summed in f32
+        }
+    }
+}
+
+TEST_CASE("kernels: packed weights keep their type's values, and rows read back") {
+    const index_t n = 45, k = 37;
+    auto wv = random_values(static_cast<std::size_t>(n * k), 3);
+    wv[5] = 1e-40f;  // an f32 subnormal: bf16 flushes it to zero (as vdpbf16ps reads it), f16 to zero
+    for (io::dtype type : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
+        CAPTURE(io::dtype_name(type));
+        packed_matrix w(n, k, type);
+        w.set_rows(0, wv.data(), n);
+        CHECK(w.bytes() == packed_matrix::bytes_for(n, k, type));
+        std::vector<float> row(static_cast<std::size_t>(k));
+        for (index_t j = 0; j < n; ++j) {
+            w.row(j, row.data());
+            for (index_t t = 0; t < k; ++t) {
+                const float v = wv[static_cast<std::size_t>(j * k + t)];
+                const float want = type == io::dtype::f32   ? v
+                                   : type == io::dtype::f16 ? io::f16_to_f32(io::f32_to_f16(v))
+                                                            : io::bf16_to_f32(to_bf16_daz(v));
+                REQUIRE(row[static_cast<std::size_t>(t)] == want);
+            }
+        }
+    }
+}
+
+TEST_CASE("kernels: bf16 products give the same bits on every instruction set, vdpbf16ps included") {
+    const index_t m = 21, n = 70, k = 300;
+    const auto x = random_values(static_cast<std::size_t>(m * k), 4), wv = random_values(static_cast<std::size_t>(n * k), 5);
+    packed_matrix w(n, k, io::dtype::bf16);
+    w.set_rows(0, wv.data(), n);
+    std::vector<float> first;
+    for (isa i : runnable()) {
+        const isa_scope on(i);
+        for (bool dot : {false, true}) {
+            if (dot && kernels().gemm_bf16_dot == nullptr) continue;
+            CAPTURE(isa_name(i));
+            CAPTURE(dot);
+            set_bf16_dot(dot);
+            CHECK(bf16_products().dot == dot);
+            const auto y = product(m, k, x, w);
+            if (first.empty()) first = y;
+            CHECK(same_bits(y, first));
+        }
+    }
+}
+
+TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name") {
+    CHECK(parse_isa("avx2") == isa::avx2);
+    CHECK(parse_isa("avx512-bf16") == isa::avx512_bf16);
+    CHECK(parse_isa("baseline") == isa::baseline);
+    try {
+        (void)parse_isa("sse9");
+        FAIL("no error");
+    } catch (const invalid_parameter& e) {
+        CHECK(e.parameter() == "DLM_ISA");
+        CHECK(std::string(e.what()).find("sse9") != std::string::npos);
+    }
+    CHECK(kernels_for(isa::baseline).id == isa::baseline);
+    CHECK(std::string(kernels_for(detect_isa()).name) == isa_name(detect_isa()));
+    if (detect_isa() != isa::avx512_bf16) CHECK_THROWS_AS(set_isa(isa::avx512_bf16), invalid_parameter);
+    {
+        const isa_scope on(isa::baseline);
+        CHECK(kernels().id == isa::baseline);
+        CHECK_FALSE(bf16_products().dot);  // the baseline has no vdpbf16ps
+    }
+    CHECK(kernels().id == detect_isa());
+}
+
+TEST_CASE("random models: built in their type without an f32 copy, the same model as random_weights") {
+    io::model_config c;
+    c.arch = io::architecture::dream;
+    c.vocab_size = 120;
+    c.hidden_size = 48;
+    c.intermediate_size = 80;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 12;
+    c.max_context = 256;
+    c.qkv_bias = true;
+    c.tie_word_embeddings = false;
+    c.mask_id = 119;
+    c.eos_ids = {1};
+    c.logits_shift = true;
+    const canvas_layout l{20, 12, 12, true};
+    std::vector<token_id> canvas(static_cast<std::size_t>(l.size()), c.mask_id);
+    for (index_t i = 0; i < 20; ++i) canvas[static_cast<std::size_t>(i)] = 2 + i;
+    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+    auto logits = [&](transformer& m) {
+        std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(c.vocab_size));
+        const forward_request<transformer::kv_cache> rq{canvas, l, p, nullptr};
+        m.forward(std::span<const forward_request<transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
+        return out;
+    };
+    for (io::dtype type : {io::dtype::f32, io::dtype::bf16, io::dtype::f16}) {
+        CAPTURE(io::dtype_name(type));
+        transformer streamed = transformer::random(c, 9, type, 0.5f);
+        transformer converted(c, random_weights(c, 9, 0.5f), {.weight_dtype = type});
+        CHECK(streamed.weight_bytes() == converted.weight_bytes());
+        CHECK(same_bits(logits(streamed), logits(converted)));
+    }
+}
+
+TEST_CASE("memory: a model that cannot fit is refused before allocating, with the bytes needed and available") {
+    io::model_config c;
+    c.arch = io::architecture::llada;
+    c.vocab_size = 126464;
+    c.hidden_size = 4096;
+    c.intermediate_size = 12288;
+    c.num_layers = 32 * 1024;  // an 8B model's layers, a thousand times over: about 14 TB in bf16
+    c.num_heads = 32;
+    c.num_kv_heads = 32;
+    c.head_dim = 128;
+    c.max_context = 4096;
+    c.mask_id = 126336;
+    try {
+        (void)transformer::random(c, 1, io::dtype::bf16);
+        FAIL("no error");
+    } catch (const memory_error& e) {
+        CHECK(e.needed() > (std::uint64_t{1} << 43));
+        CHECK(e.available() < e.needed());
+        const std::string what = e.what();
+        CHECK(what.find(std::to_string(e.needed()) + " bytes") != std::string::npos);
+        CHECK(what.find(std::to_string(e.available()) + " bytes") != std::string::npos);
+        CHECK(what.find("bf16") != std::string::npos);
+    }
+    CHECK_NOTHROW(check_fits("a small buffer", 1024));
+    CHECK(available_memory() > 0);
+    CHECK(resident_memory() > 0);
+    CHECK(peak_resident_memory() >= resident_memory());
+}
