@@ -1,28 +1,43 @@
-// bench_forward — the CPU transformer's forward against the machine's measured f32 peak.
+// bench_forward — the CPU transformer's forward (and one whole decode) against the machine's
+// measured peaks, on a model folder or on a named shape with random weights.
 //
-//   dlm-bench-forward [--reps N]        (threads: OMP_NUM_THREADS)
+//   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16] [--canvas N] [--block N]
+//                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
+//                     [--no-peak]
 //
-// 1. Peak: a register-blocked FMA loop on dlm's vector type (the widest the build targets), on one
-//    core and on every thread at once.
-// 2. Forwards, random weights (no file needed), for a ~110M-parameter config (hidden 768, 12 layers,
-//    12 heads, MLP 2048, vocabulary 32000, tied head) and for the tiny test config:
-//      block  32 query rows (one block) over a 512-position KV cache, block-causal mask, logits for
-//             the 32 rows — a CDLM / prefix-cache step;
-//      full   a 512-position canvas (480 prompt + one block of 32) recomputed in full, bidirectional
-//             mask, logits for the 32 rows of the active block — a LLaDA / no-cache step.
-//    (and, once, "fill": the block-causal forward that stores the 512-position prompt's K/V).
-//    Printed: time per forward, rows/s, GFLOP/s (matrix products and attention, counted as
-//    multiply-adds × 2) and the fraction of the all-thread peak.
+//   --shape    100M (default), 168M, llada-8b, dream-7b, tiny (bench/shapes.hpp): random weights
+//              generated straight into --dtype (default bf16), no file needed
+//   -m DIR     a model folder (config.json + safetensors), held as stored unless --dtype converts
+//   --canvas   positions of the "full" case: the whole canvas recomputed, bidirectional, logits of
+//              every row (what llama.cpp's diffusion CLI computes per step) (default 256)
+//   --block    rows of the "block" case: one block of queries over --cache cached positions,
+//              block-causal, logits of the block's rows: a CDLM / prefix-cache step (32, 512)
+//   --threads  thread counts to run each case at, e.g. 1,2 (default: OMP_NUM_THREADS)
+//   --decode   also one whole cdlm-preset decode: a --prompt-token prompt (64), --gen slots (256),
+//              blocks of --block, threshold 0.9, on the largest thread count
+//   --verify-random SEED  with -m: check that the folder holds exactly the model
+//              transformer::random(config, SEED, its type) (what dlm-make-checkpoint --seed SEED
+//              writes): same logits, bit for bit, or exit 1
+//
+// Printed: the kernel path (DLM_ISA forces a lower one), load time, weight bytes and resident
+// memory (now and peak), then per case and thread count: ms per forward, GFLOP/s (matrix products
+// and attention, multiply-adds × 2) and the fraction of the measured peak of the instruction the
+// weights' products run on (f32 FMA for f32, f16 and the FMA form of bf16; vdpbf16ps for its form).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <dlm/cache/caches.hpp>
 #include <dlm/cpu/transformer.hpp>
+#include <dlm/presets.hpp>
+
+#include "peak.hpp"
+#include "shapes.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -33,76 +48,80 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-int threads() {
-#if defined(_OPENMP)
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-/// FLOP/s of one thread running independent FMA chains.
-double fma_loop(long iterations) {
-    constexpr int chains = 16;  // enough independent accumulators to cover FMA latency x throughput
-    cpu::vfloat acc[chains];
-    for (int i = 0; i < chains; ++i) acc[i] = cpu::vbroadcast(0.001f * static_cast<float>(i));
-    const cpu::vfloat a = cpu::vbroadcast(0.999999f), b = cpu::vbroadcast(1e-7f);
-    const auto t0 = clock_type::now();
-    for (long it = 0; it < iterations; ++it) {
-#pragma GCC unroll 16
-        for (int i = 0; i < chains; ++i) acc[i] = cpu::vfma(acc[i], a, b);
-    }
-    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    float sink = 0;
-    for (int i = 0; i < chains; ++i) sink += acc[i][0];
-    if (sink == 12345.f) std::puts("");  // keep the result alive
-    return 2.0 * chains * cpu::simd_width * static_cast<double>(iterations) / s;
-}
-
-struct peak {
-    double one, all;
+struct options {
+    std::string shape = "100M", model_dir, dtype = "";
+    index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64;
+    std::vector<int> threads;
+    int reps = 3;
+    bool decode = false, peak = true;
+    std::optional<std::uint64_t> verify_seed;
 };
 
-peak measure_peak() {
-    const long iters = 50'000'000;
-    peak p{0, 0};
-    for (int r = 0; r < 3; ++r) p.one = std::max(p.one, fma_loop(iters));
-    for (int r = 0; r < 3; ++r) {
-        double total = 0;
-#if defined(_OPENMP)
-#pragma omp parallel reduction(+ : total)
-#endif
-        total += fma_loop(iters);
-        p.all = std::max(p.all, total);
-    }
-    return p;
+[[noreturn]] void usage(const char* argv0, const std::string& error) {
+    if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
+    std::fprintf(stderr,
+                 "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16] [--canvas N] [--block N] [--cache N]\n"
+                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak]\n"
+                 "  shapes: %s\n",
+                 argv0, bench::shape_names().c_str());
+    std::exit(2);
 }
 
-io::model_config make_config(const char* name) {
-    io::model_config c;
-    c.arch = io::architecture::llada;
-    if (std::strcmp(name, "100M") == 0) {
-        c.vocab_size = 32000;
-        c.hidden_size = 768;
-        c.intermediate_size = 2048;
-        c.num_layers = 12;
-        c.num_heads = 12;
-        c.num_kv_heads = 12;
-        c.head_dim = 64;
-    } else {  // the tiny test fixture's shape
-        c.vocab_size = 300;
-        c.hidden_size = 48;
-        c.intermediate_size = 80;
-        c.num_layers = 2;
-        c.num_heads = 6;
-        c.num_kv_heads = 2;
-        c.head_dim = 8;
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(argv[0], a + " needs a value");
+            return argv[++i];
+        };
+        auto count = [&](index_t lo) {
+            const std::string v = value();
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (end == v.c_str() || *end != '\0' || n < lo || n > (1 << 20)) usage(argv[0], a + " needs an integer >= " + std::to_string(lo) + ", not '" + v + "'");
+            return static_cast<index_t>(n);
+        };
+        if (a == "--shape") o.shape = value();
+        else if (a == "-m" || a == "--model") o.model_dir = value();
+        else if (a == "--dtype") o.dtype = value();
+        else if (a == "--canvas") o.canvas = count(1);
+        else if (a == "--block") o.block = count(1);
+        else if (a == "--cache") o.cache = count(0);
+        else if (a == "--gen") o.gen = count(1);
+        else if (a == "--prompt") o.prompt = count(1);
+        else if (a == "--reps") o.reps = count(1);
+        else if (a == "--decode") o.decode = true;
+        else if (a == "--no-peak") o.peak = false;
+        else if (a == "--verify-random") o.verify_seed = static_cast<std::uint64_t>(count(0));
+        else if (a == "--threads") {
+            const std::string v = value();
+            std::size_t at = 0;
+            while (at <= v.size()) {
+                const std::size_t comma = v.find(',', at);
+                const std::string part = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+                const int n = std::atoi(part.c_str());
+                if (n < 1) usage(argv[0], "--threads takes a list of positive counts, like 1,2");
+                o.threads.push_back(n);
+                if (comma == std::string::npos) break;
+                at = comma + 1;
+            }
+        } else if (a == "-h" || a == "--help") usage(argv[0], "");
+        else usage(argv[0], "unknown argument '" + a + "'");
     }
-    c.max_context = 4096;
-    c.tie_word_embeddings = true;
-    c.mask_id = c.vocab_size - 1;
-    c.eos_ids = {1};
-    return c;
+    if (o.dtype.empty()) o.dtype = o.model_dir.empty() ? "bf16" : "keep";
+    if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16") usage(argv[0], "--dtype must be keep, f32, bf16 or f16");
+    if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
+    if (o.threads.empty()) o.threads.push_back(bench::max_threads());
+    if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
+    return o;
+}
+
+std::optional<io::dtype> dtype_of(const std::string& s) {
+    if (s == "f32") return io::dtype::f32;
+    if (s == "bf16") return io::dtype::bf16;
+    if (s == "f16") return io::dtype::f16;
+    return std::nullopt;
 }
 
 /// Multiply-adds × 2 of one forward: the projections and MLP for every window row, the attention
@@ -118,56 +137,120 @@ double forward_flops(const io::model_config& c, const canvas_layout& l, const fo
 
 template <class Mask>
 void bench_case(cpu::transformer& m, const char* label, const Mask& mask, const canvas_layout& l, const forward_plan& p,
-                cpu::transformer::kv_cache* cache, int reps, double peak_all) {
+                cpu::transformer::kv_cache* cache, int reps, const std::vector<int>& threads, double peak_per_thread) {
     std::vector<token_id> canvas(static_cast<std::size_t>(l.size()));
     for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 7919) % static_cast<std::size_t>(m.vocab_size() - 1));
     std::vector<float> logits(static_cast<std::size_t>(p.logits_rows()) * static_cast<std::size_t>(m.vocab_size()));
     const forward_request<cpu::transformer::kv_cache> rq{canvas, l, p, cache};
     const std::span<const forward_request<cpu::transformer::kv_cache>> batch(&rq, 1);
-    m.forward(batch, mask, logits);  // warm-up
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = clock_type::now();
-        m.forward(batch, mask, logits);
-        best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count());
-    }
     const double flops = forward_flops(m.config(), l, p, mask);
-    std::printf("  %-5s %4d rows x %4d keys: %9.3f ms  %10.0f rows/s  %7.1f GFLOP/s  %5.1f %% of peak\n", label, p.window_size(),
-                p.attend_end, best * 1e3, p.window_size() / best, flops / best / 1e9, 100.0 * flops / best / peak_all);
+    for (int t : threads) {
+        bench::set_threads(t);
+        m.forward(batch, mask, logits);  // warm-up
+        double best = 1e30;
+        for (int r = 0; r < reps; ++r) {
+            const auto t0 = clock_type::now();
+            m.forward(batch, mask, logits);
+            best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count());
+        }
+        std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s  %5.1f %% of peak\n", label, p.window_size(), p.attend_end, t,
+                    best * 1e3, flops / best / 1e9, peak_per_thread > 0 ? 100.0 * flops / best / (peak_per_thread * t) : 0.0);
+    }
 }
+
+double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    int reps = 5;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-        else {
-            std::fprintf(stderr, "usage: %s [--reps N]   (threads: OMP_NUM_THREADS)\n", argv[0]);
-            return 2;
+    const options o = parse(argc, argv);
+    try {
+        const cpu::kernel_table& kt = cpu::kernels();
+        std::printf("dlm CPU forward benchmark: kernels %s (%d-lane f32), best of %d\n", kt.name, kt.lanes, o.reps);
+        bench::peaks pk{};
+        if (o.peak) {
+            pk = bench::measure_peaks();
+            std::printf("peak per core: f32 FMA %.1f GFLOP/s", pk.fma / 1e9);
+            if (pk.bf16_dot > 0) std::printf(", bf16 vdpbf16ps %.1f GFLOP/s", pk.bf16_dot / 1e9);
+            std::printf("\n");
         }
-    }
-    std::printf("dlm CPU forward benchmark: %d-lane f32 vectors, %d thread(s), best of %d\n", cpu::simd_width, threads(), reps);
-    const peak pk = measure_peak();
-    std::printf("peak f32 FMA: %.1f GFLOP/s on one core, %.1f GFLOP/s on %d thread(s)\n", pk.one / 1e9, pk.all / 1e9, threads());
 
-    for (const char* name : {"100M", "tiny"}) {
-        const io::model_config cfg = make_config(name);
         const auto t0 = clock_type::now();
-        cpu::transformer m(cfg, cpu::random_weights(cfg, 1, 0.5f));
-        std::printf("%s config: %.1fM parameters (hidden %d, %d layers, %d heads, MLP %d, vocabulary %d), built in %.1f s\n", name,
-                    static_cast<double>(m.parameter_count()) / 1e6, cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.intermediate_size,
-                    cfg.vocab_size, std::chrono::duration<double>(clock_type::now() - t0).count());
-        const canvas_layout l{512, 32, 32, false};
-        // block: a prefix-cache step of the generation block, after "fill" stored the prompt's K/V.
-        const block_causal_mask bc{32};
-        auto cache = m.make_kv_cache(l.size());
-        bench_case(m, "fill", bc, l, prefix_cache{}.plan(bc, l, {0, 0}), &cache, 1, pk.all);
-        bench_case(m, "block", bc, l, prefix_cache{}.plan(bc, l, {0, 1}), &cache, reps * 4, pk.all);
-        // full: the whole canvas, bidirectional, logits of the active block.
+        std::optional<cpu::transformer> model;
+        std::string what;
+        if (!o.model_dir.empty()) {
+            model.emplace(cpu::transformer::load(o.model_dir, {.weight_dtype = dtype_of(o.dtype)}));
+            what = o.model_dir;
+        } else {
+            const auto shape = bench::find_shape(o.shape);
+            if (!shape) usage(argv[0], "unknown shape '" + o.shape + "' (" + bench::shape_names() + ")");
+            model.emplace(cpu::transformer::random(io::parse_config(shape->config, o.shape), 1, *dtype_of(o.dtype), 0.5f));
+            what = o.shape + " (random weights)";
+        }
+        const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+        cpu::transformer& m = *model;
+        const io::model_config& cfg = m.config();
+        const cpu::bf16_method bm = cpu::bf16_products();
+        const bool uses_dot = m.weight_type() == "bf16" && bm.dot;
+        std::printf("model: %s: %.2fB parameters (hidden %d, %d layers, %d/%d heads, MLP %d, vocabulary %d), weights %s, %.2f GiB\n",
+                    what.c_str(), static_cast<double>(m.parameter_count()) / 1e9, cfg.hidden_size, cfg.num_layers, cfg.num_heads,
+                    cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, m.weight_type().c_str(), gib(m.weight_bytes()));
+        if (m.weight_type() == "bf16")
+            std::printf("bf16 products: %s%s\n", uses_dot ? "vdpbf16ps" : "FMA form (pairs widened in registers)",
+                        bm.dot_speedup > 0 ? (" (vdpbf16ps measured " + std::to_string(bm.dot_speedup).substr(0, 4) + "x the FMA form here)").c_str() : "");
+        std::printf("load: %.2f s; resident %.2f GiB now, peak %.2f GiB (%.3f x the weights)\n", load_s, gib(cpu::resident_memory()),
+                    gib(cpu::peak_resident_memory()), static_cast<double>(cpu::peak_resident_memory()) / static_cast<double>(m.weight_bytes()));
+        const double peak = uses_dot ? pk.bf16_dot : pk.fma;
+        if (o.verify_seed) {
+            const auto type = m.weight_type() == "bf16" ? io::dtype::bf16 : m.weight_type() == "f16" ? io::dtype::f16 : io::dtype::f32;
+            cpu::transformer ref = cpu::transformer::random(cfg, *o.verify_seed, type);
+            const canvas_layout l{0, std::min<index_t>(o.canvas, 64), std::min<index_t>(o.canvas, 64), false};
+            std::vector<token_id> canvas(static_cast<std::size_t>(l.size()));
+            for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 31 + 7) % static_cast<std::size_t>(m.vocab_size()));
+            const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+            auto logits = [&](cpu::transformer& t) {
+                std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(t.vocab_size()));
+                const forward_request<cpu::transformer::kv_cache> rq{canvas, l, p, nullptr};
+                t.forward(std::span<const forward_request<cpu::transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
+                return out;
+            };
+            const bool same = logits(m) == logits(ref);
+            std::printf("verify: the folder %s transformer::random(config, %llu, %s)\n", same ? "holds exactly" : "does NOT hold",
+                        static_cast<unsigned long long>(*o.verify_seed), m.weight_type().c_str());
+            if (!same) return 1;
+        }
+
+        // block: a prefix-cache step of one block after "fill" stored the cached positions' K/V.
+        const canvas_layout lb{o.cache, o.block, o.block, false};
+        const block_causal_mask bc{o.block};
+        auto cache = m.make_kv_cache(lb.size());
+        bench_case(m, "fill", bc, lb, prefix_cache{}.plan(bc, lb, {0, 0}), &cache, 1, {o.threads.back()}, peak);
+        bench_case(m, "block", bc, lb, prefix_cache{}.plan(bc, lb, {0, 1}), &cache, o.reps, o.threads, peak);
+        // full: the whole canvas, bidirectional, logits of every row.
         const bidirectional_mask bi{};
-        const canvas_layout lf{480, 32, 32, false};
-        bench_case(m, "full", bi, lf, no_cache{}.plan(bi, lf, {0, 0}), nullptr, reps, pk.all);
+        const canvas_layout lf{0, o.canvas, o.canvas, false};
+        bench_case(m, "full", bi, lf, forward_plan{0, o.canvas, 0, o.canvas, 0, 0, o.canvas}, nullptr, o.reps, o.threads, peak);
+        std::printf("resident after the forwards: %.2f GiB, peak %.2f GiB\n", gib(cpu::resident_memory()), gib(cpu::peak_resident_memory()));
+
+        if (o.decode) {
+            bench::set_threads(o.threads.back());
+            std::vector<token_id> prompt(static_cast<std::size_t>(o.prompt));
+            for (index_t i = 0; i < o.prompt; ++i) prompt[static_cast<std::size_t>(i)] = static_cast<token_id>((i * 7919 + 13) % (m.vocab_size() - 2));
+            presets::cdlm<cpu::transformer> dec(m, block_causal_mask{o.block});
+            generation_options g;
+            g.gen_length = o.gen;
+            const auto d0 = clock_type::now();
+            const sequence_result r = dec.generate(prompt, g);
+            const double secs = std::chrono::duration<double>(clock_type::now() - d0).count();
+            std::printf("decode: cdlm, prompt %d, gen %d, blocks of %d, %d thread(s): %.1f s, %d forwards, %.2f tokens/forward, %.2f s/forward; "
+                        "peak resident %.2f GiB\n",
+                        o.prompt, o.gen, o.block, o.threads.back(), secs, r.stats.forwards,
+                        r.stats.forwards > 0 ? static_cast<double>(r.stats.committed) / r.stats.forwards : 0.0,
+                        r.stats.forwards > 0 ? secs / r.stats.forwards : 0.0, gib(cpu::peak_resident_memory()));
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlm-bench-forward: error: %s\n", e.what());
+        return 1;
     }
     return 0;
 }

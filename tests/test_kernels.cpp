@@ -8,11 +8,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
+#include <dlm/io/safetensors_writer.hpp>
+
+#include <unistd.h>
 
 using namespace dlm;
 using namespace dlm::cpu;
@@ -159,7 +164,7 @@ TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name"
     CHECK(kernels().id == detect_isa());
 }
 
-TEST_CASE("random models: built in their type without an f32 copy, the same model as random_weights") {
+TEST_CASE("random models: built in their type without an f32 copy, the model a checkpoint of random_weights loads as") {
     io::model_config c;
     c.arch = io::architecture::dream;
     c.vocab_size = 120;
@@ -185,12 +190,32 @@ TEST_CASE("random models: built in their type without an f32 copy, the same mode
         m.forward(std::span<const forward_request<transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
         return out;
     };
+    // The checkpoint: random_weights in the family's names, in the load order, stored as `type`.
+    const transformer_weights w = random_weights(c, 9, 0.5f);
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("dlm_test_kernels_random_" + std::to_string(::getpid()));
     for (io::dtype type : {io::dtype::f32, io::dtype::bf16, io::dtype::f16}) {
         CAPTURE(io::dtype_name(type));
+        std::filesystem::create_directories(dir);
+        std::vector<std::pair<std::string, io::tensor_data>> tensors;
+        const memory_source src(w, c);
+        for (const auto& [role, layer] : weight_order(c)) {
+            const auto shape = tensor_shape(c, role);
+            io::tensor_data t{shape, std::vector<float>(static_cast<std::size_t>(shape[0] * (shape.size() == 2 ? shape[1] : 1)))};
+            src.read(role, layer, 0, static_cast<index_t>(shape[0]), t.values.data());
+            tensors.emplace_back(tensor_name(c.arch, role, layer), std::move(t));
+        }
+        io::write_safetensors(dir / "model.safetensors", tensors, type);
+        std::ofstream(dir / "config.json") << R"({"architectures": ["DreamModel"], "model_type": "Dream", "hidden_size": 48,
+            "intermediate_size": 80, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 120,
+            "max_position_embeddings": 256, "tie_word_embeddings": false, "mask_token_id": 119, "eos_token_id": 1,
+            "rope_theta": 10000.0, "rms_norm_eps": 1e-5})";
+        transformer loaded = transformer::load(dir);
+        c = loaded.config();
         transformer streamed = transformer::random(c, 9, type, 0.5f);
-        transformer converted(c, random_weights(c, 9, 0.5f), {.weight_dtype = type});
-        CHECK(streamed.weight_bytes() == converted.weight_bytes());
-        CHECK(same_bits(logits(streamed), logits(converted)));
+        CHECK(loaded.weight_type() == streamed.weight_type());
+        CHECK(streamed.weight_bytes() == loaded.weight_bytes());
+        CHECK(same_bits(logits(streamed), logits(loaded)));
+        std::filesystem::remove_all(dir);
     }
 }
 

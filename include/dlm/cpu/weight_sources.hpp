@@ -110,9 +110,11 @@ private:
     const io::model_config& c_;
 };
 
-/// The values random_weights(c, seed, scale) would hold, generated in the order the transformer
-/// reads them, so that a full-size model (an 8B shape) is built without its f32 copy: the same
-/// model, bit for bit, as transformer(c, random_weights(c, seed, scale)) converted to `type`.
+/// The values random_weights(c, seed, scale) would hold, stored in `type` (every tensor rounded to
+/// it, as a checkpoint of that type holds them), generated in the order the transformer reads them:
+/// a full-size model (an 8B shape) is built without an f32 copy, and is bit for bit the model that
+/// loads from a checkpoint of random_weights(c, seed, scale) saved in `type` (dlm-make-checkpoint
+/// writes exactly that).
 class random_source {
 public:
     random_source(const io::model_config& c, std::uint64_t seed, io::dtype type, float scale = 1.0f)
@@ -135,10 +137,20 @@ public:
             case tensor_role::v_bias: scale = 0.1f; break;
             default: scale = scale_ * static_cast<float>(std::sqrt(3.0 / static_cast<double>(width))); break;
         }
-        for (std::int64_t i = 0; i < rows * width; ++i) dst[i] = center + scale * g_.uniform();
+        for (std::int64_t i = 0; i < rows * width; ++i) dst[i] = stored(center + scale * g_.uniform());
     }
 
 private:
+    /// `x` as a tensor of type_ stores it.
+    [[nodiscard]] float stored(float x) const noexcept {
+        switch (type_) {
+            case io::dtype::bf16: return io::bf16_to_f32(io::f32_to_bf16(x));
+            case io::dtype::f16: return io::f16_to_f32(io::f32_to_f16(x));
+            case io::dtype::f32: break;
+        }
+        return x;
+    }
+
     const io::model_config& c_;
     detail::splitmix g_;
     io::dtype type_;

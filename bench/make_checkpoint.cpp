@@ -1,0 +1,180 @@
+// dlm-make-checkpoint — writes a random-weight checkpoint of a named shape, laid out like the
+// published model: config.json (the published keys), safetensors shards named
+// model-0000i-of-0000N.safetensors with model.safetensors.index.json (or one model.safetensors),
+// weights in bf16 (or f16, f32). Full-size runs (LLaDA-8B, Dream-7B) can then be measured without
+// downloading anything.
+//
+//   dlm-make-checkpoint --shape llada-8b --out build/llada-8b-random [--dtype bf16] [--seed 1]
+//                       [--scale 1] [--shards N]
+//
+// The values are those of cpu::random_weights(config, seed, scale), generated tensor by tensor in
+// the order the transformer reads them (cpu::weight_order), so the written model loads as exactly
+// the model cpu::transformer::random(config, seed, dtype, scale) builds in memory. Memory use is
+// one slice of one tensor; the data streams to disk. Progress goes to stderr.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cpu/weight_sources.hpp>
+#include <dlm/io/dtype.hpp>
+
+#include "shapes.hpp"
+
+using namespace dlm;
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void usage(const char* argv0, const std::string& error) {
+    if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
+    std::fprintf(stderr,
+                 "usage: %s --shape NAME --out DIR [--dtype bf16|f16|f32] [--seed N] [--scale S] [--shards N]\n"
+                 "  shapes: %s\n",
+                 argv0, bench::shape_names().c_str());
+    std::exit(2);
+}
+
+struct tensor_entry {
+    cpu::tensor_role role;
+    index_t layer;
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::uint64_t bytes;
+    int shard;
+};
+
+std::string shard_name(int i, int n) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, n);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string shape_name, out_dir, dtype_name = "bf16";
+    std::uint64_t seed = 1;
+    float scale = 1.0f;
+    int shards = 0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(argv[0], a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--shape") shape_name = value();
+        else if (a == "--out") out_dir = value();
+        else if (a == "--dtype") dtype_name = value();
+        else if (a == "--seed") seed = std::stoull(value());
+        else if (a == "--scale") scale = std::stof(value());
+        else if (a == "--shards") shards = std::stoi(value());
+        else if (a == "-h" || a == "--help") usage(argv[0], "");
+        else usage(argv[0], "unknown argument '" + a + "'");
+    }
+    if (shape_name.empty() || out_dir.empty()) usage(argv[0], "--shape and --out are required");
+    const auto shape = bench::find_shape(shape_name);
+    if (!shape) usage(argv[0], "unknown shape '" + shape_name + "' (" + bench::shape_names() + ")");
+    io::dtype type;
+    if (dtype_name == "bf16") type = io::dtype::bf16;
+    else if (dtype_name == "f16") type = io::dtype::f16;
+    else if (dtype_name == "f32") type = io::dtype::f32;
+    else usage(argv[0], "--dtype must be bf16, f16 or f32, not '" + dtype_name + "'");
+    if (shards <= 0) shards = shape->shards;
+
+    try {
+        const io::model_config cfg = io::parse_config(shape->config, shape_name);
+        std::vector<tensor_entry> tensors;
+        std::uint64_t total = 0;
+        for (const auto& [role, layer] : cpu::weight_order(cfg)) {
+            tensor_entry t{role, layer, cpu::tensor_name(cfg.arch, role, layer), cpu::tensor_shape(cfg, role), 0, 0};
+            std::uint64_t n = 1;
+            for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(d);
+            t.bytes = n * io::dtype_size(type);
+            total += t.bytes;
+            tensors.push_back(std::move(t));
+        }
+        // Shards of about equal size, tensors in order.
+        std::uint64_t running = 0;
+        for (tensor_entry& t : tensors) {
+            t.shard = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(shards - 1), running * static_cast<std::uint64_t>(shards) / total));
+            running += t.bytes;
+        }
+        fs::create_directories(out_dir);
+        {
+            nlohmann::json config = shape->config;
+            config["torch_dtype"] = dtype_name == "bf16" ? "bfloat16" : dtype_name == "f16" ? "float16" : "float32";
+            std::ofstream(fs::path(out_dir) / "config.json") << config.dump(2) << "\n";
+        }
+        std::fprintf(stderr, "dlm-make-checkpoint: %s, %.2f GB of %s in %d file(s) into %s\n", shape_name.c_str(), static_cast<double>(total) / 1e9,
+                     dtype_name.c_str(), shards, out_dir.c_str());
+
+        cpu::random_source src(cfg, seed, type, scale);
+        nlohmann::json weight_map = nlohmann::json::object();
+        const auto t0 = std::chrono::steady_clock::now();
+        std::uint64_t written = 0;
+        std::vector<float> values;
+        std::vector<unsigned char> bytes;
+        for (int s = 0; s < shards; ++s) {
+            const std::string file = shards == 1 ? "model.safetensors" : shard_name(s, shards);
+            nlohmann::json header = nlohmann::json::object();
+            header["__metadata__"] = {{"format", "pt"}};
+            std::uint64_t offset = 0;
+            for (const tensor_entry& t : tensors)
+                if (t.shard == s) {
+                    header[t.name] = {{"dtype", std::string(io::dtype_name(type))}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+                    offset += t.bytes;
+                    weight_map[t.name] = file;
+                }
+            std::string text = header.dump();
+            text.append((8 - text.size() % 8) % 8, ' ');
+            std::ofstream out(fs::path(out_dir) / file, std::ios::binary | std::ios::trunc);
+            if (!out) throw file_error((fs::path(out_dir) / file).string(), "cannot open for writing");
+            unsigned char len[8];
+            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xffu);
+            out.write(reinterpret_cast<const char*>(len), 8);
+            out.write(text.data(), static_cast<std::streamsize>(text.size()));
+            for (const tensor_entry& t : tensors) {
+                if (t.shard != s) continue;
+                const std::int64_t rows = t.shape.front(), cols = t.shape.size() == 2 ? t.shape[1] : 1;
+                const std::int64_t chunk = std::max<std::int64_t>(1, (1 << 22) / cols);
+                for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                    const std::int64_t n = std::min(chunk, rows - r0);
+                    values.resize(static_cast<std::size_t>(n * cols));
+                    src.read(t.role, t.layer, static_cast<index_t>(r0), static_cast<index_t>(n), values.data());
+                    bytes.resize(values.size() * io::dtype_size(type));
+                    for (std::size_t i = 0; i < values.size(); ++i) {
+                        std::uint32_t bits;
+                        std::size_t width = io::dtype_size(type);
+                        if (type == io::dtype::f32) std::memcpy(&bits, &values[i], 4);
+                        else bits = type == io::dtype::bf16 ? io::f32_to_bf16(values[i]) : io::f32_to_f16(values[i]);
+                        for (std::size_t b = 0; b < width; ++b) bytes[i * width + b] = static_cast<unsigned char>((bits >> (8 * b)) & 0xffu);
+                    }
+                    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+                    written += bytes.size();
+                }
+                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                if (t.role == cpu::tensor_role::down_proj || t.role == cpu::tensor_role::embedding || t.role == cpu::tensor_role::lm_head)
+                    std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(written) / 1e9, static_cast<double>(total) / 1e9,
+                                 static_cast<double>(written) / 1e6 / std::max(secs, 1e-9));
+            }
+            if (!out) throw file_error((fs::path(out_dir) / file).string(), "write failed (disk full?)");
+        }
+        if (shards > 1) {
+            const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+            std::ofstream(fs::path(out_dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB in %.1f s\n", static_cast<double>(written) / 1e9, secs);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlm-make-checkpoint: error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

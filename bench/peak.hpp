@@ -1,0 +1,123 @@
+// bench/peak.hpp — the machine's measured peaks, per core: f32 FMA and, where the CPU has it,
+// vdpbf16ps (bf16 pairs), each from 16 independent chains of 512-bit (or the widest the CPU runs)
+// instructions on registers, the best of three runs. Threads: OMP_NUM_THREADS / set_threads.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+
+#include <dlm/cpu/dispatch.hpp>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace dlm::bench {
+
+inline int max_threads() {
+#if defined(_OPENMP)
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+inline void set_threads(int n) {
+#if defined(_OPENMP)
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+struct peaks {
+    double fma = 0;       ///< f32 FMA, FLOP/s per core
+    double bf16_dot = 0;  ///< vdpbf16ps, FLOP/s per core (0: the CPU lacks it)
+};
+
+namespace detail {
+using clock_type = std::chrono::steady_clock;
+
+#if defined(__x86_64__)
+#define DLM_PEAK_CHAINS(init, op)                                              \
+    init;                                                                                     \
+    const auto t0 = clock_type::now();                                                        \
+    for (long it = 0; it < iterations; ++it) {                                                \
+        op(0) op(1) op(2) op(3) op(4) op(5) op(6) op(7) op(8) op(9) op(10) op(11) op(12) op(13) op(14) op(15) \
+    }                                                                                         \
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+
+__attribute__((target("avx512f,fma"))) inline double fma512(long iterations) {
+    // Distinct starting values, or the compiler sees sixteen equal chains and computes one.
+#define DLM_INIT(i) __m512 a##i = _mm512_set1_ps(0.5f + 0.01f * (i));
+    DLM_INIT(0) DLM_INIT(1) DLM_INIT(2) DLM_INIT(3) DLM_INIT(4) DLM_INIT(5) DLM_INIT(6) DLM_INIT(7) DLM_INIT(8) DLM_INIT(9) DLM_INIT(10)
+    DLM_INIT(11) DLM_INIT(12) DLM_INIT(13) DLM_INIT(14) DLM_INIT(15)
+#undef DLM_INIT
+    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+#define DLM_OP(i) a##i = _mm512_fmadd_ps(a##i, x, y);
+    DLM_PEAK_CHAINS((void)0, DLM_OP)
+#undef DLM_OP
+    volatile float sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)))) +
+                          _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
+                                                             _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
+    (void)sink;
+    return 32.0 * 16 * static_cast<double>(iterations) / s;
+}
+__attribute__((target("avx2,fma"))) inline double fma256(long iterations) {
+#define DLM_INIT(i) __m256 a##i = _mm256_set1_ps(0.5f + 0.01f * (i));
+    DLM_INIT(0) DLM_INIT(1) DLM_INIT(2) DLM_INIT(3) DLM_INIT(4) DLM_INIT(5) DLM_INIT(6) DLM_INIT(7) DLM_INIT(8) DLM_INIT(9) DLM_INIT(10)
+    DLM_INIT(11) DLM_INIT(12) DLM_INIT(13) DLM_INIT(14) DLM_INIT(15)
+#undef DLM_INIT
+    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+#define DLM_OP(i) a##i = _mm256_fmadd_ps(a##i, x, y);
+    DLM_PEAK_CHAINS((void)0, DLM_OP)
+#undef DLM_OP
+    alignas(32) float out[8];
+    _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                       _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))));
+    volatile float sink = out[0] + a8[0] + a9[0] + a10[0] + a11[0] + a12[0] + a13[0] + a14[0] + a15[0];
+    (void)sink;
+    return 16.0 * 16 * static_cast<double>(iterations) / s;
+}
+__attribute__((target("avx512f,avx512bf16"))) inline double dot512(long iterations) {
+    // Distinct starting values, or the compiler sees sixteen equal chains and computes one.
+#define DLM_INIT(i) __m512 a##i = _mm512_set1_ps(0.5f + 0.01f * (i));
+    DLM_INIT(0) DLM_INIT(1) DLM_INIT(2) DLM_INIT(3) DLM_INIT(4) DLM_INIT(5) DLM_INIT(6) DLM_INIT(7) DLM_INIT(8) DLM_INIT(9) DLM_INIT(10)
+    DLM_INIT(11) DLM_INIT(12) DLM_INIT(13) DLM_INIT(14) DLM_INIT(15)
+#undef DLM_INIT
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x33803380);
+#define DLM_OP(i) a##i = _mm512_dpbf16_ps(a##i, x, y);
+    DLM_PEAK_CHAINS((void)0, DLM_OP)
+#undef DLM_OP
+    volatile float sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)))) +
+                          _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
+                                                             _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
+    (void)sink;
+    return 64.0 * 16 * static_cast<double>(iterations) / s;
+}
+#undef DLM_PEAK_CHAINS
+#endif
+
+template <class F>
+double best_of_3(F&& f) {
+    double best = 0;
+    for (int r = 0; r < 3; ++r) best = std::max(best, f());
+    return best;
+}
+}  // namespace detail
+
+/// The peaks of one core, for the instruction sets the active kernels use.
+inline peaks measure_peaks() {
+    peaks p;
+#if defined(__x86_64__)
+    constexpr long iters = 20'000'000;
+    const cpu::isa i = cpu::kernels().id;
+    if (i == cpu::isa::avx512 || i == cpu::isa::avx512_bf16) p.fma = detail::best_of_3([] { return detail::fma512(iters); });
+    else if (i == cpu::isa::avx2) p.fma = detail::best_of_3([] { return detail::fma256(iters); });
+    if (i == cpu::isa::avx512_bf16) p.bf16_dot = detail::best_of_3([] { return detail::dot512(iters); });
+#endif
+    return p;
+}
+
+}  // namespace dlm::bench

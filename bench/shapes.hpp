@@ -1,0 +1,76 @@
+// bench/shapes.hpp — the model shapes dlm's benchmarks and checkpoint writer know by name, with the
+// config.json each published model ships (so a random checkpoint of that shape loads exactly as
+// the real one would).
+//
+//   tiny      the test fixtures' shape (2 layers, d 48)
+//   100M      hidden 768, 12 layers, 12 heads, MLP 2048, vocabulary 32000, tied head (LLaDA layout)
+//   168M      the shape of issue 12's llama.cpp comparison: d 1024, 8 layers, 16 heads, MLP 2816,
+//             vocabulary 32000, untied head (LLaDA layout)
+//   llada-8b  GSAI-ML/LLaDA-8B-Instruct: d 4096, 32 layers, 32 heads, MLP 12288, vocabulary 126464
+//   dream-7b  Dream-org/Dream-v0-Instruct-7B (Qwen2.5-7B): d 3584, 28 layers, 28 heads (4 KV heads),
+//             MLP 18944, vocabulary 152064, q/k/v biases
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/io/model_config.hpp>
+
+namespace dlm::bench {
+
+struct named_shape {
+    std::string name;
+    nlohmann::json config;  ///< config.json as the published model (or a model of its layout) has it
+    int shards = 1;         ///< safetensors files the published checkpoint is split into
+};
+
+/// config.json of a LLaDA-layout model (keys of GSAI-ML/LLaDA-8B-Instruct's config.json).
+inline nlohmann::json llada_config(int d, int layers, int heads, int kv_heads, int mlp, int vocab, bool tied, int mask_id, int eos_id,
+                                   double theta, int max_len) {
+    return {{"architectures", {"LLaDAModelLM"}}, {"model_type", "llada"}, {"activation_type", "silu"}, {"alibi", false},
+            {"attention_layer_norm", false}, {"bias_for_layer_norm", false}, {"block_type", "llama"}, {"d_model", d},
+            {"embedding_size", vocab}, {"vocab_size", vocab}, {"eos_token_id", eos_id}, {"pad_token_id", eos_id},
+            {"mask_token_id", mask_id}, {"include_bias", false}, {"include_qkv_bias", false}, {"input_emb_norm", false},
+            {"layer_norm_type", "rms"}, {"layer_norm_with_affine", true}, {"max_sequence_length", max_len}, {"mlp_hidden_size", mlp},
+            {"mlp_ratio", 4}, {"n_heads", heads}, {"n_kv_heads", kv_heads}, {"n_layers", layers}, {"rms_norm_eps", 1e-5},
+            {"rope", true}, {"rope_theta", theta}, {"scale_logits", false}, {"weight_tying", tied}, {"precision", "amp_bf16"}};
+}
+
+/// config.json of a Dream-layout model (keys of Dream-org/Dream-v0-Instruct-7B's config.json).
+inline nlohmann::json dream_config(int d, int layers, int heads, int kv_heads, int mlp, int vocab, bool tied, int mask_id, int eos_id,
+                                   double theta, int max_len) {
+    return {{"architectures", {"DreamModel"}}, {"model_type", "Dream"}, {"hidden_act", "silu"}, {"hidden_size", d},
+            {"intermediate_size", mlp}, {"num_hidden_layers", layers}, {"num_attention_heads", heads},
+            {"num_key_value_heads", kv_heads}, {"vocab_size", vocab}, {"tie_word_embeddings", tied}, {"mask_token_id", mask_id},
+            {"bos_token_id", eos_id}, {"eos_token_id", eos_id}, {"pad_token_id", eos_id}, {"rope_theta", theta},
+            {"rope_scaling", nullptr}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", max_len}, {"use_sliding_window", false},
+            {"sliding_window", nullptr}, {"attention_dropout", 0.0}, {"torch_dtype", "bfloat16"}};
+}
+
+[[nodiscard]] inline std::vector<named_shape> shapes() {
+    return {
+        {"tiny", llada_config(48, 2, 6, 2, 80, 300, true, 299, 1, 10000.0, 4096), 1},
+        {"100M", llada_config(768, 12, 12, 12, 2048, 32000, true, 31999, 1, 10000.0, 4096), 1},
+        {"168M", llada_config(1024, 8, 16, 16, 2816, 32000, false, 31999, 1, 10000.0, 4096), 1},
+        {"llada-8b", llada_config(4096, 32, 32, 32, 12288, 126464, false, 126336, 126081, 500000.0, 4096), 6},
+        {"dream-7b", dream_config(3584, 28, 28, 4, 18944, 152064, false, 151666, 151643, 1000000.0, 131072), 4},
+    };
+}
+
+[[nodiscard]] inline std::optional<named_shape> find_shape(std::string_view name) {
+    for (named_shape& s : shapes())
+        if (s.name == name) return s;
+    return std::nullopt;
+}
+
+[[nodiscard]] inline std::string shape_names() {
+    std::string out;
+    for (const named_shape& s : shapes()) out += (out.empty() ? "" : ", ") + s.name;
+    return out;
+}
+
+}  // namespace dlm::bench

@@ -1,0 +1,16 @@
+# The benchmark tools on the tiny shape: dlm-make-checkpoint writes a sharded random checkpoint laid
+# out like a published one, and dlm-bench-forward loads it, checks that it holds exactly
+# transformer::random(config, seed), runs every case and one cdlm decode (docs/benchmarks.md).
+if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
+  set(_ck ${CMAKE_CURRENT_BINARY_DIR}/bench-tiny-checkpoint)
+  add_test(NAME "bench: dlm-make-checkpoint writes a sharded tiny checkpoint"
+           COMMAND dlm-make-checkpoint --shape tiny --out ${_ck} --shards 2 --seed 3)
+  set_tests_properties("bench: dlm-make-checkpoint writes a sharded tiny checkpoint" PROPERTIES FIXTURES_SETUP bench_tiny_ck LABELS bench)
+  add_test(NAME "bench: dlm-bench-forward loads it, verifies its weights and decodes"
+           COMMAND dlm-bench-forward -m ${_ck} --verify-random 3 --reps 1 --no-peak --canvas 24 --block 8 --cache 16 --threads 1,2
+                   --decode --gen 16 --prompt 8)
+  set_tests_properties("bench: dlm-bench-forward loads it, verifies its weights and decodes" PROPERTIES FIXTURES_REQUIRED bench_tiny_ck
+                       LABELS bench PASS_REGULAR_EXPRESSION "verify: the folder holds exactly.*decode: cdlm")
+  add_test(NAME "bench: dlm-bench-forward refuses an unknown shape" COMMAND dlm-bench-forward --shape nope --no-peak)
+  set_tests_properties("bench: dlm-bench-forward refuses an unknown shape" PROPERTIES WILL_FAIL TRUE LABELS bench)
+endif()
