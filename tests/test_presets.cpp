@@ -47,7 +47,8 @@ TEST_CASE("llada: fixed steps per block, low-confidence order") {
     CHECK(r.stats.forwards == 4);
     CHECK(s.stats.steps_per_block == ivec{2, 2});
     CHECK(s.stats.tokens_per_forward() == doctest::Approx(2.0));
-    CHECK(s.commit_confidence[1] == doctest::Approx(0.9));
+    // p = 0.9 of 16 tokens, the mask id's share (0.1 / 15) banned from the draw: 0.9 / (1 - 0.1 / 15).
+    CHECK(s.commit_confidence[1] == doctest::Approx(0.9 / (1.0 - 0.1 / 15.0)));
     for (const auto& f : m.log()) CHECK(f[0].window_size() == 11);  // full recompute
 }
 

@@ -210,7 +210,11 @@ private:
                                s.result.settings.seed.value, eos, settings.end_of_turn_ids.value};
         bool ban_eos = false;
         if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
-        const std::span<const token_id> banned = ban_eos ? eos : std::span<const token_id>{};
+        // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
+        // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
+        banned_.assign(1, mask_id);
+        if (ban_eos) banned_.insert(banned_.end(), eos.begin(), eos.end());
+        const std::span<const token_id> banned(banned_);
 
         cands_.clear();
         const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
@@ -263,6 +267,7 @@ private:
     Schedule schedule_;
     Sampler sampler_;
     std::vector<candidate> cands_;  // scratch of step()
+    std::vector<token_id> banned_;  // scratch of step(): the tokens no draw may return at this step: the mask id, EOS when suppressed
     std::vector<index_t> chosen_, committed_;
 };
 
