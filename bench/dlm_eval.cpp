@@ -60,7 +60,8 @@ int run(const cli::options& o) {
     if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
     if (problems.empty()) throw file_error(data.string(), "holds no problem");
 
-    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o));
+    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
+    std::cerr << cli::cpu_line(m) << std::endl;
     cli::settings s;
     try {
         s = cli::resolve(o, o.preset, m.hints);

@@ -72,7 +72,8 @@ std::string shorten(std::string s, std::size_t n) {
 
 int run(const cli::options& o) {
     cli::set_threads(o.threads);
-    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o));
+    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
+    if (o.stats) std::cerr << cli::cpu_line(m) << std::endl;
     std::vector<cli::settings> runs;
     try {
         for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{o.preset})

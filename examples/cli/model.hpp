@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <utility>
 #include <span>
@@ -57,10 +58,15 @@ struct loaded_model {
     model_hints hints;
 };
 
-[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir) {
+/// Loads `dir`; `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
+[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder");
-    cpu::transformer model = cpu::transformer::load(dir);
+    cpu::load_options lo;
+    if (dtype == "f32") lo.weight_dtype = io::dtype::f32;
+    else if (dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
+    else if (dtype == "f16") lo.weight_dtype = io::dtype::f16;
+    cpu::transformer model = cpu::transformer::load(dir, lo);
     const model_hints hints = hints_of(model);
     return loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};
 }
@@ -81,6 +87,20 @@ struct loaded_model {
 /// The answer's text: the slots before the first EOS, special tokens left out.
 [[nodiscard]] inline std::string answer_text(const loaded_model& m, const sequence_result& r) {
     return m.tokenizer.decode(std::span(r.tokens).first(static_cast<std::size_t>(r.answer_length)), true);
+}
+
+/// The CPU path for --stats: "cpu: avx512-bf16 kernels, bf16 weights (FMA form), 2 threads, 1.9 MiB".
+[[nodiscard]] inline std::string cpu_line(const loaded_model& m) {
+    const cpu::kernel_table& kt = cpu::kernels();
+    std::string s = std::string("cpu: ") + kt.name + " kernels, " + m.model.weight_type() + " weights";
+    if (m.model.weight_type() == "bf16") s += cpu::bf16_products().dot ? " (vdpbf16ps)" : " (FMA form)";
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.1f MiB", static_cast<double>(m.model.weight_bytes()) / (1024.0 * 1024.0));
+    return s + ", " + mib + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
 
 /// OpenMP threads for the CPU model (0: leave OpenMP's default).

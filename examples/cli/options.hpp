@@ -81,6 +81,7 @@ struct options {
     std::string prompt;  ///< -p (dlm-generate)
     bool chat = false;   ///< wrap the prompt in the model folder's chat template
     int threads = 0;     ///< -t: OpenMP threads; 0: OpenMP's default
+    std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
 
     // Decoding.
     preset_id preset = preset_id::cdlm;
@@ -208,6 +209,13 @@ struct flag {
          [](options& o, auto, auto) { o.chat = true; }},
         {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
          [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, 4096); }},
+        {"Model and prompt", "--dtype", "TYPE",
+         "hold and multiply the weights as f32, bf16 or f16 (default keep: as the checkpoint stores them)", B,
+         [](options& o, auto f, auto v) {
+             if (v != "keep" && v != "f32" && v != "bf16" && v != "f16")
+                 throw invalid_parameter(std::string(f), "must be keep, f32, bf16 or f16, not '" + std::string(v) + "'");
+             o.dtype = v == "keep" ? std::string() : std::string(v);
+         }},
         {"Decoding", "--preset", "NAME",
          "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm (default) or cd4lm", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
