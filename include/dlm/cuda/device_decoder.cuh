@@ -85,6 +85,8 @@ public:
         std::vector<sequence> seqs =
             dlm::detail::prepare_batch<kv_type, Cache::needs_storage>(*model_, mask_, schedule_, prompts, options);
         mask_id_ = model_->mask_id();
+        for (sequence& s : seqs)  // the kernels take one seed for the batch (per-sequence seeds: host decoder only)
+            s.result.settings.seed = {options.seed, setting_source::user, "generation_options::seed (the CUDA decoder draws every sequence from it)"};
         stride_ = seqs.front().layout.block_length;
         if (stride_ > max_selection_slots)
             throw invalid_parameter("block_length", "the device decoder selects among at most " + std::to_string(max_selection_slots) +
