@@ -163,6 +163,7 @@ double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 *
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // full-size runs take minutes: show each line as it comes
     const options o = parse(argc, argv);
     try {
         const cpu::kernel_table& kt = cpu::kernels();

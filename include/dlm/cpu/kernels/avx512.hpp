@@ -25,7 +25,7 @@ namespace dlm::cpu::kernels_avx512 {
 inline constexpr isa isa_id = isa::avx512;
 inline constexpr const char* isa_name = "avx512";
 inline constexpr int lanes = 16;
-inline constexpr int mr_f32 = 8, mr_bf16 = 8;  // 32 zmm registers: 16 accumulators
+inline constexpr int mr_f32 = 8, mr_bf16 = 8;  // 32 zmm registers: 16 accumulators (12 rows measured no faster)
 using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 
 [[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept { return _mm512_fmadd_ps(a, b, c); }
