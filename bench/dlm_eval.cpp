@@ -36,13 +36,14 @@ using namespace dlm;
 
 struct outcome {
     std::string answer;
+    std::string failure;  ///< why the sequence failed (NaN logits, ...); empty when it finished
     bool correct = false;
     index_t forwards = 0, committed = 0, answer_tokens = 0;
     double latency = 0;
 };
 
 struct totals {
-    std::size_t correct = 0;
+    std::size_t correct = 0, failed = 0;
     std::int64_t forwards = 0, committed = 0, answer_tokens = 0, batched_forwards = 0;
     double seconds = 0;
 };
@@ -96,6 +97,11 @@ int run(const cli::options& o) {
                 const sequence_result& q = r.sequences[i - b];
                 outcome& x = results[i];
                 x.answer = cli::answer_text(m, q);
+                if (q.failed()) {  // only this sequence ended: it counts as wrong, and is reported
+                    x.failure = q.message;
+                    ++t.failed;
+                    std::cerr << "dlm-eval: problem " << i << " failed: " << q.message << '\n';
+                }
                 const auto got = cli::extract_final(x.answer);
                 x.correct = got && *got == problems[i].final;
                 x.forwards = q.stats.forwards;
@@ -131,6 +137,7 @@ int run(const cli::options& o) {
               << "tokens/s            " << cli::fixed(tps, 1) << " (answer tokens per second of decoding)\n"
               << "total               " << cli::format_seconds(t.seconds) << " for " << problems.size() << " problems, "
               << t.batched_forwards << " batched forwards\n";
+    if (t.failed > 0) std::cout << "failed              " << t.failed << " problem(s) (counted wrong; reasons on stderr and in --predictions)\n";
 
     if (!o.json.empty()) {
         const nlohmann::json j = {
@@ -154,12 +161,17 @@ int run(const cli::options& o) {
             {"answer_tokens", t.answer_tokens},
             {"total_seconds", t.seconds},
             {"batched_forwards", t.batched_forwards},
+            {"failed", t.failed},
         };
         write_text(o.json, j.dump(2) + "\n");
     }
     if (!o.predictions.empty()) {
         std::string lines;
-        for (const auto& x : results) lines += nlohmann::json{{"answer", x.answer}}.dump() + "\n";
+        for (const auto& x : results) {
+            nlohmann::json line{{"answer", x.answer}};
+            if (!x.failure.empty()) line["failure"] = x.failure;
+            lines += line.dump() + "\n";
+        }
         write_text(o.predictions, lines);
     }
     return 0;
