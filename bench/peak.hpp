@@ -46,21 +46,32 @@ using clock_type = std::chrono::steady_clock;
     }                                                                                         \
     const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
 
+// Sixteen chains a0..a15 with distinct starting values, or the compiler sees sixteen equal chains
+// and computes one.
+#define DLM_INIT_Z(i) __m512 a##i = _mm512_set1_ps(0.5f + 0.01f * (i));
+#define DLM_INIT512                                                                                             \
+    DLM_INIT_Z(0) DLM_INIT_Z(1) DLM_INIT_Z(2) DLM_INIT_Z(3) DLM_INIT_Z(4) DLM_INIT_Z(5) DLM_INIT_Z(6) DLM_INIT_Z(7) \
+    DLM_INIT_Z(8) DLM_INIT_Z(9) DLM_INIT_Z(10) DLM_INIT_Z(11) DLM_INIT_Z(12) DLM_INIT_Z(13) DLM_INIT_Z(14) DLM_INIT_Z(15)
+
+/// Keeps the sixteen chains' results alive.
+__attribute__((target("avx512f"))) inline void keep(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4, __m512 a5, __m512 a6, __m512 a7,
+                                                     __m512 a8, __m512 a9, __m512 a10, __m512 a11, __m512 a12, __m512 a13, __m512 a14,
+                                                     __m512 a15) {
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                                 _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
+                                   _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
+                                                 _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+}
+
 __attribute__((target("avx512f,fma"))) inline double fma512(long iterations) {
-    // Distinct starting values, or the compiler sees sixteen equal chains and computes one.
-#define DLM_INIT(i) __m512 a##i = _mm512_set1_ps(0.5f + 0.01f * (i));
-    DLM_INIT(0) DLM_INIT(1) DLM_INIT(2) DLM_INIT(3) DLM_INIT(4) DLM_INIT(5) DLM_INIT(6) DLM_INIT(7) DLM_INIT(8) DLM_INIT(9) DLM_INIT(10)
-    DLM_INIT(11) DLM_INIT(12) DLM_INIT(13) DLM_INIT(14) DLM_INIT(15)
-#undef DLM_INIT
+    DLM_INIT512
     const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
 #define DLM_OP(i) a##i = _mm512_fmadd_ps(a##i, x, y);
     DLM_PEAK_CHAINS((void)0, DLM_OP)
 #undef DLM_OP
-    volatile float sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                                                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)))) +
-                          _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
-                                                             _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
-    (void)sink;
+    keep(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
     return 32.0 * 16 * static_cast<double>(iterations) / s;
 }
 __attribute__((target("avx2,fma"))) inline double fma256(long iterations) {
@@ -80,23 +91,17 @@ __attribute__((target("avx2,fma"))) inline double fma256(long iterations) {
     return 16.0 * 16 * static_cast<double>(iterations) / s;
 }
 __attribute__((target("avx512f,avx512bf16"))) inline double dot512(long iterations) {
-    // Distinct starting values, or the compiler sees sixteen equal chains and computes one.
-#define DLM_INIT(i) __m512 a##i = _mm512_set1_ps(0.5f + 0.01f * (i));
-    DLM_INIT(0) DLM_INIT(1) DLM_INIT(2) DLM_INIT(3) DLM_INIT(4) DLM_INIT(5) DLM_INIT(6) DLM_INIT(7) DLM_INIT(8) DLM_INIT(9) DLM_INIT(10)
-    DLM_INIT(11) DLM_INIT(12) DLM_INIT(13) DLM_INIT(14) DLM_INIT(15)
-#undef DLM_INIT
+    DLM_INIT512
     const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x33803380);
 #define DLM_OP(i) a##i = _mm512_dpbf16_ps(a##i, x, y);
     DLM_PEAK_CHAINS((void)0, DLM_OP)
 #undef DLM_OP
-    volatile float sink = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                                                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)))) +
-                          _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)),
-                                                             _mm512_add_ps(_mm512_add_ps(a12, a13), _mm512_add_ps(a14, a15))));
-    (void)sink;
+    keep(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
     return 64.0 * 16 * static_cast<double>(iterations) / s;
 }
 #undef DLM_PEAK_CHAINS
+#undef DLM_INIT512
+#undef DLM_INIT_Z
 #endif
 
 template <class F>
