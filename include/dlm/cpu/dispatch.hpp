@@ -102,12 +102,13 @@ inline dispatch_state& state() noexcept {
 }
 }  // namespace detail
 
-/// Makes `i` the path every later product runs. invalid_parameter if this CPU cannot run it.
-inline void set_isa(isa i) {
+/// Makes `i` the path every later product runs. invalid_parameter (naming `parameter`) if this CPU
+/// cannot run it.
+inline void set_isa(isa i, const char* parameter = "isa") {
     const isa best = detect_isa();
     if (static_cast<int>(i) > static_cast<int>(best))
-        throw invalid_parameter("isa", "this CPU cannot run the " + std::string(isa_name(i)) + " kernels (its best is " +
-                                           std::string(isa_name(best)) + ")");
+        throw invalid_parameter(parameter, "this CPU cannot run the " + std::string(isa_name(i)) + " kernels (its best is " +
+                                               std::string(isa_name(best)) + ")");
     detail::state().bf16_dot.store(-1, std::memory_order_relaxed);
     detail::state().table.store(&kernels_for(i), std::memory_order_release);
 }
@@ -120,16 +121,7 @@ inline void set_isa(isa i) {
     if (t != nullptr) return *t;
     const char* env = std::getenv("DLM_ISA");
     const std::string_view want = env != nullptr ? std::string_view(env) : std::string_view("auto");
-    if (want.empty() || want == "auto") {
-        set_isa(detect_isa());
-    } else {
-        const isa i = parse_isa(want);
-        const isa best = detect_isa();
-        if (static_cast<int>(i) > static_cast<int>(best))
-            throw invalid_parameter("DLM_ISA", "this CPU cannot run the " + std::string(isa_name(i)) + " kernels (its best is " +
-                                                   std::string(isa_name(best)) + ")");
-        set_isa(i);
-    }
+    set_isa(want.empty() || want == "auto" ? detect_isa() : parse_isa(want), "DLM_ISA");
     return *detail::state().table.load(std::memory_order_acquire);
 }
 

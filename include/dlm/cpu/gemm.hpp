@@ -121,7 +121,7 @@ public:
         if (row0 < 0 || rows < 0 || row0 + rows > n_)
             throw contract_error("packed_matrix::set_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
                                  ") outside [0, " + std::to_string(n_) + ")");
-        const index_t g = group(), p_first = row0 / panel_width, p_last = (row0 + rows + panel_width - 1) / panel_width;
+        const index_t p_first = row0 / panel_width, p_last = (row0 + rows + panel_width - 1) / panel_width;
         [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (parallel)
@@ -130,11 +130,8 @@ public:
             const index_t r_begin = std::max(row0, p * panel_width), r_end = std::min(row0 + rows, (p + 1) * panel_width);
             for (index_t row = r_begin; row < r_end; ++row) {
                 const float* s = src + static_cast<std::size_t>(row - row0) * static_cast<std::size_t>(k_);
-                const std::size_t base = static_cast<std::size_t>(p) * static_cast<std::size_t>(panel_stride()) +
-                                         static_cast<std::size_t>(row % panel_width) * static_cast<std::size_t>(g);
                 for (index_t j = 0; j < k_; ++j) {
-                    const std::size_t at = base + static_cast<std::size_t>(j / g) * static_cast<std::size_t>(panel_width * g) +
-                                           static_cast<std::size_t>(j % g);
+                    const std::size_t at = offset(row, j);
                     switch (type_) {
                         case io::dtype::f32: f32_[at] = s[j]; break;
                         case io::dtype::f16: h16_[at] = io::f32_to_f16(s[j]); break;
@@ -147,11 +144,8 @@ public:
 
     /// Row `j` of W (k values) as f32: an embedding lookup from the packed head.
     void row(index_t j, float* out) const {
-        const index_t g = group();
-        const std::size_t base = static_cast<std::size_t>(j / panel_width) * static_cast<std::size_t>(panel_stride()) +
-                                 static_cast<std::size_t>(j % panel_width) * static_cast<std::size_t>(g);
         for (index_t i = 0; i < k_; ++i) {
-            const std::size_t at = base + static_cast<std::size_t>(i / g) * static_cast<std::size_t>(panel_width * g) + static_cast<std::size_t>(i % g);
+            const std::size_t at = offset(j, i);
             switch (type_) {
                 case io::dtype::f32: out[i] = f32_[at]; break;
                 case io::dtype::f16: out[i] = io::f16_to_f32(h16_[at]); break;
@@ -182,6 +176,14 @@ public:
     [[nodiscard]] panel_view16 view16() const noexcept { return {h16_.data(), panel_stride(), panel_width * group()}; }
 
 private:
+    /// Where element (row, col) of W is stored (kernels/table.hpp's panel layout).
+    [[nodiscard]] std::size_t offset(index_t row, index_t col) const noexcept {
+        const auto g = static_cast<std::size_t>(group());
+        return static_cast<std::size_t>(row / panel_width) * static_cast<std::size_t>(panel_stride()) +
+               static_cast<std::size_t>(col) / g * static_cast<std::size_t>(panel_width) * g + static_cast<std::size_t>(row % panel_width) * g +
+               static_cast<std::size_t>(col) % g;
+    }
+
     index_t n_ = 0, k_ = 0;
     io::dtype type_ = io::dtype::f32;
     std::vector<float, aligned_allocator<float>> f32_;

@@ -123,21 +123,8 @@ public:
     void read(tensor_role r, index_t, index_t, index_t rows, float* dst) {
         const auto shape = tensor_shape(c_, r);
         const std::int64_t width = shape.size() == 2 ? shape[1] : 1;
-        float scale = 0, center = 0;
-        switch (r) {
-            case tensor_role::embedding: scale = 1.0f; break;
-            case tensor_role::attn_norm:
-            case tensor_role::mlp_norm:
-            case tensor_role::final_norm:
-                center = 1.0f;
-                scale = 0.1f;
-                break;
-            case tensor_role::q_bias:
-            case tensor_role::k_bias:
-            case tensor_role::v_bias: scale = 0.1f; break;
-            default: scale = scale_ * static_cast<float>(std::sqrt(3.0 / static_cast<double>(width))); break;
-        }
-        for (std::int64_t i = 0; i < rows * width; ++i) dst[i] = stored(center + scale * g_.uniform());
+        const random_spread d = random_spread_of(c_, r, scale_);
+        for (std::int64_t i = 0; i < rows * width; ++i) dst[i] = stored(d.center + d.spread * g_.uniform());
     }
 
 private:

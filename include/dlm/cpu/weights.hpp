@@ -164,50 +164,68 @@ struct splitmix {
     /// Uniform in [-1, 1).
     float uniform() noexcept { return static_cast<float>(static_cast<double>(next() >> 40) * 0x1p-23 - 1.0); }
 };
-inline matrix random_matrix(splitmix& g, std::int64_t rows, std::int64_t cols, float scale) {
-    matrix m(rows, cols);
-    float* p = m.data();
-    for (std::int64_t i = 0; i < rows * cols; ++i) p[i] = scale * g.uniform();
-    return m;
-}
-inline vector random_vector(splitmix& g, std::int64_t size, float center, float scale) {
-    vector v(size);
-    for (std::int64_t i = 0; i < size; ++i) v[i] = center + scale * g.uniform();
-    return v;
-}
 }  // namespace detail
 
-/// Random weights for `c` (for tests and benchmarks): matrices uniform in ±scale·sqrt(3/fan_in)
-/// (unit-variance outputs for unit-variance inputs, times `scale`), norms near 1, biases small.
+/// The distribution random weights draw a tensor from: center + spread · U[-1, 1). Matrices:
+/// ±scale·sqrt(3/fan_in) (unit-variance outputs for unit-variance inputs, times `scale`); the
+/// embedding ±1; norms 1 ± 0.1; biases ±0.1.
+struct random_spread {
+    float center = 0, spread = 0;
+};
+[[nodiscard]] inline random_spread random_spread_of(const io::model_config& c, tensor_role r, float scale) {
+    switch (r) {
+        case tensor_role::embedding: return {0.0f, 1.0f};
+        case tensor_role::attn_norm:
+        case tensor_role::mlp_norm:
+        case tensor_role::final_norm: return {1.0f, 0.1f};
+        case tensor_role::q_bias:
+        case tensor_role::k_bias:
+        case tensor_role::v_bias: return {0.0f, 0.1f};
+        default: return {0.0f, scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(tensor_shape(c, r)[1])))};
+    }
+}
+
+/// Random weights for `c` (for tests and benchmarks), drawn by random_spread_of, tensor by tensor
+/// in weight_order (as random_source draws them for a model built without an f32 copy).
 [[nodiscard]] inline transformer_weights random_weights(const io::model_config& c, std::uint64_t seed, float scale = 1.0f) {
     detail::splitmix g{seed};
-    auto mat = [&](tensor_role r) {
-        const auto s = tensor_shape(c, r);
-        return detail::random_matrix(g, s[0], s[1], scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(s[1]))));
+    auto draw = [&](tensor_role r, float* p, std::int64_t n) {
+        const random_spread d = random_spread_of(c, r, scale);
+        for (std::int64_t i = 0; i < n; ++i) p[i] = d.center + d.spread * g.uniform();
     };
-    auto vec = [&](tensor_role r, float center, float spread) { return detail::random_vector(g, tensor_shape(c, r)[0], center, spread); };
     transformer_weights w;
-    w.embedding = detail::random_matrix(g, c.vocab_size, c.hidden_size, 1.0f);
-    for (index_t l = 0; l < c.num_layers; ++l) {
-        layer_weights L;
-        L.attn_norm = vec(tensor_role::attn_norm, 1.0f, 0.1f);
-        L.q_proj = mat(tensor_role::q_proj);
-        L.k_proj = mat(tensor_role::k_proj);
-        L.v_proj = mat(tensor_role::v_proj);
-        if (c.qkv_bias) {
-            L.q_bias = vec(tensor_role::q_bias, 0.0f, 0.1f);
-            L.k_bias = vec(tensor_role::k_bias, 0.0f, 0.1f);
-            L.v_bias = vec(tensor_role::v_bias, 0.0f, 0.1f);
+    w.layers.resize(static_cast<std::size_t>(c.num_layers));
+    for (const auto& [role, layer] : weight_order(c)) {
+        const auto shape = tensor_shape(c, role);
+        layer_weights* L = role == tensor_role::embedding || role == tensor_role::final_norm || role == tensor_role::lm_head
+                               ? nullptr
+                               : &w.layers[static_cast<std::size_t>(layer)];
+        auto mat = [&](matrix& m) {
+            m.resize(shape[0], shape[1]);
+            draw(role, m.data(), m.size());
+        };
+        auto vec = [&](vector& v) {
+            v.resize(shape[0]);
+            draw(role, v.data(), v.size());
+        };
+        switch (role) {
+            case tensor_role::embedding: mat(w.embedding); break;
+            case tensor_role::lm_head: mat(w.lm_head); break;
+            case tensor_role::final_norm: vec(w.final_norm); break;
+            case tensor_role::attn_norm: vec(L->attn_norm); break;
+            case tensor_role::q_proj: mat(L->q_proj); break;
+            case tensor_role::k_proj: mat(L->k_proj); break;
+            case tensor_role::v_proj: mat(L->v_proj); break;
+            case tensor_role::q_bias: vec(L->q_bias); break;
+            case tensor_role::k_bias: vec(L->k_bias); break;
+            case tensor_role::v_bias: vec(L->v_bias); break;
+            case tensor_role::o_proj: mat(L->o_proj); break;
+            case tensor_role::mlp_norm: vec(L->mlp_norm); break;
+            case tensor_role::gate_proj: mat(L->gate_proj); break;
+            case tensor_role::up_proj: mat(L->up_proj); break;
+            case tensor_role::down_proj: mat(L->down_proj); break;
         }
-        L.o_proj = mat(tensor_role::o_proj);
-        L.mlp_norm = vec(tensor_role::mlp_norm, 1.0f, 0.1f);
-        L.gate_proj = mat(tensor_role::gate_proj);
-        L.up_proj = mat(tensor_role::up_proj);
-        L.down_proj = mat(tensor_role::down_proj);
-        w.layers.push_back(std::move(L));
     }
-    w.final_norm = vec(tensor_role::final_norm, 1.0f, 0.1f);
-    if (!c.tie_word_embeddings) w.lm_head = mat(tensor_role::lm_head);
     return w;
 }
 
