@@ -47,6 +47,9 @@ constexpr bool kv_final_under() {
         "Under a bidirectional mask every key changes whenever any slot is committed, so reusing cached K/V would not be "     \
         "exact: use no_cache, or Fast-dLLM's approximate approx_prefix_cache or dual_cache."
 
+template <class Decoder>
+class engine;  // engine.hpp: the step-wise loop that generate() runs
+
 template <class Model, class Mask, class Cache, class Schedule, class Sampler>
 class decoder {
     // Sentence-style checks: a policy missing a hook fails here, where the decoder is named, with the
@@ -101,73 +104,16 @@ public:
     /// error on its result; the others finish normally.
     decode_result generate(std::span<const std::vector<token_id>> prompts, const generation_options& options,
                            const step_callback& on_step = {}) {
-        std::vector<sequence> seqs =
-            detail::prepare_batch<kv_type, Cache::needs_storage>(*model_, mask_, schedule_, prompts, options, cfg_refusal());
-        const decoding_settings& settings = seqs.front().result.settings;
-        const bool cfg = options.cfg_scale > 0.0;
-        const auto cfg_factor = static_cast<float>(options.cfg_scale + 1.0);
-        decode_result out;
-        std::vector<forward_request<kv_type>> requests;
-        std::vector<index_t> active;
-        std::vector<float> logits;
-        const auto vocab = static_cast<std::size_t>(model_->vocab_size());
         const auto clock_start = std::chrono::steady_clock::now();
-        bool cancelled = false;
-
-        while (!cancelled) {
-            active.clear();
-            requests.clear();
-            std::size_t rows = 0;
-            for (std::size_t i = 0; i < seqs.size(); ++i) {
-                auto& s = seqs[i];
-                if (s.done) continue;
-                const forward_plan plan = cache_.plan(mask_, s.layout, s.cursor);
-                detail::check_plan(plan, s.layout, who);
-                requests.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
-                // LLaDA's classifier-free guidance: the same forward on the canvas with the prompt masked.
-                if (cfg) requests.push_back({s.uncond_canvas, s.layout, plan, s.uncond_kv ? &*s.uncond_kv : nullptr});
-                active.push_back(static_cast<index_t>(i));
-                rows += static_cast<std::size_t>(plan.logits_rows()) * (cfg ? 2 : 1);
-            }
-            if (active.empty()) break;
-            logits.resize(rows * vocab);
-
-            const auto t0 = std::chrono::steady_clock::now();
-            model_->forward(std::span<const forward_request<kv_type>>(requests), mask_, std::span<float>(logits));
-            out.stats.model_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            ++out.stats.forwards;
-
-            std::size_t row_offset = 0;
-            for (std::size_t r = 0; r < active.size() && !cancelled; ++r) {
-                auto& s = seqs[static_cast<std::size_t>(active[r])];
-                const forward_plan& plan = requests[r * (cfg ? 2 : 1)].plan;
-                const std::size_t n = static_cast<std::size_t>(plan.logits_rows()) * vocab;
-                const std::span<float> cond(logits.data() + row_offset, n);
-                if (cfg) {  // logits = un + (cfg_scale + 1) * (cond - un), as LLaDA's generate()
-                    const float* un = logits.data() + row_offset + n;
-                    for (std::size_t k = 0; k < n; ++k) cond[k] = un[k] + cfg_factor * (cond[k] - un[k]);
-                }
-                row_offset += n * (cfg ? 2 : 1);
-                try {
-                    step(s, active[r], plan, cond, settings, on_step, cancelled);
-                } catch (const error& e) {  // one failure ends its own sequence only
-                    s.done = true;
-                    s.kv.reset();
-                    s.uncond_kv.reset();
-                    s.result.status = sequence_status::failed;
-                    s.result.message = e.what();
-                    s.result.error = std::current_exception();
-                }
-            }
-        }
+        engine<decoder> e(*this);
+        const std::vector<std::uint64_t> ids = e.add(prompts, options);
+        while (!e.idle()) e.step(on_step);
+        decode_result out;
+        out.stats = e.stats();
         const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
         out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
-        out.sequences.reserve(seqs.size());
-        for (auto& s : seqs) {
-            if (cancelled && !s.done) s.result.status = sequence_status::cancelled;
-            detail::finish(s.result, settings.eos_ids.value);
-            out.sequences.push_back(std::move(s.result));
-        }
+        out.sequences.resize(ids.size());
+        for (auto& [id, result] : e.take_finished()) out.sequences[static_cast<std::size_t>(id - ids.front())] = std::move(result);
         return out;
     }
 
@@ -184,91 +130,13 @@ public:
     static constexpr index_t max_steps_per_slot = detail::max_steps_per_slot;
 
 private:
-    using kv_type = typename Model::kv_cache;
-
-    using sequence = detail::sequence_state<kv_type>;
-    static constexpr const char* who = "dlm::decoder";
-
-    /// Why classifier-free guidance cannot run with this cache ("" when it can).
-    static std::string cfg_refusal() {
-        if constexpr (detail::reuses_exact_kv<Cache>())
-            return "classifier-free guidance is not available with an exact KV cache: its unconditional canvas masks the prompt, "
-                   "which an exact cache's plans do not account for; use a preset with no cache or an approximate one (llada, "
-                   "dream, fast_dllm, fast_dllm_dual, cd4lm)";
-        else return "";
-    }
-
-    /// One sequence's step after a forward: sample every masked slot of its active block from `logits`
-    /// (its logits rows), let the schedule choose, commit, advance, and call the callback. Throws
-    /// dlm::numeric_error or dlm::contract_error for this sequence alone.
-    void step(sequence& s, index_t index, const forward_plan& plan, std::span<const float> logits, const decoding_settings& settings,
-              const step_callback& on_step, bool& cancelled) {
-        const auto vocab = static_cast<std::size_t>(model_->vocab_size());
-        const token_id mask_id = settings.mask_id.value;
-        const std::span<const token_id> eos = settings.eos_ids.value;
-        const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
-                               s.result.settings.seed.value, eos, settings.end_of_turn_ids.value};
-        bool ban_eos = false;
-        if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
-        // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
-        // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
-        banned_.assign(1, mask_id);
-        if (ban_eos) banned_.insert(banned_.end(), eos.begin(), eos.end());
-        const std::span<const token_id> banned(banned_);
-
-        cands_.clear();
-        const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
-        for (index_t p = b_begin; p < b_end; ++p) {
-            if (s.canvas[static_cast<std::size_t>(p)] != mask_id) continue;
-            const index_t row = s.layout.row_for_slot(p);
-            const slot_choice c = sampler_.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
-                                                  ctx.key(rng_stream::sampling, p), banned);
-            if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
-                throw numeric_error(index, ctx.forward, row,
-                                    "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
-            cands_.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
-        }
-
-        chosen_.clear();
-        schedule_.select(ctx, std::span<const candidate>(cands_), chosen_);
-        committed_.clear();
-        for (index_t j : chosen_) {
-            if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
-                throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
-                                     std::to_string(cands_.size()) + " exist");
-            const candidate& c = cands_[static_cast<std::size_t>(j)];
-            const auto at = static_cast<std::size_t>(c.position);
-            if (s.canvas[at] != mask_id) throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
-            s.canvas[at] = c.token;
-            if (!s.uncond_canvas.empty()) s.uncond_canvas[at] = c.token;
-            const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
-            s.result.tokens[g] = c.token;
-            s.result.commit_forward[g] = ctx.forward;
-            s.result.commit_confidence[g] = c.probability;
-            committed_.push_back(c.position);
-        }
-        s.result.stats.committed += static_cast<index_t>(chosen_.size());
-        s.result.stats.forwards += 1;
-        s.result.stats.rows_computed += plan.window_size();
-        const block_cursor stepped = s.cursor;
-        s.cursor.step_in_block += 1;
-        detail::advance(s, schedule_, ctx, cands_.size() - chosen_.size(), mask_id, who);
-        if (s.done) s.uncond_kv.reset();
-
-        if (on_step) {
-            const step_event ev{index, ctx.forward, stepped, s.layout, s.canvas, committed_, &s.result};
-            if (on_step(ev) == step_action::cancel) cancelled = true;
-        }
-    }
-
     Model* model_;
     Mask mask_;
     Cache cache_;
     Schedule schedule_;
     Sampler sampler_;
-    std::vector<candidate> cands_;  // scratch of step()
-    std::vector<token_id> banned_;  // scratch of step(): the tokens no draw may return at this step: the mask id, EOS when suppressed
-    std::vector<index_t> chosen_, committed_;
 };
 
 }  // namespace dlm
+
+#include "engine.hpp"  // after decoder: the engine is generic over it, and generate() runs it

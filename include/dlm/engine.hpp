@@ -1,0 +1,363 @@
+// dlm/engine.hpp — the step-wise decoding engine: sequences join and leave a running batch at
+// forward boundaries.
+//
+//   dlm::presets::cdlm<Model> dec(model);
+//   dlm::engine eng(dec);
+//   const auto id = eng.add(prompt, {.gen_length = 64, .seed = 7});
+//   while (!eng.idle()) {
+//       eng.step();                                  // one batched forward, every sequence's step
+//       stream(eng.committed_prefix(id));            // what may be shown now; never shrinks
+//       for (auto& [done, result] : eng.take_finished()) ...
+//   }
+//
+// It is the one decoding loop of the host decoder: `decoder::generate` adds its prompts, steps until
+// idle and takes the results. A sequence decodes the same alone, in any batch, and whenever it joins,
+// as long as the model's forward is batch-invariant (dlm's CPU transformer is; docs/determinism.md).
+// Single-threaded: one owner thread calls every member.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/result.hpp"
+#include "core/sequence_state.hpp"
+#include "decoder.hpp"
+
+namespace dlm {
+
+namespace detail {
+/// Why classifier-free guidance cannot run with this cache ("" when it can).
+template <class Cache>
+std::string cfg_refusal() {
+    if constexpr (reuses_exact_kv<Cache>())
+        return "classifier-free guidance is not available with an exact KV cache: its unconditional canvas masks the prompt, "
+               "which an exact cache's plans do not account for; use a preset with no cache or an approximate one (llada, "
+               "dream, fast_dllm, fast_dllm_dual, cd4lm)";
+    else return "";
+}
+}  // namespace detail
+
+template <class Decoder>
+class engine {
+public:
+    using decoder_type = Decoder;
+    using model_type = typename Decoder::model_type;
+    using mask_type = typename Decoder::mask_type;
+    using schedule_type = typename Decoder::schedule_type;
+    using sampler_type = typename Decoder::sampler_type;
+    using sequence_id = std::uint64_t;
+
+    /// Per-sequence policy options; an unset one is the decoder's. The mask's only per-sequence
+    /// option is its block length (semi_ar_mask{8}); the schedule's are its threshold or steps, the
+    /// sampler's its temperature, top-k and top-p. Each is validated like the decoder's own.
+    struct policies {
+        std::optional<mask_type> mask{};
+        std::optional<schedule_type> schedule{};
+        std::optional<sampler_type> sampler{};
+    };
+
+    /// What one step did to one sequence.
+    struct step_report {
+        sequence_id id = 0;
+        std::vector<index_t> committed;  ///< canvas positions committed by this step
+        bool finished = false;           ///< it left the batch (finished, failed or cancelled) in this step
+    };
+    using step_events = std::vector<step_report>;
+
+    /// The decoder must outlive the engine; its policies are the defaults of every sequence.
+    explicit engine(Decoder& d) : dec_(&d) {}
+
+    /// Checks a sequence like decoder::generate checks a batch of one (dlm::invalid_parameter names
+    /// the option or policy option that is wrong; nothing runs on the model) and queues it: it joins
+    /// the running batch at the next step(). `options.seeds` may hold one seed; else it is `seed`.
+    sequence_id add(std::vector<token_id> prompt, const generation_options& options, const policies& p = {}) {
+        const mask_type& mask = p.mask ? *p.mask : dec_->mask();
+        const schedule_type& schedule = p.schedule ? *p.schedule : dec_->schedule();
+        const sampler_type& sampler = p.sampler ? *p.sampler : dec_->sampler();
+        if constexpr (requires { sampler.validate(); }) sampler.validate();
+        auto states = prepare(mask, schedule, std::span<const std::vector<token_id>>(&prompt, 1), options);
+        return enqueue(std::move(states.front()), options, schedule, sampler);
+    }
+
+    /// Queues a batch, checked and seeded exactly as decoder::generate does (sequence i of `prompts`
+    /// gets sequence_seed(options.seed, i) unless options.seeds is given). Returns consecutive ids.
+    std::vector<sequence_id> add(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
+        auto states = prepare(dec_->mask(), dec_->schedule(), prompts, options);
+        std::vector<sequence_id> ids;
+        ids.reserve(states.size());
+        for (auto& s : states) ids.push_back(enqueue(std::move(s), options, dec_->schedule(), dec_->sampler()));
+        return ids;
+    }
+
+    /// Ends a sequence with status cancelled and the slots committed so far: at once between steps;
+    /// called from a step callback, the sequence takes no further step and leaves at the end of this
+    /// one. Unknown or already finished ids are ignored (a client may leave as its answer completes).
+    void cancel(sequence_id id) {
+        for (auto& e : running_)
+            if (e->id == id && !e->st.done) e->cancelled = true;
+        if (!in_step_) sweep();
+    }
+
+    /// One batched forward for every sequence in the batch, then each sequence's step in the order
+    /// they were added: sample the masked slots of its active block, let its schedule commit some,
+    /// advance. `on_step` is called after each sequence's step (step_event::sequence is the id's low
+    /// 31 bits); step_action::cancel cancels every sequence still running, as generate's callback does.
+    /// A sequence whose step fails (non-finite logits, a policy breaking its contract) ends alone with
+    /// status failed. An exception from the model's forward itself propagates; no sequence has stepped.
+    const step_events& step(const step_callback& on_step = {}) {
+        events_.clear();
+        const auto t0 = clock::now();
+        const double model_before = stats_.model_seconds;
+        plan_all();
+        if (!batch_.empty()) {
+            const auto t_forward = clock::now();
+            dec_->model().forward(std::span<const forward_request<kv_type>>(requests_), dec_->mask(), std::span<float>(logits_));
+            stats_.model_seconds += seconds_since(t_forward);
+            ++stats_.forwards;
+            in_step_ = true;
+            step_all(on_step);
+            in_step_ = false;
+        }
+        sweep();
+        stats_.overhead_seconds += std::max(0.0, seconds_since(t0) - (stats_.model_seconds - model_before));
+        return events_;
+    }
+
+    /// The sequences that left the batch (finished, failed or cancelled) since the last call, in the
+    /// order they left, with their results (answer_length set). Their ids are forgotten.
+    std::vector<std::pair<sequence_id, sequence_result>> take_finished() {
+        std::vector<std::pair<sequence_id, sequence_result>> out;
+        out.reserve(finished_.size());
+        for (auto& e : finished_) out.emplace_back(e->id, std::move(e->st.result));
+        finished_.clear();
+        return out;
+    }
+
+    /// The answer's tokens committed contiguously from its first slot: what may be streamed now (a
+    /// slot committed after a still-masked one waits for it). Never shrinks; valid until the next
+    /// add, step or take_finished. Throws dlm::invalid_parameter for an unknown id.
+    [[nodiscard]] std::span<const token_id> committed_prefix(sequence_id id) const {
+        const entry& e = find(id, "committed_prefix");
+        return std::span<const token_id>(e.st.result.tokens).first(e.prefix);
+    }
+    /// The whole canvas [prompt | slots] (mask id where not yet committed), for visualisers.
+    [[nodiscard]] std::span<const token_id> canvas(sequence_id id) const { return find(id, "canvas").st.canvas; }
+
+    /// Sequences in the running batch (queued ones included: they join at the next step).
+    [[nodiscard]] std::size_t active() const noexcept { return running_.size(); }
+    /// Nothing to step: no sequence running or queued (finished ones may await take_finished).
+    [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
+    /// Batched forwards, time in the model and time in the engine's own steps, since construction.
+    [[nodiscard]] const decode_stats& stats() const noexcept { return stats_; }
+
+private:
+    using kv_type = typename model_type::kv_cache;
+    using sequence = detail::sequence_state<kv_type>;
+    using clock = std::chrono::steady_clock;
+    static constexpr const char* who = "dlm::decoder";
+
+    struct entry {
+        sequence_id id = 0;
+        sequence st;
+        schedule_type schedule;
+        sampler_type sampler;
+        float cfg_factor = 0.f;  // > 0: classifier-free guidance with this factor (cfg_scale + 1)
+        std::size_t prefix = 0;  // committed_prefix length
+        bool cancelled = false;
+    };
+
+    static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+    std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, std::span<const std::vector<token_id>> prompts,
+                                  const generation_options& o) {
+        return detail::prepare_batch<kv_type, decoder_type::cache_type::needs_storage>(dec_->model(), mask, schedule, prompts, o,
+                                                                                      detail::cfg_refusal<typename decoder_type::cache_type>());
+    }
+
+    sequence_id enqueue(sequence&& s, const generation_options& o, const schedule_type& schedule, const sampler_type& sampler) {
+        auto e = std::make_unique<entry>(entry{next_id_++, std::move(s), schedule, sampler});
+        if (o.cfg_scale > 0.0) e->cfg_factor = static_cast<float>(o.cfg_scale + 1.0);
+        running_.push_back(std::move(e));
+        return running_.back()->id;
+    }
+
+    const entry& find(sequence_id id, const char* what) const {
+        for (const auto* list : {&running_, &finished_})
+            for (const auto& e : *list)
+                if (e->id == id) return *e;
+        throw invalid_parameter(what, "no sequence " + std::to_string(id) + " in the engine (never added, or already taken)");
+    }
+
+    /// Ends a sequence with status failed; called inside the handler of `why`.
+    static void fail(entry& e, const error& why) {
+        e.st.done = true;
+        e.st.kv.reset();
+        e.st.uncond_kv.reset();
+        e.st.result.status = sequence_status::failed;
+        e.st.result.message = why.what();
+        e.st.result.error = std::current_exception();
+    }
+
+    /// Plans every running sequence's forward (a broken plan fails that sequence) and sizes the logits.
+    void plan_all() {
+        batch_.clear();
+        requests_.clear();
+        std::size_t rows = 0;
+        for (auto& e : running_) {
+            sequence& s = e->st;
+            if (s.done || e->cancelled) continue;
+            forward_plan plan;
+            try {
+                plan = dec_->cache().plan(dec_->mask(), s.layout, s.cursor);
+                detail::check_plan(plan, s.layout, who);
+            } catch (const error& x) {
+                fail(*e, x);
+                continue;
+            }
+            const bool cfg = e->cfg_factor > 0.f;
+            requests_.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
+            // LLaDA's classifier-free guidance: the same forward on the canvas with the prompt masked.
+            if (cfg) requests_.push_back({s.uncond_canvas, s.layout, plan, s.uncond_kv ? &*s.uncond_kv : nullptr});
+            batch_.push_back({e.get(), plan});
+            rows += static_cast<std::size_t>(plan.logits_rows()) * (cfg ? 2 : 1);
+        }
+        logits_.resize(rows * static_cast<std::size_t>(dec_->model().vocab_size()));
+    }
+
+    void step_all(const step_callback& on_step) {
+        const auto vocab = static_cast<std::size_t>(dec_->model().vocab_size());
+        std::size_t row_offset = 0;
+        for (const auto& [e, plan] : batch_) {
+            const bool cfg = e->cfg_factor > 0.f;
+            const std::size_t n = static_cast<std::size_t>(plan.logits_rows()) * vocab;
+            const std::span<float> cond(logits_.data() + row_offset, n);
+            row_offset += n * (cfg ? 2 : 1);
+            if (e->cancelled) continue;  // cancelled by an earlier sequence's callback in this step
+            if (cfg) {  // logits = un + (cfg_scale + 1) * (cond - un), as LLaDA's generate()
+                const float* un = cond.data() + n;
+                for (std::size_t k = 0; k < n; ++k) cond[k] = un[k] + e->cfg_factor * (cond[k] - un[k]);
+            }
+            events_.push_back({e->id, {}, false});
+            try {
+                step_one(*e, plan, cond, events_.back().committed);
+            } catch (const error& x) {  // one failure ends its own sequence only
+                fail(*e, x);
+            }
+            if (on_step) {
+                const step_event ev{static_cast<index_t>(e->id & 0x7fffffffu), e->st.result.stats.forwards - 1, stepped_, e->st.layout,
+                                    e->st.canvas, events_.back().committed, &e->st.result};
+                if (!e->st.result.failed() && on_step(ev) == step_action::cancel)
+                    for (auto& other : running_)
+                        if (!other->st.done) other->cancelled = true;
+            }
+        }
+    }
+
+    /// One sequence's step after a forward: sample every masked slot of its active block from `logits`
+    /// (its logits rows), let the schedule choose, commit, advance. Throws dlm::numeric_error or
+    /// dlm::contract_error for this sequence alone.
+    void step_one(entry& e, const forward_plan& plan, std::span<const float> logits, std::vector<index_t>& committed) {
+        sequence& s = e.st;
+        const decoding_settings& settings = s.result.settings;
+        const auto vocab = static_cast<std::size_t>(dec_->model().vocab_size());
+        const token_id mask_id = settings.mask_id.value;
+        const std::span<const token_id> eos = settings.eos_ids.value;
+        const auto index = static_cast<index_t>(e.id & 0x7fffffffu);
+        const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
+                               settings.seed.value, eos, settings.end_of_turn_ids.value};
+        bool ban_eos = false;
+        if constexpr (requires { e.schedule.suppress_eos(ctx); }) ban_eos = e.schedule.suppress_eos(ctx);
+        // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
+        // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
+        banned_.assign(1, mask_id);
+        if (ban_eos) banned_.insert(banned_.end(), eos.begin(), eos.end());
+        const std::span<const token_id> banned(banned_);
+
+        cands_.clear();
+        const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
+        for (index_t p = b_begin; p < b_end; ++p) {
+            if (s.canvas[static_cast<std::size_t>(p)] != mask_id) continue;
+            const index_t row = s.layout.row_for_slot(p);
+            const slot_choice c = e.sampler.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
+                                                   ctx.key(rng_stream::sampling, p), banned);
+            if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
+                throw numeric_error(index, ctx.forward, row,
+                                    "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
+            cands_.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
+        }
+
+        chosen_.clear();
+        e.schedule.select(ctx, std::span<const candidate>(cands_), chosen_);
+        for (index_t j : chosen_) {
+            if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
+                throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
+                                     std::to_string(cands_.size()) + " exist");
+            const candidate& c = cands_[static_cast<std::size_t>(j)];
+            const auto at = static_cast<std::size_t>(c.position);
+            if (s.canvas[at] != mask_id) throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
+            s.canvas[at] = c.token;
+            if (!s.uncond_canvas.empty()) s.uncond_canvas[at] = c.token;
+            const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
+            s.result.tokens[g] = c.token;
+            s.result.commit_forward[g] = ctx.forward;
+            s.result.commit_confidence[g] = c.probability;
+            committed.push_back(c.position);
+        }
+        s.result.stats.committed += static_cast<index_t>(chosen_.size());
+        s.result.stats.forwards += 1;
+        s.result.stats.rows_computed += plan.window_size();
+        stepped_ = s.cursor;
+        s.cursor.step_in_block += 1;
+        detail::advance(s, e.schedule, ctx, cands_.size() - chosen_.size(), mask_id, who);
+        if (s.done) s.uncond_kv.reset();
+        while (e.prefix < s.result.tokens.size() && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
+    }
+
+    /// Moves every sequence that is done or cancelled from the batch to the finished list.
+    void sweep() {
+        std::erase_if(running_, [this](std::unique_ptr<entry>& e) {
+            if (!e->st.done && !e->cancelled) return false;
+            sequence& s = e->st;
+            if (!s.done) {
+                s.result.status = sequence_status::cancelled;
+                s.done = true;
+                s.kv.reset();
+                s.uncond_kv.reset();
+            }
+            detail::finish(s.result, s.result.settings.eos_ids.value);
+            for (auto& ev : events_)
+                if (ev.id == e->id) ev.finished = true;
+            finished_.push_back(std::move(e));
+            return true;
+        });
+    }
+
+    Decoder* dec_;
+    sequence_id next_id_ = 0;
+    std::vector<std::unique_ptr<entry>> running_, finished_;
+    decode_stats stats_;
+    bool in_step_ = false;
+    // Scratch of step().
+    std::vector<std::pair<entry*, forward_plan>> batch_;
+    std::vector<forward_request<kv_type>> requests_;
+    std::vector<float> logits_;
+    step_events events_;
+    std::vector<candidate> cands_;
+    std::vector<token_id> banned_;  // the tokens no draw may return at this step: the mask id, EOS when suppressed
+    std::vector<index_t> chosen_;
+    block_cursor stepped_;          // the cursor of the step just taken (step_event::cursor)
+};
+
+template <class Decoder>
+engine(Decoder&) -> engine<Decoder>;
+
+}  // namespace dlm
