@@ -1,0 +1,284 @@
+// dlm/cpu/quant/blocks.hpp — ggml's block-quantized tensor types, as GGUF files store them:
+// decoding a row to f32 (the reference every kernel is tested against) and encoding one.
+//
+//   Q8_0  blocks of 32:  f16 d, int8 q[32]                      x = d·q
+//   Q4_0  blocks of 32:  f16 d, 16 bytes of nibbles             x = d·(q − 8)      q in [0, 15]
+//         element j < 16 is byte j's low nibble, element j + 16 its high nibble
+//   Q4_K  super-blocks of 256: f16 d, f16 dmin, 12 bytes of 6-bit (scale, min) pairs for 8
+//         sub-blocks of 32, 128 bytes of nibbles                x = d·sc_j·q − dmin·m_j
+//         64 elements per 32 bytes: the first 32 the low nibbles, the next 32 the high ones
+//   Q5_K  as Q4_K with a fifth bit per element: f16 d, f16 dmin, scales[12], qh[32], qs[128];
+//         in the c-th 64 (c = 0..3), element l (< 32) takes bit 2c of qh[l], element 32 + l bit 2c + 1
+//   Q6_K  super-blocks of 256: ql[128] (low 4 bits), qh[64] (high 2 bits), int8 scales[16] (one per
+//         16 elements), f16 d                                   x = d·sc_j·(q − 32)  q in [0, 63]
+//
+// The layouts are ggml's (ggml-common.h, ggml-quants.c dequantize_row_*), checked against the
+// `gguf` package's numpy decoder by tests/test_quant.cpp on fixtures tools/make_quant_fixtures.py
+// writes. The encoders (quantize_row) produce valid blocks with a simple round-to-nearest choice of
+// scales; they are not llama.cpp's quantizers (whose scale search differs) and are used for random
+// models and tests only.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "../../core/error.hpp"
+#include "../../io/dtype.hpp"
+#include "../../io/gguf_types.hpp"
+
+namespace dlm::cpu::quant {
+
+using io::gguf_type;
+
+/// Elements per sub-block of the K-quants' super-blocks of 256.
+inline constexpr int qk_k = 256;
+
+/// Whether dlm multiplies tensors of type `t` in their blocks (the loader refuses other block types).
+[[nodiscard]] constexpr bool has_kernel(gguf_type t) noexcept {
+    return t == gguf_type::q8_0 || t == gguf_type::q4_0 || t == gguf_type::q4_k || t == gguf_type::q5_k || t == gguf_type::q6_k;
+}
+
+namespace detail {
+[[nodiscard]] inline float half(const std::byte* p) noexcept {
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    return io::f16_to_f32(h);
+}
+inline void put_half(std::byte* p, float x) noexcept {
+    const std::uint16_t h = io::f32_to_f16(x);
+    std::memcpy(p, &h, 2);
+}
+[[nodiscard]] inline std::uint8_t u8(const std::byte* p, int i) noexcept { return static_cast<std::uint8_t>(p[i]); }
+
+/// Sub-block j's 6-bit scale and min of a Q4_K/Q5_K scales[12] (ggml's get_scale_min_k4).
+struct scale_min {
+    std::uint8_t scale, min;
+};
+[[nodiscard]] inline scale_min k4_scale_min(const std::byte* s, int j) noexcept {
+    if (j < 4) return {static_cast<std::uint8_t>(u8(s, j) & 63), static_cast<std::uint8_t>(u8(s, j + 4) & 63)};
+    return {static_cast<std::uint8_t>((u8(s, j + 4) & 0xf) | ((u8(s, j - 4) >> 6) << 4)),
+            static_cast<std::uint8_t>((u8(s, j + 4) >> 4) | ((u8(s, j) >> 6) << 4))};
+}
+/// The inverse: 8 (scale, min) pairs of 6 bits into scales[12].
+inline void put_k4_scale_min(std::byte* s, const std::uint8_t* sc, const std::uint8_t* mn) noexcept {
+    for (int j = 0; j < 4; ++j) {
+        s[j] = static_cast<std::byte>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = static_cast<std::byte>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        s[j + 8] = static_cast<std::byte>((sc[j + 4] & 0xf) | ((mn[j + 4] & 0xf) << 4));
+    }
+}
+
+/// Byte offsets inside a super-block.
+struct k_layout {
+    static constexpr int q4k_scales = 4, q4k_qs = 16;                   // Q4_K: d, dmin, scales, qs
+    static constexpr int q5k_scales = 4, q5k_qh = 16, q5k_qs = 48;      // Q5_K: d, dmin, scales, qh, qs
+    static constexpr int q6k_ql = 0, q6k_qh = 128, q6k_sc = 192, q6k_d = 208;  // Q6_K
+};
+
+/// The unsigned quant q of element i (< 256) of a Q4_K / Q5_K / Q6_K super-block, and of element
+/// i (< 32) of a Q4_0 block (q8_0: the signed value).
+[[nodiscard]] inline int q4_0_q(const std::byte* b, int i) noexcept {
+    const std::uint8_t v = u8(b + 2, i % 16);
+    return i < 16 ? v & 0xf : v >> 4;
+}
+[[nodiscard]] inline int q4_k_q(const std::byte* b, int i) noexcept {
+    const std::uint8_t v = u8(b + k_layout::q4k_qs, i / 64 * 32 + i % 32);
+    return i % 64 < 32 ? v & 0xf : v >> 4;
+}
+[[nodiscard]] inline int q5_k_q(const std::byte* b, int i) noexcept {
+    const std::uint8_t v = u8(b + k_layout::q5k_qs, i / 64 * 32 + i % 32);
+    const int bit = 2 * (i / 64) + (i % 64 < 32 ? 0 : 1);
+    return (i % 64 < 32 ? v & 0xf : v >> 4) | (((u8(b + k_layout::q5k_qh, i % 32) >> bit) & 1) << 4);
+}
+[[nodiscard]] inline int q6_k_q(const std::byte* b, int i) noexcept {
+    // 128 elements per half: element h·128 + s·32 + l (s = 0..3, l < 32) takes ql[h·64 + (s & 1)·32 + l]
+    // (low nibble for s < 2, high for s >= 2) and bits 2s, 2s + 1 of qh[h·32 + l].
+    const int h = i / 128, s = i % 128 / 32, l = i % 32;
+    const std::uint8_t lo = u8(b + k_layout::q6k_ql, h * 64 + (s & 1) * 32 + l);
+    const std::uint8_t hi = u8(b + k_layout::q6k_qh, h * 32 + l);
+    return (s < 2 ? lo & 0xf : lo >> 4) | (((hi >> (2 * s)) & 3) << 4);
+}
+[[nodiscard]] inline int q6_k_scale(const std::byte* b, int i) noexcept {
+    return static_cast<std::int8_t>(u8(b + k_layout::q6k_sc, i / 16));
+}
+}  // namespace detail
+
+/// Bytes of a row of `cols` elements of block type `t`; invalid_parameter("cols") when `cols` is not
+/// a whole number of blocks.
+[[nodiscard]] inline std::size_t row_bytes(gguf_type t, std::int64_t cols) {
+    const std::int64_t b = io::gguf_block_size(t);
+    if (cols < 0 || cols % b != 0)
+        throw invalid_parameter("cols", std::to_string(cols) + " is not a multiple of " + std::string(io::gguf_type_name(t)) +
+                                            "'s block of " + std::to_string(b) + " elements");
+    return io::gguf_row_bytes(t, cols);
+}
+
+/// Decodes a row of `cols` elements of type `t` (F32, F16, BF16 or a type has_kernel accepts) to f32,
+/// with ggml's arithmetic (each value d·sc·q − dmin·m rounded as ggml's reference rounds it).
+inline void dequantize_row(gguf_type t, const std::byte* src, float* dst, std::int64_t cols) {
+    using namespace detail;
+    const std::size_t bytes = row_bytes(t, cols);
+    (void)bytes;
+    const std::int64_t nb = cols / io::gguf_block_size(t);
+    const std::size_t bs = io::gguf_type_size(t);
+    for (std::int64_t i = 0; i < nb; ++i) {
+        const std::byte* b = src + static_cast<std::size_t>(i) * bs;
+        float* y = dst + i * io::gguf_block_size(t);
+        switch (t) {
+            case gguf_type::f32: std::memcpy(y, b, 4); break;
+            case gguf_type::f16: *y = half(b); break;
+            case gguf_type::bf16: {
+                std::uint16_t h;
+                std::memcpy(&h, b, 2);
+                *y = io::bf16_to_f32(h);
+                break;
+            }
+            case gguf_type::q8_0: {
+                const float d = half(b);
+                for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(u8(b + 2, j))) * d;
+                break;
+            }
+            case gguf_type::q4_0: {
+                const float d = half(b);
+                for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q4_0_q(b, j) - 8) * d;
+                break;
+            }
+            case gguf_type::q4_k:
+            case gguf_type::q5_k: {
+                const float d = half(b), dmin = half(b + 2);
+                const bool five = t == gguf_type::q5_k;
+                for (int j = 0; j < 8; ++j) {
+                    const scale_min sm = k4_scale_min(b + k_layout::q4k_scales, j);
+                    const float d1 = d * static_cast<float>(sm.scale), m1 = dmin * static_cast<float>(sm.min);
+                    for (int l = 0; l < 32; ++l) {
+                        const int q = five ? q5_k_q(b, j * 32 + l) : q4_k_q(b, j * 32 + l);
+                        y[j * 32 + l] = d1 * static_cast<float>(q) - m1;
+                    }
+                }
+                break;
+            }
+            case gguf_type::q6_k: {
+                const float d = half(b + k_layout::q6k_d);
+                for (int e = 0; e < qk_k; ++e)
+                    y[e] = d * static_cast<float>(q6_k_scale(b, e)) * static_cast<float>(q6_k_q(b, e) - 32);
+                break;
+            }
+            default:
+                throw invalid_parameter("type", std::string(io::gguf_type_name(t)) + " is not a type dlm decodes (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+        }
+    }
+}
+
+namespace detail {
+/// The largest |x| of x[0, n).
+[[nodiscard]] inline float abs_max(const float* x, int n) noexcept {
+    float m = 0;
+    for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+    return m;
+}
+[[nodiscard]] inline int round_clamp(float v, int lo, int hi) noexcept {
+    return std::clamp(static_cast<int>(std::lround(v)), lo, hi);
+}
+
+/// Q4_K / Q5_K super-block from 256 values: per sub-block of 32 an offset (−min, >= 0) and a step,
+/// both stored as 6-bit multiples of the super-block's dmin and d; quants rounded to nearest.
+inline void quantize_k4(const float* x, std::byte* b, bool five) {
+    const int qmax = five ? 31 : 15;
+    std::array<float, 8> step{}, off{};
+    for (int j = 0; j < 8; ++j) {
+        const float* s = x + j * 32;
+        const float lo = std::min(0.0f, *std::min_element(s, s + 32)), hi = *std::max_element(s, s + 32);
+        off[j] = -lo;
+        step[j] = (hi - lo) / static_cast<float>(qmax);
+    }
+    const float max_step = *std::max_element(step.begin(), step.end()), max_off = *std::max_element(off.begin(), off.end());
+    const float d = io::f16_to_f32(io::f32_to_f16(max_step / 63)), dmin = io::f16_to_f32(io::f32_to_f16(max_off / 63));
+    put_half(b, d);
+    put_half(b + 2, dmin);
+    std::array<std::uint8_t, 8> sc{}, mn{};
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = static_cast<std::uint8_t>(d > 0 ? round_clamp(step[j] / d, 0, 63) : 0);
+        mn[j] = static_cast<std::uint8_t>(dmin > 0 ? round_clamp(off[j] / dmin, 0, 63) : 0);
+    }
+    put_k4_scale_min(b + k_layout::q4k_scales, sc.data(), mn.data());
+    std::byte* qs = b + (five ? k_layout::q5k_qs : k_layout::q4k_qs);
+    if (five) std::memset(b + k_layout::q5k_qh, 0, 32);
+    for (int j = 0; j < 8; ++j) {
+        const float st = d * static_cast<float>(sc[j]), m = dmin * static_cast<float>(mn[j]);
+        for (int l = 0; l < 32; ++l) {
+            const int q = st > 0 ? round_clamp((x[j * 32 + l] + m) / st, 0, qmax) : 0;
+            const int e = j * 32 + l, at = e / 64 * 32 + e % 32;
+            const bool high = e % 64 >= 32;
+            auto& byte = qs[at];
+            byte = static_cast<std::byte>(high ? (static_cast<std::uint8_t>(byte) & 0x0f) | ((q & 0xf) << 4)
+                                               : (static_cast<std::uint8_t>(byte) & 0xf0) | (q & 0xf));
+            if (five && q > 15) b[k_layout::q5k_qh + l] |= static_cast<std::byte>(1u << (2 * (e / 64) + (high ? 1 : 0)));
+        }
+    }
+}
+
+/// Q6_K super-block from 256 values: per 16 an int8 scale (a multiple of d), quants in [−32, 31].
+inline void quantize_q6_k(const float* x, std::byte* b) {
+    std::array<float, 16> step{};
+    for (int j = 0; j < 16; ++j) step[j] = abs_max(x + j * 16, 16) / 31;
+    const float d = io::f16_to_f32(io::f32_to_f16(*std::max_element(step.begin(), step.end()) / 127));
+    put_half(b + k_layout::q6k_d, d);
+    std::memset(b, 0, 192);
+    for (int j = 0; j < 16; ++j) {
+        const int sc = d > 0 ? round_clamp(step[j] / d, -128, 127) : 0;
+        b[k_layout::q6k_sc + j] = static_cast<std::byte>(static_cast<std::int8_t>(sc));
+        const float st = d * static_cast<float>(sc);
+        for (int l = 0; l < 16; ++l) {
+            const int e = j * 16 + l;
+            const int q = (st != 0 ? round_clamp(x[e] / st, -32, 31) : 0) + 32;
+            const int h = e / 128, s = e % 128 / 32, i = e % 32;
+            b[k_layout::q6k_ql + h * 64 + (s & 1) * 32 + i] |= static_cast<std::byte>(s < 2 ? (q & 0xf) : (q & 0xf) << 4);
+            b[k_layout::q6k_qh + h * 32 + i] |= static_cast<std::byte>((q >> 4) << (2 * s));
+        }
+    }
+}
+}  // namespace detail
+
+/// Encodes `cols` values as a row of type `t` (a type has_kernel accepts): scales from each block's
+/// range, quants rounded to nearest. Valid blocks for tests and random models; not llama.cpp's
+/// choice of scales (its quantizers search for the scale with the least error).
+inline void quantize_row(gguf_type t, const float* src, std::byte* dst, std::int64_t cols) {
+    using namespace detail;
+    (void)row_bytes(t, cols);
+    if (!has_kernel(t))
+        throw invalid_parameter("type", std::string(io::gguf_type_name(t)) + " is not a type dlm encodes (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+    const std::int64_t bl = io::gguf_block_size(t), nb = cols / bl;
+    const std::size_t bs = io::gguf_type_size(t);
+    for (std::int64_t i = 0; i < nb; ++i) {
+        const float* x = src + i * bl;
+        std::byte* b = dst + static_cast<std::size_t>(i) * bs;
+        switch (t) {
+            case gguf_type::q8_0: {
+                const float d = io::f16_to_f32(io::f32_to_f16(abs_max(x, 32) / 127));
+                put_half(b, d);
+                for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<std::byte>(static_cast<std::int8_t>(d > 0 ? round_clamp(x[j] / d, -127, 127) : 0));
+                break;
+            }
+            case gguf_type::q4_0: {
+                const float d = io::f16_to_f32(io::f32_to_f16(abs_max(x, 32) / 8));
+                put_half(b, d);
+                for (int j = 0; j < 16; ++j) {
+                    const int lo = d > 0 ? round_clamp(x[j] / d, -8, 7) + 8 : 8, hi = d > 0 ? round_clamp(x[j + 16] / d, -8, 7) + 8 : 8;
+                    b[2 + j] = static_cast<std::byte>(lo | (hi << 4));
+                }
+                break;
+            }
+            case gguf_type::q4_k: quantize_k4(x, b, false); break;
+            case gguf_type::q5_k: quantize_k4(x, b, true); break;
+            case gguf_type::q6_k: quantize_q6_k(x, b); break;
+            default: break;
+        }
+    }
+}
+
+}  // namespace dlm::cpu::quant
