@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <span>
@@ -215,6 +216,18 @@ void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_co
         throw contract_error(std::string(who) + ": the schedule left block " + std::to_string(s.cursor.block) + " unfinished after " +
                              std::to_string(s.cursor.step_in_block) + " forwards");
     }
+}
+
+/// Ends a sequence with status failed, its error kept on its result: call it inside the handler of
+/// `why`. The other sequences of the batch go on (both decoders: one failure ends one sequence).
+template <class KvCache>
+void fail(sequence_state<KvCache>& s, const error& why) {
+    s.done = true;
+    s.kv.reset();
+    s.uncond_kv.reset();
+    s.result.status = sequence_status::failed;
+    s.result.message = why.what();
+    s.result.error = std::current_exception();
 }
 
 /// The answer length (slots before the first EOS) of a finished sequence.
