@@ -34,6 +34,7 @@
 #include "../model/request_check.hpp"
 #include "attention.hpp"
 #include "gemm.hpp"
+#include "gguf_source.hpp"
 #include "memory.hpp"
 #include "ops.hpp"
 #include "weight_sources.hpp"
@@ -69,7 +70,9 @@ public:
     /// packed a slice at a time from the memory-mapped file. Throws file_error / tensor_error naming
     /// the file and the tensor (a checkpoint holding a tensor the model does not use is refused), and
     /// memory_error, before allocating, if the weights do not fit in the available memory.
+    /// A path ending in ".gguf" is loaded by load_gguf.
     [[nodiscard]] static transformer load(const std::filesystem::path& model_dir, const load_options& options = {}) {
+        if (io::is_gguf_path(model_dir)) return load_gguf(model_dir, options);
         std::error_code ec;
         const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
         transformer t(io::load_config(dir));
@@ -86,6 +89,19 @@ public:
                 if (ck.contains(inv)) ck.mark_read(inv);
             }
         ck.check_all_read();
+        return t;
+    }
+
+    /// Loads a GGUF file as llama.cpp writes LLaDA and Dream (io/gguf_model.hpp): config from its
+    /// metadata, every tensor through gguf_source (LLaDA's q/k rows un-permuted). Throws file_error
+    /// naming the key, tensor_error naming the tensor (missing, misshapen, unused, or of a type dlm
+    /// does not multiply), memory_error as load does.
+    [[nodiscard]] static transformer load_gguf(const std::filesystem::path& file, const load_options& options = {}) {
+        const io::gguf_file f = io::gguf_file::open(file);
+        transformer t(io::gguf_model_config(f.header()));
+        gguf_source src(f, t.config_);
+        src.check_all_used();
+        t.build(src, options);
         return t;
     }
 

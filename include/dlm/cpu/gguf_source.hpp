@@ -1,0 +1,158 @@
+// dlm/cpu/gguf_source.hpp — the CPU transformer's weights from a GGUF file (io/gguf_model.hpp),
+// beside the safetensors checkpoint_source of weight_sources.hpp and with the same two questions
+// (dtype, read), plus two for block-quantized tensors:
+//   quant_type(role, layer)                          the ggml type of a quantized tensor, else nullopt
+//   read_blocks(role, layer, row0, rows, byte* dst)  rows [row0, row0 + rows) as the file stores
+//                                                    them: gguf_row_bytes(type, cols) raw bytes each
+// Rows come in Hugging Face order: a LLaDA file's attn_q/attn_k rows (and biases) are un-permuted
+// (io::llada_gguf_row_of), whole rows at a time, so raw blocks survive it. Every tensor's shape is
+// checked against the config at its first read; tensor_error names it.
+#pragma once
+
+#include <cstring>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/gguf.hpp"
+#include "../io/gguf_model.hpp"
+#include "../io/safetensors.hpp"
+#include "weights.hpp"
+
+#if __has_include("quant/blocks.hpp")
+#include "quant/blocks.hpp"
+#define DLM_CPU_GGUF_HAVE_QUANT 1
+#else
+#define DLM_CPU_GGUF_HAVE_QUANT 0
+#endif
+
+namespace dlm::cpu {
+
+/// The GGUF name of a tensor role ("blk.3.attn_q.weight").
+[[nodiscard]] inline std::string gguf_tensor_name(tensor_role role, index_t layer = 0) {
+    const auto blk = [&](const char* stem) { return io::gguf_tensor_name(stem, layer, true); };
+    switch (role) {
+        case tensor_role::embedding: return "token_embd.weight";
+        case tensor_role::attn_norm: return blk("attn_norm.weight");
+        case tensor_role::q_proj: return blk("attn_q.weight");
+        case tensor_role::k_proj: return blk("attn_k.weight");
+        case tensor_role::v_proj: return blk("attn_v.weight");
+        case tensor_role::q_bias: return blk("attn_q.bias");
+        case tensor_role::k_bias: return blk("attn_k.bias");
+        case tensor_role::v_bias: return blk("attn_v.bias");
+        case tensor_role::o_proj: return blk("attn_output.weight");
+        case tensor_role::mlp_norm: return blk("ffn_norm.weight");
+        case tensor_role::gate_proj: return blk("ffn_gate.weight");
+        case tensor_role::up_proj: return blk("ffn_up.weight");
+        case tensor_role::down_proj: return blk("ffn_down.weight");
+        case tensor_role::final_norm: return "output_norm.weight";
+        case tensor_role::lm_head: return "output.weight";
+        default: break;  // roles llama.cpp's llada and dream files do not have
+    }
+    return "?";
+}
+
+class gguf_source {
+public:
+    gguf_source(const io::gguf_file& f, const io::model_config& c) : f_(f), c_(c) {}
+
+    [[nodiscard]] std::optional<io::gguf_type> quant_type(tensor_role r, index_t l) const {
+        const io::gguf_tensor& t = tensor(r, l);
+        if (io::gguf_plain_dtype(t.type)) return std::nullopt;
+        return t.type;
+    }
+    /// The type read() converts from: f32/f16/bf16 as stored; a quantized tensor reads as f32
+    /// (dequantized a slice at a time) and is refused if dlm has no kernel for its type.
+    [[nodiscard]] io::dtype dtype(tensor_role r, index_t l) const {
+        const io::gguf_tensor& t = tensor(r, l);
+        if (const auto d = io::gguf_plain_dtype(t.type)) return *d;
+        check_quantized(t);
+        return io::dtype::f32;
+    }
+    void read(tensor_role r, index_t l, index_t row0, index_t rows, float* dst) const {
+        const io::gguf_tensor& t = tensor(r, l);
+        const std::int64_t cols = width(t);
+        const std::size_t row_bytes = io::gguf_row_bytes(t.type, cols);
+        for_rows(r, t, row0, rows, [&](std::int64_t i, std::int64_t from) {
+            const std::span<const std::byte> src = t.bytes.subspan(static_cast<std::size_t>(from) * row_bytes, row_bytes);
+            float* out = dst + i * cols;
+            if (const auto d = io::gguf_plain_dtype(t.type)) {
+                io::convert_to_f32(*d, src, std::span<float>(out, static_cast<std::size_t>(cols)));
+                return;
+            }
+            check_quantized(t);
+#if DLM_CPU_GGUF_HAVE_QUANT
+            quant::dequantize_row(t.type, src.data(), out, cols);
+#endif
+        });
+    }
+    void read_blocks(tensor_role r, index_t l, index_t row0, index_t rows, std::byte* dst) const {
+        const io::gguf_tensor& t = tensor(r, l);
+        const std::size_t row_bytes = io::gguf_row_bytes(t.type, width(t));
+        for_rows(r, t, row0, rows, [&](std::int64_t i, std::int64_t from) {
+            std::memcpy(dst + static_cast<std::size_t>(i) * row_bytes, t.bytes.data() + static_cast<std::size_t>(from) * row_bytes, row_bytes);
+        });
+    }
+
+    /// The tensors the model does not use: refused (a file this config does not describe), except
+    /// rope_freqs.weight (a table llama.cpp's converters may add; dlm computes its own).
+    void check_all_used() const {
+        std::set<std::string> used{"rope_freqs.weight"};
+        for (const auto& [role, layer] : weight_order(c_)) used.insert(gguf_tensor_name(role, layer));
+        for (const io::gguf_tensor& t : f_.header().tensors())
+            if (!used.contains(t.name))
+                throw tensor_error(f_.path(), t.name, "not a tensor of the " + std::string(io::architecture_name(c_.arch)) + " model the metadata describes (" +
+                                                          std::to_string(c_.num_layers) + " layers" + (c_.qkv_bias ? ", q/k/v biases" : ", no q/k/v biases") + ")");
+    }
+
+private:
+    /// Elements per row: a vector's elements are its rows (as weight_sources.hpp reads them).
+    [[nodiscard]] static std::int64_t width(const io::gguf_tensor& t) noexcept { return t.shape.size() == 1 ? 1 : t.cols(); }
+    /// Whether `role`'s rows are stored permuted (LLaDA q and k, see io/gguf_model.hpp).
+    [[nodiscard]] bool permuted(tensor_role r) const noexcept {
+        return c_.arch == io::architecture::llada &&
+               (r == tensor_role::q_proj || r == tensor_role::k_proj || r == tensor_role::q_bias || r == tensor_role::k_bias);
+    }
+    /// Calls fn(i, stored row) for the Hugging Face rows row0 + i, then drops the slice's pages.
+    template <class Fn>
+    void for_rows(tensor_role r, const io::gguf_tensor& t, index_t row0, index_t rows, Fn fn) const {
+        const bool perm = permuted(r);
+        for (std::int64_t i = 0; i < rows; ++i) fn(i, perm ? io::llada_gguf_row_of(row0 + i, c_.head_dim) : row0 + i);
+        const std::size_t row_bytes = io::gguf_row_bytes(t.type, width(t));
+        if (!perm || (row0 % c_.head_dim == 0 && rows % c_.head_dim == 0))  // whole heads: the same rows, reordered
+            f_.release(t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes));
+    }
+
+    void check_quantized(const io::gguf_tensor& t) const {
+#if DLM_CPU_GGUF_HAVE_QUANT
+        if (quant::has_kernel(t.type)) return;
+#endif
+        throw tensor_error(f_.path(), t.name, "type " + std::string(io::gguf_type_name(t.type)) +
+                                                  " is not one dlm multiplies (it reads F32, F16, BF16" +
+                                                  (DLM_CPU_GGUF_HAVE_QUANT ? ", Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)" : ")"));
+    }
+
+    /// The tensor of `role`, its shape checked against the config.
+    [[nodiscard]] const io::gguf_tensor& tensor(tensor_role r, index_t l) const {
+        const std::string name = gguf_tensor_name(r, l);
+        const io::gguf_tensor& t = f_.header().tensor(name);
+        const std::vector<std::int64_t> want = tensor_shape(c_, r);
+        const bool ok = want.size() == 2 ? t.shape.size() == 2 && t.shape[0] == want[1] && t.shape[1] == want[0]
+                                         : t.shape.size() == 1 && t.shape[0] == want[0];
+        if (!ok)
+            throw tensor_error(f_.path(), name, "shape " + io::shape_string(t.shape) + " (ggml order, row length first) does not fit the metadata, which needs " +
+                                                    (want.size() == 2 ? io::shape_string(std::vector<std::int64_t>{want[1], want[0]}) : io::shape_string(want)));
+        if (want.size() == 1 && !io::gguf_plain_dtype(t.type))
+            throw tensor_error(f_.path(), name, "a vector stored as " + std::string(io::gguf_type_name(t.type)) + "; dlm reads vectors as F32, F16 or BF16");
+        if (permuted(r) && want[0] % c_.head_dim != 0)
+            throw tensor_error(f_.path(), name, "rows are not whole heads of " + std::to_string(c_.head_dim));
+        return t;
+    }
+
+    const io::gguf_file& f_;
+    const io::model_config& c_;
+};
+
+}  // namespace dlm::cpu

@@ -1,0 +1,167 @@
+// dlm/io/gguf_model.hpp — the model a GGUF file holds, as llama.cpp's converter writes it
+// (convert_hf_to_gguf.py: LLaDAModel, DreamModel; gguf-py constants.py: keys and tensor names).
+//
+//   general.architecture            "llada" or "dream" (anything else is refused by name)
+//   {arch}.block_count              layers                  {arch}.embedding_length     hidden size
+//   {arch}.feed_forward_length      MLP width               {arch}.context_length       max context
+//   {arch}.attention.head_count     heads                   {arch}.attention.head_count_kv   KV heads
+//   {arch}.rope.freq_base           theta (default 10000)   {arch}.attention.layer_norm_rms_epsilon
+//   {arch}.rope.dimension_count / attention.key_length / attention.value_length: the head size
+//   diffusion.shift_logits          whether row p-1 predicts slot p (LLaDA writes false; Dream true)
+//   tokenizer.ggml.mask_token_id / eos_token_id / eot_token_id, token_embd rows = the vocabulary
+//   dlm.gen_length, dlm.block_length  dlm's own decoding hints (tools/write_gguf.py writes them)
+//
+// Tensors: token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
+// ffn_up, ffn_down}.weight, blk.N.attn_{q,k,v}.bias, output_norm, output (absent: tied to the
+// embedding). LLaDAModel.modify_tensors permutes the rows of attn_q/attn_k (weights and biases) per
+// head, for ggml's adjacent-pair RoPE: GGUF row h·d + 2j + s holds Hugging Face row h·d + s·d/2 + j
+// (d the head size, j < d/2, s ∈ {0, 1}); llada_unpermuted_row undoes it. Dream is not permuted.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "gguf.hpp"
+#include "decoding_keys.hpp"
+#include "model_config.hpp"
+#include "safetensors_header.hpp"
+
+namespace dlm::io {
+
+/// The GGUF tensor name of `role` ("blk.3.attn_q.weight"); roles and layers as in cpu/weights.hpp.
+/// Kept as strings here so io/ does not depend on cpu/: `stem` is the role's GGUF stem.
+[[nodiscard]] inline std::string gguf_tensor_name(std::string_view stem, index_t layer, bool per_layer) {
+    return per_layer ? "blk." + std::to_string(layer) + "." + std::string(stem) : std::string(stem);
+}
+
+/// The Hugging Face row stored at GGUF row `gguf_row` of a LLaDA attn_q/attn_k tensor (see the top).
+[[nodiscard]] constexpr std::int64_t llada_hf_row_of(std::int64_t gguf_row, std::int64_t head_dim) noexcept {
+    const std::int64_t h = gguf_row / head_dim, i = gguf_row % head_dim;
+    return h * head_dim + (i % 2) * (head_dim / 2) + i / 2;
+}
+/// The GGUF row that holds Hugging Face row `hf_row` (the inverse of llada_hf_row_of).
+[[nodiscard]] constexpr std::int64_t llada_gguf_row_of(std::int64_t hf_row, std::int64_t head_dim) noexcept {
+    const std::int64_t h = hf_row / head_dim, i = hf_row % head_dim, half = head_dim / 2;
+    return h * head_dim + 2 * (i % half) + i / half;
+}
+static_assert(llada_gguf_row_of(llada_hf_row_of(13, 8), 8) == 13 && llada_hf_row_of(1, 8) == 4,
+              "GGUF row 1 of a head of 8 holds the first element of the second half (Hugging Face row 4)");
+
+namespace detail {
+
+/// Reads the keys of one architecture, naming "{arch}.key" in errors.
+struct gguf_keys {
+    const gguf_header& h;
+    std::string arch;
+    [[nodiscard]] std::string key(std::string_view k) const { return arch + "." + std::string(k); }
+    [[nodiscard]] index_t size(std::string_view k) const { return static_cast<index_t>(h.integer(key(k), 1)); }
+    [[nodiscard]] index_t size_or(std::string_view k, index_t fallback) const { return h.has(key(k)) ? size(k) : fallback; }
+};
+
+[[nodiscard]] inline token_id gguf_token(const gguf_header& h, std::string_view key, index_t vocab) {
+    const std::int64_t id = h.integer(key, 0, std::numeric_limits<std::int32_t>::max());
+    if (id >= vocab)
+        h.fail_key(key, "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ") of token_embd.weight");
+    return static_cast<token_id>(id);
+}
+
+}  // namespace detail
+
+/// The model_config of a GGUF file's metadata. Throws file_error naming the key (missing, mistyped,
+/// inconsistent, or a feature dlm does not run) or tensor_error for a missing token_embd.weight.
+[[nodiscard]] inline model_config gguf_model_config(const gguf_header& h) {
+    const std::string arch = std::string(h.string("general.architecture"));
+    model_config c;
+    if (arch == "llada") c.arch = architecture::llada;
+    else if (arch == "dream") c.arch = architecture::dream;
+    else
+        h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada' and 'dream' "
+                                           "(llama.cpp's LLaDAModel and DreamModel converters)");
+    const detail::gguf_keys k{h, arch};
+    const std::string origin = "GGUF key '";
+    c.num_layers = k.size("block_count");
+    c.hidden_size = k.size("embedding_length");
+    c.intermediate_size = k.size("feed_forward_length");
+    c.num_heads = k.size("attention.head_count");
+    c.num_kv_heads = k.size_or("attention.head_count_kv", c.num_heads);
+    c.max_context = k.size_or("context_length", c.arch == architecture::llada ? 4096 : 32768);
+    if (c.num_heads % c.num_kv_heads != 0)
+        h.fail_key(k.key("attention.head_count_kv"), std::to_string(c.num_kv_heads) + " does not divide " + k.key("attention.head_count") + " " +
+                                                          std::to_string(c.num_heads));
+    c.head_dim = k.size_or("attention.key_length", c.hidden_size / c.num_heads);
+    if (!h.has(k.key("attention.key_length")) && c.hidden_size % c.num_heads != 0)
+        h.fail_key(k.key("attention.head_count"), std::to_string(c.num_heads) + " does not divide " + k.key("embedding_length") + " " +
+                                                       std::to_string(c.hidden_size));
+    for (const char* same : {"attention.value_length", "rope.dimension_count"})
+        if (h.has(k.key(same)) && k.size(same) != c.head_dim)
+            h.fail_key(k.key(same), std::to_string(k.size(same)) + " differs from the head size " + std::to_string(c.head_dim) +
+                                        " (dlm rotates and attends over whole heads)");
+    if (c.head_dim % 2 != 0) h.fail_key(k.key("attention.head_count"), "the head size " + std::to_string(c.head_dim) + " is odd; RoPE needs an even one");
+    if (h.has(k.key("rope.scaling.type")) && h.string(k.key("rope.scaling.type")) != "none")
+        h.fail_key(k.key("rope.scaling.type"), "'" + std::string(h.string(k.key("rope.scaling.type"))) + "' is not supported (dlm runs plain RoPE)");
+    if (h.has(k.key("rope.freq_base"))) {
+        c.rope_theta = h.number(k.key("rope.freq_base"));
+        if (!(c.rope_theta > 0)) h.fail_key(k.key("rope.freq_base"), "must be positive");
+        c.rope_theta_source = origin + k.key("rope.freq_base") + "'";
+    } else {
+        c.rope_theta_source = "10000 (the file has no " + k.key("rope.freq_base") + "; llama.cpp's default)";
+    }
+    const std::string eps_key = k.key("attention.layer_norm_rms_epsilon");
+    c.rms_norm_eps = h.has(eps_key) ? h.number(eps_key) : c.arch == architecture::llada ? 1e-5 : 1e-6;
+    if (!(c.rms_norm_eps > 0)) h.fail_key(eps_key, "must be positive");
+
+    const gguf_tensor& emb = h.tensor("token_embd.weight");
+    if (emb.shape.size() != 2 || emb.shape[0] != c.hidden_size)
+        throw tensor_error(h.path(), emb.name, "shape " + shape_string(emb.shape) + " is not {" + k.key("embedding_length") + " " +
+                                                   std::to_string(c.hidden_size) + ", vocabulary}");
+    if (emb.shape[1] > std::numeric_limits<std::int32_t>::max()) throw tensor_error(h.path(), emb.name, "more rows than dlm's token ids hold");
+    c.vocab_size = static_cast<index_t>(emb.shape[1]);
+    if (h.has(k.key("vocab_size")) && h.integer(k.key("vocab_size"), 1) > c.vocab_size)
+        h.fail_key(k.key("vocab_size"), std::to_string(h.integer(k.key("vocab_size"), 1)) + " exceeds the " + std::to_string(c.vocab_size) +
+                                            " rows of token_embd.weight");
+    c.tie_word_embeddings = h.find_tensor("output.weight") == nullptr;
+    c.qkv_bias = h.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.logits_shift = h.has("diffusion.shift_logits") ? h.boolean("diffusion.shift_logits") : c.arch != architecture::llada;
+    c.causal = false;
+    if (h.has(k.key("attention.causal")) && h.boolean(k.key("attention.causal")))
+        h.fail_key(k.key("attention.causal"), "true: a causal model; dlm reads the bidirectional diffusion models 'llada' and 'dream'");
+
+    const bool mask_given = h.has("tokenizer.ggml.mask_token_id");
+    c.mask_id = mask_given ? detail::gguf_token(h, "tokenizer.ggml.mask_token_id", c.vocab_size)
+                           : c.arch == architecture::llada ? llada_default_mask_id : dream_default_mask_id;
+    if (c.mask_id >= c.vocab_size)
+        h.fail_key("tokenizer.ggml.mask_token_id", "missing, and the family's default mask id " + std::to_string(c.mask_id) +
+                                                       " is outside the vocabulary of " + std::to_string(c.vocab_size));
+    c.decoding.mask_id_origin = mask_given ? origin + "tokenizer.ggml.mask_token_id'" : arch + "'s default mask id (the file has no tokenizer.ggml.mask_token_id)";
+    std::string eos_from;
+    for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+        if (!h.has(key)) continue;
+        const token_id id = detail::gguf_token(h, key, c.vocab_size);
+        if (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) == c.eos_ids.end()) c.eos_ids.push_back(id);
+        eos_from += (eos_from.empty() ? origin : ", '") + key + "'";
+    }
+    c.decoding.eos_ids_origin = eos_from.empty() ? "none in " + h.path() : eos_from;
+    if (h.has("tokenizer.ggml.tokens")) {  // end-of-turn tokens, as decoding_keys.hpp finds them in a tokenizer.json
+        const std::vector<std::string_view> tokens = h.string_array("tokenizer.ggml.tokens");
+        std::vector<token_id> ids;
+        std::string names;
+        for (std::size_t id = 0; id < tokens.size() && id < static_cast<std::size_t>(c.vocab_size); ++id) {
+            if (std::find(std::begin(end_of_turn_tokens), std::end(end_of_turn_tokens), tokens[id]) == std::end(end_of_turn_tokens)) continue;
+            if (std::find(c.eos_ids.begin(), c.eos_ids.end(), static_cast<token_id>(id)) != c.eos_ids.end()) continue;
+            ids.push_back(static_cast<token_id>(id));
+            names += (names.empty() ? "" : ", ") + std::string(tokens[id]) + " " + std::to_string(id);
+        }
+        if (!ids.empty()) c.decoding.end_of_turn_ids = {std::move(ids), origin + "tokenizer.ggml.tokens' " + names};
+    }
+    for (const auto& [key, hint] : {std::pair{"dlm.gen_length", &c.decoding.gen_length}, std::pair{"dlm.block_length", &c.decoding.block_length}})
+        if (h.has(key)) *hint = {static_cast<index_t>(h.integer(key, 1)), origin + key + "'"};
+    return c;
+}
+
+}  // namespace dlm::io
