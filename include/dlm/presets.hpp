@@ -8,10 +8,12 @@
 
 #include "cache/caches.hpp"
 #include "decoder.hpp"
+#include "mask/block_diffusion.hpp"
 #include "mask/masks.hpp"
 #include "sampler/samplers.hpp"
 #include "schedule/cd4lm.hpp"
 #include "schedule/dream.hpp"
+#include "schedule/dynamic_threshold.hpp"
 #include "schedule/llada.hpp"
 #include "schedule/next_slot.hpp"
 #include "schedule/threshold.hpp"
@@ -61,5 +63,21 @@ using cdlm = decoder<Model, block_causal_mask, prefix_cache, cdlm_schedule, gree
 /// CD4LM: semi-AR blocks (B 32), full recompute, confidence-adaptive decoding.
 template <class Model>
 using cd4lm = decoder<Model, semi_ar_mask, no_cache, cd4lm_schedule, llada_sampler>;
+
+/// SDAR's sampler: generate.py's defaults, temperature 1 (torch.multinomial), no top-k / top-p; the
+/// confidence is the drawn token's probability under the distribution sampled from.
+struct sdar_sampler : categorical_sampler {
+    sdar_sampler() noexcept { temperature = 1.f; }
+    explicit sdar_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
+        : categorical_sampler{temperature_, top_k_, top_p_} {}
+};
+
+/// SDAR generate.py (block_diffusion_generate, remasking 'low_confidence_dynamic'): the model's
+/// block size (config.json block_size, 4 in the published checkpoints), prompt and blocks
+/// block-causal, exact K/V of every finished block (the reference's store_kv forward, here produced
+/// by the next block's first forward: the same K/V, one forward fewer per block), per block
+/// `steps` = block_length planned steps with threshold 0.85, stop after a block holding EOS.
+template <class Model>
+using sdar = decoder<Model, block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
 
 }  // namespace dlm::presets

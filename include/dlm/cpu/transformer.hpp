@@ -121,7 +121,8 @@ public:
     [[nodiscard]] std::int64_t parameter_count() const noexcept {
         const std::int64_t h = config_.hidden_size, q = std::int64_t{config_.num_heads} * config_.head_dim,
                            kv = std::int64_t{config_.num_kv_heads} * config_.head_dim, f = config_.intermediate_size;
-        const std::int64_t per_layer = h * (q + 2 * kv) + (config_.qkv_bias ? q + 2 * kv : 0) + q * h + 3 * h * f + 2 * h;
+        const std::int64_t per_layer = h * (q + 2 * kv) + (config_.qkv_bias ? q + 2 * kv : 0) + (config_.qk_norm ? 2 * config_.head_dim : 0) +
+                                       q * h + 3 * h * f + 2 * h;
         return std::int64_t{config_.vocab_size} * h * (config_.tie_word_embeddings ? 1 : 2) + config_.num_layers * per_layer + h;
     }
 
@@ -187,6 +188,7 @@ public:
             rms_norm(m, hidden, x_.data(), hidden, L.attn_norm.data(), eps, xn_.data(), hidden);
             linear(m, xn_.data(), hidden, L.qkv, qkv_.data(), qkv_ld);
             if (!L.qkv_bias.empty()) add_bias(m, qkv_.data(), qkv_ld, L.qkv_bias);
+            if (!L.q_norm.empty()) head_norms(m, L, eps);
             rope_.apply(m, qkv_.data(), qkv_ld, config_.num_heads + config_.num_kv_heads, cos_.data(), sin_.data());
             run_attention(requests, mask, row0, l, tasks);
             linear(m, att_.data(), hg.out_ld, L.o, tmp_.data(), hidden);
@@ -214,7 +216,7 @@ public:
 
 private:
     struct layer {
-        std::vector<float> attn_norm, mlp_norm, qkv_bias;
+        std::vector<float> attn_norm, mlp_norm, qkv_bias, q_norm, k_norm;  // q/k norms: [head_dim] or empty
         packed_matrix qkv, o, gate_up, down;  // q|k|v stacked; gate|up stacked
     };
     using buffer = std::vector<float, aligned_allocator<float>>;
@@ -295,7 +297,7 @@ private:
             t_down.push_back(held_type(src, opt, {R::down_proj}, l));
             bytes += packed_matrix::bytes_for(q + 2 * kv, h, t_qkv.back()) + packed_matrix::bytes_for(h, q, t_o.back()) +
                      packed_matrix::bytes_for(2 * f, h, t_gu.back()) + packed_matrix::bytes_for(h, f, t_down.back()) +
-                     sizeof(float) * static_cast<std::size_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0));
+                     sizeof(float) * static_cast<std::size_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0) + (c.qk_norm ? 2 * c.head_dim : 0));
             types.insert({t_qkv.back(), t_o.back(), t_gu.back(), t_down.back()});
         }
         bytes += sizeof(float) * static_cast<std::size_t>(h);
@@ -324,6 +326,10 @@ private:
                     const std::vector<float> b = read_vector(src, r, l, kv);
                     L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
                 }
+            }
+            if (c.qk_norm) {
+                L.q_norm = read_vector(src, R::q_norm, l, c.head_dim);
+                L.k_norm = read_vector(src, R::k_norm, l, c.head_dim);
             }
             L.o = packed_matrix(h, q, t_o[li]);
             fill(L.o, src, R::o_proj, l, 0, h, buf);
@@ -389,6 +395,15 @@ private:
             w.values = at + static_cast<std::size_t>(hg.kv_heads) * hg.head_dim * static_cast<std::size_t>(w.key_stride);
             at += window_kv::floats(w.rows, hg.kv_heads, hg.head_dim, hg.value_stride);
             windows_.push_back(w);
+        }
+    }
+
+    /// Qwen3's q/k norms: RMSNorm over each head of q and of k (in place, before RoPE).
+    void head_norms(index_t m, const layer& L, float eps) {
+        const head_geometry hg = geometry();
+        for (index_t hd = 0; hd < hg.heads + hg.kv_heads; ++hd) {
+            float* at = qkv_.data() + static_cast<std::ptrdiff_t>(hd) * hg.head_dim;
+            rms_norm(m, hg.head_dim, at, hg.qkv_ld, (hd < hg.heads ? L.q_norm : L.k_norm).data(), eps, at, hg.qkv_ld);
         }
     }
 

@@ -96,6 +96,8 @@ private:
             case tensor_role::q_bias: return vec(at + "q_bias", L.q_bias);
             case tensor_role::k_bias: return vec(at + "k_bias", L.k_bias);
             case tensor_role::v_bias: return vec(at + "v_bias", L.v_bias);
+            case tensor_role::q_norm: return vec(at + "q_norm", L.q_norm);
+            case tensor_role::k_norm: return vec(at + "k_norm", L.k_norm);
             case tensor_role::o_proj: return mat(at + "o_proj", L.o_proj);
             case tensor_role::mlp_norm: return vec(at + "mlp_norm", L.mlp_norm);
             case tensor_role::gate_proj: return mat(at + "gate_proj", L.gate_proj);

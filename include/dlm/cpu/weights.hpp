@@ -31,6 +31,7 @@ struct layer_weights {
     vector attn_norm;                       ///< [hidden]
     matrix q_proj, k_proj, v_proj;          ///< [heads·head_dim, hidden], [kv_heads·head_dim, hidden] (twice)
     vector q_bias, k_bias, v_bias;          ///< [heads·head_dim], [kv_heads·head_dim] (twice)
+    vector q_norm, k_norm;                  ///< [head_dim] each; empty unless the config has qk_norm
     matrix o_proj;                          ///< [hidden, heads·head_dim]
     vector mlp_norm;                        ///< [hidden]
     matrix gate_proj, up_proj;              ///< [intermediate, hidden]: silu(gate(x)) · up(x)
@@ -47,7 +48,8 @@ struct transformer_weights {
 /// What a tensor is, independent of the family's naming.
 enum class tensor_role {
     embedding, attn_norm, q_proj, k_proj, v_proj, q_bias, k_bias, v_bias, o_proj,
-    mlp_norm, gate_proj, up_proj, down_proj, final_norm, lm_head
+    mlp_norm, gate_proj, up_proj, down_proj, final_norm, lm_head,
+    q_norm, k_norm  ///< per-head RMSNorm weights of q and k (Qwen3 block: SDAR)
 };
 
 /// The tensor's name in the family's Hugging Face checkpoint (`layer` is ignored for the
@@ -72,6 +74,7 @@ enum class tensor_role {
             case tensor_role::down_proj: return b + "ff_out.weight";
             case tensor_role::final_norm: return "model.transformer.ln_f.weight";
             case tensor_role::lm_head: return "model.transformer.ff_out.weight";
+            default: break;  // LLaDA has no q/k norms
         }
     } else {
         const std::string b = "model.layers." + n + ".";
@@ -91,6 +94,8 @@ enum class tensor_role {
             case tensor_role::down_proj: return b + "mlp.down_proj.weight";
             case tensor_role::final_norm: return "model.norm.weight";
             case tensor_role::lm_head: return "lm_head.weight";
+            case tensor_role::q_norm: return b + "self_attn.q_norm.weight";
+            case tensor_role::k_norm: return b + "self_attn.k_norm.weight";
         }
     }
     return "?";
@@ -116,13 +121,16 @@ enum class tensor_role {
         case tensor_role::gate_proj:
         case tensor_role::up_proj: return {f, h};
         case tensor_role::down_proj: return {h, f};
+        case tensor_role::q_norm:
+        case tensor_role::k_norm: return {c.head_dim};
     }
     return {};
 }
 
 /// Every tensor of a model under `c`, as (role, layer), in the order the transformer reads them at
 /// load (and random_source generates them): the embedding; per layer the attention norm, q, k, v,
-/// the q/k/v biases (if any), o, the MLP norm, gate, up, down; the final norm; the head (if untied).
+/// the q/k/v biases (if any), the q/k norms (if any), o, the MLP norm, gate, up, down; the final norm;
+/// the head (if untied).
 [[nodiscard]] inline std::vector<std::pair<tensor_role, index_t>> weight_order(const io::model_config& c) {
     using R = tensor_role;
     std::vector<std::pair<R, index_t>> out{{R::embedding, 0}};
@@ -130,6 +138,8 @@ enum class tensor_role {
         for (R r : {R::attn_norm, R::q_proj, R::k_proj, R::v_proj}) out.emplace_back(r, l);
         if (c.qkv_bias)
             for (R r : {R::q_bias, R::k_bias, R::v_bias}) out.emplace_back(r, l);
+        if (c.qk_norm)
+            for (R r : {R::q_norm, R::k_norm}) out.emplace_back(r, l);
         for (R r : {R::o_proj, R::mlp_norm, R::gate_proj, R::up_proj, R::down_proj}) out.emplace_back(r, l);
     }
     out.emplace_back(R::final_norm, 0);
@@ -177,7 +187,9 @@ struct random_spread {
         case tensor_role::embedding: return {0.0f, 1.0f};
         case tensor_role::attn_norm:
         case tensor_role::mlp_norm:
-        case tensor_role::final_norm: return {1.0f, 0.1f};
+        case tensor_role::final_norm:
+        case tensor_role::q_norm:
+        case tensor_role::k_norm: return {1.0f, 0.1f};
         case tensor_role::q_bias:
         case tensor_role::k_bias:
         case tensor_role::v_bias: return {0.0f, 0.1f};
@@ -219,6 +231,8 @@ struct random_spread {
             case tensor_role::q_bias: vec(L->q_bias); break;
             case tensor_role::k_bias: vec(L->k_bias); break;
             case tensor_role::v_bias: vec(L->v_bias); break;
+            case tensor_role::q_norm: vec(L->q_norm); break;
+            case tensor_role::k_norm: vec(L->k_norm); break;
             case tensor_role::o_proj: mat(L->o_proj); break;
             case tensor_role::mlp_norm: vec(L->mlp_norm); break;
             case tensor_role::gate_proj: mat(L->gate_proj); break;

@@ -6,6 +6,9 @@
 //          max_sequence_length, weight_tying, include_bias / include_qkv_bias, mask_token_id).
 //   dream  model_type "Dream", architectures ["DreamModel"]: Dream-7B (Qwen2 layout, bidirectional).
 //   qwen2  model_type "qwen2", architectures ["Qwen2ForCausalLM"]: an autoregressive Qwen2 model.
+//   sdar   model_type "sdar", architectures ["SDARForCausalLM"]: SDAR (JetAstra/SDAR), the Qwen3 block
+//          (q/k RMSNorm over each head, no q/k/v biases), trained block-causally; block_size is
+//          the block length it decodes with.
 // Keys that are absent take the default of the family's own configuration class (LLaDAConfig,
 // DreamConfig, Qwen2Config). Anything else is refused by name: an unknown architecture, a missing or
 // ill-typed key, inconsistent sizes, or a feature dlm's transformer does not implement.
@@ -33,13 +36,14 @@
 
 namespace dlm::io {
 
-enum class architecture { llada, dream, qwen2 };  // qwen2 = Qwen2ForCausalLM (autoregressive)
+enum class architecture { llada, dream, qwen2, sdar };  // qwen2 = Qwen2ForCausalLM (autoregressive)
 
 [[nodiscard]] constexpr std::string_view architecture_name(architecture a) noexcept {
     switch (a) {
         case architecture::llada: return "llada";
         case architecture::dream: return "dream";
         case architecture::qwen2: return "qwen2";
+        case architecture::sdar: return "sdar";
     }
     return "?";
 }
@@ -64,6 +68,7 @@ struct model_config {
     double rms_norm_eps = 1e-5;
     bool tie_word_embeddings = false;  ///< the output head shares the embedding
     bool qkv_bias = false;             ///< q/k/v projections have biases (Qwen2/Dream true, LLaDA false)
+    bool qk_norm = false;              ///< RMSNorm (weight [head_dim]) over each q and k head before RoPE (Qwen3 block: SDAR)
     /// The token the decoder fills generation slots with. LLaDA: mask_token_id, else 126336. Dream:
     /// mask_token_id, else 151666. qwen2 (AR, no mask token): mask_token_id if the config has one,
     /// else vocab_size - 1, the last embedding row: Qwen2 checkpoints pad the vocabulary past the
@@ -89,6 +94,7 @@ inline constexpr family families[] = {
     {architecture::llada, "llada", "LLaDAModelLM"},
     {architecture::dream, "dream", "DreamModel"},
     {architecture::qwen2, "qwen2", "Qwen2ForCausalLM"},
+    {architecture::sdar, "sdar", "SDARForCausalLM"},
 };
 
 [[nodiscard]] inline bool iequals(std::string_view a, std::string_view b) {
@@ -111,7 +117,8 @@ inline constexpr family families[] = {
     std::string described = "model_type " + (model_type ? "'" + *model_type + "'" : std::string("(none)")) + ", architectures [";
     for (std::size_t i = 0; i < classes.size(); ++i) described += (i ? ", '" : "'") + classes[i] + "'";
     described += "]";
-    const std::string known = "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel) and 'qwen2' (Qwen2ForCausalLM)";
+    const std::string known =
+        "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM) and 'sdar' (SDARForCausalLM)";
     if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
     for (const family& f : families) {
         const bool type_matches = model_type && iequals(*model_type, f.model_type);
@@ -185,12 +192,17 @@ inline void parse_llada(const config_reader& r, model_config& c) {
     r.require("scale_logits", false, block);
 }
 
-inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
+/// The sizes every Qwen-layout config (Qwen2, Dream, SDAR, Fast-dLLM v2) names alike.
+inline void read_qwen_sizes(const config_reader& r, model_config& c) {
     c.hidden_size = r.integer("hidden_size");
     c.num_heads = r.integer("num_attention_heads");
     c.num_kv_heads = r.integer_or("num_key_value_heads", c.num_heads);
     c.num_layers = r.integer("num_hidden_layers");
     c.intermediate_size = r.integer("intermediate_size");
+}
+
+inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
+    read_qwen_sizes(r, c);
     c.vocab_size = r.integer("vocab_size");
     if (r.has("head_dim")) c.head_dim = r.integer("head_dim");
     const rope_settings rope = parse_rope(
@@ -216,6 +228,40 @@ inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
     r.require("hidden_act", "silu", block);
     r.require("use_sliding_window", false, block);
     r.require("use_mrope", false, block);
+}
+
+/// SDAR (configuration_sdar.py, SDARConfig): the Qwen2 key names, head_dim defaulting to 128,
+/// attention_bias (false) instead of Qwen2's fixed q/k/v biases, q/k RMSNorm always, block_size the
+/// block length it was trained and decodes with (SDAR generate.py's block_length).
+inline void parse_sdar(const config_reader& r, model_config& c) {
+    read_qwen_sizes(r, c);
+    c.vocab_size = r.integer_or("vocab_size", 151936);
+    c.head_dim = r.integer_or("head_dim", 128);
+    const rope_settings rope = parse_rope(r, 10000.0, "SDARConfig (configuration_sdar.py) defaults rope_theta to 10000");
+    c.rope_theta = rope.theta;
+    c.rope_theta_source = rope.source;
+    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
+    c.max_context = r.integer_or("max_position_embeddings", 32768);
+    c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+    if (r.boolean_or("attention_bias", false))
+        r.fail("attention_bias", "true is not supported (SDAR then gives o_proj a bias too; dlm's block has q/k/v biases at most)");
+    c.qkv_bias = false;
+    c.qk_norm = true;
+    if (!r.has("mask_token_id"))
+        r.fail("mask_token_id", "missing: SDAR's generate.py takes the mask id from the tokenizer's <MASK> (151669 in the published "
+                                "checkpoints); add mask_token_id to config.json");
+    c.mask_id = r.single_token("mask_token_id");
+    c.eos_ids = r.token_list("eos_token_id");
+    c.logits_shift = false;  // block diffusion: row p predicts slot p (generate.py samples the block's own rows)
+    c.causal = false;
+    if (r.has("block_size")) {
+        const index_t b = r.integer("block_size");
+        if (b < 1) r.fail("block_size", std::to_string(b) + " must be a positive number of slots");
+        c.decoding.block_length = {b, r.source() + " key 'block_size'"};
+    }
+    const char* block = "dlm runs the SDAR (Qwen3) block: plain RoPE, q/k RMSNorm, SiLU-gated MLP, no sliding window";
+    r.require("hidden_act", "silu", block);
+    r.require("use_sliding_window", false, block);
 }
 
 inline void check_sizes(const config_reader& r, model_config& c, const key_names& k, bool head_dim_given) {
@@ -258,12 +304,16 @@ inline void check_token(const std::string& source, const char* key, token_id id,
         detail::parse_llada(r, c);
         keys = {"d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size",
                 r.has("embedding_size") ? "embedding_size" : "vocab_size", "max_sequence_length"};
+    } else if (c.arch == architecture::sdar) {
+        detail::parse_sdar(r, c);
+        keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "intermediate_size",
+                "vocab_size", "max_position_embeddings"};
     } else {
         detail::parse_qwen2_layout(r, c);
         keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "intermediate_size",
                 "vocab_size", "max_position_embeddings"};
     }
-    detail::check_sizes(r, c, keys, c.arch != architecture::llada && r.has("head_dim"));
+    detail::check_sizes(r, c, keys, c.arch == architecture::sdar || (c.arch != architecture::llada && r.has("head_dim")));
     detail::read_length_hints(r, c.decoding);
     const bool mask_given = r.has("mask_token_id");
     c.decoding.mask_id_origin = mask_given ? source_name + " key 'mask_token_id'"

@@ -1,0 +1,44 @@
+// dlm/mask/block_diffusion.hpp — the attention of natively block-causal diffusion LMs (SDAR,
+// LLaDA2.x, Fast-dLLM v2): blocks laid from the canvas start, the prompt included.
+#pragma once
+
+#include <optional>
+
+#include "../core/defaults.hpp"
+#include "concept.hpp"
+#include "masks.hpp"
+
+namespace dlm {
+
+/// Block-causal attention with the prompt cut into blocks too, as the block-diffusion references
+/// build it (SDAR generate.py and LLaDA2's generate(): tril(ones(blocks, blocks)) repeated
+/// block_length times along both axes): a prompt position q attends to [0, min(prompt_length,
+/// (q / B + 1) · B)), a generation slot to everything up to the end of its own block. Unlike
+/// block_causal_mask (CDLM), the prompt is not one bidirectional block.
+///
+/// The references also start the first generation block on a multiple of B, so that a prompt whose
+/// length is not a multiple of B shares its last block with the first generated slots. dlm's
+/// generation blocks start at the prompt's end (canvas_layout); for such prompts the last prompt
+/// block sees only the prompt and the generated blocks are shifted by prompt_length mod B. With a
+/// prompt of whole blocks the two are the same attention, forward for forward (docs/policies.md).
+struct block_diffusion_mask {
+    std::optional<index_t> block_length{};
+    static constexpr bool committed_kv_is_final = true;
+
+    [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout& l, index_t q, index_t k) const noexcept {
+        return k < key_end(l, q);
+    }
+    [[nodiscard]] DLM_HOST_DEVICE constexpr index_t key_end(const canvas_layout& l, index_t q) const noexcept {
+        if (q >= l.prompt_length) return l.block_end(l.block_of(q));
+        const index_t end = (q / l.block_length + 1) * l.block_length;
+        return end < l.prompt_length ? end : l.prompt_length;
+    }
+    [[nodiscard]] index_t block_length_for(index_t gen_length) const {
+        return detail::checked_block_length(block_length.value_or(default_block_length), gen_length);
+    }
+};
+
+static_assert(attention_mask<block_diffusion_mask>);
+static_assert(mask_has_block_length_option<block_diffusion_mask>);
+
+}  // namespace dlm

@@ -1,0 +1,150 @@
+// Natively block-causal families against their published reference code on tiny random models
+// (tools/make_family_fixtures.py wrote tests/data/families/): the config.json and checkpoint load,
+// logits under the family's own attention mask, and the decoded trajectory of each family's preset
+// against the reference generate function, forward by forward.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cpu/transformer.hpp>
+#include <dlm/presets.hpp>
+
+using namespace dlm;
+using dlm::cpu::transformer;
+using kv = transformer::kv_cache;
+using tvec = std::vector<token_id>;
+
+namespace {
+
+const std::filesystem::path families_dir = std::filesystem::path(DLM_TEST_DATA) / "families";
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    REQUIRE_MESSAGE(in, "missing fixture " << p << " (tools/make_family_fixtures.py)");
+    return nlohmann::json::parse(in);
+}
+
+std::vector<float> read_f32(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    REQUIRE_MESSAGE(in, "cannot read " << p);
+    std::vector<float> v(std::filesystem::file_size(p) / sizeof(float));
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return v;
+}
+
+/// max |a - b| / max(1, |b|)
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
+    return worst;
+}
+
+/// The logits of every row of a fixture's canvas under `mask`, one full forward.
+template <class Mask>
+std::vector<float> full_logits(transformer& m, const Mask& mask, const nlohmann::json& e) {
+    const tvec ids = e.at("input_ids").get<tvec>();
+    const canvas_layout l{e.at("prompt_length").get<index_t>(), e.at("gen_length").get<index_t>(), e.at("block_length").get<index_t>(),
+                          m.logits_shift()};
+    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+    std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(m.vocab_size()));
+    const forward_request<kv> rq{ids, l, p, nullptr};
+    m.forward(std::span<const forward_request<kv>>(&rq, 1), mask, out);
+    return out;
+}
+
+/// What one forward committed: (position, token) pairs, in position order.
+using commits = std::vector<std::pair<index_t, token_id>>;
+
+std::vector<commits> reference_forwards(const nlohmann::json& t) {
+    std::vector<commits> out;
+    for (const auto& f : t.at("forwards")) {
+        commits c;
+        for (const auto& pt : f) c.emplace_back(pt.at(0).get<index_t>(), pt.at(1).get<token_id>());
+        std::sort(c.begin(), c.end());
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+template <class Decoder>
+std::vector<commits> replay(Decoder& d, const nlohmann::json& t, sequence_result* result = nullptr) {
+    generation_options options{};
+    options.gen_length = t.at("gen_length").get<index_t>();
+    std::vector<commits> out;
+    sequence_result r = d.generate(t.at("prompt").get<tvec>(), options, [&](const step_event& ev) {
+        commits c;
+        for (index_t p : ev.committed) c.emplace_back(p, ev.canvas[static_cast<std::size_t>(p)]);
+        std::sort(c.begin(), c.end());
+        out.push_back(std::move(c));
+        return step_action::proceed;
+    });
+    if (result) *result = std::move(r);
+    return out;
+}
+
+std::string show(const std::vector<commits>& t) {
+    std::string s;
+    for (std::size_t f = 0; f < t.size(); ++f) {
+        s += "\n  forward " + std::to_string(f) + ":";
+        for (const auto& [p, tok] : t[f]) s += " " + std::to_string(p) + "=" + std::to_string(tok);
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("sdar_tiny: SDARForCausalLM's config.json and checkpoint load (q/k norms, head_dim, block_size, mask id)") {
+    const auto m = transformer::load(families_dir / "sdar_tiny");
+    const io::model_config& c = m.config();
+    CHECK(c.arch == io::architecture::sdar);
+    CHECK(c.qk_norm);
+    CHECK_FALSE(c.qkv_bias);
+    CHECK(c.head_dim == 24);  // given, and not hidden_size / heads (16)
+    CHECK(m.mask_id() == 299);
+    CHECK_FALSE(m.logits_shift());
+    REQUIRE(c.decoding.block_length.value.has_value());
+    CHECK(*c.decoding.block_length.value == 4);
+    CHECK(c.decoding.block_length.origin.find("block_size") != std::string::npos);
+    CHECK(std::find(c.eos_ids.begin(), c.eos_ids.end(), 296) != c.eos_ids.end());  // from generation_config.json
+}
+
+TEST_CASE("sdar_tiny: logits equal SDAR's modeling code under its block-diffusion mask") {
+    auto m = transformer::load(families_dir / "sdar_tiny");
+    const auto e = read_json(families_dir / "sdar_tiny" / "expected.json");
+    const auto want = read_f32(families_dir / "sdar_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
+    const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
+    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
+    // The mask matters: CDLM's block-causal mask (bidirectional prompt) gives other logits.
+    CHECK(max_rel_diff(full_logits(m, block_causal_mask{}, e), want) > 1e-3);
+}
+
+TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_diffusion_generate") {
+    auto m = transformer::load(families_dir / "sdar_tiny");
+    for (const char* name : {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json"}) {
+        CAPTURE(name);
+        const auto t = read_json(families_dir / "sdar_tiny" / name);
+        const auto& p = t.at("params");
+        // The fixture's draws are greedy (tools/make_family_fixtures.py): temperature 0 here, with the
+        // confidence of the greedy token under softmax(logits), the reference's x0_p at temperature 1.
+        presets::sdar<transformer> d(m, {}, {}, dynamic_threshold_schedule{p.at("denoising_steps").get<index_t>(),
+                                                                            p.at("confidence_threshold").get<double>()},
+                                     presets::sdar_sampler{0.f});
+        sequence_result r;
+        const auto got = replay(d, t, &r);
+        const auto want = reference_forwards(t);
+        CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+        CHECK(r.settings.block_length.value == 4);  // the model's block_size
+        const auto final_tokens = t.at("final").get<tvec>();
+        CHECK(r.tokens == final_tokens);
+    }
+}

@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""Builds the tiny block-diffusion family fixtures under tests/data/families/ from each family's own
+published modeling and generation code (tests/test_families.cpp checks dlm against them).
+
+Usage (each reference is a checkout made outside the repository; nothing of it is copied here):
+    /tmp/venv13/bin/python tools/make_family_fixtures.py --sdar /tmp/ref_SDAR [--out tests/data/families]
+
+  --sdar DIR   a checkout of github.com/JetAstra/SDAR: imports
+               DIR/training/model/SDAR-4B-Chat/{configuration_sdar,modeling_sdar}.py (the modeling code
+               published with the checkpoints) and DIR/generate.py (block_diffusion_generate).
+
+For each family the script builds a tiny random configuration in the family's config.json format (few
+layers, small widths, a 300-token vocabulary with the family's mask id remapped to 299 and EOS to 297),
+runs the reference model in f32 on the CPU and writes, in DIR/<family>_tiny/:
+  config.json, generation_config.json, model.safetensors   laid out as the published checkpoints
+  expected.json            input ids, layout, the cases below
+  logits_<case>.f32         raw little-endian f32 [tokens x vocab] logits under the family's own mask
+  trajectory_<case>.json    what each denoising forward of the reference generate function committed
+
+Shims (the references were written for transformers 4.5x on CUDA; nothing in their files is edited):
+  - flash_attn is absent on a CPU: flash_attn_func is scaled_dot_product_attention (GQA, no causal mask)
+    and rms_norm_fn the textbook f32 RMSNorm (the commented-out code in SDARRMSNorm.forward);
+  - transformers 5 dropped transformers.utils.LossKwargs (a TypedDict used in a type annotation) and
+    transformers.modeling_attn_mask_utils (SDAR imports AttentionMaskConverter for a method it never calls):
+    stand-ins are added; its table of RoPE initialisers lost 'default': transformers 4's plain RoPE is put back; DynamicCache lost
+    indexing by layer (cache[i] -> (keys, values)), which SDAR's attention reads: put back;
+  - sampling: generate.py draws with torch.multinomial; the script replaces it by argmax for the duration of
+    the call, so the trajectory is the reference's rule on greedy draws (x0_p stays the probability of the
+    drawn token under the tempered softmax, as in the reference). dlm never commits the mask id; the
+    recorded model bans it too (its logit set to -inf), as tools/make_trajectory_fixtures.py does.
+Checked with torch 2.15.0 and transformers 5.24.0.
+"""
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+import typing
+
+import torch
+
+VOCAB, MASK, EOS, EOS2 = 300, 299, 297, 296
+
+
+# -- loading the references ------------------------------------------------------------------------
+def describe(path):
+    """Where a reference came from: the file relative to its git checkout, and the commit when known."""
+    root = os.path.dirname(os.path.abspath(path))
+    try:
+        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        return {"file": os.path.relpath(path, top), "commit": commit}
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return {"file": os.path.basename(path), "commit": "unknown (not a git checkout)"}
+
+
+def install_shims():
+    """The CPU stand-ins listed in the module docstring (transformers is imported first: it probes for
+    flash_attn at import time and must find none)."""
+    import transformers.activations  # noqa: F401
+    import transformers.modeling_utils  # noqa: F401
+    import transformers.utils
+    if not hasattr(transformers.utils, "LossKwargs"):
+        class LossKwargs(typing.TypedDict, total=False):
+            num_items_in_batch: typing.Optional[torch.Tensor]
+        transformers.utils.LossKwargs = LossKwargs
+
+    def rms_norm_fn(x, weight, bias=None, eps=1e-6, **_):
+        assert bias is None
+        x32 = x.float()
+        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+    def flash_attn_func(q, k, v, causal=False, softmax_scale=None, **_):  # [b, l, h, d] like flash-attn
+        out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                               is_causal=causal, scale=softmax_scale, enable_gqa=True)
+        return out.transpose(1, 2)
+
+    fa = types.ModuleType("flash_attn")
+    fa.flash_attn_func = flash_attn_func
+    fa.flash_attn_varlen_func = None
+    mods = {"flash_attn": fa}
+    for name in ("flash_attn.ops", "flash_attn.ops.triton", "flash_attn.ops.triton.layer_norm", "flash_attn.bert_padding"):
+        mods[name] = types.ModuleType(name)
+    mods["flash_attn.ops.triton.layer_norm"].rms_norm_fn = rms_norm_fn
+    for f in ("index_first_axis", "pad_input", "unpad_input"):
+        setattr(mods["flash_attn.bert_padding"], f, None)
+    sys.modules.update(mods)
+    from transformers.cache_utils import DynamicCache
+    if not hasattr(DynamicCache, "__getitem__"):  # transformers 5: cache[layer] -> (keys, values) is gone
+        DynamicCache.__getitem__ = lambda self, i: (self.layers[i].keys, self.layers[i].values)
+    import transformers.modeling_rope_utils as rope
+    if "default" not in rope.ROPE_INIT_FUNCTIONS:  # transformers 5 moved plain RoPE out of the table
+        def default_rope(config, device=None, *_, **__):
+            dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+            return inv_freq.to(device), 1.0
+        rope.ROPE_INIT_FUNCTIONS["default"] = default_rope
+    try:
+        import transformers.modeling_attn_mask_utils  # noqa: F401
+    except ImportError:  # transformers 5 removed it; SDAR's forward never calls it (_update_causal_mask is unused)
+        stub = types.ModuleType("transformers.modeling_attn_mask_utils")
+        stub.AttentionMaskConverter = type("AttentionMaskConverter", (), {})
+        sys.modules[stub.__name__] = stub
+
+
+def import_package(folder, package, modules):
+    """Imports `modules` of `folder` as submodules of a made-up package (their relative imports work)."""
+    pkg = types.ModuleType(package)
+    pkg.__path__ = [folder]
+    sys.modules[package] = pkg
+    out = []
+    for m in modules:
+        spec = importlib.util.spec_from_file_location(f"{package}.{m}", os.path.join(folder, m + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        out.append(module)
+    return out
+
+
+def import_file(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def greedy_multinomial():
+    """torch.multinomial(probs, 1) -> argmax, for the duration of a reference generate call."""
+    saved = torch.multinomial
+    torch.multinomial = lambda probs, num_samples=1, **_: probs.argmax(dim=-1, keepdim=True)
+    try:
+        yield
+    finally:
+        torch.multinomial = saved
+
+
+# -- weights and outputs ---------------------------------------------------------------------------
+def randomize(model, generator):
+    """Peaked logits: unit-variance embeddings, fan-in scaled matrices (x2), norms near 1."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=generator))
+            elif "embed" in name:
+                p.copy_(torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(2.0 * torch.randn(p.shape, generator=generator) / p.shape[-1] ** 0.5)
+
+
+def save_checkpoint(model, folder, dtype=torch.float32):
+    from safetensors.torch import save_file
+    tensors = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+
+
+def write_logits(folder, name, logits):
+    path = os.path.join(folder, f"logits_{name}.f32")
+    logits.detach().to(torch.float32).contiguous().numpy().tofile(path)
+    return os.path.basename(path)
+
+
+def block_diffusion_mask(total, block):
+    """The references' mask: tril(ones(blocks, blocks)) repeated `block` times along both axes."""
+    blocks = (total + block - 1) // block
+    m = torch.tril(torch.ones(blocks, blocks)).repeat_interleave(block, 0).repeat_interleave(block, 1)
+    return m[:total, :total]
+
+
+class Recorder:
+    """Wraps a reference model: bans the mask id from the logits and records every call's window."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, input_ids, position_ids=None, store_kv=False, **kw):
+        start = int(position_ids[0, 0]) if position_ids is not None else 0
+        self.calls.append((start, input_ids[0].tolist(), bool(store_kv)))
+        out = self.model(input_ids, position_ids=position_ids, store_kv=store_kv, **kw)
+        if out.logits is not None:
+            out.logits[..., MASK] = float("-inf")
+        return out
+
+
+def commits_per_denoising_forward(calls):
+    """What each denoising forward committed: the slots masked in its window and unmasked in the next
+    call over the same start (the next denoising step or the store forward)."""
+    forwards = []
+    for i, (start, ids, store) in enumerate(calls):
+        if store:
+            continue
+        nxt = next(c for c in calls[i + 1:] if c[0] == start)
+        forwards.append([[start + j, b] for j, (a, b) in enumerate(zip(ids, nxt[1])) if a == MASK and b != MASK])
+    return forwards
+
+
+# -- SDAR ------------------------------------------------------------------------------------------
+def make_sdar(ref, out, generator):
+    install_shims()
+    folder = os.path.join(ref, "training", "model", "SDAR-4B-Chat")
+    configuration, modeling = import_package(folder, "sdar_ref", ["configuration_sdar", "modeling_sdar"])
+    generate = import_file(os.path.join(ref, "generate.py"), "sdar_generate")
+    cfg = dict(architectures=["SDARForCausalLM"], model_type="sdar", attention_bias=False, block_size=4,
+               bos_token_id=EOS2, eos_token_id=EOS, mask_token_id=MASK, head_dim=24, hidden_act="silu", hidden_size=64,
+               intermediate_size=96, max_position_embeddings=512, num_attention_heads=4, num_hidden_layers=2,
+               num_key_value_heads=2, rms_norm_eps=1e-6, rope_scaling=None, rope_theta=1000000, sliding_window=None,
+               tie_word_embeddings=False, torch_dtype="float32", use_sliding_window=False, vocab_size=VOCAB,
+               attention_dropout=0.0, debug=False, ep_size=1, fuse_cross_entropy=True, max_window_layers=2,
+               micro_forward=False, skip_checkpoint=False, use_cache=False, use_deepep=False)
+    # pad_token_id: transformers 5 no longer defaults it, SDARModel reads it (the padding row of the embedding)
+    config = configuration.SDARConfig(pad_token_id=None, **{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
+    config._attn_implementation = "sdpa"
+    model = modeling.SDARForCausalLM(config).eval()
+    randomize(model, generator)
+    target = os.path.join(out, "sdar_tiny")
+    os.makedirs(target, exist_ok=True)
+    write_json(os.path.join(target, "config.json"), cfg)
+    write_json(os.path.join(target, "generation_config.json"), {"bos_token_id": EOS2, "eos_token_id": [EOS2, EOS]})
+    save_checkpoint(model, target)
+
+    prompt_len, gen, block = 8, 16, 4
+    ids = torch.randint(0, EOS2, (1, prompt_len + gen), generator=generator)
+    ids[0, prompt_len + 3:] = MASK  # a decode in progress: block 0 partly committed, the rest masked
+    ids[0, prompt_len + 5] = int(torch.randint(0, EOS2, (1,), generator=generator))
+    total = prompt_len + gen
+    with torch.no_grad():
+        logits = model(ids, attention_mask=block_diffusion_mask(total, block).unsqueeze(0),
+                       position_ids=torch.arange(total).unsqueeze(0)).logits[0]
+    cases = {"block_diffusion": write_logits(target, "block_diffusion", logits)}
+    expected = {"generator": f"tools/make_family_fixtures.py (torch {torch.__version__})",
+                "reference": describe(os.path.join(folder, "modeling_sdar.py")),
+                "input_ids": ids[0].tolist(), "prompt_length": prompt_len, "gen_length": gen, "block_length": block,
+                "vocab_size": VOCAB, "cases": cases}
+    write_json(os.path.join(target, "expected.json"), expected)
+
+    prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
+    for name, params in {"sdar_dynamic": dict(confidence_threshold=0.85, denoising_steps=4),
+                         "sdar_low_threshold": dict(confidence_threshold=0.3, denoising_steps=2)}.items():
+        rec = Recorder(model)
+        with greedy_multinomial(), torch.no_grad():
+            x = generate.block_diffusion_generate(rec, {"input_ids": prompt}, MASK, gen_length=gen, block_length=block,
+                                                  temperature=1.0, remasking_strategy="low_confidence_dynamic",
+                                                  stopping_criteria_idx=[EOS2, EOS], **params)
+        write_json(os.path.join(target, f"trajectory_{name}.json"), {
+            "reference": describe(os.path.join(ref, "generate.py")),
+            "function": "block_diffusion_generate", "prompt": prompt[0].tolist(), "gen_length": gen,
+            "block_length": block, "params": dict(params, temperature=1.0, remasking_strategy="low_confidence_dynamic",
+                                                  stopping_criteria_idx=[EOS2, EOS]),
+            "forwards": commits_per_denoising_forward(rec.calls),
+            "store_forwards": sum(1 for c in rec.calls if c[2]),
+            "final": x[0, prompt_len:].tolist()})
+    print(f"sdar_tiny: {len(cases)} logits case(s), 2 trajectories")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sdar", help="checkout of github.com/JetAstra/SDAR")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                                                      "families"))
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    if args.sdar:
+        make_sdar(args.sdar, args.out, torch.Generator().manual_seed(15))
+    if not args.sdar:
+        parser.error("name at least one reference checkout")
+
+
+if __name__ == "__main__":
+    main()
