@@ -1,5 +1,5 @@
 // Golden trajectories: every preset replays, forward by forward, what its reference implementation
-// (LLaDA generate.py, Dream diffusion_generate, Fast-dLLM v1, CD4LM's dynamic decoder) committed on the
+// (LLaDA generate.py, Dream diffusion_generate, Fast-dLLM v1 and dInfer's port of its factor rule, CD4LM's dynamic decoder) committed on the
 // tiny fixture models. tools/make_trajectory_fixtures.py ran the references and wrote
 // tests/data/trajectories/*.json; docs/policies.md lists the intended deviations and the case that
 // pins each one.
@@ -197,21 +197,30 @@ TEST_CASE("golden: the mask id is never committed (dream_tiny's head predicts it
     }
 }
 
-TEST_CASE("golden: Fast-dLLM v1 prefix and dual cache, threshold rule") {
-    for (const char* name : {"fast_dllm_prefix_threshold", "fast_dllm_dual_threshold"}) {
-        CAPTURE(name);
-        const golden g(name);
-        const auto& p = g.params();
-        const semi_ar_mask mask{p.at("block_length").get<index_t>()};
-        const threshold_schedule rule{p.at("threshold").get<double>()};
-        if (std::string(name).find("dual") != std::string::npos) {
-            presets::fast_dllm_dual<transformer> d(model("llada_tiny"), mask, {}, rule);
-            same_trajectory(replay(d, g), g);
-        } else {
-            presets::fast_dllm<transformer> d(model("llada_tiny"), mask, {}, rule);
-            same_trajectory(replay(d, g), g);
-        }
+/// Fast-dLLM v1's decoders with the rule `rule`: the prefix cache or, for a "dual" fixture, the dual cache.
+template <class Rule>
+void replay_fast_dllm(const char* name, const Rule& rule) {
+    CAPTURE(name);
+    const golden g(name);
+    const semi_ar_mask mask{g.params().at("block_length").get<index_t>()};
+    if (std::string(name).find("dual") != std::string::npos) {
+        decoder<transformer, semi_ar_mask, dual_cache, Rule, presets::llada_sampler> d(model("llada_tiny"), mask, {}, rule);
+        same_trajectory(replay(d, g), g);
+    } else {
+        decoder<transformer, semi_ar_mask, approx_prefix_cache, Rule, presets::llada_sampler> d(model("llada_tiny"), mask, {}, rule);
+        same_trajectory(replay(d, g), g);
     }
+}
+
+TEST_CASE("golden: Fast-dLLM v1 prefix and dual cache, threshold rule") {
+    for (const char* name : {"fast_dllm_prefix_threshold", "fast_dllm_dual_threshold"})
+        replay_fast_dllm(name, threshold_schedule{golden(name).params().at("threshold").get<double>()});
+}
+
+TEST_CASE("golden: Fast-dLLM v1 prefix and dual cache, factor rule (dInfer's port of get_transfer_index_dynamic)") {
+    // factor 1: one slot a step, and both of the last two (the reference's loop quirk); factor 4: three a step.
+    for (const char* name : {"fast_dllm_prefix_factor", "fast_dllm_dual_factor", "fast_dllm_prefix_factor4", "fast_dllm_dual_factor4"})
+        replay_fast_dllm(name, factor_schedule{golden(name).params().at("factor").get<double>()});
 }
 
 /// presets::cd4lm on a copy of llada_tiny whose end token is the fixture's (CD4LM defers it).

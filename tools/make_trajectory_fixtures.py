@@ -14,6 +14,11 @@ and pass its checkout directory. Each is imported and its own generate function 
   --fast-dllm DIR  NVlabs/Fast-dLLM (v1)          DIR/v1/llada/generate.py or DIR/llada/generate.py:
                                                   generate_with_prefix_cache, generate_with_dual_cache
                                                   (threshold; factor where that version has it)
+  --dinfer DIR     inclusionAI/dInfer             DIR/python/dinfer/decoding/generate_fastdllm.py:
+                                                  its port of Fast-dLLM's generate_with_prefix_cache and
+                                                  generate_with_dual_cache, with the factor rule
+                                                  (get_transfer_index_dynamic), for Fast-dLLM versions
+                                                  that lack it
   --cd4lm DIR      CD4LM's released decoder       DIR/scripts/LLaDA_generate_dynamic.py: generate_block
 
 The models run in tools/tiny_lm.py, a torch implementation of the block documented in
@@ -27,7 +32,8 @@ Set up (CPU wheels from PyPI):
     python3 -m venv build/venv && build/venv/bin/pip install torch transformers safetensors numpy
 Usage:
     build/venv/bin/python tools/make_trajectory_fixtures.py --llada /tmp/refs/LLaDA \\
-        --dream /tmp/refs/Fast-dLLM --fast-dllm /tmp/refs/Fast-dLLM --cd4lm /tmp/refs/CD4LM
+        --dream /tmp/refs/Fast-dLLM --fast-dllm /tmp/refs/Fast-dLLM --cd4lm /tmp/refs/CD4LM \\
+        --dinfer /tmp/refs/dInfer
 Options --out DIR (default tests/data/trajectories) and --only NAME... select what is written.
 Checked with torch 2.15.0 and transformers 5.24.0.
 """
@@ -80,6 +86,38 @@ def import_file(path, name):
             else:
                 sys.modules[k] = v
     return module
+
+
+def import_dinfer(root):
+    """dInfer's Fast-dLLM port (a module of the package dinfer.decoding). The packages are set up by
+    hand so that their __init__ files, which import every dInfer decoder and model, do not run; the
+    port's own imports of dInfer's model classes are stubbed (the tiny models run in tiny_lm)."""
+    python = os.path.join(root, "python", "dinfer")
+    path = find(root, ["python/dinfer/decoding/generate_fastdllm.py"])
+    stubs = {}
+    for name, folder in (("dinfer", python), ("dinfer.decoding", os.path.join(python, "decoding")),
+                         ("dinfer.model", os.path.join(python, "model"))):
+        package = types.ModuleType(name)
+        package.__path__ = [folder]
+        stubs[name] = package
+    for name, cls in (("dinfer.model.modeling_llada_fastdllm", "LLaDAModelLM"),
+                      ("dinfer.model.modeling_fused_olmoe", "FusedOlmoeForCausalLM")):
+        stubs[name] = types.ModuleType(name)
+        setattr(stubs[name], cls, type(cls, (), {}))  # a class no model is an instance of
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        spec = importlib.util.spec_from_file_location("dinfer.decoding.generate_fastdllm", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    return module, path
 
 
 def describe(path):
@@ -257,28 +295,45 @@ def dream_cases(root):
     yield "dream_alg_temp", case("maskgit_plus", alg_temp=0.5), "counts"
 
 
+def fast_dllm_case(ref, src, function, **rule):
+    def call(model, prompt):
+        x, _ = getattr(ref, function)(model, prompt, steps=16, gen_length=16, block_length=8, temperature=0.0,
+                                      remasking="low_confidence", mask_id=MASK, **rule)
+        return x
+    out = run_case("llada_tiny", 6, 16, 8, call, shift=False, tau=rule.get("threshold"))
+    out["reference"] = dict(src, function=function)
+    out["params"] = dict({"steps": 16, "gen_length": 16, "block_length": 8, "temperature": 0.0}, **rule)
+    return out
+
+
+FAST_DLLM_CACHES = (("prefix", "generate_with_prefix_cache"), ("dual", "generate_with_dual_cache"))
+
+
 def fast_dllm_cases(root):
     path = find(root, ["v1/llada/generate.py", "llada/generate.py"])
     ref = import_file(path, "fast_dllm_generate")
     src = describe(path)
     has_factor = "factor" in ref.generate_with_prefix_cache.__code__.co_varnames
-
-    def case(function, **rule):
-        def call(model, prompt):
-            x, _ = getattr(ref, function)(model, prompt, steps=16, gen_length=16, block_length=8, temperature=0.0,
-                                          remasking="low_confidence", mask_id=MASK, **rule)
-            return x
-        out = run_case("llada_tiny", 6, 16, 8, call, shift=False, tau=rule.get("threshold"))
-        out["reference"] = dict(src, function=function)
-        out["params"] = dict({"steps": 16, "gen_length": 16, "block_length": 8, "temperature": 0.0}, **rule)
-        return out
-
-    for cache, function in (("prefix", "generate_with_prefix_cache"), ("dual", "generate_with_dual_cache")):
-        yield f"fast_dllm_{cache}_threshold", case(function, threshold=THRESHOLD), None
+    for cache, function in FAST_DLLM_CACHES:
+        yield f"fast_dllm_{cache}_threshold", fast_dllm_case(ref, src, function, threshold=THRESHOLD), None
         if has_factor:
-            yield f"fast_dllm_{cache}_factor", case(function, factor=1.0), None
+            yield f"fast_dllm_{cache}_factor", fast_dllm_case(ref, src, function, factor=1.0), None
     if not has_factor:
-        print(f"{path}: this Fast-dLLM version has no factor rule; the factor fixtures are not written")
+        print(f"{path}: this Fast-dLLM version has no factor rule; the factor fixtures are not written"
+              " (--dinfer writes them from dInfer's port)")
+
+
+def dinfer_cases(root):
+    """The factor rule from dInfer's port of Fast-dLLM v1 (its early_stop stays off, as Fast-dLLM's
+    functions have none). The tiny models' confidences are about 0.04, so Fast-dLLM's default factor 1
+    commits one slot a step, except where two masked slots are left and the reference's loop commits
+    both; factor 4 admits ranks 2 and 3 (thresholds 1 - 4/3 and 0) and fails rank 4 (0.2), so it
+    tests the rule's count."""
+    ref, path = import_dinfer(root)
+    src = describe(path)
+    for cache, function in FAST_DLLM_CACHES:
+        for factor, suffix in ((1.0, ""), (4.0, "4")):
+            yield f"fast_dllm_{cache}_factor{suffix}", fast_dllm_case(ref, src, function, factor=factor), None
 
 
 def cd4lm_cases(root):
@@ -311,6 +366,7 @@ def main():
     parser.add_argument("--dream")
     parser.add_argument("--fast-dllm")
     parser.add_argument("--cd4lm")
+    parser.add_argument("--dinfer")
     parser.add_argument("--out", default=os.path.join(HERE, "..", "tests", "data", "trajectories"))
     parser.add_argument("--only", nargs="*")
     args = parser.parse_args()
@@ -324,6 +380,8 @@ def main():
         sources.append(fast_dllm_cases(args.fast_dllm))
     if args.cd4lm:
         sources.append(cd4lm_cases(args.cd4lm))
+    if args.dinfer:
+        sources.append(dinfer_cases(args.dinfer))
     if not sources:
         parser.error("give at least one reference checkout")
     os.makedirs(args.out, exist_ok=True)
