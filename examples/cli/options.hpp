@@ -68,7 +68,12 @@ inline constexpr std::array<std::string_view, 5> algorithm_names = {"origin", "m
     return std::nullopt;
 }
 
-enum class program : unsigned { generate = 1, eval = 2 };
+enum class program : unsigned { generate = 1, eval = 2, server = 4 };
+
+/// The name a program reports itself by ("dlm-generate").
+[[nodiscard]] inline std::string_view program_name(program p) noexcept {
+    return p == program::generate ? "dlm-generate" : p == program::eval ? "dlm-eval" : "dlm-server";
+}
 
 /// Everything the command line sets. Unset optionals take the preset's default, or the model
 /// folder's (see presets.hpp, resolve()).
@@ -107,6 +112,15 @@ struct options {
     index_t limit = 0;  ///< 0: every problem
     std::string json, predictions;
     bool progress = true;
+
+    // dlm-server (docs/server.md).
+    std::string host = "127.0.0.1";
+    int port = 8080;                       ///< 0: any free port (the one taken is printed)
+    std::string alias;                     ///< the model id of /v1/models; empty: the model folder's name
+    index_t parallel = 8;                  ///< sequences in the running batch at most
+    index_t queue = 32;                    ///< requests waiting to join at most (more get 429)
+    std::size_t max_body = 1 << 20;        ///< request body bytes at most (more get 413)
+    double timeout = 300;                  ///< seconds a request may take in all (queue and decode)
 
     /// The spelling the user gave each flag, by the flag's canonical name ("--steps" may have been
     /// given as "--diffusion-steps"), so later errors name the flag as it was typed.
@@ -198,14 +212,15 @@ struct flag {
 /// Every flag of both programs, in the order --help lists them.
 [[nodiscard]] inline std::span<const flag> flags() {
     using namespace detail;
-    constexpr unsigned G = static_cast<unsigned>(program::generate), E = static_cast<unsigned>(program::eval), B = G | E;
+    constexpr unsigned G = static_cast<unsigned>(program::generate), E = static_cast<unsigned>(program::eval),
+                       S = static_cast<unsigned>(program::server), B = G | E | S;
     static const flag table[] = {
         {"General", "-h, --help", "", "print this help and exit", B, [](options& o, auto, auto) { o.help = true; }},
         {"Model and prompt", "-m, --model", "DIR",
          "model folder (config.json, *.safetensors, tokenizer.json); default: $DLM_MODEL, else the shipped CDLM student", B,
          [](options& o, auto f, auto v) { o.model = as_path(f, v); }},
         {"Model and prompt", "-p, --prompt", "TEXT", "the prompt", G, [](options& o, auto, auto v) { o.prompt = std::string(v); }},
-        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA or ChatML)", B,
+        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA or ChatML)", G | E,
          [](options& o, auto, auto) { o.chat = true; }},
         {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
          [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, 4096); }},
@@ -294,6 +309,20 @@ struct flag {
          [](options& o, auto f, auto v) { o.predictions = as_path(f, v); }},
         {"Evaluation", "--no-progress", "", "no progress bar (it is drawn only when stderr is a terminal)", E,
          [](options& o, auto, auto) { o.progress = false; }},
+        {"Server", "--host", "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)", S,
+         [](options& o, auto f, auto v) { o.host = as_path(f, v); }},
+        {"Server", "--port", "N", "port to listen on (default 8080; 0: any free port, printed at start)", S,
+         [](options& o, auto f, auto v) { o.port = to_integer<int>(f, v, 0, 65535); }},
+        {"Server", "-a, --alias", "NAME", "the model id /v1/models lists and requests name (default: the model folder's name)", S,
+         [](options& o, auto f, auto v) { o.alias = as_path(f, v); }},
+        {"Server", "-np, --parallel", "N", "sequences decoded together in the running batch at most (default 8)", S,
+         [](options& o, auto f, auto v) { o.parallel = to_integer<index_t>(f, v, 1, 4096); }},
+        {"Server", "--queue", "N", "requests waiting to join the batch at most; more get 429 (default 32)", S,
+         [](options& o, auto f, auto v) { o.queue = to_integer<index_t>(f, v, 0, 1 << 20); }},
+        {"Server", "--max-body", "BYTES", "request body bytes at most; more get 413 (default 1048576)", S,
+         [](options& o, auto f, auto v) { o.max_body = to_integer<std::size_t>(f, v, 64, std::size_t{1} << 30); }},
+        {"Server", "--timeout", "SECONDS", "time a request may take in all, queue included; then it ends (default 300)", S,
+         [](options& o, auto f, auto v) { o.timeout = in_range(f, v, 0, 86400, true); }},
     };
     return table;
 }
@@ -384,10 +413,10 @@ inline void check_preset_flags(const options& o) {
             }
         const flag* f = find_flag(name, prog);
         if (!f) {
-            const program other = prog == program::generate ? program::eval : program::generate;
-            detail::bad(name, find_flag(name, other) ? std::string("is a flag of dlm-") + (other == program::eval ? "eval" : "generate") +
-                                                           ", not of this program (see --help)"
-                                                     : "unknown flag (see --help)");
+            for (const program other : {program::generate, program::eval, program::server})
+                if (other != prog && find_flag(name, other))
+                    detail::bad(name, "is a flag of " + std::string(program_name(other)) + ", not of this program (see --help)");
+            detail::bad(name, "unknown flag (see --help)");
         }
         std::string_view value;
         if (!f->metavar.empty()) {
@@ -433,6 +462,11 @@ inline void check_preset_flags(const options& o) {
     if (prog == program::generate)
         out += "usage: dlm-generate [-m MODEL_DIR] -p PROMPT [options]\n\n"
                "Decodes one prompt with one of dlm's decoders and prints the answer.\n";
+    else if (prog == program::server)
+        out += "usage: dlm-server [-m MODEL_DIR] [--preset NAME] [--host ADDR] [--port N] [options]\n\n"
+               "Serves one model with one preset over HTTP: OpenAI's /v1/completions and /v1/chat/completions (streamed\n"
+               "with \"stream\": true), /v1/models, /health and /metrics (docs/server.md). The decoding flags set the\n"
+               "defaults a request may override where the preset allows it.\n";
     else
         out += "usage: dlm-eval [-m MODEL_DIR] [--data FILE.jsonl] [options]\n\n"
                "Decodes every problem of a JSONL set with one preset and prints accuracy (the number after \"####\"),\n"

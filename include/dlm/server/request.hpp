@@ -1,0 +1,280 @@
+// dlm/server/request.hpp — the body of an OpenAI-style completion request, parsed and checked
+// against what the server's preset and model allow, before anything reaches the decoder.
+//
+//   dlm::server::request_rules rules = ...;          // fixed at start: the preset's options, limits
+//   dlm::server::completion_request r = dlm::server::parse_request(body, dlm::server::endpoint::chat, rules);
+//
+// parse_request never prints, never touches a model and throws only dlm::server::request_error
+// (a dlm::invalid_parameter carrying the HTTP status and the OpenAI error fields), so the HTTP layer
+// turns every refusal into a 400 whose error object names the field, and a fuzzer can call it
+// directly (tests/fuzz/fuzz_server_request.cpp). Unknown fields are refused rather than ignored, so
+// that nobody reads an answer believing an option was applied.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/core/config.hpp>
+#include <dlm/core/error.hpp>
+#include <dlm/io/chat_template.hpp>
+#include <dlm/io/json_util.hpp>
+
+namespace dlm::server {
+
+enum class endpoint { completions, chat };
+
+/// A refused request: the HTTP status and the fields of OpenAI's error object
+/// {"error": {"message", "type", "param", "code"}}. parameter() is the field ("max_tokens",
+/// "messages[1].content"), empty when the body as a whole is wrong.
+class request_error : public invalid_parameter {
+public:
+    request_error(std::string field, std::string why, int status = 400, std::string type = "invalid_request_error",
+                  std::string code = {})
+        : invalid_parameter(std::move(field), std::move(why)), status_(status), type_(std::move(type)), code_(std::move(code)) {}
+    [[nodiscard]] int status() const noexcept { return status_; }
+    [[nodiscard]] const std::string& type() const noexcept { return type_; }
+    [[nodiscard]] const std::string& code() const noexcept { return code_; }
+
+private:
+    int status_;
+    std::string type_, code_;
+};
+
+/// What the server's preset and model let a request set. Fixed at start.
+struct request_rules {
+    std::string model;            ///< the id GET /v1/models lists; a request naming another model gets 404
+    bool has_threshold = false;   ///< the schedule has a confidence threshold (fast-dllm*, cdlm, cd4lm)
+    bool has_steps = false;       ///< the schedule takes a number of forwards (llada, dream)
+    bool has_blocks = false;      ///< the mask has blocks whose length a request may choose
+    bool samples = false;         ///< the sampler draws (temperature, top_p, top_k apply)
+    index_t default_max_tokens = 128;  ///< the model's dlm_gen_length, else 128
+    index_t max_max_tokens = 4096;     ///< the model's context
+    index_t block_length = 32;         ///< the server's block length (used when a request gives none)
+    std::size_t max_stop = 4;          ///< stop strings per request (OpenAI's limit)
+    std::size_t max_stop_bytes = 256;
+    std::size_t max_messages = 256;
+};
+
+/// A request as the decoder will run it: every field checked, the dlm extensions resolved.
+struct completion_request {
+    endpoint kind = endpoint::completions;
+    std::string prompt;                        ///< /v1/completions
+    std::vector<io::chat_message> messages;    ///< /v1/chat/completions
+    index_t max_tokens = 0;                    ///< answer tokens at most
+    index_t gen_length = 0;                    ///< canvas slots: max_tokens rounded up to whole blocks
+    std::optional<double> temperature, top_p, threshold;
+    std::optional<index_t> top_k, steps, block_length;
+    std::optional<std::uint64_t> seed;         ///< unset: the server's --seed
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the token counts
+    bool stream_canvas = false;  ///< dlm extension: also stream the whole canvas after every forward
+};
+
+namespace detail {
+
+[[noreturn]] inline void refuse(const std::string& field, const std::string& why) { throw request_error(field, why); }
+
+inline double number_in(const std::string& field, const nlohmann::json& v, double lo, double hi, bool open_lo) {
+    if (!v.is_number()) refuse(field, "must be a number, got " + io::detail::json_kind(v));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || (open_lo ? x <= lo : x < lo) || x > hi) {
+        char range[96];
+        std::snprintf(range, sizeof range, "must be in %c%g, %g], got ", open_lo ? '(' : '[', lo, hi);
+        refuse(field, range + io::detail::json_quote(v));
+    }
+    return x;
+}
+
+inline std::int64_t integer_in(const std::string& field, const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
+    const std::optional<std::int64_t> x = io::detail::json_int64(v);
+    if (!x) refuse(field, "must be an integer, got " + (v.is_number() ? io::detail::json_quote(v) : io::detail::json_kind(v)));
+    if (*x < lo || *x > hi) refuse(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(*x));
+    return *x;
+}
+
+inline bool boolean(const std::string& field, const nlohmann::json& v) {
+    if (!v.is_boolean()) refuse(field, "must be true or false, got " + io::detail::json_kind(v));
+    return v.get<bool>();
+}
+
+inline std::string text(const std::string& field, const nlohmann::json& v) {
+    if (!v.is_string()) refuse(field, "must be a string, got " + io::detail::json_kind(v));
+    return v.get<std::string>();
+}
+
+/// A message's content: a string, or OpenAI's list of parts of which only {"type": "text"} is known.
+inline std::string content_of(const std::string& field, const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (!v.is_array()) refuse(field, "must be a string or a list of text parts, got " + io::detail::json_kind(v));
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string part = field + "[" + std::to_string(i) + "]";
+        const nlohmann::json& p = v[i];
+        if (!p.is_object()) refuse(part, "must be an object {\"type\": \"text\", \"text\": ...}");
+        for (const auto& [k, _] : p.items())
+            if (k != "type" && k != "text") refuse(part + "." + k, "unknown field");
+        if (!p.contains("type") || p["type"] != "text") refuse(part + ".type", "must be \"text\" (dlm-server reads text only)");
+        if (!p.contains("text")) refuse(part + ".text", "is required");
+        out += text(part + ".text", p["text"]);
+    }
+    return out;
+}
+
+inline std::vector<io::chat_message> messages_of(const nlohmann::json& v, const request_rules& rules) {
+    if (!v.is_array() || v.empty()) refuse("messages", "must be a non-empty list of {\"role\", \"content\"} objects");
+    if (v.size() > rules.max_messages) refuse("messages", "at most " + std::to_string(rules.max_messages) + " messages");
+    std::vector<io::chat_message> out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string field = "messages[" + std::to_string(i) + "]";
+        const nlohmann::json& m = v[i];
+        if (!m.is_object()) refuse(field, "must be an object {\"role\", \"content\"}, got " + io::detail::json_kind(m));
+        for (const auto& [k, _] : m.items())
+            if (k != "role" && k != "content" && k != "name") refuse(field + "." + k, "unknown field");
+        if (!m.contains("role")) refuse(field + ".role", "is required");
+        if (!m.contains("content")) refuse(field + ".content", "is required");
+        const std::string role = text(field + ".role", m["role"]);
+        if (role != "system" && role != "user" && role != "assistant" && role != "developer")
+            refuse(field + ".role", "must be system, developer, user or assistant, got '" + role.substr(0, 40) + "'");
+        if (m.contains("name")) (void)text(field + ".name", m["name"]);
+        out.push_back({role == "developer" ? "system" : role, content_of(field + ".content", m["content"])});
+    }
+    return out;
+}
+
+inline std::vector<std::string> stop_of(const nlohmann::json& v, const request_rules& rules) {
+    std::vector<std::string> out;
+    if (v.is_null()) return out;
+    const auto one = [&](const std::string& field, const nlohmann::json& s) {
+        std::string t = text(field, s);
+        if (t.empty()) refuse(field, "must not be empty");
+        if (t.size() > rules.max_stop_bytes) refuse(field, "at most " + std::to_string(rules.max_stop_bytes) + " bytes");
+        out.push_back(std::move(t));
+    };
+    if (v.is_string()) {
+        one("stop", v);
+    } else if (v.is_array()) {
+        if (v.size() > rules.max_stop) refuse("stop", "at most " + std::to_string(rules.max_stop) + " stop strings");
+        for (std::size_t i = 0; i < v.size(); ++i) one("stop[" + std::to_string(i) + "]", v[i]);
+    } else {
+        refuse("stop", "must be a string or a list of strings, got " + io::detail::json_kind(v));
+    }
+    return out;
+}
+
+/// Refuses an option the preset's policies do not have (a neutral value passes).
+inline void check_applies(const std::string& field, bool applies, const char* who) {
+    if (!applies) refuse(field, std::string("does not apply to this server's preset; it applies to ") + who);
+}
+
+}  // namespace detail
+
+/// Parses and checks a request body for `kind`. Throws request_error naming the field: 400 for
+/// malformed JSON, an unknown field, a value of the wrong type or out of range, an option the
+/// preset does not have; 404 (code "model_not_found") for another model than rules.model.
+[[nodiscard]] inline completion_request parse_request(std::string_view body, endpoint kind, const request_rules& rules) {
+    using namespace detail;
+    nlohmann::json j;
+    try {
+        j = io::detail::parse_json_strict(body, "request body", "the request body");
+    } catch (const error& e) {
+        refuse("", std::string(e.what()).substr(std::string("request body: ").size()));
+    }
+    if (!j.is_object()) refuse("", "the request body must be a JSON object, got " + io::detail::json_kind(j));
+
+    completion_request r;
+    r.kind = kind;
+    bool has_input = false;
+    std::optional<index_t> max_tokens;
+    for (const auto& [key, v] : j.items()) {
+        if (key == "model") {
+            const std::string m = text("model", v);
+            if (m != rules.model)
+                throw request_error("model", "this server serves '" + rules.model + "' only, not '" + m.substr(0, 80) + "'", 404,
+                                    "invalid_request_error", "model_not_found");
+        } else if (key == "prompt" && kind == endpoint::completions) {
+            if (v.is_array() && v.size() == 1 && v[0].is_string()) r.prompt = v[0].get<std::string>();
+            else if (v.is_array()) refuse("prompt", "dlm-server takes one prompt per request (a string), got a list of " + std::to_string(v.size()));
+            else r.prompt = text("prompt", v);
+            has_input = true;
+        } else if (key == "messages" && kind == endpoint::chat) {
+            r.messages = messages_of(v, rules);
+            has_input = true;
+        } else if (key == "max_tokens" || (key == "max_completion_tokens" && kind == endpoint::chat)) {
+            if (!v.is_null()) max_tokens = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
+        } else if (key == "temperature") {
+            if (v.is_null()) continue;
+            r.temperature = number_in(key, v, 0, 2, false);
+            if (*r.temperature != 0) check_applies(key, rules.samples, "presets that sample: llada, dream, fast-dllm, fast-dllm-dual, cd4lm");
+        } else if (key == "top_p") {
+            if (v.is_null()) continue;
+            r.top_p = number_in(key, v, 0, 1, true);
+            if (*r.top_p != 1) check_applies(key, rules.samples, "presets that sample: llada, dream, fast-dllm, fast-dllm-dual, cd4lm");
+        } else if (key == "top_k") {
+            if (v.is_null()) continue;
+            r.top_k = static_cast<index_t>(integer_in(key, v, 0, std::numeric_limits<index_t>::max()));
+            if (*r.top_k != 0) check_applies(key, rules.samples, "presets that sample: llada, dream, fast-dllm, fast-dllm-dual, cd4lm");
+        } else if (key == "seed") {
+            if (v.is_null()) continue;
+            if (v.is_number_unsigned()) r.seed = v.get<std::uint64_t>();
+            else r.seed = static_cast<std::uint64_t>(integer_in(key, v, 0, std::numeric_limits<std::int64_t>::max()));
+        } else if (key == "stop") {
+            r.stop = stop_of(v, rules);
+        } else if (key == "stream") {
+            r.stream = !v.is_null() && boolean(key, v);
+        } else if (key == "stream_options") {
+            if (v.is_null()) continue;
+            if (!v.is_object()) refuse(key, "must be an object {\"include_usage\": bool}");
+            for (const auto& [k, x] : v.items()) {
+                if (k != "include_usage") refuse("stream_options." + k, "unknown field");
+                r.include_usage = boolean("stream_options.include_usage", x);
+            }
+        } else if (key == "stream_canvas") {
+            r.stream_canvas = boolean(key, v);
+        } else if (key == "threshold") {
+            r.threshold = number_in(key, v, 0, 1, true);
+            check_applies(key, rules.has_threshold, "fast-dllm, fast-dllm-dual, cdlm and cd4lm");
+        } else if (key == "steps") {
+            r.steps = static_cast<index_t>(integer_in(key, v, 1, 1 << 24));
+            check_applies(key, rules.has_steps, "llada and dream");
+        } else if (key == "block_length") {
+            r.block_length = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
+            check_applies(key, rules.has_blocks, "llada, fast-dllm, fast-dllm-dual, cdlm and cd4lm");
+        } else if (key == "n") {
+            if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
+        } else if (key == "user") {
+            (void)text(key, v);
+        } else {
+            refuse(key, "unknown field (dlm-server reads model, " + std::string(kind == endpoint::chat ? "messages" : "prompt") +
+                            ", max_tokens, temperature, top_p, top_k, seed, stop, stream, stream_options, n, user, and dlm's "
+                            "threshold, steps, block_length, stream_canvas)");
+        }
+    }
+    if (!has_input) refuse(kind == endpoint::chat ? "messages" : "prompt", "is required");
+    if (r.stream_canvas && !r.stream) refuse("stream_canvas", "needs \"stream\": true");
+
+    // The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens).
+    r.max_tokens = max_tokens.value_or(rules.default_max_tokens);
+    const index_t block = r.block_length.value_or(rules.block_length);
+    r.gen_length = rules.has_blocks && block > 0 ? (r.max_tokens + block - 1) / block * block : r.max_tokens;
+    if (r.gen_length > rules.max_max_tokens)
+        refuse(r.block_length ? "block_length" : "max_tokens", "max_tokens " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
+                                                                   std::to_string(block) + " is " + std::to_string(r.gen_length) +
+                                                                   " slots, more than the model's " + std::to_string(rules.max_max_tokens));
+    if (r.steps && rules.has_steps) {
+        const index_t blocks = rules.has_blocks ? r.gen_length / block : 1;
+        if (*r.steps % blocks != 0)
+            refuse("steps", "must be a multiple of the number of blocks (" + std::to_string(blocks) + " = " + std::to_string(r.gen_length) +
+                                " slots / block length " + std::to_string(block) + "), got " + std::to_string(*r.steps));
+    }
+    return r;
+}
+
+}  // namespace dlm::server

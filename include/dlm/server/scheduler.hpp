@@ -1,0 +1,268 @@
+// dlm/server/scheduler.hpp — the engine thread of dlm-server: requests handed in by HTTP threads
+// through a bounded queue join the running batch at forward boundaries, and their progress (the
+// committed prefix, the canvas) and results are handed back.
+//
+//   dlm::engine eng(decoder);
+//   dlm::server::scheduler sched(eng, {.max_active = 8, .max_queue = 32});
+//   auto j = std::make_shared<decltype(sched)::job>();  j->prompt = ...;  j->options = ...;
+//   if (!sched.submit(j)) reply 429;                    // the queue is full
+//   j->wait(...)                                        // or poll j under j->m for updates
+//
+// The engine is single-threaded; only the scheduler's thread touches it. A job's `cancel` (set by
+// its HTTP thread when the client leaves) and its deadline end its sequence at the next forward
+// boundary, without touching any other sequence.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dlm/core/error.hpp>
+#include <dlm/core/result.hpp>
+#include <dlm/server/metrics.hpp>
+
+namespace dlm::server {
+
+using clock = std::chrono::steady_clock;
+
+/// How a job ended other than with a result from the engine.
+enum class job_end { none, finished, refused, timed_out, failed };
+
+/// One request's decode, shared by the HTTP thread that waits for it and the engine thread.
+template <class Policies>
+struct basic_job {
+    // Set by the HTTP thread before submit().
+    std::vector<token_id> prompt;
+    generation_options options;
+    Policies policies{};
+    bool want_canvas = false;
+    clock::time_point received = clock::now();
+    clock::time_point deadline = clock::time_point::max();
+
+    /// Set by the HTTP thread when its client has gone (or a stop string ended the answer); the
+    /// sequence is freed at the next forward boundary.
+    std::atomic<bool> cancel{false};
+
+    // Written by the engine thread under `m`; `version` counts the updates, `cv` announces them.
+    mutable std::mutex m;
+    std::condition_variable cv;
+    std::uint64_t version = 0;
+    std::vector<token_id> prefix;  ///< the committed prefix so far (never shrinks)
+    std::vector<token_id> canvas;  ///< the answer's slots after the last forward (want_canvas only)
+    std::int64_t forwards = 0;     ///< forwards this sequence took part in
+    bool joined = false;           ///< it joined the batch
+    job_end end = job_end::none;
+    std::optional<sequence_result> result;  ///< end == finished
+    std::string error_param, error_message;  ///< end == refused (the engine's invalid_parameter) or failed
+
+    [[nodiscard]] bool ended() const noexcept { return end != job_end::none; }
+
+    /// Waits (holding `lock` on m) until an update after `seen`, the end, or `until`.
+    bool wait_update(std::unique_lock<std::mutex>& lock, std::uint64_t seen, clock::time_point until) {
+        return cv.wait_until(lock, until, [&] { return version != seen || ended(); });
+    }
+};
+
+struct scheduler_limits {
+    std::size_t max_active = 8;   ///< sequences in the running batch at most
+    std::size_t max_queue = 32;   ///< requests waiting to join at most; more get 429
+};
+
+template <class Engine>
+class scheduler {
+public:
+    using job = basic_job<typename Engine::policies>;
+    using sequence_id = typename Engine::sequence_id;
+
+    scheduler(Engine& e, scheduler_limits limits, metrics* m = nullptr) : engine_(e), limits_(limits), metrics_(m) {
+        thread_ = std::thread([this] { run(); });
+    }
+    ~scheduler() { stop(); }
+    scheduler(const scheduler&) = delete;
+    scheduler& operator=(const scheduler&) = delete;
+
+    /// Queues `j`; false when the queue is full (the caller answers 429).
+    [[nodiscard]] bool submit(std::shared_ptr<job> j) {
+        {
+            const std::lock_guard lock(m_);
+            if (stopping_ || queue_.size() >= limits_.max_queue) return false;
+            queue_.push_back(std::move(j));
+        }
+        cv_.notify_one();
+        return true;
+    }
+
+    /// Wakes the engine thread (after setting a job's cancel flag, so a queued job leaves at once).
+    void poke() { cv_.notify_one(); }
+
+    [[nodiscard]] std::size_t queue_length() const {
+        const std::lock_guard lock(m_);
+        return queue_.size();
+    }
+    [[nodiscard]] std::size_t active() const noexcept { return active_.load(); }
+    [[nodiscard]] const scheduler_limits& limits() const noexcept { return limits_; }
+
+    /// Ends the engine thread; running and queued jobs end as failed ("the server is stopping").
+    void stop() {
+        {
+            const std::lock_guard lock(m_);
+            if (stopping_) return;
+            stopping_ = true;
+        }
+        cv_.notify_one();
+        if (thread_.joinable()) thread_.join();
+    }
+
+private:
+    static void finish(job& j, job_end how, std::string param = {}, std::string message = {}) {
+        {
+            const std::lock_guard lock(j.m);
+            j.end = how;
+            j.error_param = std::move(param);
+            j.error_message = std::move(message);
+            ++j.version;
+        }
+        j.cv.notify_all();
+    }
+
+    /// Moves queued jobs into the engine while the batch has room; drops those cancelled or late.
+    void admit(clock::time_point now) {
+        std::vector<std::shared_ptr<job>> joining, dropped;
+        {
+            const std::lock_guard lock(m_);
+            std::erase_if(queue_, [&](std::shared_ptr<job>& j) {
+                if (!j->cancel && now < j->deadline) return false;
+                dropped.push_back(std::move(j));
+                return true;
+            });
+            while (!queue_.empty() && running_.size() + joining.size() < limits_.max_active) {
+                joining.push_back(std::move(queue_.front()));
+                queue_.pop_front();
+            }
+        }
+        for (auto& j : dropped) finish(*j, j->cancel ? job_end::failed : job_end::timed_out, {}, "left the queue before joining the batch");
+        for (auto& j : joining) {
+            try {
+                const sequence_id id = engine_.add(j->prompt, j->options, j->policies);
+                running_.emplace(id, j);
+                {
+                    const std::lock_guard lock(j->m);
+                    j->joined = true;
+                    ++j->version;
+                }
+                if (metrics_) metrics_->queue_wait.observe(std::chrono::duration<double>(now - j->received).count());
+            } catch (const invalid_parameter& e) {
+                finish(*j, job_end::refused, e.parameter(), e.rule());
+            } catch (const std::exception& e) {
+                finish(*j, job_end::failed, {}, e.what());
+            }
+        }
+    }
+
+    /// Publishes each running job's committed prefix (and canvas), and hands back finished results.
+    void publish() {
+        for (auto& [id, j] : running_) {
+            const auto prefix = engine_.committed_prefix(id);
+            bool changed = prefix.size() != j->prefix.size() || j->want_canvas;
+            if (!changed) continue;
+            {
+                const std::lock_guard lock(j->m);
+                j->prefix.assign(prefix.begin(), prefix.end());
+                if (j->want_canvas) {
+                    const auto canvas = engine_.canvas(id);
+                    j->canvas.assign(canvas.end() - static_cast<std::ptrdiff_t>(j->options.gen_length.value_or(0)), canvas.end());
+                }
+                ++j->forwards;
+                ++j->version;
+            }
+            j->cv.notify_all();
+        }
+        for (auto& [id, result] : engine_.take_finished()) {
+            const auto it = running_.find(id);
+            if (it == running_.end()) continue;
+            job& j = *it->second;
+            {
+                const std::lock_guard lock(j.m);
+                j.prefix.assign(result.tokens.begin(), result.tokens.begin() + result.answer_length);
+                j.end = timed_out_.erase(id) ? job_end::timed_out : job_end::finished;
+                j.result = std::move(result);
+                ++j.version;
+            }
+            j.cv.notify_all();
+            running_.erase(it);
+        }
+    }
+
+    void run() {
+        for (;;) {
+            {
+                std::unique_lock lock(m_);
+                cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
+                if (stopping_) break;
+            }
+            const auto now = clock::now();
+            admit(now);
+            for (auto& [id, j] : running_) {
+                const bool late = now >= j->deadline;
+                if (late) timed_out_.insert(id);
+                if (late || j->cancel) {
+                    engine_.cancel(id);
+                    if (metrics_) ++metrics_->sequences_cancelled;
+                }
+            }
+            active_ = running_.size();
+            try {
+                if (!engine_.idle()) {
+                    engine_.step();
+                    if (metrics_) ++metrics_->forwards;
+                }
+                publish();
+            } catch (const std::exception& e) {  // the model's forward itself failed: every running job ends
+                for (auto& [id, j] : running_) {
+                    engine_.cancel(id);
+                    finish(*j, job_end::failed, {}, e.what());
+                }
+                running_.clear();
+                (void)engine_.take_finished();
+            }
+            active_ = running_.size();
+        }
+        // Stopping: everything still here ends.
+        std::deque<std::shared_ptr<job>> left;
+        {
+            const std::lock_guard lock(m_);
+            left.swap(queue_);
+        }
+        for (auto& j : left) finish(*j, job_end::failed, {}, "the server is stopping");
+        for (auto& [id, j] : running_) {
+            engine_.cancel(id);
+            finish(*j, job_end::failed, {}, "the server is stopping");
+        }
+        running_.clear();
+    }
+
+    Engine& engine_;
+    scheduler_limits limits_;
+    metrics* metrics_;
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::shared_ptr<job>> queue_;
+    bool stopping_ = false;
+    std::atomic<std::size_t> active_{0};
+    // Engine thread only.
+    std::map<sequence_id, std::shared_ptr<job>> running_;
+    std::set<sequence_id> timed_out_;
+    std::thread thread_;
+};
+
+}  // namespace dlm::server

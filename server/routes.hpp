@@ -1,0 +1,304 @@
+// server/routes.hpp — dlm-server's HTTP routes on cpp-httplib: each request is parsed and checked
+// (dlm/server/request.hpp), tokenized, handed to the engine thread (dlm/server/scheduler.hpp) and
+// answered whole or streamed as server-sent events (dlm/server/response.hpp, text_stream.hpp).
+// Generic over the preset's decoder type; dlm_server.cpp picks it at start.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cli/model.hpp"  // Eigen before httplib.h, whose <resolv.h> defines a macro `_res`
+#include "cli/presets.hpp"
+
+#include <httplib.h>
+
+#include <dlm/engine.hpp>
+#include <dlm/server/metrics.hpp>
+#include <dlm/server/request.hpp>
+#include <dlm/server/response.hpp>
+#include <dlm/server/scheduler.hpp>
+#include <dlm/server/text_stream.hpp>
+
+namespace dlm::server {
+
+/// What every route shares: the model, the server's settings and rules, the engine's scheduler.
+template <class Decoder>
+struct service {
+    using engine_type = engine<Decoder>;
+    using scheduler_type = scheduler<engine_type>;
+    using job = typename scheduler_type::job;
+
+    const cli::loaded_model& model;
+    cli::settings base;          ///< the preset's settings from the flags and the model's hints
+    request_rules rules;
+    scheduler_type& sched;
+    metrics& stats;
+    std::chrono::duration<double> timeout;
+    std::int64_t started_at = 0;  ///< Unix time, /v1/models' "created"
+    std::atomic<std::uint64_t> next_id{0};
+
+    /// The decoder settings of one request: the server's, with the request's overrides.
+    [[nodiscard]] cli::settings settings_for(const completion_request& r) const {
+        cli::settings s = base;
+        s.gen_length = r.gen_length;
+        if (r.temperature) s.temperature = static_cast<float>(*r.temperature);
+        if (r.top_p) s.top_p = static_cast<float>(*r.top_p);
+        if (r.top_k) s.top_k = *r.top_k;
+        if (r.threshold) s.threshold = *r.threshold;
+        if (r.block_length) s.block_length = *r.block_length;
+        if (r.steps) s.steps = *r.steps;
+        else if (!steps_given) s.steps = r.gen_length;  // the presets' default: one forward per slot
+        if (r.seed) s.seed = *r.seed;
+        return s;
+    }
+    bool steps_given = false;  ///< --steps was given: it stays the default whatever max_tokens is
+
+    [[nodiscard]] typename engine_type::policies policies_for(const cli::settings& s) const {
+        using cli::detail::policy;
+        return {policy(std::type_identity<typename Decoder::mask_type>{}, s), policy(std::type_identity<typename Decoder::schedule_type>{}, s),
+                policy(std::type_identity<typename Decoder::sampler_type>{}, s)};
+    }
+
+    /// The answer's tokens that may be shown: before the first EOS, at most max_tokens.
+    [[nodiscard]] std::span<const token_id> shown(std::span<const token_id> tokens, index_t max_tokens) const {
+        const auto eos = model.model.eos_ids();
+        std::size_t n = 0;
+        while (n < tokens.size() && n < static_cast<std::size_t>(max_tokens) && std::find(eos.begin(), eos.end(), tokens[n]) == eos.end()) ++n;
+        return tokens.first(n);
+    }
+    [[nodiscard]] std::string text_of(std::span<const token_id> tokens) const { return model.tokenizer.decode(tokens, true); }
+};
+
+namespace detail {
+
+inline void reply_json(httplib::Response& res, int status, const nlohmann::json& body) {
+    res.status = status;
+    res.set_content(dump(body), "application/json");
+}
+
+inline void reply_error(httplib::Response& res, const request_error& e) {
+    if (e.status() == 429) res.set_header("Retry-After", "1");
+    reply_json(res, e.status(), error_body(e));
+}
+
+/// The request field an engine refusal is about ("gen_length" is the request's max_tokens, ...).
+inline std::string field_of(const std::string& engine_param, endpoint kind) {
+    if (engine_param == "gen_length") return "max_tokens";
+    if (engine_param.starts_with("prompt")) return kind == endpoint::chat ? "messages" : "prompt";
+    return engine_param;
+}
+
+/// How the job ended, as the refusal to send (nullopt: it has a result to send).
+template <class Job>
+std::optional<request_error> refusal_of(const Job& j, endpoint kind) {
+    switch (j.end) {
+        case job_end::refused: return request_error(field_of(j.error_param, kind), j.error_message);
+        case job_end::timed_out:
+            return request_error("", "the request took longer than the server's --timeout", 504, "timeout_error", "timeout");
+        case job_end::failed: return request_error("", "decoding failed: " + j.error_message, 500, "server_error");
+        case job_end::finished:
+            if (j.result && j.result->failed()) return request_error("", "decoding failed: " + j.result->message, 500, "server_error");
+            return std::nullopt;
+        case job_end::none: break;
+    }
+    return std::nullopt;
+}
+
+/// "stop": the answer ended (EOS) within max_tokens or at a stop string; "length": max_tokens ran out.
+inline const char* finish_reason(const sequence_result& r, index_t max_tokens, bool stopped) {
+    return stopped || (r.answer_length < static_cast<index_t>(r.tokens.size()) && r.answer_length <= max_tokens) ? "stop" : "length";
+}
+
+}  // namespace detail
+
+/// One completion request, whole or streamed.
+template <class Decoder>
+void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Request& req, httplib::Response& res) {
+    using job = typename service<Decoder>::job;
+    const auto received = clock::now();
+    const std::string route = kind == endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
+    const auto done = [&svc, route, received](int status) {
+        svc.stats.request(route, status);
+        svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
+    };
+    completion_request r;
+    auto j = std::make_shared<job>();
+    try {
+        r = parse_request(req.body, kind, svc.rules);
+        const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages) : r.prompt;
+        j->prompt = svc.model.tokenizer.encode(text);
+        const cli::settings s = svc.settings_for(r);
+        j->options.gen_length = s.gen_length;
+        j->options.seed = s.seed;
+        j->policies = svc.policies_for(s);
+        j->want_canvas = r.stream_canvas;
+        j->received = received;
+        j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);
+        if (!svc.sched.submit(j))
+            throw request_error("", "the server is busy: " + std::to_string(svc.sched.limits().max_queue) +
+                                        " requests are waiting already; retry later", 429, "rate_limit_error", "queue_full");
+        // Wait until it joins the batch (or is refused), so that a refusal still gets its status.
+        {
+            std::unique_lock lock(j->m);
+            j->cv.wait(lock, [&] { return j->joined || j->ended(); });
+            if (auto e = detail::refusal_of(*j, kind)) throw *e;
+        }
+    } catch (const request_error& e) {
+        detail::reply_error(res, e);
+        return done(e.status());
+    } catch (const invalid_parameter& e) {  // a policy option the engine's policies refuse while being built
+        detail::reply_error(res, request_error(detail::field_of(e.parameter(), kind), e.rule()));
+        return done(400);
+    }
+    svc.stats.prompt_tokens += j->prompt.size();
+    const response_head head{std::string(kind == endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(svc.started_at) + "-" +
+                                 std::to_string(svc.next_id++),
+                             static_cast<std::int64_t>(std::time(nullptr)), svc.rules.model, kind};
+
+    if (!r.stream) {
+        std::unique_lock lock(j->m);
+        j->cv.wait(lock, [&] { return j->ended(); });
+        if (auto e = detail::refusal_of(*j, kind)) {
+            detail::reply_error(res, *e);
+            return done(e->status());
+        }
+        const std::span<const token_id> answer = svc.shown(j->result->tokens, r.max_tokens);
+        std::string text = svc.text_of(answer);
+        const bool stopped = cut_at_stop(text, r.stop);
+        svc.stats.completion_tokens += answer.size();
+        detail::reply_json(res, 200,
+                           completion_body(head, text, detail::finish_reason(*j->result, r.max_tokens, stopped),
+                                           {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())}));
+        return done(200);
+    }
+
+    // Streamed: text goes out as the committed prefix grows; a heartbeat comment every 250 ms without
+    // news finds a client that has gone (its write fails), which cancels the sequence.
+    struct stream_state {
+        text_stream text;
+        std::uint64_t seen = 0;
+        bool first = true, first_text = true;
+        clock::time_point last_write = clock::now();
+    };
+    auto st = std::make_shared<stream_state>(stream_state{text_stream(r.stop)});
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [&svc, j, st, r, head, received](std::size_t, httplib::DataSink& sink) {
+            const auto send = [&](const std::string& s) {
+                st->last_write = clock::now();
+                return sink.write(s.data(), s.size());
+            };
+            std::vector<token_id> prefix, canvas;
+            bool ended = false, updated = false;
+            {
+                std::unique_lock lock(j->m);
+                updated = j->wait_update(lock, st->seen, clock::now() + std::chrono::milliseconds(250));
+                st->seen = j->version;
+                ended = j->ended();
+                prefix = j->prefix;
+                canvas = j->canvas;
+            }
+            bool ok = true;
+            if (updated && j->want_canvas && !canvas.empty()) {
+                std::vector<std::optional<std::string>> slots;
+                for (const token_id t : canvas)
+                    slots.push_back(t == svc.model.model.mask_id() ? std::nullopt
+                                                                   : std::optional(svc.model.tokenizer.decode(std::span(&t, 1), false)));
+                ok = send(sse_event(canvas_body(head, j->forwards, slots)));
+            }
+            const std::span<const token_id> answer = svc.shown(prefix, r.max_tokens);
+            const std::string piece = st->text.advance(svc.text_of(answer), ended && !detail::refusal_of(*j, head.kind));
+            if (ok && (!piece.empty() || (st->first && head.kind == endpoint::chat))) {
+                if (!piece.empty() && st->first_text) {
+                    svc.stats.first_text.observe(std::chrono::duration<double>(clock::now() - received).count());
+                    st->first_text = false;
+                }
+                ok = send(sse_event(chunk_body(head, piece, std::nullopt, st->first)));
+                st->first = false;
+            }
+            if (ok && (ended || st->text.stopped())) {
+                if (!ended) {  // a stop string ended the answer: free the sequence now
+                    j->cancel = true;
+                    svc.sched.poke();
+                }
+                if (const auto e = ended ? detail::refusal_of(*j, head.kind) : std::nullopt) {
+                    ok = send(sse_event(error_body(*e)));
+                } else {
+                    const char* reason = st->text.stopped() ? "stop" : detail::finish_reason(*j->result, r.max_tokens, false);
+                    ok = send(sse_event(chunk_body(head, "", std::string(reason))));
+                    if (ok && r.include_usage)
+                        ok = send(sse_event(usage_chunk(head, {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})));
+                }
+                svc.stats.completion_tokens += answer.size();
+                if (ok) ok = send(sse_done());
+                if (ok) sink.done();
+                return ok;
+            }
+            if (ok && clock::now() - st->last_write > std::chrono::milliseconds(250)) ok = send(": keep-alive\n\n");
+            if (!ok) {  // the client has gone
+                j->cancel = true;
+                svc.sched.poke();
+            }
+            return ok;
+        },
+        [&svc, j, route, received](bool success) {
+            if (!success) {
+                j->cancel = true;
+                svc.sched.poke();
+            }
+            svc.stats.request(route, success ? 200 : 499);
+            svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
+        });
+}
+
+/// Registers every route of dlm-server on `http`.
+template <class Decoder>
+void add_routes(httplib::Server& http, service<Decoder>& svc) {
+    http.Post("/v1/completions", [&svc](const httplib::Request& req, httplib::Response& res) {
+        handle_completion(svc, endpoint::completions, req, res);
+    });
+    http.Post("/v1/chat/completions", [&svc](const httplib::Request& req, httplib::Response& res) {
+        handle_completion(svc, endpoint::chat, req, res);
+    });
+    http.Get("/v1/models", [&svc](const httplib::Request&, httplib::Response& res) {
+        detail::reply_json(res, 200, models_body(svc.rules.model, svc.started_at));
+        svc.stats.request("/v1/models", 200);
+    });
+    http.Get("/health", [&svc](const httplib::Request&, httplib::Response& res) {
+        detail::reply_json(res, 200, {{"status", "ok"}, {"active", svc.sched.active()}, {"queued", svc.sched.queue_length()}});
+        svc.stats.request("/health", 200);
+    });
+    http.Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) {
+        res.set_content(svc.stats.render(svc.sched.queue_length(), svc.sched.active()), "text/plain; version=0.0.4");
+        svc.stats.request("/metrics", 200);
+    });
+    // Refusals httplib makes itself (413 body too large, 404 no such route, 400 bad HTTP) get an
+    // OpenAI error object too.
+    http.set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        const std::string why = res.status == 413   ? "the request body is larger than the server's --max-body"
+                                : res.status == 404 ? "no route " + req.method + " " + req.path.substr(0, 100)
+                                                    : "the server cannot read this request";
+        detail::reply_json(res, res.status, error_body(why, "invalid_request_error", ""));
+        svc.stats.request("other", res.status);
+    });
+    http.set_exception_handler([&svc](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        detail::reply_json(res, 500, error_body(what, "server_error", ""));
+        svc.stats.request("other", 500);
+    });
+}
+
+}  // namespace dlm::server
