@@ -61,15 +61,15 @@ struct settings {
     s.preset = preset;
     s.gen_length = o.gen_length.value_or(hints.gen_length > 0 ? hints.gen_length : s.gen_length);
     s.block_length = o.block_length.value_or(hints.block_length > 0 ? hints.block_length : s.block_length);
-    s.steps = o.steps.value_or(s.gen_length);
-    s.threshold = o.threshold.value_or(preset == P::cd4lm ? 0.95 : 0.9);
+    s.steps = o.steps.value_or(preset == P::sdar ? s.block_length : s.gen_length);
+    s.threshold = o.threshold.value_or(preset == P::cd4lm ? 0.95 : preset == P::sdar ? 0.85 : 0.9);
     s.eps = o.eps.value_or(s.eps);
     s.alg_temp = o.alg_temp.value_or(s.alg_temp);
     s.alg = o.alg.value_or(preset == P::llada ? algorithm::maskgit_plus : algorithm::origin);
     // Under --compare, an option meant for some presets leaves the others at their defaults.
     if (preset == P::llada && s.alg != algorithm::random) s.alg = algorithm::maskgit_plus;
     if (preset == P::dream && s.alg == algorithm::random) s.alg = algorithm::origin;
-    s.temperature = o.temperature.value_or(0.f);
+    s.temperature = o.temperature.value_or(preset == P::sdar ? 1.f : 0.f);  // SDAR generate.py samples at temperature 1
     s.top_k = o.top_k.value_or(0);
     s.top_p = o.top_p.value_or(1.f);
     s.seed = o.seed;
@@ -102,6 +102,7 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
         case preset_id::fast_dllm: return f(std::type_identity<presets::fast_dllm<Model>>{});
         case preset_id::fast_dllm_dual: return f(std::type_identity<presets::fast_dllm_dual<Model>>{});
         case preset_id::cdlm: return f(std::type_identity<presets::cdlm<Model>>{});
+        case preset_id::sdar: return f(std::type_identity<presets::sdar<Model>>{});
         case preset_id::cd4lm: break;
     }
     return f(std::type_identity<presets::cd4lm<Model>>{});
@@ -114,6 +115,7 @@ inline causal_mask policy(std::type_identity<causal_mask>, const settings&) { re
 inline bidirectional_mask policy(std::type_identity<bidirectional_mask>, const settings&) { return {}; }
 inline semi_ar_mask policy(std::type_identity<semi_ar_mask>, const settings& s) { return {s.block_length}; }
 inline block_causal_mask policy(std::type_identity<block_causal_mask>, const settings& s) { return {s.block_length}; }
+inline block_diffusion_mask policy(std::type_identity<block_diffusion_mask>, const settings& s) { return {s.block_length}; }
 
 template <class Cache>
     requires kv_cache_policy<Cache>
@@ -134,6 +136,9 @@ inline threshold_schedule policy(std::type_identity<threshold_schedule>, const s
 inline presets::cdlm_schedule policy(std::type_identity<presets::cdlm_schedule>, const settings& s) {
     return presets::cdlm_schedule{s.threshold};
 }
+inline dynamic_threshold_schedule policy(std::type_identity<dynamic_threshold_schedule>, const settings& s) {
+    return {s.steps, s.threshold};
+}
 inline cd4lm_schedule policy(std::type_identity<cd4lm_schedule>, const settings& s) {
     cd4lm_schedule c;
     c.tau = s.threshold;
@@ -143,6 +148,9 @@ inline cd4lm_schedule policy(std::type_identity<cd4lm_schedule>, const settings&
 inline greedy_sampler policy(std::type_identity<greedy_sampler>, const settings&) { return {}; }
 inline categorical_sampler policy(std::type_identity<categorical_sampler>, const settings& s) {
     return {s.temperature, s.top_k, s.top_p};
+}
+inline presets::sdar_sampler policy(std::type_identity<presets::sdar_sampler>, const settings& s) {
+    return presets::sdar_sampler{s.temperature, s.top_k, s.top_p};
 }
 inline presets::llada_sampler policy(std::type_identity<presets::llada_sampler>, const settings& s) {
     return presets::llada_sampler{s.temperature, s.top_k, s.top_p};
@@ -170,7 +178,8 @@ template <class D>
     if (s.has_blocks()) out += ", block " + std::to_string(s.block_length);
     if (s.preset == P::llada || s.preset == P::dream) out += ", steps " + std::to_string(s.steps) + ", " + std::string(name_of(s.alg));
     if (s.preset == P::dream) out += ", eps " + num(s.eps) + (s.alg_temp > 0 ? ", alg-temp " + num(s.alg_temp) : "");
-    if (s.preset == P::fast_dllm || s.preset == P::fast_dllm_dual || s.preset == P::cdlm || s.preset == P::cd4lm)
+    if (s.preset == P::sdar) out += ", steps " + std::to_string(s.steps) + " per block";
+    if (s.preset == P::fast_dllm || s.preset == P::fast_dllm_dual || s.preset == P::cdlm || s.preset == P::cd4lm || s.preset == P::sdar)
         out += ", threshold " + num(s.threshold);
     if (s.temperature > 0) out += ", temp " + num(s.temperature);
     if (s.top_k > 0) out += ", top-k " + std::to_string(s.top_k);
