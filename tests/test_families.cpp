@@ -148,3 +148,41 @@ TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_di
         CHECK(r.tokens == final_tokens);
     }
 }
+
+TEST_CASE("fast_dllm_v2_tiny: Fast_dLLM_QwenForCausalLM's config.json and checkpoint load (Qwen2 block, bd_size, shifted rows)") {
+    const auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
+    const io::model_config& c = m.config();
+    CHECK(c.arch == io::architecture::fast_dllm_v2);
+    CHECK(c.qkv_bias);
+    CHECK_FALSE(c.qk_norm);
+    CHECK(m.logits_shift());
+    CHECK(m.mask_id() == 299);
+    REQUIRE(c.decoding.block_length.value.has_value());
+    CHECK(*c.decoding.block_length.value == 8);
+    CHECK(c.decoding.block_length.origin.find("bd_size") != std::string::npos);
+}
+
+TEST_CASE("fast_dllm_v2_tiny: logits equal Fast-dLLM v2's modeling code under its block-diffusion mask") {
+    auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
+    const auto e = read_json(families_dir / "fast_dllm_v2_tiny" / "expected.json");
+    const auto want = read_f32(families_dir / "fast_dllm_v2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
+    const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
+    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
+}
+
+TEST_CASE("fast_dllm_v2 preset: the same commits, forward by forward, as Fast-dLLM v2's generate()") {
+    auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
+    for (const char* name : {"trajectory_fast_dllm_v2_threshold.json", "trajectory_fast_dllm_v2_low_threshold.json"}) {
+        CAPTURE(name);
+        const auto t = read_json(families_dir / "fast_dllm_v2_tiny" / name);
+        const auto& p = t.at("params");
+        presets::fast_dllm_v2<transformer> d(m, {}, {},
+                                             sub_block_threshold_schedule{p.at("threshold").get<double>(), p.at("small_block_size").get<index_t>()});
+        sequence_result r;
+        const auto got = replay(d, t, &r);
+        const auto want = reference_forwards(t);
+        CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+        CHECK(r.settings.block_length.value == 8);  // the model's bd_size
+        CHECK(r.tokens == t.at("final").get<tvec>());
+    }
+}

@@ -8,6 +8,10 @@ Usage (each reference is a checkout made outside the repository; nothing of it i
   --sdar DIR   a checkout of github.com/JetAstra/SDAR: imports
                DIR/training/model/SDAR-4B-Chat/{configuration_sdar,modeling_sdar}.py (the modeling code
                published with the checkpoints) and DIR/generate.py (block_diffusion_generate).
+  --fast-dllm-v2 DIR   a folder holding Fast-dLLM v2's published Hugging Face files, configuration.py and
+               modeling.py of Efficient-Large-Model/Fast_dLLM_v2_7B (e.g. the copy kept in
+               github.com/Satgoy152/DualDiffusion under FastDLLM_inferencing/Fast_dLLM_v2_7B): the model and
+               its generate() (sub-block threshold decoding, use_block_cache off).
 
 For each family the script builds a tiny random configuration in the family's config.json format (few
 layers, small widths, a 300-token vocabulary with the family's mask id remapped to 299 and EOS to 297),
@@ -269,17 +273,112 @@ def make_sdar(ref, out, generator):
     print(f"sdar_tiny: {len(cases)} logits case(s), 2 trajectories")
 
 
+# -- Fast-dLLM v2 ----------------------------------------------------------------------------------
+class V2Recorder:
+    """Records each forward of Fast-dLLM v2's generate(): window start (the cache length), window ids,
+    whether it stores the window's K/V; bans the mask id from the logits."""
+
+    def __init__(self, model):
+        self.calls, self.inner = [], model.forward
+
+    def __call__(self, input_ids=None, past_key_values=None, update_past_key_values=False, **kw):
+        start = past_key_values.get_seq_length() if past_key_values is not None else 0
+        self.calls.append((start, input_ids[0].tolist(), bool(update_past_key_values)))
+        out = self.inner(input_ids=input_ids, past_key_values=past_key_values, update_past_key_values=update_past_key_values, **kw)
+        out.logits[..., MASK] = float("-inf")
+        return out
+
+
+def v2_commits(calls, canvas_size):
+    """Per forward: a denoising forward commits the slots masked in its window and unmasked in the next
+    call over the same start; a storing forward (the prompt's, or a finished block's) commits the next
+    block's first slot by argmax, seen as the first id of the next window. Slots past the canvas (the
+    token after the last block) are dropped."""
+    forwards = []
+    for i, (start, ids, store) in enumerate(calls):
+        later = calls[i + 1:]
+        if store:
+            nxt = next((c for c in later if c[0] == start + len(ids)), None)
+            at = start + len(ids)
+            forwards.append([[at, nxt[1][0]]] if nxt is not None and at < canvas_size else [])
+        else:
+            nxt = next(c for c in later if c[0] == start)
+            forwards.append([[start + j, b] for j, (a, b) in enumerate(zip(ids, nxt[1])) if a == MASK and b != MASK])
+    while forwards and not forwards[-1]:
+        forwards.pop()
+    return forwards
+
+
+def make_fast_dllm_v2(ref, out, generator):
+    install_shims()
+    configuration, modeling = import_package(ref, "fast_dllm_v2_ref", ["configuration", "modeling"])
+    block, sub = 8, 4
+    layers = 2
+    cfg = dict(architectures=["Fast_dLLM_QwenForCausalLM"], model_type="Fast_dLLM_Qwen", attention_dropout=0.0, bd_size=block,
+               bos_token_id=EOS2, eos_token_id=EOS, hidden_act="silu", hidden_size=64, initializer_range=0.02,
+               intermediate_size=96, layer_types=["full_attention"] * layers, max_position_embeddings=512,
+               max_window_layers=layers, mask_token_id=MASK, num_attention_heads=4, num_hidden_layers=layers,
+               num_key_value_heads=2, pad_token_id=EOS, rms_norm_eps=1e-6, rope_scaling=None, rope_theta=1000000.0,
+               sliding_window=None, tie_word_embeddings=False, torch_dtype="float32", use_cache=True,
+               use_sliding_window=False, vocab_size=VOCAB)
+    config = configuration.Fast_dLLM_QwenConfig(**{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
+    config._attn_implementation = "sdpa"
+    model = modeling.Fast_dLLM_QwenForCausalLM(config).eval()
+    randomize(model, generator)
+    target = os.path.join(out, "fast_dllm_v2_tiny")
+    os.makedirs(target, exist_ok=True)
+    write_json(os.path.join(target, "config.json"), cfg)
+    write_json(os.path.join(target, "generation_config.json"), {"bos_token_id": EOS2, "eos_token_id": [EOS, EOS2]})
+    save_checkpoint(model, target)
+
+    prompt_len, gen = 2 * block, 3 * block
+    total = prompt_len + gen
+    ids = torch.randint(0, EOS2, (1, total), generator=generator)
+    ids[0, prompt_len + 3:] = MASK
+    ids[0, prompt_len + 9] = int(torch.randint(0, EOS2, (1,), generator=generator))
+    with torch.no_grad():  # no cache: the model's own eval mask (block_q >= block_kv over the whole input)
+        logits = model(input_ids=ids, block_size=block).logits[0]
+    cases = {"block_diffusion": write_logits(target, "block_diffusion", logits)}
+    write_json(os.path.join(target, "expected.json"), {
+        "generator": f"tools/make_family_fixtures.py (torch {torch.__version__})",
+        "reference": describe(os.path.join(ref, "modeling.py")), "input_ids": ids[0].tolist(),
+        "prompt_length": prompt_len, "gen_length": gen, "block_length": block, "vocab_size": VOCAB, "cases": cases})
+
+    prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
+    for name, threshold in {"fast_dllm_v2_threshold": 0.9, "fast_dllm_v2_low_threshold": 0.2}.items():
+        rec = V2Recorder(model)
+        model.forward = rec
+        try:
+            with torch.no_grad():
+                result = model.generate(prompt.clone(), max_new_tokens=gen, mask_id=MASK, threshold=threshold,
+                                        small_block_size=sub, block_size=block, stop_token=EOS, temperature=0)
+        finally:
+            del model.forward
+        x = result[0] if isinstance(result, tuple) else result
+        write_json(os.path.join(target, f"trajectory_{name}.json"), {
+            "reference": describe(os.path.join(ref, "modeling.py")), "function": "Fast_dLLM_QwenForCausalLM.generate",
+            "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block,
+            "params": {"threshold": threshold, "small_block_size": sub, "block_size": block, "temperature": 0,
+                       "use_block_cache": False, "stop_token": EOS},
+            "forwards": v2_commits(rec.calls, total), "reference_forwards": len(rec.calls),
+            "final": x[0, prompt_len:total].tolist()})
+    print(f"fast_dllm_v2_tiny: {len(cases)} logits case(s), 2 trajectories")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sdar", help="checkout of github.com/JetAstra/SDAR")
+    parser.add_argument("--fast-dllm-v2", help="folder with Fast-dLLM v2's configuration.py and modeling.py")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                                       "families"))
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.sdar:
         make_sdar(args.sdar, args.out, torch.Generator().manual_seed(15))
-    if not args.sdar:
+    if args.fast_dllm_v2:
+        make_fast_dllm_v2(args.fast_dllm_v2, args.out, torch.Generator().manual_seed(16))
+    if not (args.sdar or args.fast_dllm_v2):
         parser.error("name at least one reference checkout")
 
 

@@ -16,6 +16,7 @@
 #include "schedule/dynamic_threshold.hpp"
 #include "schedule/llada.hpp"
 #include "schedule/next_slot.hpp"
+#include "schedule/sub_block.hpp"
 #include "schedule/threshold.hpp"
 
 namespace dlm::presets {
@@ -79,5 +80,12 @@ struct sdar_sampler : categorical_sampler {
 /// `steps` = block_length planned steps with threshold 0.85, stop after a block holding EOS.
 template <class Model>
 using sdar = decoder<Model, block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
+
+/// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
+/// bd_size (32), prompt and blocks block-causal with the exact block cache, each block's first slot
+/// from the previous block's last row, then sub-blocks of 8 with threshold 0.9 (the v2 evaluation's
+/// defaults), greedy (temperature 0), stop after a block holding EOS.
+template <class Model>
+using fast_dllm_v2 = decoder<Model, block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;
 
 }  // namespace dlm::presets

@@ -9,6 +9,9 @@
 //   sdar   model_type "sdar", architectures ["SDARForCausalLM"]: SDAR (JetAstra/SDAR), the Qwen3 block
 //          (q/k RMSNorm over each head, no q/k/v biases), trained block-causally; block_size is
 //          the block length it decodes with.
+//   fast_dllm_v2  model_type "Fast_dLLM_Qwen", architectures ["Fast_dLLM_QwenForCausalLM"]: Fast-dLLM v2
+//          (NVlabs), the Qwen2.5 block trained block-causally; bd_size is its block length, the mask
+//          id defaults to 151665 (|<MASK>|).
 // Keys that are absent take the default of the family's own configuration class (LLaDAConfig,
 // DreamConfig, Qwen2Config). Anything else is refused by name: an unknown architecture, a missing or
 // ill-typed key, inconsistent sizes, or a feature dlm's transformer does not implement.
@@ -36,7 +39,7 @@
 
 namespace dlm::io {
 
-enum class architecture { llada, dream, qwen2, sdar };  // qwen2 = Qwen2ForCausalLM (autoregressive)
+enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2 };  // qwen2 = Qwen2ForCausalLM (autoregressive)
 
 [[nodiscard]] constexpr std::string_view architecture_name(architecture a) noexcept {
     switch (a) {
@@ -44,6 +47,7 @@ enum class architecture { llada, dream, qwen2, sdar };  // qwen2 = Qwen2ForCausa
         case architecture::dream: return "dream";
         case architecture::qwen2: return "qwen2";
         case architecture::sdar: return "sdar";
+        case architecture::fast_dllm_v2: return "fast_dllm_v2";
     }
     return "?";
 }
@@ -52,6 +56,9 @@ enum class architecture { llada, dream, qwen2, sdar };  // qwen2 = Qwen2ForCausa
 inline constexpr token_id llada_default_mask_id = 126336;
 /// Dream's mask token (DreamConfig's default), used when a Dream config has no mask_token_id.
 inline constexpr token_id dream_default_mask_id = 151666;
+/// Fast-dLLM v2's mask token |<MASK>| (added_tokens.json; generate()'s and batch_sample's mask_id
+/// default), used when its config has no mask_token_id (the published one has none).
+inline constexpr token_id fast_dllm_v2_default_mask_id = 151665;
 
 struct model_config {
     architecture arch = architecture::llada;
@@ -95,6 +102,7 @@ inline constexpr family families[] = {
     {architecture::dream, "dream", "DreamModel"},
     {architecture::qwen2, "qwen2", "Qwen2ForCausalLM"},
     {architecture::sdar, "sdar", "SDARForCausalLM"},
+    {architecture::fast_dllm_v2, "Fast_dLLM_Qwen", "Fast_dLLM_QwenForCausalLM"},
 };
 
 [[nodiscard]] inline bool iequals(std::string_view a, std::string_view b) {
@@ -118,7 +126,8 @@ inline constexpr family families[] = {
     for (std::size_t i = 0; i < classes.size(); ++i) described += (i ? ", '" : "'") + classes[i] + "'";
     described += "]";
     const std::string known =
-        "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM) and 'sdar' (SDARForCausalLM)";
+        "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM), 'sdar' (SDARForCausalLM) "
+        "and 'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM)";
     if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
     for (const family& f : families) {
         const bool type_matches = model_type && iequals(*model_type, f.model_type);
@@ -201,6 +210,15 @@ inline void read_qwen_sizes(const config_reader& r, model_config& c) {
     c.intermediate_size = r.integer("intermediate_size");
 }
 
+/// A block-diffusion family's own block-size key (SDAR block_size, Fast-dLLM v2 bd_size), when
+/// present: the model's block length.
+inline void read_block_size_key(const config_reader& r, const char* key, model_config& c) {
+    if (!r.has(key)) return;
+    const index_t b = r.integer(key);
+    if (b < 1) r.fail(key, std::to_string(b) + " must be a positive number of slots");
+    c.decoding.block_length = {b, r.source() + " key '" + key + "'"};
+}
+
 inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
     read_qwen_sizes(r, c);
     c.vocab_size = r.integer("vocab_size");
@@ -219,8 +237,11 @@ inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
     if (r.has("mask_token_id")) {
         c.mask_id = r.single_token("mask_token_id");
     } else {
-        c.mask_id = c.arch == architecture::dream ? dream_default_mask_id : c.vocab_size - 1;
+        c.mask_id = c.arch == architecture::dream           ? dream_default_mask_id
+                    : c.arch == architecture::fast_dllm_v2 ? fast_dllm_v2_default_mask_id
+                                                           : c.vocab_size - 1;
     }
+    if (c.arch == architecture::fast_dllm_v2) read_block_size_key(r, "bd_size", c);
     c.eos_ids = r.token_list("eos_token_id");
     c.logits_shift = true;
     c.causal = c.arch == architecture::qwen2;
@@ -254,11 +275,7 @@ inline void parse_sdar(const config_reader& r, model_config& c) {
     c.eos_ids = r.token_list("eos_token_id");
     c.logits_shift = false;  // block diffusion: row p predicts slot p (generate.py samples the block's own rows)
     c.causal = false;
-    if (r.has("block_size")) {
-        const index_t b = r.integer("block_size");
-        if (b < 1) r.fail("block_size", std::to_string(b) + " must be a positive number of slots");
-        c.decoding.block_length = {b, r.source() + " key 'block_size'"};
-    }
+    read_block_size_key(r, "block_size", c);
     const char* block = "dlm runs the SDAR (Qwen3) block: plain RoPE, q/k RMSNorm, SiLU-gated MLP, no sliding window";
     r.require("hidden_act", "silu", block);
     r.require("use_sliding_window", false, block);
