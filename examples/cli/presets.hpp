@@ -103,6 +103,7 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
         case preset_id::fast_dllm_dual: return f(std::type_identity<presets::fast_dllm_dual<Model>>{});
         case preset_id::cdlm: return f(std::type_identity<presets::cdlm<Model>>{});
         case preset_id::sdar: return f(std::type_identity<presets::sdar<Model>>{});
+        case preset_id::fast_dllm_v2: return f(std::type_identity<presets::fast_dllm_v2<Model>>{});
         case preset_id::cd4lm: break;
     }
     return f(std::type_identity<presets::cd4lm<Model>>{});
@@ -138,6 +139,11 @@ inline presets::cdlm_schedule policy(std::type_identity<presets::cdlm_schedule>,
 }
 inline dynamic_threshold_schedule policy(std::type_identity<dynamic_threshold_schedule>, const settings& s) {
     return {s.steps, s.threshold};
+}
+inline sub_block_threshold_schedule policy(std::type_identity<sub_block_threshold_schedule>, const settings& s) {
+    sub_block_threshold_schedule c;  // sub-blocks of 8 (Fast-dLLM v2's evaluation)
+    c.threshold = s.threshold;
+    return c;
 }
 inline cd4lm_schedule policy(std::type_identity<cd4lm_schedule>, const settings& s) {
     cd4lm_schedule c;
@@ -179,7 +185,9 @@ template <class D>
     if (s.preset == P::llada || s.preset == P::dream) out += ", steps " + std::to_string(s.steps) + ", " + std::string(name_of(s.alg));
     if (s.preset == P::dream) out += ", eps " + num(s.eps) + (s.alg_temp > 0 ? ", alg-temp " + num(s.alg_temp) : "");
     if (s.preset == P::sdar) out += ", steps " + std::to_string(s.steps) + " per block";
-    if (s.preset == P::fast_dllm || s.preset == P::fast_dllm_dual || s.preset == P::cdlm || s.preset == P::cd4lm || s.preset == P::sdar)
+    if (s.preset == P::fast_dllm_v2) out += ", sub-blocks of 8";
+    if (s.preset == P::fast_dllm || s.preset == P::fast_dllm_dual || s.preset == P::cdlm || s.preset == P::cd4lm || s.preset == P::sdar ||
+        s.preset == P::fast_dllm_v2)
         out += ", threshold " + num(s.threshold);
     if (s.temperature > 0) out += ", temp " + num(s.temperature);
     if (s.top_k > 0) out += ", top-k " + std::to_string(s.top_k);
