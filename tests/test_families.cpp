@@ -186,3 +186,45 @@ TEST_CASE("fast_dllm_v2 preset: the same commits, forward by forward, as Fast-dL
         CHECK(r.tokens == t.at("final").get<tvec>());
     }
 }
+
+TEST_CASE("llada2_tiny: LLaDA2MoeModelLM's config.json and checkpoint load (fused qkv, q/k norms, partial RoPE, experts)") {
+    const auto m = transformer::load(families_dir / "llada2_tiny");
+    const io::model_config& c = m.config();
+    CHECK(c.arch == io::architecture::llada2_moe);
+    CHECK(c.qk_norm);
+    CHECK(c.rotary_dim == 8);  // partial_rotary_factor 0.5 of head_dim 16
+    REQUIRE(c.moe.has_value());
+    CHECK(c.moe->num_experts == 8);
+    CHECK(c.moe->experts_per_token == 2);
+    CHECK(c.moe->shared_intermediate_size == 32);
+    CHECK_FALSE(c.moe->is_moe_layer(0));  // first_k_dense_replace 1
+    CHECK(c.moe->is_moe_layer(1));
+    CHECK(m.mask_id() == 299);
+}
+
+TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diffusion mask") {
+    auto m = transformer::load(families_dir / "llada2_tiny");
+    const auto e = read_json(families_dir / "llada2_tiny" / "expected.json");
+    const auto want = read_f32(families_dir / "llada2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
+    cpu::moe_timing timing;
+    m.time_experts(&timing);
+    const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
+    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
+    CHECK(timing.calls == 2);  // two mixture-of-experts layers, one forward
+}
+
+TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeModelLM.generate()") {
+    auto m = transformer::load(families_dir / "llada2_tiny");
+    for (const char* name : {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json"}) {
+        CAPTURE(name);
+        const auto t = read_json(families_dir / "llada2_tiny" / name);
+        const auto& p = t.at("params");
+        presets::llada2<transformer> d(m, block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
+                                       presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()});
+        sequence_result r;
+        const auto got = replay(d, t, &r);
+        const auto want = reference_forwards(t);
+        CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+        CHECK(r.tokens == t.at("final").get<tvec>());
+    }
+}

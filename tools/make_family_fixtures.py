@@ -8,6 +8,9 @@ Usage (each reference is a checkout made outside the repository; nothing of it i
   --sdar DIR   a checkout of github.com/JetAstra/SDAR: imports
                DIR/training/model/SDAR-4B-Chat/{configuration_sdar,modeling_sdar}.py (the modeling code
                published with the checkpoints) and DIR/generate.py (block_diffusion_generate).
+  --llada2 DIR   a checkout of github.com/ZHZisZZ/dllm (it keeps LLaDA2.0's published Hugging Face modeling
+               code): imports DIR/dllm/pipelines/llada2/models/{configuration,modeling}_llada2_moe.py, the model and
+               LLaDA2MoeModelLM.generate().
   --fast-dllm-v2 DIR   a folder holding Fast-dLLM v2's published Hugging Face files, configuration.py and
                modeling.py of Efficient-Large-Model/Fast_dLLM_v2_7B (e.g. the copy kept in
                github.com/Satgoy152/DualDiffusion under FastDLLM_inferencing/Fast_dLLM_v2_7B): the model and
@@ -25,8 +28,9 @@ Shims (the references were written for transformers 4.5x on CUDA; nothing in the
   - flash_attn is absent on a CPU: flash_attn_func is scaled_dot_product_attention (GQA, no causal mask)
     and rms_norm_fn the textbook f32 RMSNorm (the commented-out code in SDARRMSNorm.forward);
   - transformers 5 dropped transformers.utils.LossKwargs (a TypedDict used in a type annotation) and
-    transformers.modeling_attn_mask_utils (SDAR imports AttentionMaskConverter for a method it never calls):
-    stand-ins are added; its table of RoPE initialisers lost 'default': transformers 4's plain RoPE is put back; DynamicCache lost
+    transformers.modeling_attn_mask_utils (SDAR imports AttentionMaskConverter for a method it never calls,
+    LLaDA2 the 4-D mask helpers, which return a 4-D mask as it is) and import_utils.is_torch_fx_available
+    (False): stand-ins are added; its table of RoPE initialisers lost 'default': transformers 4's plain RoPE is put back; DynamicCache lost
     indexing by layer (cache[i] -> (keys, values)), which SDAR's attention reads: put back;
   - sampling: generate.py draws with torch.multinomial; the script replaces it by argmax for the duration of
     the call, so the trajectory is the reference's rule on greedy draws (x0_p stays the probability of the
@@ -97,10 +101,14 @@ def install_shims():
     from transformers.cache_utils import DynamicCache
     if not hasattr(DynamicCache, "__getitem__"):  # transformers 5: cache[layer] -> (keys, values) is gone
         DynamicCache.__getitem__ = lambda self, i: (self.layers[i].keys, self.layers[i].values)
+    import transformers.utils.import_utils as import_utils
+    if not hasattr(import_utils, "is_torch_fx_available"):  # gone in transformers 5; LLaDA2 asks
+        import_utils.is_torch_fx_available = lambda: False
     import transformers.modeling_rope_utils as rope
     if "default" not in rope.ROPE_INIT_FUNCTIONS:  # transformers 5 moved plain RoPE out of the table
         def default_rope(config, device=None, *_, **__):
             dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            dim = int(dim * getattr(config, "partial_rotary_factor", 1.0))
             inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
             return inv_freq.to(device), 1.0
         rope.ROPE_INIT_FUNCTIONS["default"] = default_rope
@@ -109,6 +117,13 @@ def install_shims():
     except ImportError:  # transformers 5 removed it; SDAR's forward never calls it (_update_causal_mask is unused)
         stub = types.ModuleType("transformers.modeling_attn_mask_utils")
         stub.AttentionMaskConverter = type("AttentionMaskConverter", (), {})
+
+        def prepare_4d(mask, *_, **__):  # the scripts pass 4-D masks, which these helpers return as they are
+            if mask is not None and mask.dim() != 4:
+                raise NotImplementedError("make_family_fixtures.py passes 4-D attention masks only")
+            return mask
+        stub._prepare_4d_causal_attention_mask = prepare_4d
+        stub._prepare_4d_causal_attention_mask_for_sdpa = prepare_4d
         sys.modules[stub.__name__] = stub
 
 
@@ -365,10 +380,83 @@ def make_fast_dllm_v2(ref, out, generator):
     print(f"fast_dllm_v2_tiny: {len(cases)} logits case(s), 2 trajectories")
 
 
+# -- LLaDA2 ---------------------------------------------------------------------------------------
+def make_llada2(ref, out, generator):
+    install_shims()
+    folder = os.path.join(ref, "dllm", "pipelines", "llada2", "models")
+    configuration, modeling = import_package(folder, "llada2_ref", ["configuration_llada2_moe", "modeling_llada2_moe"])
+    block, layers = 8, 3
+    cfg = dict(architectures=["LLaDA2MoeModelLM"], model_type="llada2_moe", eos_token_id=EOS, first_k_dense_replace=1,
+               head_dim=16, hidden_act="silu", hidden_size=64, intermediate_size=96, mask_token_id=MASK,
+               max_position_embeddings=512, moe_intermediate_size=32, moe_router_enable_expert_bias=True, n_group=4,
+               norm_head=False, norm_topk_prob=True, num_attention_heads=4, num_experts=8, num_experts_per_tok=2,
+               num_hidden_layers=layers, num_key_value_heads=2, num_shared_experts=1, pad_token_id=EOS2,
+               partial_rotary_factor=0.5, rms_norm_eps=1e-6, rope_scaling=None, rope_theta=600000, routed_scaling_factor=2.5,
+               score_function="sigmoid", tie_word_embeddings=False, topk_group=2, torch_dtype="float32", use_bias=False,
+               use_qk_norm=True, use_qkv_bias=False, vocab_size=VOCAB)
+    config = configuration.LLaDA2MoeConfig(**{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
+    config._attn_implementation = "sdpa"
+    model = modeling.LLaDA2MoeModelLM(config).eval()
+    randomize(model, generator)
+    with torch.no_grad():  # expert_bias is a buffer: random too, so that it changes picks
+        for name, b in model.named_buffers():
+            if name.endswith("expert_bias"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=generator))
+    target = os.path.join(out, "llada2_tiny")
+    os.makedirs(target, exist_ok=True)
+    write_json(os.path.join(target, "config.json"), cfg)
+    save_checkpoint(model, target)
+
+    prompt_len, gen = 2 * block, 3 * block
+    total = prompt_len + gen
+    ids = torch.randint(0, EOS2, (1, total), generator=generator)
+    ids[0, prompt_len + 3:] = MASK
+    ids[0, prompt_len + 9] = int(torch.randint(0, EOS2, (1,), generator=generator))
+    mask = block_diffusion_mask(total, block).log()[None, None]  # generate()'s additive mask (f32 here)
+    with torch.no_grad():
+        logits = model(ids, attention_mask=mask, position_ids=torch.arange(total).unsqueeze(0)).logits[0]
+    cases = {"block_diffusion": write_logits(target, "block_diffusion", logits)}
+    write_json(os.path.join(target, "expected.json"), {
+        "generator": f"tools/make_family_fixtures.py (torch {torch.__version__})",
+        "reference": describe(os.path.join(folder, "modeling_llada2_moe.py")), "input_ids": ids[0].tolist(),
+        "prompt_length": prompt_len, "gen_length": gen, "block_length": block, "vocab_size": VOCAB, "cases": cases})
+
+    prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
+    inner = model.forward
+    for name, params in {"llada2_threshold": dict(threshold=0.95, steps=block),
+                         "llada2_low_threshold": dict(threshold=0.3, steps=4)}.items():
+        calls = []
+
+        def recorded(input_ids=None, attention_mask=None, **kw):
+            calls.append(input_ids[0].tolist())
+            out = inner(input_ids=input_ids, attention_mask=attention_mask.float(), **kw)  # the bf16 mask as f32
+            out.logits[..., MASK] = float("-inf")
+            return out
+        model.forward = recorded
+        try:
+            with torch.no_grad():
+                answer = model.generate(prompt.clone(), temperature=0.0, block_length=block, gen_length=gen, eos_id=EOS,
+                                        mask_id=MASK, **params)
+        finally:
+            del model.forward
+        final = prompt[0].tolist() + answer[0].tolist()
+        forwards = []
+        for i, ids_i in enumerate(calls):
+            after = calls[i + 1] if i + 1 < len(calls) else final
+            forwards.append([[p, b] for p, (a, b) in enumerate(zip(ids_i, after)) if a == MASK and b != MASK])
+        write_json(os.path.join(target, f"trajectory_{name}.json"), {
+            "reference": describe(os.path.join(folder, "modeling_llada2_moe.py")), "function": "LLaDA2MoeModelLM.generate",
+            "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block,
+            "params": dict(params, temperature=0.0, block_length=block, eos_id=EOS),
+            "forwards": forwards, "final": answer[0].tolist()})
+    print(f"llada2_tiny: {len(cases)} logits case(s), 2 trajectories")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sdar", help="checkout of github.com/JetAstra/SDAR")
+    parser.add_argument("--llada2", help="checkout of github.com/ZHZisZZ/dllm (LLaDA2's modeling code)")
     parser.add_argument("--fast-dllm-v2", help="folder with Fast-dLLM v2's configuration.py and modeling.py")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                                       "families"))
@@ -378,7 +466,9 @@ def main():
         make_sdar(args.sdar, args.out, torch.Generator().manual_seed(15))
     if args.fast_dllm_v2:
         make_fast_dllm_v2(args.fast_dllm_v2, args.out, torch.Generator().manual_seed(16))
-    if not (args.sdar or args.fast_dllm_v2):
+    if args.llada2:
+        make_llada2(args.llada2, args.out, torch.Generator().manual_seed(17))
+    if not (args.sdar or args.fast_dllm_v2 or args.llada2):
         parser.error("name at least one reference checkout")
 
 

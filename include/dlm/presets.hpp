@@ -85,6 +85,20 @@ using sdar = decoder<Model, block_diffusion_mask, prefix_cache, dynamic_threshol
 /// bd_size (32), prompt and blocks block-causal with the exact block cache, each block's first slot
 /// from the previous block's last row, then sub-blocks of 8 with threshold 0.9 (the v2 evaluation's
 /// defaults), greedy (temperature 0), stop after a block holding EOS.
+/// LLaDA2's schedule (LLaDA2MoeModelLM.generate): `steps` 32 per block (0: the block length) with
+/// threshold 0.95, stop after a block holding EOS.
+struct llada2_schedule : dynamic_threshold_schedule {
+    llada2_schedule() noexcept : dynamic_threshold_schedule{0, 0.95, true} {}
+    llada2_schedule(index_t steps_, double threshold_) noexcept : dynamic_threshold_schedule{steps_, threshold_, true} {}
+};
+
+/// LLaDA2.0 / 2.1 (LLaDA2MoeModelLM.generate, modeling_llada2_moe.py): blocks of 32 laid from the
+/// canvas start, prompt included, block-causal (its block_diffusion_attention_mask); every forward there
+/// recomputes the prefix, which under this mask is exactly what the cache holds; steps = block length,
+/// threshold 0.95, greedy (temperature 0), stop after a block holding EOS.
+template <class Model>
+using llada2 = decoder<Model, block_diffusion_mask, prefix_cache, llada2_schedule, categorical_sampler>;
+
 template <class Model>
 using fast_dllm_v2 = decoder<Model, block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;
 

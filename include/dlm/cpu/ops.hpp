@@ -38,13 +38,16 @@ inline void rms_norm(index_t rows, index_t width, const float* x, std::ptrdiff_t
 }
 
 /// Rotary embedding in the rotate-half convention of HF Llama/Qwen2/LLaDA: dimension i and
-/// i + d/2 of a head rotate together by angle pos · θ^(-2i/d).
+/// i + d/2 of a head rotate together by angle pos · θ^(-2i/d). Partial RoPE (LLaDA2): only the
+/// leading d = `rotated` dims of each head of `head_dim` rotate, the rest pass through.
 class rotary {
 public:
     rotary() = default;
-    rotary(index_t head_dim, double theta) : half_(head_dim / 2), inv_freq_(static_cast<std::size_t>(head_dim / 2)) {
+    rotary(index_t head_dim, double theta, index_t rotated = 0)
+        : half_((rotated > 0 ? rotated : head_dim) / 2), stride_(head_dim), inv_freq_(static_cast<std::size_t>(half_)) {
+        const index_t d = 2 * half_;
         for (index_t i = 0; i < half_; ++i) {
-            const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+            const float exponent = static_cast<float>(2 * i) / static_cast<float>(d);
             inv_freq_[static_cast<std::size_t>(i)] = 1.0f / static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
         }
     }
@@ -65,7 +68,7 @@ public:
 
     /// Rotates `heads` consecutive heads of each row in place.
     void apply(index_t rows, float* x, std::ptrdiff_t ldx, index_t heads, const float* cos_t, const float* sin_t) const {
-        const index_t h = half_, d = 2 * half_;
+        const index_t h = half_, d = stride_;
         for_rows(rows, static_cast<double>(heads) * d, [&](index_t r) {
             const float* c = cos_t + r * h;
             const float* s = sin_t + r * h;
@@ -81,7 +84,7 @@ public:
     }
 
 private:
-    index_t half_ = 0;
+    index_t half_ = 0, stride_ = 0;
     std::vector<float> inv_freq_;
 };
 

@@ -36,6 +36,7 @@
 #include "gemm.hpp"
 #include "gguf_source.hpp"
 #include "memory.hpp"
+#include "moe.hpp"
 #include "ops.hpp"
 #include "weight_sources.hpp"
 #include "weights.hpp"
@@ -111,6 +112,9 @@ public:
     [[nodiscard]] std::span<const token_id> eos_ids() const noexcept { return config_.eos_ids; }
     [[nodiscard]] bool logits_shift() const noexcept { return config_.logits_shift; }
     [[nodiscard]] index_t max_context() const noexcept { return config_.max_context; }
+
+    /// Accumulate the time of the mixture-of-experts MLPs' phases into `t` (nullptr: stop).
+    void time_experts(moe_timing* t) noexcept { moe_timing_ = t; }
 
     /// Bytes of the weights as held (packed matrices, norms, biases).
     [[nodiscard]] std::size_t weight_bytes() const noexcept { return weight_bytes_; }
@@ -194,9 +198,13 @@ public:
             linear(m, att_.data(), hg.out_ld, L.o, tmp_.data(), hidden);
             add_rows(m, hidden, x_.data(), hidden, tmp_.data(), hidden);
             rms_norm(m, hidden, x_.data(), hidden, L.mlp_norm.data(), eps, xn_.data(), hidden);
-            linear(m, xn_.data(), hidden, L.gate_up, gu_.data(), 2 * std::ptrdiff_t{ffn});
-            silu_gate(m, ffn, gu_.data(), 2 * std::ptrdiff_t{ffn}, act_.data(), ffn);
-            linear(m, act_.data(), ffn, L.down, tmp_.data(), hidden);
+            if (L.moe) {
+                L.moe->forward(m, xn_.data(), hidden, tmp_.data(), moe_timing_);
+            } else {
+                linear(m, xn_.data(), hidden, L.gate_up, gu_.data(), 2 * std::ptrdiff_t{ffn});
+                silu_gate(m, ffn, gu_.data(), 2 * std::ptrdiff_t{ffn}, act_.data(), ffn);
+                linear(m, act_.data(), ffn, L.down, tmp_.data(), hidden);
+            }
             add_rows(m, hidden, x_.data(), hidden, tmp_.data(), hidden);
         }
         for (const auto& rq : requests)
@@ -218,12 +226,13 @@ private:
     struct layer {
         std::vector<float> attn_norm, mlp_norm, qkv_bias, q_norm, k_norm;  // q/k norms: [head_dim] or empty
         packed_matrix qkv, o, gate_up, down;  // q|k|v stacked; gate|up stacked
+        mutable std::optional<moe_mlp> moe;  // a mixture-of-experts layer's MLP (then gate_up and down are empty)
     };
     using buffer = std::vector<float, aligned_allocator<float>>;
 
     explicit transformer(io::model_config c) : config_(std::move(c)) {
         check_config();
-        rope_ = rotary(config_.head_dim, config_.rope_theta);
+        rope_ = rotary(config_.head_dim, config_.rope_theta, config_.rotary_dim);
     }
 
     void check_config() const {
@@ -293,10 +302,12 @@ private:
         for (index_t l = 0; l < c.num_layers; ++l) {
             t_qkv.push_back(held_type(src, opt, {R::q_proj, R::k_proj, R::v_proj}, l));
             t_o.push_back(held_type(src, opt, {R::o_proj}, l));
-            t_gu.push_back(held_type(src, opt, {R::gate_proj, R::up_proj}, l));
-            t_down.push_back(held_type(src, opt, {R::down_proj}, l));
+            const bool experts = c.moe && c.moe->is_moe_layer(l);  // no dense MLP: cpu/moe.hpp's experts
+            t_gu.push_back(experts ? t_o.back() : held_type(src, opt, {R::gate_proj, R::up_proj}, l));
+            t_down.push_back(experts ? t_o.back() : held_type(src, opt, {R::down_proj}, l));
             bytes += packed_matrix::bytes_for(q + 2 * kv, h, t_qkv.back()) + packed_matrix::bytes_for(h, q, t_o.back()) +
-                     packed_matrix::bytes_for(2 * f, h, t_gu.back()) + packed_matrix::bytes_for(h, f, t_down.back()) +
+                     (experts ? moe_bytes(src, c, l, opt)
+                              : packed_matrix::bytes_for(2 * f, h, t_gu.back()) + packed_matrix::bytes_for(h, f, t_down.back())) +
                      sizeof(float) * static_cast<std::size_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0) + (c.qk_norm ? 2 * c.head_dim : 0));
             types.insert({t_qkv.back(), t_o.back(), t_gu.back(), t_down.back()});
         }
@@ -334,6 +345,10 @@ private:
             L.o = packed_matrix(h, q, t_o[li]);
             fill(L.o, src, R::o_proj, l, 0, h, buf);
             L.mlp_norm = read_vector(src, R::mlp_norm, l, h);
+            if (c.moe && c.moe->is_moe_layer(l)) {  // experts instead of a dense MLP (cpu/moe.hpp)
+                L.moe.emplace(load_moe(src, c, l, opt));
+                continue;
+            }
             L.gate_up = packed_matrix(2 * f, h, t_gu[li]);
             fill(L.gate_up, src, R::gate_proj, l, 0, f, buf);
             fill(L.gate_up, src, R::up_proj, l, f, f, buf);
@@ -463,6 +478,7 @@ private:
     buffer x_, xn_, tmp_, qkv_, att_, gu_, act_, window_store_;
     std::vector<float> cos_, sin_;
     std::vector<window_kv> windows_;
+    moe_timing* moe_timing_ = nullptr;
 };
 
 static_assert(language_model<transformer>);

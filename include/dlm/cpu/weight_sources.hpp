@@ -41,12 +41,13 @@ public:
     checkpoint_source(const io::checkpoint& ck, const io::model_config& c) : ck_(ck), c_(c) {}
     [[nodiscard]] io::dtype dtype(tensor_role r, index_t l) const { return ck_.info(tensor_name(c_.arch, r, l)).type; }
     void read(tensor_role r, index_t l, index_t row0, index_t rows, float* dst) const {
-        const std::string name = tensor_name(c_.arch, r, l);
-        const std::vector<std::int64_t> shape = tensor_shape(c_, r);
-        const std::int64_t cols = shape.size() == 2 ? shape[1] : 1;
-        ck_.read_rows_f32(name, shape, row0, rows, std::span<float>(dst, static_cast<std::size_t>(rows * cols)));
-        ck_.release_rows(name, row0, rows);
+        const stored_slice s = stored_slice_of(c_, r, l);  // a role's rows may sit inside a fused tensor (LLaDA2)
+        const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
+        ck_.read_rows_f32(s.name, s.shape, s.row_offset + row0, rows, std::span<float>(dst, static_cast<std::size_t>(rows * cols)));
+        ck_.release_rows(s.name, s.row_offset + row0, rows);
     }
+    /// The checkpoint (the mixture-of-experts layers read their experts from it by name).
+    [[nodiscard]] const io::checkpoint& checkpoint() const noexcept { return ck_; }
 
 private:
     const io::checkpoint& ck_;

@@ -56,6 +56,28 @@ enum class tensor_role {
 /// embedding, the final norm and the head).
 [[nodiscard]] inline std::string tensor_name(io::architecture arch, tensor_role role, index_t layer = 0) {
     const std::string n = std::to_string(layer);
+    if (arch == io::architecture::llada2_moe) {  // Bailing-MoE v2 names (modeling_llada2_moe.py)
+        const std::string b = "model.layers." + n + ".";
+        switch (role) {
+            case tensor_role::embedding: return "model.word_embeddings.weight";
+            case tensor_role::attn_norm: return b + "input_layernorm.weight";
+            case tensor_role::q_proj:
+            case tensor_role::k_proj:
+            case tensor_role::v_proj: return b + "attention.query_key_value.weight";  // fused: stored_slice_of
+            case tensor_role::q_bias:
+            case tensor_role::k_bias:
+            case tensor_role::v_bias: return b + "attention.query_key_value.bias";
+            case tensor_role::q_norm: return b + "attention.query_layernorm.weight";
+            case tensor_role::k_norm: return b + "attention.key_layernorm.weight";
+            case tensor_role::o_proj: return b + "attention.dense.weight";
+            case tensor_role::mlp_norm: return b + "post_attention_layernorm.weight";
+            case tensor_role::gate_proj: return b + "mlp.gate_proj.weight";
+            case tensor_role::up_proj: return b + "mlp.up_proj.weight";
+            case tensor_role::down_proj: return b + "mlp.down_proj.weight";
+            case tensor_role::final_norm: return "model.norm.weight";
+            case tensor_role::lm_head: return "lm_head.weight";
+        }
+    }
     if (arch == io::architecture::llada) {
         const std::string b = "model.transformer.blocks." + n + ".";
         switch (role) {
@@ -127,6 +149,30 @@ enum class tensor_role {
     return {};
 }
 
+/// Where a role's rows are stored: the tensor, its shape, and the first row. One tensor per role, except
+/// LLaDA2's fused query_key_value (and its bias), which holds q, k and v one after the other.
+struct stored_slice {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::int64_t row_offset = 0;
+};
+[[nodiscard]] inline stored_slice stored_slice_of(const io::model_config& c, tensor_role role, index_t layer) {
+    stored_slice s{tensor_name(c.arch, role, layer), tensor_shape(c, role), 0};
+    if (c.arch != io::architecture::llada2_moe) return s;
+    const std::int64_t q = std::int64_t{c.num_heads} * c.head_dim, kv = std::int64_t{c.num_kv_heads} * c.head_dim;
+    switch (role) {
+        case tensor_role::q_proj:
+        case tensor_role::k_proj:
+        case tensor_role::v_proj: s.shape = {q + 2 * kv, c.hidden_size}; break;
+        case tensor_role::q_bias:
+        case tensor_role::k_bias:
+        case tensor_role::v_bias: s.shape = {q + 2 * kv}; break;
+        default: return s;
+    }
+    s.row_offset = role == tensor_role::q_proj || role == tensor_role::q_bias ? 0 : role == tensor_role::k_proj || role == tensor_role::k_bias ? q : q + kv;
+    return s;
+}
+
 /// Every tensor of a model under `c`, as (role, layer), in the order the transformer reads them at
 /// load (and random_source generates them): the embedding; per layer the attention norm, q, k, v,
 /// the q/k/v biases (if any), the q/k norms (if any), o, the MLP norm, gate, up, down; the final norm;
@@ -140,7 +186,9 @@ enum class tensor_role {
             for (R r : {R::q_bias, R::k_bias, R::v_bias}) out.emplace_back(r, l);
         if (c.qk_norm)
             for (R r : {R::q_norm, R::k_norm}) out.emplace_back(r, l);
-        for (R r : {R::o_proj, R::mlp_norm, R::gate_proj, R::up_proj, R::down_proj}) out.emplace_back(r, l);
+        for (R r : {R::o_proj, R::mlp_norm}) out.emplace_back(r, l);
+        if (!c.moe || !c.moe->is_moe_layer(l))  // a mixture-of-experts layer's MLP is read by cpu/moe.hpp
+            for (R r : {R::gate_proj, R::up_proj, R::down_proj}) out.emplace_back(r, l);
     }
     out.emplace_back(R::final_norm, 0);
     if (!c.tie_word_embeddings) out.emplace_back(R::lm_head, 0);

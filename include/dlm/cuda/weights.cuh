@@ -98,10 +98,11 @@ device_weights<T> make_weights(const io::model_config& c, Fill&& fill) {
     const std::size_t h = static_cast<std::size_t>(c.hidden_size), q = static_cast<std::size_t>(c.num_heads) * c.head_dim,
                       kv = static_cast<std::size_t>(c.num_kv_heads) * c.head_dim, f = static_cast<std::size_t>(c.intermediate_size),
                       v = static_cast<std::size_t>(c.vocab_size);
-    if (c.qk_norm)  // docs/cuda.md: the natively block-causal families run on the CPU transformer
-        throw invalid_parameter("config.qk_norm", std::string("the ") + std::string(io::architecture_name(c.arch)) +
-                                                      " block's q/k RMSNorm is not implemented by dlm::cuda::transformer; "
-                                                      "use dlm::cpu::transformer");
+    if (c.qk_norm || c.moe || c.rotary_dim > 0)  // docs/cuda.md: the natively block-causal families run on the CPU transformer
+        throw invalid_parameter(c.moe ? "config.moe" : c.qk_norm ? "config.qk_norm" : "config.rotary_dim",
+                                std::string("the ") + std::string(io::architecture_name(c.arch)) +
+                                    " block (q/k RMSNorm, partial RoPE, mixture-of-experts MLP) is not implemented by "
+                                    "dlm::cuda::transformer; use dlm::cpu::transformer");
     device_weights<T> w;
     w.embedding.reserve(v * h, "the embedding");
     fill(tensor_role::embedding, 0, w.embedding.data(), v * h);

@@ -12,6 +12,10 @@
 //   fast_dllm_v2  model_type "Fast_dLLM_Qwen", architectures ["Fast_dLLM_QwenForCausalLM"]: Fast-dLLM v2
 //          (NVlabs), the Qwen2.5 block trained block-causally; bd_size is its block length, the mask
 //          id defaults to 151665 (|<MASK>|).
+//   llada2_moe  model_type "llada2_moe", architectures ["LLaDA2MoeModelLM"]: LLaDA2.0 / 2.1 (inclusionAI),
+//          the Bailing-MoE v2 block: fused query_key_value, q/k RMSNorm, partial RoPE
+//          (partial_rotary_factor), a mixture-of-experts MLP after first_k_dense_replace dense layers
+//          (moe_config.hpp); mask id 156895 unless mask_token_id says otherwise.
 // Keys that are absent take the default of the family's own configuration class (LLaDAConfig,
 // DreamConfig, Qwen2Config). Anything else is refused by name: an unknown architecture, a missing or
 // ill-typed key, inconsistent sizes, or a feature dlm's transformer does not implement.
@@ -35,11 +39,12 @@
 #include "config_reader.hpp"
 #include "decoding_keys.hpp"
 #include "json_util.hpp"
+#include "moe_config.hpp"
 #include "rope_config.hpp"
 
 namespace dlm::io {
 
-enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2 };  // qwen2 = Qwen2ForCausalLM (autoregressive)
+enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe };  // qwen2 = Qwen2ForCausalLM (autoregressive)
 
 [[nodiscard]] constexpr std::string_view architecture_name(architecture a) noexcept {
     switch (a) {
@@ -48,6 +53,7 @@ enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2 };  // qwen2 =
         case architecture::qwen2: return "qwen2";
         case architecture::sdar: return "sdar";
         case architecture::fast_dllm_v2: return "fast_dllm_v2";
+        case architecture::llada2_moe: return "llada2_moe";
     }
     return "?";
 }
@@ -59,6 +65,8 @@ inline constexpr token_id dream_default_mask_id = 151666;
 /// Fast-dLLM v2's mask token |<MASK>| (added_tokens.json; generate()'s and batch_sample's mask_id
 /// default), used when its config has no mask_token_id (the published one has none).
 inline constexpr token_id fast_dllm_v2_default_mask_id = 151665;
+/// LLaDA2's mask token <|mask|> (generate()'s mask_id default in modeling_llada2_moe.py).
+inline constexpr token_id llada2_default_mask_id = 156895;
 
 struct model_config {
     architecture arch = architecture::llada;
@@ -76,6 +84,8 @@ struct model_config {
     bool tie_word_embeddings = false;  ///< the output head shares the embedding
     bool qkv_bias = false;             ///< q/k/v projections have biases (Qwen2/Dream true, LLaDA false)
     bool qk_norm = false;              ///< RMSNorm (weight [head_dim]) over each q and k head before RoPE (Qwen3 block: SDAR)
+    index_t rotary_dim = 0;            ///< leading dims of each head RoPE rotates (0: all; LLaDA2 partial_rotary_factor · head_dim)
+    std::optional<moe_config> moe;     ///< a mixture-of-experts MLP (LLaDA2); none: every layer dense
     /// The token the decoder fills generation slots with. LLaDA: mask_token_id, else 126336. Dream:
     /// mask_token_id, else 151666. qwen2 (AR, no mask token): mask_token_id if the config has one,
     /// else vocab_size - 1, the last embedding row: Qwen2 checkpoints pad the vocabulary past the
@@ -103,6 +113,7 @@ inline constexpr family families[] = {
     {architecture::qwen2, "qwen2", "Qwen2ForCausalLM"},
     {architecture::sdar, "sdar", "SDARForCausalLM"},
     {architecture::fast_dllm_v2, "Fast_dLLM_Qwen", "Fast_dLLM_QwenForCausalLM"},
+    {architecture::llada2_moe, "llada2_moe", "LLaDA2MoeModelLM"},
 };
 
 [[nodiscard]] inline bool iequals(std::string_view a, std::string_view b) {
@@ -127,7 +138,7 @@ inline constexpr family families[] = {
     described += "]";
     const std::string known =
         "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM), 'sdar' (SDARForCausalLM) "
-        "and 'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM)";
+        "'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM) and 'llada2_moe' (LLaDA2MoeModelLM)";
     if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
     for (const family& f : families) {
         const bool type_matches = model_type && iequals(*model_type, f.model_type);
@@ -281,6 +292,47 @@ inline void parse_sdar(const config_reader& r, model_config& c) {
     r.require("use_sliding_window", false, block);
 }
 
+/// LLaDA2 (LLaDA2MoeConfig of configuration_llada2_moe.py; defaults in the calls are its own).
+inline void parse_llada2(const config_reader& r, model_config& c) {
+    read_qwen_sizes(r, c);
+    c.vocab_size = r.integer("vocab_size");
+    if (r.has("head_dim")) c.head_dim = r.integer("head_dim");
+    const rope_settings rope = parse_rope(r, 10000.0, "LLaDA2MoeConfig defaults rope_theta to 10000");
+    c.rope_theta = rope.theta;
+    c.rope_theta_source = rope.source;
+    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
+    c.max_context = r.integer_or("max_position_embeddings", 16384);
+    c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+    c.qkv_bias = r.boolean_or("use_qkv_bias", false);
+    c.qk_norm = r.boolean_or("use_qk_norm", false);
+    c.mask_id = r.has("mask_token_id") ? r.single_token("mask_token_id") : llada2_default_mask_id;
+    c.eos_ids = r.token_list("eos_token_id");
+    c.logits_shift = false;  // generate() samples the block's own rows
+    c.causal = false;
+    c.moe = parse_llada2_moe(r, c.num_layers);
+    if (r.boolean_or("use_bias", true))
+        r.fail("use_bias", "true is not supported (a bias on the attention output; LLaDA2's published configs set false)");
+    const char* block = "dlm runs the LLaDA2 (Bailing-MoE v2) block: plain partial RoPE, RMSNorm, SiLU-gated experts";
+    r.require("norm_head", false, block);
+    r.require("hidden_act", "silu", block);
+    r.require("use_sliding_window", false, block);
+}
+
+/// LLaDA2's partial_rotary_factor (0.5 by default): RoPE over the leading factor · head_dim dims.
+inline void read_partial_rotary(const config_reader& r, model_config& c) {
+    double factor = 0.5;
+    if (r.has("partial_rotary_factor")) {
+        const auto& v = r.object().at("partial_rotary_factor");
+        if (!v.is_number()) r.fail("partial_rotary_factor", "expected a number, found " + json_kind(v) + " " + json_quote(v));
+        factor = v.get<double>();
+    }
+    const auto dims = static_cast<index_t>(static_cast<double>(c.head_dim) * factor);  // int(head_dim * factor), as the reference
+    if (!(factor > 0.0 && factor <= 1.0) || dims < 2 || dims % 2 != 0)
+        r.fail("partial_rotary_factor", std::to_string(factor) + " gives " + std::to_string(dims) + " rotated dims of head_dim " +
+                                            std::to_string(c.head_dim) + "; dlm needs an even number >= 2");
+    c.rotary_dim = dims;
+}
+
 inline void check_sizes(const config_reader& r, model_config& c, const key_names& k, bool head_dim_given) {
     const std::pair<const char*, index_t> sizes[] = {
         {k.vocab, c.vocab_size},  {k.hidden, c.hidden_size}, {k.intermediate, c.intermediate_size},
@@ -321,8 +373,9 @@ inline void check_token(const std::string& source, const char* key, token_id id,
         detail::parse_llada(r, c);
         keys = {"d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size",
                 r.has("embedding_size") ? "embedding_size" : "vocab_size", "max_sequence_length"};
-    } else if (c.arch == architecture::sdar) {
-        detail::parse_sdar(r, c);
+    } else if (c.arch == architecture::sdar || c.arch == architecture::llada2_moe) {
+        if (c.arch == architecture::sdar) detail::parse_sdar(r, c);
+        else detail::parse_llada2(r, c);
         keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "intermediate_size",
                 "vocab_size", "max_position_embeddings"};
     } else {
@@ -331,6 +384,7 @@ inline void check_token(const std::string& source, const char* key, token_id id,
                 "vocab_size", "max_position_embeddings"};
     }
     detail::check_sizes(r, c, keys, c.arch == architecture::sdar || (c.arch != architecture::llada && r.has("head_dim")));
+    if (c.arch == architecture::llada2_moe) detail::read_partial_rotary(r, c);
     detail::read_length_hints(r, c.decoding);
     const bool mask_given = r.has("mask_token_id");
     c.decoding.mask_id_origin = mask_given ? source_name + " key 'mask_token_id'"

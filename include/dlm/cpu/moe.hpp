@@ -1,0 +1,331 @@
+// dlm/cpu/moe.hpp — the mixture-of-experts MLP of the CPU transformer (LLaDA2.x), as the reference
+// computes it (io/moe_config.hpp says how a config routes):
+//
+//   logits = x · Wrᵀ (f32)           scores = sigmoid(logits) | softmax(logits)
+//   pick     the k best experts by score (+ expert_bias when the config has one), among the
+//            `top_groups` groups whose two best experts score highest
+//   weights  the picked (unbiased) scores, divided by their sum + 1e-20 when k > 1, × routed_scaling
+//   y        Σ_j weight_j · expert_j(x)  (+ the shared experts' MLP of x)
+//
+// Each expert is a SiLU-gated MLP held as packed_matrix in its checkpoint's element type (gate|up
+// stacked, down), so every weight type the GEMM multiplies works for experts too. A forward gathers
+// the rows routed to each expert, runs that expert's two products on them, and adds each row's
+// weighted outputs in the order of its picks; a row's result depends on its own row only, so a
+// sequence's logits stay the same alone or in a batch. moe_timing splits the time by phase.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/model_config.hpp"
+#include "../io/safetensors.hpp"
+#include "gemm.hpp"
+#include "memory.hpp"
+#include "ops.hpp"
+#include "weight_sources.hpp"
+#include "weights.hpp"
+
+namespace dlm::cpu {
+
+/// Seconds spent in each phase of the MoE MLPs since the last reset (benchmarks).
+struct moe_timing {
+    double router = 0;   ///< router product, scores, group-limited top-k, weights
+    double gather = 0;   ///< rows copied per expert
+    double experts = 0;  ///< the experts' gate/up and down products (and SiLU)
+    double combine = 0;  ///< weighted sums back into the rows, and the shared experts
+    std::int64_t calls = 0;
+};
+
+class moe_mlp {
+public:
+    moe_mlp() = default;
+
+    /// Layer `layer`'s experts from a checkpoint in LLaDA2's names (model.layers.N.mlp.{gate.weight,
+    /// gate.expert_bias, experts.E.{gate,up,down}_proj.weight, shared_experts.*}), each matrix held in
+    /// its stored type unless `type` is given (the router in f32, as the reference computes it). A
+    /// missing expert_bias is zero, as transformers initialises the buffer. Throws tensor_error
+    /// naming a missing or misshapen tensor.
+    static moe_mlp load(const io::checkpoint& ck, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
+        moe_mlp e(c);
+        const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
+        const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, s = e.m_.shared_intermediate_size;
+        std::vector<float> buf;
+        auto held = [&](std::initializer_list<std::string> names) {
+            if (type) return *type;
+            const io::dtype first = ck.info(*names.begin()).type;
+            for (const auto& n : names)
+                if (ck.info(n).type != first) return io::dtype::f32;
+            return first;
+        };
+        e.router_ = packed_matrix(e.m_.num_experts, h, io::dtype::f32);
+        read_into(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0, buf);
+        e.bias_.assign(static_cast<std::size_t>(e.m_.num_experts), 0.f);
+        if (e.m_.selection_bias && ck.contains(p + "gate.expert_bias")) {
+            const std::int64_t shape[] = {e.m_.num_experts};
+            ck.read_rows_f32(p + "gate.expert_bias", shape, 0, e.m_.num_experts, e.bias_);
+        }
+        auto expert = [&](const std::string& q, index_t width, packed_matrix& gu, packed_matrix& down) {
+            gu = packed_matrix(2 * width, h, held({q + "gate_proj.weight", q + "up_proj.weight"}));
+            read_into(ck, q + "gate_proj.weight", {width, h}, gu, 0, buf);
+            read_into(ck, q + "up_proj.weight", {width, h}, gu, width, buf);
+            down = packed_matrix(h, width, held({q + "down_proj.weight"}));
+            read_into(ck, q + "down_proj.weight", {h, width}, down, 0, buf);
+        };
+        e.gate_up_.resize(static_cast<std::size_t>(e.m_.num_experts));
+        e.down_.resize(static_cast<std::size_t>(e.m_.num_experts));
+        for (index_t x = 0; x < e.m_.num_experts; ++x)
+            expert(p + "experts." + std::to_string(x) + ".", f, e.gate_up_[static_cast<std::size_t>(x)], e.down_[static_cast<std::size_t>(x)]);
+        if (s > 0) expert(p + "shared_experts.", s, e.shared_gate_up_, e.shared_down_);
+        return e;
+    }
+
+    /// Random experts for benchmarks (full-size shapes without a file): matrices ±scale·sqrt(3/fan_in),
+    /// the router ±sqrt(3/hidden), expert_bias ±0.1, drawn from `seed` and stored in `type`.
+    static moe_mlp random(const io::model_config& c, std::uint64_t seed, io::dtype type, float scale = 1.0f) {
+        moe_mlp e(c);
+        detail::splitmix g{seed};
+        const index_t h = c.hidden_size;
+        std::vector<float> buf;
+        auto fill = [&](packed_matrix& m, float spread) {
+            const index_t k = m.cols(), chunk = std::max<index_t>(1, (1 << 20) / std::max<index_t>(1, k));
+            for (index_t r0 = 0; r0 < m.rows(); r0 += chunk) {
+                const index_t n = std::min(chunk, m.rows() - r0);
+                buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+                for (float& v : buf) v = spread * g.uniform();
+                m.set_rows(r0, buf.data(), n);
+            }
+        };
+        auto spread = [&](index_t fan_in) { return scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in))); };
+        e.router_ = packed_matrix(e.m_.num_experts, h, io::dtype::f32);
+        fill(e.router_, spread(h) / scale);
+        e.bias_.resize(static_cast<std::size_t>(e.m_.num_experts));
+        for (float& b : e.bias_) b = 0.1f * g.uniform();
+        auto expert = [&](index_t width, packed_matrix& gu, packed_matrix& down) {
+            gu = packed_matrix(2 * width, h, type);
+            fill(gu, spread(h));
+            down = packed_matrix(h, width, type);
+            fill(down, spread(width));
+        };
+        e.gate_up_.resize(static_cast<std::size_t>(e.m_.num_experts));
+        e.down_.resize(static_cast<std::size_t>(e.m_.num_experts));
+        for (std::size_t x = 0; x < e.gate_up_.size(); ++x) expert(e.m_.expert_intermediate_size, e.gate_up_[x], e.down_[x]);
+        if (e.m_.shared_intermediate_size > 0) expert(e.m_.shared_intermediate_size, e.shared_gate_up_, e.shared_down_);
+        return e;
+    }
+
+    /// Bytes one layer's experts take, before allocating them (every matrix in `type`).
+    [[nodiscard]] static std::size_t bytes_for(const io::model_config& c, io::dtype type) {
+        const io::moe_config& m = *c.moe;
+        const index_t h = c.hidden_size, f = m.expert_intermediate_size, s = m.shared_intermediate_size;
+        std::size_t b = packed_matrix::bytes_for(m.num_experts, h, io::dtype::f32) + sizeof(float) * static_cast<std::size_t>(m.num_experts);
+        b += static_cast<std::size_t>(m.num_experts) * (packed_matrix::bytes_for(2 * f, h, type) + packed_matrix::bytes_for(h, f, type));
+        if (s > 0) b += packed_matrix::bytes_for(2 * s, h, type) + packed_matrix::bytes_for(h, s, type);
+        return b;
+    }
+
+    /// Bytes held.
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        std::size_t b = router_.bytes() + bias_.size() * sizeof(float) + shared_gate_up_.bytes() + shared_down_.bytes();
+        for (std::size_t x = 0; x < gate_up_.size(); ++x) b += gate_up_[x].bytes() + down_[x].bytes();
+        return b;
+    }
+    /// The element type of the experts' matrices.
+    [[nodiscard]] io::dtype type() const noexcept { return gate_up_.empty() ? io::dtype::f32 : gate_up_.front().type(); }
+
+    /// y[m × hidden] = MoE(x[m × hidden]) (rows `ld` floats apart), y overwritten.
+    void forward(index_t m, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing) {
+        using clock = std::chrono::steady_clock;
+        const auto t0 = clock::now();
+        const index_t h = hidden_, k = m_.experts_per_token, n_exp = m_.num_experts;
+        route(m, x, ld);
+        const auto t1 = clock::now();
+
+        // Rows per expert, in row order; slot_[r·k + j] = where pick j of row r lands in out_.
+        offsets_.assign(static_cast<std::size_t>(n_exp) + 1, 0);
+        for (index_t i = 0; i < m * k; ++i) ++offsets_[static_cast<std::size_t>(picks_[static_cast<std::size_t>(i)]) + 1];
+        for (index_t e = 0; e < n_exp; ++e) offsets_[static_cast<std::size_t>(e) + 1] += offsets_[static_cast<std::size_t>(e)];
+        std::vector<index_t> fill(offsets_.begin(), offsets_.end() - 1);
+        slot_.resize(static_cast<std::size_t>(m * k));
+        gathered_.resize(static_cast<std::size_t>(m * k) * static_cast<std::size_t>(h));
+        for (index_t r = 0; r < m; ++r)
+            for (index_t j = 0; j < k; ++j) {
+                const auto i = static_cast<std::size_t>(r * k + j);
+                const index_t at = fill[static_cast<std::size_t>(picks_[i])]++;
+                slot_[i] = at;
+                std::copy_n(x + r * ld, h, gathered_.data() + static_cast<std::ptrdiff_t>(at) * h);
+            }
+        const auto t2 = clock::now();
+
+        out_.resize(gathered_.size());
+        for (index_t e = 0; e < n_exp; ++e) {
+            const index_t b = offsets_[static_cast<std::size_t>(e)], n = offsets_[static_cast<std::size_t>(e) + 1] - b;
+            if (n == 0) continue;
+            mlp(n, gathered_.data() + static_cast<std::ptrdiff_t>(b) * h, gate_up_[static_cast<std::size_t>(e)],
+                down_[static_cast<std::size_t>(e)], out_.data() + static_cast<std::ptrdiff_t>(b) * h);
+        }
+        const auto t3 = clock::now();
+
+        for_rows(m, static_cast<double>(k) * h, [&](index_t r) {
+            float* yr = y + r * static_cast<std::ptrdiff_t>(h);
+            std::fill_n(yr, h, 0.f);
+            for (index_t j = 0; j < k; ++j) {
+                const auto i = static_cast<std::size_t>(r * k + j);
+                const float w = weights_[i];
+                const float* o = out_.data() + static_cast<std::ptrdiff_t>(slot_[i]) * h;
+                for (index_t d = 0; d < h; ++d) yr[d] += w * o[d];
+            }
+        });
+        if (m_.shared_intermediate_size > 0) {
+            shared_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(h));
+            if (ld == h) {
+                mlp(m, x, shared_gate_up_, shared_down_, shared_.data());
+            } else {
+                gathered_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(h));
+                for (index_t r = 0; r < m; ++r) std::copy_n(x + r * ld, h, gathered_.data() + static_cast<std::ptrdiff_t>(r) * h);
+                mlp(m, gathered_.data(), shared_gate_up_, shared_down_, shared_.data());
+            }
+            add_rows(m, h, y, h, shared_.data(), h);
+        }
+        const auto t4 = clock::now();
+        if (timing) {
+            auto sec = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
+            timing->router += sec(t1 - t0);
+            timing->gather += sec(t2 - t1);
+            timing->experts += sec(t3 - t2);
+            timing->combine += sec(t4 - t3);
+            ++timing->calls;
+        }
+    }
+
+    /// The experts picked for the rows of the last forward (row-major, k per row), in pick order.
+    [[nodiscard]] const std::vector<index_t>& last_picks() const noexcept { return picks_; }
+
+private:
+    explicit moe_mlp(const io::model_config& c) : m_(*c.moe), hidden_(c.hidden_size) {}
+
+    /// Rows [row0, row0 + rows) of W `name` ([shape]) into rows [at, ...) of `m`.
+    static void read_into(const io::checkpoint& ck, const std::string& name, std::vector<std::int64_t> shape, packed_matrix& m, index_t at,
+                          std::vector<float>& buf) {
+        const index_t rows = static_cast<index_t>(shape[0]), k = m.cols();
+        const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
+        for (index_t r0 = 0; r0 < rows; r0 += chunk) {
+            const index_t n = std::min(chunk, rows - r0);
+            buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+            ck.read_rows_f32(name, shape, r0, n, buf);
+            ck.release_rows(name, r0, n);
+            m.set_rows(at + r0, buf.data(), n);
+        }
+    }
+
+    /// The router: scores, the group-limited pick, the combine weights (picks_, weights_).
+    void route(index_t m, const float* x, std::ptrdiff_t ld) {
+        const index_t n_exp = m_.num_experts, k = m_.experts_per_token, per_group = n_exp / m_.groups;
+        logits_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(n_exp));
+        linear(m, x, ld, router_, logits_.data(), n_exp);
+        picks_.resize(static_cast<std::size_t>(m * k));
+        weights_.resize(static_cast<std::size_t>(m * k));
+        for_rows(m, 8.0 * n_exp, [&](index_t r) {
+            float* s = logits_.data() + static_cast<std::ptrdiff_t>(r) * n_exp;  // becomes the scores
+            if (m_.score == io::moe_config::scoring::sigmoid) {
+                for (index_t e = 0; e < n_exp; ++e) s[e] = 1.f / (1.f + std::exp(-s[e]));
+            } else {
+                const float top = *std::max_element(s, s + n_exp);
+                float sum = 0.f;
+                for (index_t e = 0; e < n_exp; ++e) sum += (s[e] = std::exp(s[e] - top));
+                for (index_t e = 0; e < n_exp; ++e) s[e] /= sum;
+            }
+            thread_local std::vector<float> choice;
+            thread_local std::vector<index_t> order;
+            choice.resize(static_cast<std::size_t>(n_exp));
+            for (index_t e = 0; e < n_exp; ++e) choice[static_cast<std::size_t>(e)] = s[e] + bias_[static_cast<std::size_t>(e)];
+            if (m_.top_groups < m_.groups) {  // keep the top_groups groups by the sum of their two best choices
+                thread_local std::vector<std::pair<float, index_t>> group;
+                group.clear();
+                for (index_t g = 0; g < m_.groups; ++g) {
+                    const float* c = choice.data() + g * per_group;
+                    float a = -INFINITY, b = -INFINITY;
+                    for (index_t e = 0; e < per_group; ++e) {
+                        if (c[e] > a) b = a, a = c[e];
+                        else if (c[e] > b) b = c[e];
+                    }
+                    group.emplace_back(a + b, g);
+                }
+                std::stable_sort(group.begin(), group.end(), [](const auto& p, const auto& q) { return p.first > q.first; });
+                for (std::size_t i = static_cast<std::size_t>(m_.top_groups); i < group.size(); ++i)
+                    std::fill_n(choice.data() + group[i].second * per_group, per_group, -INFINITY);
+            }
+            order.resize(static_cast<std::size_t>(n_exp));
+            for (index_t e = 0; e < n_exp; ++e) order[static_cast<std::size_t>(e)] = e;
+            std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](index_t a, index_t b) {
+                const float ca = choice[static_cast<std::size_t>(a)], cb = choice[static_cast<std::size_t>(b)];
+                return ca > cb || (ca == cb && a < b);
+            });
+            float sum = 0.f;
+            for (index_t j = 0; j < k; ++j) sum += s[order[static_cast<std::size_t>(j)]];
+            const float norm = m_.normalize && k > 1 ? sum + 1e-20f : 1.f;
+            for (index_t j = 0; j < k; ++j) {
+                const index_t e = order[static_cast<std::size_t>(j)];
+                picks_[static_cast<std::size_t>(r * k + j)] = e;
+                weights_[static_cast<std::size_t>(r * k + j)] = s[e] / norm * static_cast<float>(m_.routed_scaling);
+            }
+        });
+    }
+
+    /// out[n × hidden] = down(silu(gate(x)) · up(x)) for rows x[n × hidden].
+    void mlp(index_t n, const float* x, const packed_matrix& gate_up, const packed_matrix& down, float* out) {
+        const index_t w = down.cols();
+        gu_.resize(static_cast<std::size_t>(n) * 2 * static_cast<std::size_t>(w));
+        act_.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(w));
+        linear(n, x, hidden_, gate_up, gu_.data(), 2 * std::ptrdiff_t{w});
+        silu_gate(n, w, gu_.data(), 2 * std::ptrdiff_t{w}, act_.data(), w);
+        linear(n, act_.data(), w, down, out, hidden_);
+    }
+
+    io::moe_config m_;
+    index_t hidden_ = 0;
+    packed_matrix router_;
+    std::vector<float> bias_;
+    std::vector<packed_matrix> gate_up_, down_;
+    packed_matrix shared_gate_up_, shared_down_;
+    // Work buffers, reused across forwards.
+    std::vector<float, aligned_allocator<float>> logits_, gathered_, out_, shared_, gu_, act_;
+    std::vector<index_t> picks_, slot_, offsets_;
+    std::vector<float> weights_;
+};
+
+/// Layer `l`'s experts from the transformer's weight source: a safetensors checkpoint, or random
+/// weights (benchmarks). Other sources (weights in memory, GGUF files) have no experts: invalid_parameter.
+template <class Source>
+[[nodiscard]] moe_mlp load_moe(Source& src, const io::model_config& c, index_t l, const load_options& opt) {
+    if constexpr (requires { src.checkpoint(); }) {
+        return moe_mlp::load(src.checkpoint(), c, l, opt.weight_dtype);
+    } else if constexpr (std::is_same_v<Source, random_source>) {
+        return moe_mlp::random(c, 0x5eed0000u + static_cast<std::uint64_t>(l), opt.weight_dtype.value_or(src.dtype(tensor_role::o_proj, l)));
+    } else {
+        throw invalid_parameter("weights", "layer " + std::to_string(l) + " is a mixture-of-experts layer: its experts load from a "
+                                           "safetensors checkpoint (transformer::load) or are random (transformer::random)");
+    }
+}
+
+/// Bytes layer `l`'s experts will take (the memory check before loading).
+template <class Source>
+[[nodiscard]] std::size_t moe_bytes(Source& src, const io::model_config& c, index_t l, const load_options& opt) {
+    io::dtype type = opt.weight_dtype.value_or(io::dtype::f32);
+    if constexpr (requires { src.checkpoint(); }) {
+        if (!opt.weight_dtype)
+            type = src.checkpoint().info("model.layers." + std::to_string(l) + ".mlp.experts.0.gate_proj.weight").type;
+    } else if constexpr (std::is_same_v<Source, random_source>) {
+        if (!opt.weight_dtype) type = src.dtype(tensor_role::o_proj, l);
+    }
+    return moe_mlp::bytes_for(c, type);
+}
+
+}  // namespace dlm::cpu

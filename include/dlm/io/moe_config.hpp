@@ -1,0 +1,84 @@
+// dlm/io/moe_config.hpp — the mixture-of-experts keys of a config.json, read into one description
+// of how a sparse MLP routes (moe_config); what dlm's MoE MLP (cpu/moe.hpp) does not compute is
+// refused by name.
+//
+// LLaDA2.x (model_type "llada2_moe", LLaDA2MoeConfig / LLaDA2MoeGate of modeling_llada2_moe.py):
+//   num_experts, num_experts_per_tok, moe_intermediate_size, num_shared_experts (one shared MLP of
+//   num_shared_experts · moe_intermediate_size; absent or 0: none), n_group / topk_group (group-limited
+//   top-k: a group scores the sum of its two best experts), routed_scaling_factor, first_k_dense_replace
+//   (that many leading layers keep a dense MLP of intermediate_size). Scores: sigmoid of the router
+//   logits (f32); the experts are picked on score + expert_bias (a per-expert buffer), weighted by the
+//   unbiased scores, normalised to sum 1 when more than one is picked, times routed_scaling_factor.
+#pragma once
+
+#include <string>
+
+#include "../core/config.hpp"
+#include "config_reader.hpp"
+
+namespace dlm::io {
+
+/// How a sparse MLP routes a token and combines its experts.
+struct moe_config {
+    enum class scoring { softmax, sigmoid };
+    index_t num_experts = 0;
+    index_t experts_per_token = 0;        ///< k
+    index_t expert_intermediate_size = 0;  ///< each expert's gate/up width
+    index_t shared_intermediate_size = 0;  ///< the shared experts' MLP width (0: none)
+    index_t groups = 1;                    ///< experts in `groups` equal groups ...
+    index_t top_groups = 1;                ///< ... of which the best `top_groups` may be picked from
+    index_t first_dense_layers = 0;        ///< leading layers with a dense MLP instead
+    scoring score = scoring::softmax;
+    bool selection_bias = false;   ///< a per-expert bias added to the scores for picking only (expert_bias)
+    bool normalize = true;         ///< picked weights divided by their sum (+1e-20) when k > 1
+    double routed_scaling = 1.0;   ///< the routed experts' sum times this
+
+    [[nodiscard]] bool is_moe_layer(index_t layer) const noexcept { return num_experts > 0 && layer >= first_dense_layers; }
+};
+
+namespace detail {
+
+/// LLaDA2MoeConfig's MoE keys (defaults in parentheses are the configuration class's).
+inline moe_config parse_llada2_moe(const config_reader& r, index_t layers) {
+    moe_config m;
+    m.num_experts = r.integer_or("num_experts", 16);
+    m.experts_per_token = r.integer_or("num_experts_per_tok", 2);
+    m.expert_intermediate_size = r.integer("moe_intermediate_size");
+    const index_t shared = r.integer_or("num_shared_experts", 0);
+    m.groups = r.integer_or("n_group", 8);
+    m.top_groups = r.integer_or("topk_group", 4);
+    m.first_dense_layers = r.integer_or("first_k_dense_replace", 0);
+    m.routed_scaling = r.number_or("routed_scaling_factor", 2.5);
+    m.score = moe_config::scoring::sigmoid;
+    m.selection_bias = true;  // LLaDA2MoeGate always holds expert_bias
+    m.normalize = true;
+    const char* gate = "dlm computes LLaDA2MoeGate: sigmoid scores, expert_bias for the pick, weights normalised";
+    r.require("score_function", "sigmoid", gate);
+    r.require("norm_topk_prob", true, gate);
+    r.require("moe_router_enable_expert_bias", true, gate);
+    const auto positive = [&](const char* key, index_t v) {
+        if (v < 1) r.fail(key, std::to_string(v) + " must be positive");
+    };
+    positive("num_experts", m.num_experts);
+    positive("num_experts_per_tok", m.experts_per_token);
+    positive("moe_intermediate_size", m.expert_intermediate_size);
+    positive("n_group", m.groups);
+    positive("topk_group", m.top_groups);
+    if (shared < 0) r.fail("num_shared_experts", std::to_string(shared) + " must be >= 0");
+    m.shared_intermediate_size = shared * m.expert_intermediate_size;
+    if (m.num_experts % m.groups != 0)
+        r.fail("n_group", std::to_string(m.groups) + " does not divide num_experts " + std::to_string(m.num_experts));
+    if (m.top_groups > m.groups)
+        r.fail("topk_group", std::to_string(m.top_groups) + " is more than n_group " + std::to_string(m.groups));
+    if (m.num_experts / m.groups < 2)
+        r.fail("n_group", "groups of " + std::to_string(m.num_experts / m.groups) + " expert(s): a group scores its two best experts");
+    if (m.experts_per_token > m.top_groups * (m.num_experts / m.groups))
+        r.fail("num_experts_per_tok", std::to_string(m.experts_per_token) + " is more than the experts of topk_group groups");
+    if (m.first_dense_layers < 0 || m.first_dense_layers > layers)
+        r.fail("first_k_dense_replace", std::to_string(m.first_dense_layers) + " is outside [0, num_hidden_layers]");
+    return m;
+}
+
+}  // namespace detail
+
+}  // namespace dlm::io
