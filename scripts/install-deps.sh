@@ -2,13 +2,17 @@
 # Installs what building and testing dlm needs, on Debian 12 (bookworm) or a derivative:
 #   cmake (>= 3.25, for CMakePresets.json v6), g++ (C++20), make, libeigen3-dev, doctest-dev,
 #   nlohmann-json3-dev, and for the fuzz targets (tests/fuzz/) clang with its libFuzzer runtime
-#   (libclang-rt-14-dev: bookworm's clang is 14, and --no-install-recommends leaves the runtime out).
+#   (libclang-rt-14-dev: bookworm's clang is 14, and --no-install-recommends leaves the runtime out),
+#   and for dlm-server (docs/server.md) cpp-httplib (libcpp-httplib-dev, found through pkg-config),
+#   with curl and python3-venv for its client tests (the openai package goes into a venv made by
+#   scripts/setup-openai-venv.sh, never into the system Python).
 # OpenMP needs no package of its own: GCC's (omp.h, libgomp) comes with g++.
 # Idempotent: installs only what is missing and runs `apt-get update` only when apt cannot find a
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev)
+packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libcpp-httplib-dev pkg-config
+          curl python3-venv)
 min_cmake=3.25
 
 die() {

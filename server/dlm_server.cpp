@@ -54,7 +54,8 @@ int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, c
     Decoder dec = cli::make_decoder<Decoder>(m.model, s);
     engine<Decoder> eng(dec);
     server::metrics stats;
-    server::scheduler<engine<Decoder>> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats);
+    server::scheduler<engine<Decoder>> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
+                                             [threads = o.threads] { cli::set_threads(threads); });
     server::service<Decoder> svc{m, s, rules_for(s, m, model_id), sched, stats, std::chrono::duration<double>(o.timeout),
                                  static_cast<std::int64_t>(std::time(nullptr))};
     svc.steps_given = o.was_given("--steps");

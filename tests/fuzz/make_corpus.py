@@ -117,4 +117,21 @@ for name, (prog, args) in {
 }.items():
     put(t, name, bytes([prog]) + "\0".join(args).encode())
 
+# ---- server_request: dlm-server's request bodies (both routes, every field, near misses) ----
+t = "server_request"
+for name, body in {
+    "completion_full.json": {"model": "cdlm", "prompt": "Tom has 3 apples. He buys 4 more. How many apples does he have now?",
+                             "max_tokens": 20, "seed": 7, "stop": ["\n", "####"], "stream": True,
+                             "stream_options": {"include_usage": True}, "threshold": 0.8, "block_length": 4},
+    "chat_parts.json": {"messages": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": [{"type": "text", "text": "caf\u00e9 \u20ac"}]}],
+                        "max_completion_tokens": 13, "temperature": 0.5, "top_p": 0.9, "top_k": 4, "steps": 4, "stream": True,
+                        "stream_canvas": True},
+    "completion_stop.json": {"prompt": ["r\u00e9sum\u00e9 #### 12\n\nnext"], "stop": "\n\n", "n": 1, "user": "u"},
+    "other_model.json": {"model": "gpt-4", "prompt": "x"},
+    "near_miss_blocks.json": {"prompt": "x", "max_tokens": 121, "block_length": 16, "steps": 3},
+}.items():
+    put(t, name, json.dumps(body))
+put(t, "duplicate_key.json", '{"prompt": "x", "prompt": "y", "seed": 18446744073709551615}')
+
 print(f"wrote {sum(1 for _ in out.rglob('*') if _.is_file())} seeds under {out}")

@@ -18,7 +18,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -84,8 +86,14 @@ public:
     using job = basic_job<typename Engine::policies>;
     using sequence_id = typename Engine::sequence_id;
 
-    scheduler(Engine& e, scheduler_limits limits, metrics* m = nullptr) : engine_(e), limits_(limits), metrics_(m) {
-        thread_ = std::thread([this] { run(); });
+    /// Starts the engine thread, which first calls `on_start` (e.g. to set its OpenMP thread count:
+    /// OpenMP's settings are per thread, and the model's forward runs on this one).
+    scheduler(Engine& e, scheduler_limits limits, metrics* m = nullptr, std::function<void()> on_start = {})
+        : engine_(e), limits_(limits), metrics_(m) {
+        thread_ = std::thread([this, on_start = std::move(on_start)] {
+            if (on_start) on_start();
+            run();
+        });
     }
     ~scheduler() { stop(); }
     scheduler(const scheduler&) = delete;

@@ -1,0 +1,35 @@
+# dlm-server: its pieces without a socket (test_server: request parsing and checks, streaming text,
+# bodies, metrics, flags, the scheduler on a scripted model), and the server itself with real
+# clients on 127.0.0.1 (tests/server/client_test.py: curl, a bounded load test, a disconnect, a full
+# queue, and the official openai package in a venv made by scripts/setup-openai-venv.sh). Each
+# client case starts and stops its own server on a free port; a case that cannot run here (no curl,
+# no PyPI) reports itself skipped, saying why.
+if(NOT DLM_HAVE_CPU)
+  return()
+endif()
+include(${PROJECT_SOURCE_DIR}/examples/cli/cli.cmake)
+dlm_test(test_server test_server.cpp CPU)
+if(TARGET test_server)
+  target_link_libraries(test_server PRIVATE dlm_cli)
+endif()
+
+if(NOT DLM_HAVE_SERVER OR NOT DLM_BUILD_EXAMPLES)
+  return()
+endif()
+find_package(Python3 COMPONENTS Interpreter QUIET)
+set(DLM_OPENAI_VENV ${PROJECT_SOURCE_DIR}/build/venv-openai CACHE PATH
+    "Python venv with the openai package for dlm-server's client tests (made by scripts/setup-openai-venv.sh)")
+foreach(_case IN ITEMS curl load disconnect full-queue openai)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME "server: ${_case}"
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}
+                     --server $<TARGET_FILE:dlm-server> --generate $<TARGET_FILE:dlm-generate> --model ${DLM_MODELS_DIR}/cdlm --sampling-model ${DLM_MODELS_DIR}/teacher
+                     --setup-venv ${PROJECT_SOURCE_DIR}/scripts/setup-openai-venv.sh --venv ${DLM_OPENAI_VENV})
+  else()
+    add_test(NAME "server: ${_case}" COMMAND ${CMAKE_COMMAND} -E echo "skipped: no python3 to drive the clients")
+    set_tests_properties("server: ${_case}" PROPERTIES SKIP_REGULAR_EXPRESSION "skipped: ")
+  endif()
+  # The server tests use ports and processes of their own; they run alone so that their timings
+  # (a disconnect noticed within seconds) hold on a busy 2-core machine.
+  set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL ON)
+endforeach()

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""dlm-server with real clients on 127.0.0.1 (tests/server.cmake runs one case per ctest test).
+
+Each case starts its own dlm-server on a free port (--port 0: the server prints the port it took),
+talks to it, and stops it. Cases:
+  curl        curl: whole and streamed answers, equal to dlm-generate's for the same prompt; models,
+              health, metrics; OpenAI error objects for bad input (400 naming the field, 404, 413)
+  load        64 requests from 16 concurrent clients (bounded in count and time), sampled with their own
+              seeds and lengths, half of them streamed: every answer equals dlm-generate's single decode
+  disconnect  a streaming client that leaves frees its sequence at the next forward
+  full-queue  a full queue answers 429 with Retry-After and an error object; the queued request completes
+  openai      the official openai package (in a venv made by scripts/setup-openai-venv.sh): completions
+              and chat completions, whole and streamed
+Exit status 0 pass, 1 fail, 77 skipped (saying why).
+"""
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+SKIP = 77
+PROMPT = "Tom has 3 apples. He buys 4 more. How many apples does he have now?"
+# Multi-step problems of the shipped test set: sampled at temperature 2, the teacher's answers differ by seed.
+PROMPTS = ["30 birds sit by a pond. 5 more birds arrive. Then 20 birds leave. Then the number of birds doubles. How many "
+           "birds are there in total now?",
+           "Kim has 7 cupcakes on a table. She bakes 6 more. Then she ends up with 3 times as many cupcakes. She eats 5 "
+           "cupcakes. How many cupcakes does Kim have now?",
+           "Lily has 34 dollars. She pays Mia 11 dollars. Then her money doubles. She earns 15 dollars. How much money does "
+           "she have, in dollars?",
+           "14 people ride a bus. 8 people climb on. At the next stop 10 people get on. 14 people step off. How many people "
+           "are on the bus now?"]
+
+
+class Server:
+    def __init__(self, exe, model, *flags):
+        # One CPU thread: on a busy 2-core machine OpenMP's second thread mostly waits (docs/cli.md).
+        self.proc = subprocess.Popen([exe, "-m", model, "--port", "0", "-t", "1", *flags], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise SystemExit(f"FAIL: dlm-server did not start: {line}{self.proc.stdout.read()}")
+        self.port = int(m.group(1))
+        self.url = f"http://127.0.0.1:{self.port}"
+        # Keep draining its output so that it never blocks on a full pipe.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise SystemExit("FAIL: dlm-server did not stop within 10 s of SIGTERM")
+        if exc[0] is None and self.proc.returncode != 0:
+            raise SystemExit(f"FAIL: dlm-server exited with status {self.proc.returncode}")
+
+    def request(self, method, path, body=None, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+        r = c.getresponse()
+        out = r.status, dict(r.getheaders()), r.read().decode()
+        c.close()
+        return out
+
+    def post(self, path, body, timeout=30):
+        status, headers, text = self.request("POST", path, body, timeout)
+        return status, headers, text
+
+    def metric(self, name):
+        _, _, text = self.request("GET", "/metrics")
+        m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else None
+
+
+def check(ok, what):
+    if not ok:
+        raise SystemExit(f"FAIL: {what}")
+
+
+def generate(args, prompt, *flags):
+    """The single-request answer: dlm-generate's stdout without its final newline."""
+    out = subprocess.run([args.generate, "-m", args.model, "-t", "1", "-p", prompt, *flags], capture_output=True, text=True,
+                         timeout=60)
+    check(out.returncode == 0, f"dlm-generate failed: {out.stderr}")
+    return out.stdout[:-1] if out.stdout.endswith("\n") else out.stdout
+
+
+def sse_texts(raw, chat=False):
+    """The text pieces of an SSE body, checking its framing: data events, [DONE] last."""
+    events = [e for e in raw.split("\n\n") if e.strip() and not e.startswith(":")]
+    check(events and events[-1] == "data: [DONE]", f"the stream does not end with data: [DONE]: {raw[-200:]!r}")
+    pieces, reasons = [], []
+    for e in events[:-1]:
+        check(e.startswith("data: "), f"not a data event: {e!r}")
+        j = json.loads(e[len("data: "):])
+        for c in j.get("choices", []):
+            pieces.append((c["delta"].get("content") or "") if chat else c["text"])
+            if c["finish_reason"]:
+                reasons.append(c["finish_reason"])
+    check(len(reasons) == 1, f"expected one finish_reason, got {reasons}")
+    return "".join(pieces), reasons[0]
+
+
+def curl(url, body, *extra):
+    out = subprocess.run(["curl", "-sS", "-N", "--max-time", "30", url, "-H", "Content-Type: application/json", "-d", body, *extra],
+                         capture_output=True, text=True, timeout=40)
+    check(out.returncode == 0, f"curl failed: {out.stderr}")
+    return out.stdout
+
+
+def case_curl(args):
+    if not shutil.which("curl"):
+        print("skipped: curl is not installed")
+        return SKIP
+    want = generate(args, PROMPT)
+    with Server(args.server, args.model, "--max-body", "8192") as s:
+        whole = json.loads(curl(s.url + "/v1/completions", json.dumps({"prompt": PROMPT})))
+        check(whole["object"] == "text_completion", whole)
+        check(whole["choices"][0]["text"] == want, f"curl got {whole['choices'][0]['text']!r}, dlm-generate {want!r}")
+        check(whole["usage"]["completion_tokens"] > 0 and whole["usage"]["prompt_tokens"] > 0, whole["usage"])
+        text, reason = sse_texts(curl(s.url + "/v1/completions", json.dumps({"prompt": PROMPT, "stream": True})))
+        check(text == want and reason == whole["choices"][0]["finish_reason"], f"streamed {text!r} ({reason})")
+        text, _ = sse_texts(curl(s.url + "/v1/chat/completions",
+                                 json.dumps({"messages": [{"role": "user", "content": PROMPT}], "stream": True})), chat=True)
+        chat = json.loads(curl(s.url + "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": PROMPT}]})))
+        check(chat["choices"][0]["message"]["content"] == text, f"chat whole {chat} against streamed {text!r}")
+        stop = json.loads(curl(s.url + "/v1/completions", json.dumps({"prompt": PROMPT, "stop": ["="]})))
+        check(stop["choices"][0]["text"] == want.split("=")[0] and stop["choices"][0]["finish_reason"] == "stop", stop)
+
+        models = json.loads(curl(s.url + "/v1/models", "", "-G"))
+        check(models["data"][0]["id"] == os.path.basename(os.path.normpath(args.model)), models)
+        check(json.loads(curl(s.url + "/health", "", "-G"))["status"] == "ok", "health")
+        metrics = curl(s.url + "/metrics", "", "-G")
+        for name in ("dlm_requests_total{route=\"/v1/completions\",status=\"200\"} 3", "dlm_forwards_total",
+                     "dlm_request_duration_seconds_bucket{le=\"+Inf\"}", "dlm_queue_length 0"):
+            check(name in metrics, f"/metrics lacks {name}")
+
+        for body, status, param in [("{", 400, None), ('{"prompt": "x", "tempreature": 1}', 400, "tempreature"),
+                                    ('{"prompt": "x", "max_tokens": -3}', 400, "max_tokens"),
+                                    ('{"prompt": "x", "seed": "7"}', 400, "seed"),
+                                    ('{"prompt": ""}', 400, "prompt"),
+                                    ('{"prompt": "' + "x " * 400 + '"}', 400, "prompt"),  # longer than the context
+                                    ('{"model": "gpt-4", "prompt": "x"}', 404, "model"),
+                                    ('{"prompt": "' + "x" * 10000 + '"}', 413, None)]:
+            st, _, text = s.post("/v1/completions", body.encode())
+            err = json.loads(text)["error"]
+            check(st == status and err["param"] == param and err["message"], f"{body[:40]}: {st} {text[:300]}")
+        st, _, text = s.request("GET", "/v1/nothing")
+        check(st == 404 and "error" in json.loads(text), f"unknown route: {st} {text}")
+        # The server still answers as before.
+        again = json.loads(curl(s.url + "/v1/completions", json.dumps({"prompt": PROMPT})))
+        check(again["choices"][0]["text"] == want, "the answer changed after bad requests")
+    return 0
+
+
+def case_load(args):
+    """64 requests from 16 concurrent clients; 16 distinct (prompt, seed, length) requests, 4 times each, sampled
+    (fast-dllm at temperature 2 on the teacher model), so that an answer decoded with another request's seed or
+    in another request's place would differ."""
+    combos = [(PROMPTS[i % 4], 1000 + i, (16, 32, 48)[i % 3]) for i in range(16)]
+    flags = ["--preset", "fast-dllm", "--temp", "2"]
+    args.model = args.sampling_model
+    want = {}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = {c: pool.submit(generate, args, c[0], *flags, "--seed", str(c[1]), "-n", str(c[2])) for c in combos}
+        want = {c: f.result() for c, f in futures.items()}
+    check(len(set(want.values())) > len(PROMPTS) + 3, "the seeds hardly change the answers: the test would not see a mix-up")
+    start = time.monotonic()
+    with Server(args.server, args.model, *flags, "-np", "8", "--queue", "64", "--timeout", "60") as s:
+        def one(i):
+            prompt, seed, n = combos[i % 16]
+            body = {"prompt": prompt, "seed": seed, "max_tokens": n, "stream": i % 2 == 1}
+            st, _, text = s.post("/v1/completions", body, timeout=60)
+            check(st == 200, f"request {i}: status {st}: {text[:300]}")
+            got = sse_texts(text)[0] if i % 2 else json.loads(text)["choices"][0]["text"]
+            check(got == want[combos[i % 16]], f"request {i} (seed {seed}, n {n}): got {got!r}, alone {want[combos[i % 16]]!r}")
+            return i
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            done = list(pool.map(one, range(64), timeout=90))
+        check(len(done) == 64, "not every request completed")
+        forwards = s.metric("dlm_forwards_total")
+    print(f"load: 64 requests from 16 clients in {time.monotonic() - start:.1f} s, {forwards:.0f} batched forwards")
+    return 0
+
+
+def open_stream(s, body):
+    """A streaming request whose first event has arrived; returns the open connection."""
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    c.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}).encode(),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    check(r.status == 200, f"stream status {r.status}")
+    first = r.read1(65536)
+    check(first.startswith(b"data: ") or first.startswith(b":"), f"not an event: {first[:100]!r}")
+    return c
+
+
+def wait_for(what, cond, seconds=10):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"FAIL: {what} within {seconds} s")
+
+
+# A long decode on the shipped model: llada commits one slot per forward.
+LONG = ["--preset", "llada", "-n", "96", "--steps", "96"]
+
+
+def case_disconnect(args):
+    with Server(args.server, args.model, *LONG, "-np", "1") as s:
+        c = open_stream(s, {"prompt": PROMPT})
+        wait_for("the sequence joins the batch", lambda: json.loads(s.request("GET", "/health")[2])["active"] == 1)
+        c.sock.close()  # the client leaves mid-answer
+        c.close()
+        wait_for("the sequence is freed", lambda: s.metric("dlm_sequences_cancelled_total") == 1, 5)
+        wait_for("the batch is empty", lambda: json.loads(s.request("GET", "/health")[2])["active"] == 0, 5)
+        forwards = s.metric("dlm_forwards_total")
+        check(forwards < 96, f"the abandoned decode ran to the end ({forwards} forwards)")
+        st, _, text = s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "steps": 8})
+        check(st == 200, f"the next request: {st} {text}")
+    return 0
+
+
+def case_full_queue(args):
+    with Server(args.server, args.model, *LONG, "-np", "1", "--queue", "1") as s:
+        first = open_stream(s, {"prompt": PROMPT})
+        queued = {}
+        t = threading.Thread(target=lambda: queued.update(r=s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "steps": 8}, 60)))
+        t.start()
+        wait_for("the second request waits in the queue", lambda: s.metric("dlm_queue_length") == 1)
+        st, headers, text = s.post("/v1/completions", {"prompt": PROMPT})
+        check(st == 429, f"a full queue answered {st}")
+        check(headers.get("Retry-After") == "1", f"no Retry-After: {headers}")
+        err = json.loads(text)["error"]
+        check(err["type"] == "rate_limit_error" and err["code"] == "queue_full", err)
+        first.sock.close()
+        first.close()
+        t.join(60)
+        check(queued.get("r", (0,))[0] == 200, f"the queued request: {queued}")
+    return 0
+
+
+def case_openai(args):
+    setup = subprocess.run([args.setup_venv, args.venv], capture_output=True, text=True, timeout=240)
+    if setup.returncode != 0:
+        print("skipped: the openai package cannot be installed here: " + (setup.stderr.strip().splitlines() or ["?"])[-1])
+        return SKIP
+    want = generate(args, PROMPT)
+    with Server(args.server, args.model) as s:
+        out = subprocess.run([os.path.join(args.venv, "bin", "python"), os.path.abspath(__file__), "openai-client", "--url", s.url,
+                              "--expect", want], capture_output=True, text=True, timeout=60)
+        print(out.stdout + out.stderr)
+        check(out.returncode == 0, "the openai client failed")
+    return 0
+
+
+def openai_client(args):
+    """Runs inside the venv: the official client against the server."""
+    import openai
+    client = openai.OpenAI(base_url=args.url + "/v1", api_key="none", max_retries=0)
+    model = client.models.list().data[0].id
+    r = client.completions.create(model=model, prompt=PROMPT, max_tokens=48, seed=3)
+    check(r.choices[0].text == args.expect, f"completions: {r.choices[0].text!r} against {args.expect!r}")
+    check(r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, r.usage)
+    pieces = [c.choices[0].text for c in client.completions.create(model=model, prompt=PROMPT, stream=True) if c.choices]
+    check("".join(pieces) == args.expect, f"streamed completions: {pieces}")
+    msg = [{"role": "user", "content": PROMPT}]
+    chat = client.chat.completions.create(model=model, messages=msg)
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(model=model, messages=msg, stream=True)
+                       if c.choices)
+    check(chat.choices[0].message.content == streamed, f"chat: {chat.choices[0].message.content!r} against streamed {streamed!r}")
+    try:
+        client.completions.create(model=model, prompt=PROMPT, extra_body={"threshold": 7})
+        check(False, "threshold 7 was accepted")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and "threshold" in str(e), str(e))
+    print(f"openai {openai.__version__}: completions, chat, streamed and whole, and a 400 for threshold 7")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=["curl", "load", "disconnect", "full-queue", "openai", "openai-client"])
+    p.add_argument("--server")
+    p.add_argument("--generate")
+    p.add_argument("--model")
+    p.add_argument("--sampling-model", help="a model whose sampled answers vary with the seed (load)")
+    p.add_argument("--setup-venv")
+    p.add_argument("--venv")
+    p.add_argument("--url")
+    p.add_argument("--expect")
+    args = p.parse_args()
+    cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "full-queue": case_full_queue,
+             "openai": case_openai, "openai-client": openai_client}
+    return cases[args.case](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
