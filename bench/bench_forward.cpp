@@ -7,7 +7,7 @@
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny (bench/shapes.hpp): random weights
 //              generated straight into --dtype (default bf16), no file needed
-//   -m DIR     a model folder (config.json + safetensors), held as stored unless --dtype converts
+//   -m DIR     a model folder (config.json + safetensors) or a .gguf file, held as stored unless --dtype converts
 //   --canvas   positions of the "full" case: the whole canvas recomputed, bidirectional, logits of
 //              every row (what llama.cpp's diffusion CLI computes per step) (default 256)
 //   --block    rows of the "block" case: one block of queries over --cache cached positions,

@@ -12,6 +12,7 @@
 
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/io/chat_template.hpp>
+#include <dlm/io/gguf_tokenizer.hpp>
 #include <dlm/io/tokenizer.hpp>
 
 #ifdef _OPENMP
@@ -27,7 +28,7 @@
 
 namespace dlm::cli {
 
-/// The model folder: -m, else $DLM_MODEL, else the shipped default (DLM_DEFAULT_MODEL_DIR, set by
+/// The model folder (or .gguf file): -m, else $DLM_MODEL, else the shipped default (DLM_DEFAULT_MODEL_DIR, set by
 /// CMake to the source tree's models/cdlm). Throws dlm::file_error, saying how to pass a
 /// model, when the default is not there.
 [[nodiscard]] inline std::filesystem::path resolve_model_dir(const options& o) {
@@ -58,14 +59,22 @@ struct loaded_model {
     model_hints hints;
 };
 
-/// Loads `dir`; `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
+/// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
+/// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
 [[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder");
     cpu::load_options lo;
     if (dtype == "f32") lo.weight_dtype = io::dtype::f32;
     else if (dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
     else if (dtype == "f16") lo.weight_dtype = io::dtype::f16;
+    if (io::is_gguf_path(dir)) {
+        const io::gguf_file f = io::gguf_file::open(dir);
+        io::tokenizer tok = io::gguf_tokenizer(f.header());
+        cpu::transformer model = cpu::transformer::load_gguf(dir, lo);
+        const model_hints hints = hints_of(model);
+        return loaded_model{dir, std::move(model), std::move(tok), io::gguf_chat_format(f.header()), hints};
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder (nor a .gguf file)");
     cpu::transformer model = cpu::transformer::load(dir, lo);
     const model_hints hints = hints_of(model);
     return loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};

@@ -1,0 +1,108 @@
+// dlm/io/gguf_tokenizer.hpp — the tokenizer and chat format a GGUF file carries in its
+// tokenizer.ggml.* and tokenizer.chat_template keys, so that one .gguf file is a whole model.
+//
+// llama.cpp's converter stores a byte-level BPE vocabulary (tokenizer.ggml.model "gpt2") as
+//   tokens      every id's token text, ids 0..n-1 (ids the source tokenizer lacked as "[PADi]")
+//   token_type  1 normal, 2 unknown, 3 control (a special added token), 4 user-defined (an added,
+//               non-special token), 5 unused, 6 byte
+//   merges      "left right" strings in rank order
+//   pre         the name of the source tokenizer's pre-tokenizer (its regex is not stored)
+// dlm rebuilds the tokenizer.json those came from and parses it with io::tokenizer: every token in
+// the BPE vocabulary at its id, control and user-defined tokens also as added tokens (special or
+// not), the pre-tokenizer named by `pre` as the Hugging Face pipeline it stands for (a Split on the
+// regex, then ByteLevel; Qwen2's also NFC-normalizes), and the ByteLevel decoder. GGUF keeps no
+// lstrip / rstrip / normalized flags of added tokens: dlm matches them as written, unstripped and
+// unnormalized (how tokenizers treats special tokens by default). SentencePiece
+// vocabularies ("llama") and pre-tokenizer names outside the table below are refused by name.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat_template.hpp"
+#include "gguf.hpp"
+#include "tokenizer.hpp"
+
+namespace dlm::io {
+
+/// A pre-tokenizer name of llama.cpp's converter and the Hugging Face pipeline it stands for.
+struct gguf_pretokenizer {
+    std::string_view name;
+    std::string_view regex;  ///< the Split pattern of the source tokenizer.json
+    bool nfc;                ///< the source normalizes to NFC first
+};
+
+inline constexpr gguf_pretokenizer gguf_pretokenizers[] = {
+    {"qwen2", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", true},
+    {"llama-bpe", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", false},
+    {"gpt-2", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", false},
+};
+
+/// GGUF token types (llama.cpp's llama_token_type / gguf-py TokenType).
+enum class gguf_token_type : std::int64_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
+
+/// The tokenizer.json a GGUF file's tokenizer keys describe (see the top). Throws file_error naming
+/// the key that is missing, mistyped, inconsistent or not supported.
+[[nodiscard]] inline nlohmann::json gguf_tokenizer_json(const gguf_header& h) {
+    const std::string_view model = h.string("tokenizer.ggml.model");
+    if (model != "gpt2")
+        h.fail_key("tokenizer.ggml.model", "'" + std::string(model) + "' is not supported; dlm reads byte-level BPE vocabularies ('gpt2')" +
+                                               (model == "llama" ? " (this is a SentencePiece vocabulary)" : ""));
+    const std::string pre = h.has("tokenizer.ggml.pre") ? std::string(h.string("tokenizer.ggml.pre")) : "(none)";
+    const gguf_pretokenizer* p = nullptr;
+    std::string known;
+    for (const gguf_pretokenizer& x : gguf_pretokenizers) {
+        if (x.name == pre || (pre == "llama3" && x.name == "llama-bpe")) p = &x;
+        known += (known.empty() ? "'" : ", '") + std::string(x.name) + "'";
+    }
+    if (!p) h.fail_key("tokenizer.ggml.pre", "pre-tokenizer '" + pre + "' is not one dlm knows the regex of; it reads " + known);
+
+    const std::vector<std::string_view> tokens = h.string_array("tokenizer.ggml.tokens");
+    std::vector<std::int64_t> types(tokens.size(), static_cast<std::int64_t>(gguf_token_type::normal));
+    if (h.has("tokenizer.ggml.token_type")) {
+        types = h.integer_array("tokenizer.ggml.token_type");
+        if (types.size() != tokens.size())
+            h.fail_key("tokenizer.ggml.token_type", std::to_string(types.size()) + " types for " + std::to_string(tokens.size()) + " tokens");
+    }
+    nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+    for (std::size_t id = 0; id < tokens.size(); ++id) {
+        const std::string text(tokens[id]);
+        if (vocab.contains(text))
+            h.fail_key("tokenizer.ggml.tokens", "token '" + text + "' appears at ids " + std::to_string(vocab[text].get<std::int64_t>()) + " and " + std::to_string(id));
+        vocab[text] = id;
+        const auto t = static_cast<gguf_token_type>(types[id]);
+        if (t < gguf_token_type::normal || t > gguf_token_type::byte)
+            h.fail_key("tokenizer.ggml.token_type", "token " + std::to_string(id) + " has unknown type " + std::to_string(types[id]));
+        if (t == gguf_token_type::control || t == gguf_token_type::user_defined)
+            added.push_back({{"id", id}, {"content", text}, {"special", t == gguf_token_type::control}, {"single_word", false},
+                             {"lstrip", false}, {"rstrip", false}, {"normalized", false}});
+    }
+    nlohmann::json merges = nlohmann::json::array();
+    for (const std::string_view m : h.string_array("tokenizer.ggml.merges")) merges.push_back(std::string(m));
+    const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+    nlohmann::json j = {
+        {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}}},
+        {"added_tokens", std::move(added)},
+        {"pre_tokenizer",
+         {{"type", "Sequence"},
+          {"pretokenizers",
+           {{{"type", "Split"}, {"pattern", {{"Regex", std::string(p->regex)}}}, {"behavior", "Isolated"}, {"invert", false}}, byte_level}}}},
+        {"decoder", byte_level},
+    };
+    if (p->nfc) j["normalizer"] = {{"type", "NFC"}};
+    return j;
+}
+
+/// The tokenizer of a GGUF file (gguf_tokenizer_json parsed by io::tokenizer; errors name the key,
+/// or the rebuilt tokenizer's part, and the file).
+[[nodiscard]] inline tokenizer gguf_tokenizer(const gguf_header& h) { return tokenizer::parse(gguf_tokenizer_json(h), h.path()); }
+
+/// The chat format of tokenizer.chat_template (none without one).
+[[nodiscard]] inline chat_format gguf_chat_format(const gguf_header& h) {
+    return h.has("tokenizer.chat_template") ? chat_format_of_template(h.string("tokenizer.chat_template")) : chat_format::none;
+}
+
+}  // namespace dlm::io
