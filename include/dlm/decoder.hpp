@@ -106,7 +106,7 @@ public:
                            const step_callback& on_step = {}) {
         const auto clock_start = std::chrono::steady_clock::now();
         engine<decoder> e(*this);
-        const std::vector<std::uint64_t> ids = e.add(prompts, options);
+        const std::vector<std::uint64_t> ids = e.add_batch(prompts, options);
         while (!e.idle()) e.step(on_step);
         decode_result out;
         out.stats = e.stats();

@@ -90,7 +90,7 @@ public:
 
     /// Queues a batch, checked and seeded exactly as decoder::generate does (sequence i of `prompts`
     /// gets sequence_seed(options.seed, i) unless options.seeds is given). Returns consecutive ids.
-    std::vector<sequence_id> add(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
+    std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
         auto states = prepare(dec_->mask(), dec_->schedule(), prompts, options);
         std::vector<sequence_id> ids;
         ids.reserve(states.size());
