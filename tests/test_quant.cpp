@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include <dlm/cpu/quant/blocks.hpp>
+#include <dlm/cpu/quant/matrix.hpp>
+#include <dlm/cpu/transformer.hpp>
+#include <dlm/mask/masks.hpp>
 
 using namespace dlm;
 using io::gguf_type;
@@ -97,4 +101,174 @@ TEST_CASE("row_bytes refuses a row that is not a whole number of blocks") {
     CHECK(cpu::quant::row_bytes(gguf_type::q4_k, 512) == 288);
     CHECK_THROWS_AS((void)cpu::quant::row_bytes(gguf_type::q4_k, 500), invalid_parameter);
     CHECK_THROWS_AS((void)cpu::quant::row_bytes(gguf_type::q8_0, 33), invalid_parameter);
+}
+
+// ---- products with quantized weights ----
+
+namespace {
+
+std::vector<cpu::isa> runnable_isas() {
+    std::vector<cpu::isa> v;
+    for (cpu::isa i : {cpu::isa::baseline, cpu::isa::avx2, cpu::isa::avx512, cpu::isa::avx512_bf16})
+        if (static_cast<int>(i) <= static_cast<int>(cpu::detect_isa())) v.push_back(i);
+    return v;
+}
+
+struct quant_case {
+    cpu::quant::matrix w;
+    std::vector<float> dequantized;  // [n × k]
+};
+
+/// A matrix of `parts`, random values quantized by quantize_row, and its dequantized copy.
+quant_case make_matrix(std::int64_t k, const std::vector<cpu::quant::part_spec>& parts, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 0.05f);
+    quant_case qc{cpu::quant::matrix(k, parts), {}};
+    std::int64_t row0 = 0;
+    std::vector<float> x(static_cast<std::size_t>(k));
+    for (const auto& p : parts) {
+        const std::size_t rb = cpu::quant::row_bytes(p.type, k);
+        std::vector<std::byte> blocks(rb * static_cast<std::size_t>(p.rows));
+        for (std::int64_t r = 0; r < p.rows; ++r) {
+            for (float& v : x) v = dist(rng);
+            cpu::quant::quantize_row(p.type, x.data(), blocks.data() + r * rb, k);
+            std::vector<float> back(static_cast<std::size_t>(k));
+            cpu::quant::dequantize_row(p.type, blocks.data() + r * rb, back.data(), k);
+            qc.dequantized.insert(qc.dequantized.end(), back.begin(), back.end());
+        }
+        // In two slices, as a loader hands them over.
+        const std::int64_t half = p.rows / 2;
+        qc.w.set_rows(row0, blocks.data(), half);
+        qc.w.set_rows(row0 + half, blocks.data() + half * rb, p.rows - half);
+        row0 += p.rows;
+    }
+    return qc;
+}
+
+}  // namespace
+
+TEST_CASE("quant::matrix holds the blocks it was given: every row decodes as dequantize_row does") {
+    const quant_case qc = make_matrix(512, {{20, gguf_type::q4_k}, {17, gguf_type::q6_k}, {5, gguf_type::q5_k}}, 1);
+    const quant_case q8 = make_matrix(64, {{33, gguf_type::q8_0}, {3, gguf_type::q4_0}}, 2);
+    for (const quant_case* c : {&qc, &q8}) {
+        std::vector<float> row(static_cast<std::size_t>(c->w.cols()));
+        for (std::int64_t j = 0; j < c->w.rows(); ++j) {
+            c->w.row(j, row.data());
+            for (std::int64_t i = 0; i < c->w.cols(); ++i) REQUIRE(row[static_cast<std::size_t>(i)] == c->dequantized[static_cast<std::size_t>(j * c->w.cols() + i)]);
+        }
+    }
+}
+
+TEST_CASE("quantized products: every instruction set gives the same bits, close to the dequantized f32 product, batch-invariant") {
+    struct shape {
+        std::int64_t k;
+        std::vector<cpu::quant::part_spec> parts;
+    };
+    const shape shapes[] = {{256, {{37, gguf_type::q8_0}}}, {96, {{16, gguf_type::q4_0}, {9, gguf_type::q8_0}}},
+                            {512, {{21, gguf_type::q4_k}, {16, gguf_type::q6_k}}}, {256, {{35, gguf_type::q5_k}}},
+                            {256, {{3, gguf_type::q6_k}, {14, gguf_type::q4_k}, {8, gguf_type::q8_0}}}};
+    unsigned seed = 10;
+    for (const shape& sh : shapes) {
+        const quant_case qc = make_matrix(sh.k, sh.parts, seed++);
+        CAPTURE(seed);
+        const std::int64_t n = qc.w.rows(), k = sh.k, m = 19;
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        std::vector<float> x(static_cast<std::size_t>(m * k));
+        for (float& v : x) v = dist(rng);
+        // Reference: the dequantized weights times the unquantized activations, in double.
+        std::vector<double> ref(static_cast<std::size_t>(m * n));
+        for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (std::int64_t e = 0; e < k; ++e) s += double(x[i * k + e]) * qc.dequantized[static_cast<std::size_t>(j * k + e)];
+                ref[static_cast<std::size_t>(i * n + j)] = s;
+            }
+        std::vector<float> first;
+        for (cpu::isa path : runnable_isas()) {
+            CAPTURE(cpu::isa_name(path));
+            cpu::set_isa(path);
+            std::vector<float> y(static_cast<std::size_t>(m * n), -1.0f);
+            cpu::quant::linear(m, x.data(), k, qc.w, y.data(), n);
+            // Activations are rounded to 8 bits (relative error 1/254 of each block's largest
+            // value): the product is within that of the reference, scaled by Σ|x·w|.
+            for (std::int64_t i = 0; i < m; ++i)
+                for (std::int64_t j = 0; j < n; ++j) {
+                    double bound = 0;
+                    for (std::int64_t e = 0; e < k; ++e) bound += std::fabs(double(x[i * k + e]) * qc.dequantized[static_cast<std::size_t>(j * k + e)]);
+                    INFO("row " << i << " col " << j);
+                    REQUIRE(std::fabs(y[static_cast<std::size_t>(i * n + j)] - ref[static_cast<std::size_t>(i * n + j)]) <= 0.02 * bound + 1e-6);
+                }
+            if (first.empty()) first = y;
+            else CHECK(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0);
+            // A row alone gives the bits it gives in the batch.
+            for (std::int64_t i : {std::int64_t{0}, std::int64_t{7}, m - 1}) {
+                std::vector<float> one(static_cast<std::size_t>(n));
+                cpu::quant::linear(1, x.data() + i * k, k, qc.w, one.data(), n);
+                CHECK(std::memcmp(one.data(), y.data() + i * n, one.size() * sizeof(float)) == 0);
+            }
+        }
+        cpu::set_isa(cpu::detect_isa());
+    }
+}
+
+TEST_CASE("a model held in GGUF blocks gives the logits of its blocks decoded to f32, to the activations' 8-bit rounding") {
+    io::model_config c;
+    c.arch = io::architecture::llada;
+    c.vocab_size = 300;
+    c.hidden_size = 256;
+    c.intermediate_size = 512;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 4;
+    c.head_dim = 64;
+    c.max_context = 64;
+    c.rope_theta = 10000.0;
+    c.rms_norm_eps = 1e-5;
+    c.mask_id = 299;
+    c.eos_ids = {1};
+    const canvas_layout l{8, 16, 16, false};
+    std::vector<token_id> canvas(24);
+    for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = i < 8 ? static_cast<token_id>(i * 37 % 299) : 299;
+    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+    auto logits = [&](cpu::transformer& m) {
+        std::vector<float> out(static_cast<std::size_t>(l.size() * c.vocab_size));
+        const forward_request<cpu::kv_cache> rq{canvas, l, p, nullptr};
+        m.forward(std::span<const forward_request<cpu::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
+        return out;
+    };
+    for (auto f : {cpu::quant::file_type::q8_0, cpu::quant::file_type::q4_0, cpu::quant::file_type::q4_k_m}) {
+        CAPTURE(static_cast<int>(f));
+        cpu::transformer q = cpu::transformer::random(c, 4, f);
+        // The same values (random_quant_source draws random_weights' stream) through the same
+        // encoder, decoded to f32: the reference computes with the exact weights of q's blocks.
+        cpu::transformer_weights w = cpu::random_weights(c, 4);
+        auto decode = [&](cpu::matrix& m, cpu::tensor_role r, index_t layer) {
+            const auto t = *cpu::quant::file_type_of(f, c, r, layer);
+            std::vector<std::byte> row(cpu::quant::row_bytes(t, m.cols()));
+            for (index_t i = 0; i < m.rows(); ++i) {
+                cpu::quant::quantize_row(t, m.data() + i * m.cols(), row.data(), m.cols());
+                cpu::quant::dequantize_row(t, row.data(), m.data() + i * m.cols(), m.cols());
+            }
+        };
+        using R = cpu::tensor_role;
+        decode(w.embedding, R::embedding, 0);
+        decode(w.lm_head, R::lm_head, 0);
+        for (index_t layer = 0; layer < c.num_layers; ++layer) {
+            cpu::layer_weights& L = w.layers[static_cast<std::size_t>(layer)];
+            for (auto [m, r] : {std::pair{&L.q_proj, R::q_proj}, {&L.k_proj, R::k_proj}, {&L.v_proj, R::v_proj}, {&L.o_proj, R::o_proj},
+                                {&L.gate_proj, R::gate_proj}, {&L.up_proj, R::up_proj}, {&L.down_proj, R::down_proj}})
+                decode(*m, r, layer);
+        }
+        cpu::transformer ref(c, w, {});
+        const auto a = logits(q), b = logits(ref);
+        // The only difference is the activations' rounding to 8 bits per block (relative 1/254 of a
+        // block's largest value) before each product: logits agree to a few percent of their spread.
+        float spread = 0, worst = 0;
+        for (float v : b) spread = std::max(spread, std::fabs(v));
+        for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+        MESSAGE("file type " << static_cast<int>(f) << ": largest logit difference " << worst << " of largest logit " << spread);
+        CHECK(worst <= 0.03f * spread);
+        CHECK(q.weight_bytes() < ref.weight_bytes() / 3);
+    }
 }

@@ -61,7 +61,8 @@ namespace dlm::cpu {
     if (!(avx512f && avx512dq && avx512bw && avx512vl && zmm_state)) return isa::avx2;
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
-    return bf16 ? isa::avx512_bf16 : isa::avx512;
+    const bool vnni = c & (1u << 11);  // vpdpbusd: the quantized products (every CPU with BF16 so far has it)
+    return bf16 && vnni ? isa::avx512_bf16 : isa::avx512;
 #else
     return isa::baseline;
 #endif

@@ -31,6 +31,7 @@
 #include "../core/error.hpp"
 #include "../io/dtype.hpp"
 #include "dispatch.hpp"
+#include "quant/matrix.hpp"
 #include "simd.hpp"
 
 namespace dlm::cpu {
@@ -102,12 +103,52 @@ inline void gemm(index_t m, index_t n, index_t kdim, const float* a, std::ptrdif
     kt.gemm_f32(m, n, kdim, packed.data(), b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
 }
 
+/// How a (stacked) weight matrix is held: in one element type, or, when `parts` is not empty, in
+/// GGUF blocks, a block type per part (quant/matrix.hpp).
+struct weight_layout {
+    io::dtype type = io::dtype::f32;
+    std::vector<quant::part_spec> parts;
+    [[nodiscard]] bool quantized() const noexcept { return !parts.empty(); }
+    /// "bf16", "q4_k", "q4_k+q6_k" (the parts' types).
+    [[nodiscard]] std::string name() const {
+        std::string s;
+        if (!quantized()) s = io::dtype_name(type);
+        for (const quant::part_spec& p : parts) {
+            const std::string n(io::gguf_type_name(p.type));
+            if (s.find(n) != std::string::npos) continue;
+            if (!s.empty()) s += '+';
+            s += n;
+        }
+        for (char& ch : s) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+        return s;
+    }
+};
+
 /// A weight matrix W[n × k] (n outputs, k inputs, row-major as stored in checkpoints), packed for
 /// y = W x in its element type: panel p holds rows [p·32, p·32 + 32) of W transposed, in k-groups
-/// of one element (f32, f16) or two (bf16), zero-padded (see kernels/table.hpp).
+/// of one element (f32, f16) or two (bf16), zero-padded (see kernels/table.hpp). Or held in GGUF
+/// blocks (a quant::matrix), filled by set_blocks.
 class packed_matrix {
 public:
     packed_matrix() = default;
+    /// W held as `layout` says (quantized parts must add up to n rows).
+    packed_matrix(index_t n, index_t k, const weight_layout& layout) : n_(n), k_(k), type_(layout.type) {
+        if (!layout.quantized()) {
+            *this = packed_matrix(n, k, layout.type);
+            return;
+        }
+        quant_ = quant::matrix(k, layout.parts);
+        if (quant_.rows() != n)
+            throw contract_error("packed_matrix: quantized parts hold " + std::to_string(quant_.rows()) + " rows, not " + std::to_string(n));
+    }
+    /// Bytes a matrix of this shape and layout holds, before allocating it.
+    [[nodiscard]] static std::size_t bytes_for(index_t n, index_t k, const weight_layout& layout) {
+        return layout.quantized() ? quant::matrix::bytes_for(k, layout.parts) : bytes_for(n, k, layout.type);
+    }
+    [[nodiscard]] bool quantized() const noexcept { return quant_.rows() > 0; }
+    [[nodiscard]] const quant::matrix& quantized_matrix() const noexcept { return quant_; }
+    /// Stores rows [row0, row0 + rows) of a quantized W from their GGUF blocks (one part's type).
+    void set_blocks(index_t row0, const std::byte* src, index_t rows) { quant_.set_rows(row0, src, rows); }
     packed_matrix(index_t n, index_t k, io::dtype type = io::dtype::f32) : n_(n), k_(k), type_(type) {
         if (n < 0 || k < 0) throw contract_error("packed_matrix: negative shape");
         const std::size_t elements = static_cast<std::size_t>(panels()) * static_cast<std::size_t>(panel_stride());
@@ -144,6 +185,7 @@ public:
 
     /// Row `j` of W (k values) as f32: an embedding lookup from the packed head.
     void row(index_t j, float* out) const {
+        if (quantized()) return quant_.row(j, out);
         for (index_t i = 0; i < k_; ++i) {
             const std::size_t at = offset(j, i);
             switch (type_) {
@@ -165,7 +207,9 @@ public:
         return static_cast<std::ptrdiff_t>((k_ + group() - 1) / group()) * panel_width * group();
     }
     /// Bytes held.
-    [[nodiscard]] std::size_t bytes() const noexcept { return f32_.size() * sizeof(float) + h16_.size() * sizeof(std::uint16_t); }
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        return f32_.size() * sizeof(float) + h16_.size() * sizeof(std::uint16_t) + quant_.bytes();
+    }
     /// Bytes a matrix of this shape and type holds, before allocating it.
     [[nodiscard]] static std::size_t bytes_for(index_t n, index_t k, io::dtype type) noexcept {
         const std::size_t g = type == io::dtype::bf16 ? 2 : 1;
@@ -188,6 +232,7 @@ private:
     io::dtype type_ = io::dtype::f32;
     std::vector<float, aligned_allocator<float>> f32_;
     std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> h16_;
+    quant::matrix quant_;
 };
 
 /// Y[m × n] = X[m × k] · Wᵀ, split over threads by (group of column panels, block of rows). Each
@@ -195,6 +240,7 @@ private:
 /// on the thread count. bf16 weights: X is rounded to bf16 first (once, row by row).
 inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const packed_matrix& w, float* y, std::ptrdiff_t ldy) {
     if (m <= 0) return;
+    if (w.quantized()) return quant::linear(m, x, ldx, w.quantized_matrix(), y, ldy);
     const kernel_table& kt = kernels();
     const index_t n = w.rows(), k = w.cols(), panels = w.panels();
     const bool bf16 = w.type() == io::dtype::bf16, dot = bf16 && bf16_products().dot;

@@ -38,6 +38,7 @@
 #include "memory.hpp"
 #include "moe.hpp"
 #include "ops.hpp"
+#include "quant/random_source.hpp"
 #include "weight_sources.hpp"
 #include "weights.hpp"
 
@@ -62,6 +63,15 @@ public:
         transformer t(std::move(config));
         random_source src(t.config_, seed, type, scale);
         t.build(src, {.weight_dtype = type, .check_memory = check_memory});
+        return t;
+    }
+    /// The same model in the GGUF block types llama.cpp gives a file of type `f` (quant/random_source.hpp),
+    /// held in its blocks.
+    [[nodiscard]] static transformer random(io::model_config config, std::uint64_t seed, quant::file_type f, float scale = 1.0f,
+                                            bool check_memory = true) {
+        transformer t(std::move(config));
+        quant::random_quant_source src(t.config_, seed, f, scale);
+        t.build(src, {.weight_dtype = std::nullopt, .check_memory = check_memory});
         return t;
     }
 
@@ -256,15 +266,22 @@ private:
             throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
     }
 
-    /// The type a (stacked) matrix is held in: the requested one, else the parts' stored type, else
-    /// (parts stored in different types) f32.
+    /// How a (stacked) matrix of `parts` (role, rows) is held: in GGUF blocks when the source has
+    /// them in block types dlm multiplies and no type was requested; else in the requested type,
+    /// else the parts' stored type, else (parts stored in different types) f32.
     template <class Source>
-    io::dtype held_type(Source& src, const load_options& opt, std::initializer_list<tensor_role> roles, index_t l) const {
-        if (opt.weight_dtype) return *opt.weight_dtype;
-        const io::dtype first = src.dtype(*roles.begin(), l);
-        for (tensor_role r : roles)
-            if (src.dtype(r, l) != first) return io::dtype::f32;
-        return first;
+    weight_layout held_type(Source& src, const load_options& opt, std::initializer_list<std::pair<tensor_role, index_t>> parts, index_t l) const {
+        if (opt.weight_dtype) return {*opt.weight_dtype, {}};
+        if constexpr (requires { src.quant_type(tensor_role::q_proj, l); }) {
+            std::vector<quant::part_spec> blocks;
+            for (auto [r, rows] : parts)
+                if (const auto t = src.quant_type(r, l); t && quant::has_kernel(*t)) blocks.push_back({rows, *t});
+            if (blocks.size() == parts.size()) return {io::dtype::f32, blocks};
+        }
+        const io::dtype first = src.dtype(parts.begin()->first, l);
+        for (auto [r, rows] : parts)
+            if (src.dtype(r, l) != first) return {io::dtype::f32, {}};
+        return {first, {}};
     }
 
     /// Copies `role` of `layer` from `src` into rows [row_offset, ...) of `m`, a slice at a time.
@@ -272,6 +289,19 @@ private:
     static void fill(packed_matrix& m, Source& src, tensor_role role, index_t layer, index_t row_offset, index_t rows, std::vector<float>& buf) {
         const index_t k = m.cols();
         const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
+        if constexpr (requires { src.read_blocks(role, layer, index_t{0}, index_t{0}, static_cast<std::byte*>(nullptr)); }) {
+            if (m.quantized()) {  // GGUF blocks as stored (held_type chose this only for such a source)
+                std::vector<std::byte> blocks;
+                const std::size_t row_bytes = quant::row_bytes(*src.quant_type(role, layer), k);
+                for (index_t r0 = 0; r0 < rows; r0 += chunk) {
+                    const index_t n = std::min(chunk, rows - r0);
+                    blocks.resize(static_cast<std::size_t>(n) * row_bytes);
+                    src.read_blocks(role, layer, r0, n, blocks.data());
+                    m.set_blocks(row_offset + r0, blocks.data(), n);
+                }
+                return;
+            }
+        }
         for (index_t r0 = 0; r0 < rows; r0 += chunk) {
             const index_t n = std::min(chunk, rows - r0);
             buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
@@ -294,27 +324,26 @@ private:
         const index_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
         using R = tensor_role;
         // Types and bytes first: nothing is allocated for a model that cannot fit.
-        const io::dtype t_emb = held_type(src, opt, {R::embedding}, 0);
-        const io::dtype t_head = c.tie_word_embeddings ? t_emb : held_type(src, opt, {R::lm_head}, 0);
-        std::vector<io::dtype> t_qkv, t_o, t_gu, t_down;
+        const weight_layout t_emb = held_type(src, opt, {{R::embedding, c.vocab_size}}, 0);
+        const weight_layout t_head = c.tie_word_embeddings ? t_emb : held_type(src, opt, {{R::lm_head, c.vocab_size}}, 0);
+        std::vector<weight_layout> t_qkv, t_o, t_gu, t_down;
         std::size_t bytes = packed_matrix::bytes_for(c.vocab_size, h, t_emb) + (c.tie_word_embeddings ? 0 : packed_matrix::bytes_for(c.vocab_size, h, t_head));
-        std::set<io::dtype> types{t_emb, t_head};
+        std::set<std::string> types{t_emb.name(), t_head.name()};
         for (index_t l = 0; l < c.num_layers; ++l) {
-            t_qkv.push_back(held_type(src, opt, {R::q_proj, R::k_proj, R::v_proj}, l));
-            t_o.push_back(held_type(src, opt, {R::o_proj}, l));
+            t_qkv.push_back(held_type(src, opt, {{R::q_proj, q}, {R::k_proj, kv}, {R::v_proj, kv}}, l));
+            t_o.push_back(held_type(src, opt, {{R::o_proj, h}}, l));
             const bool experts = c.moe && c.moe->is_moe_layer(l);  // no dense MLP: cpu/moe.hpp's experts
-            t_gu.push_back(experts ? t_o.back() : held_type(src, opt, {R::gate_proj, R::up_proj}, l));
-            t_down.push_back(experts ? t_o.back() : held_type(src, opt, {R::down_proj}, l));
+            t_gu.push_back(experts ? t_o.back() : held_type(src, opt, {{R::gate_proj, f}, {R::up_proj, f}}, l));
+            t_down.push_back(experts ? t_o.back() : held_type(src, opt, {{R::down_proj, h}}, l));
             bytes += packed_matrix::bytes_for(q + 2 * kv, h, t_qkv.back()) + packed_matrix::bytes_for(h, q, t_o.back()) +
                      (experts ? moe_bytes(src, c, l, opt)
                               : packed_matrix::bytes_for(2 * f, h, t_gu.back()) + packed_matrix::bytes_for(h, f, t_down.back())) +
                      sizeof(float) * static_cast<std::size_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0) + (c.qk_norm ? 2 * c.head_dim : 0));
-            types.insert({t_qkv.back(), t_o.back(), t_gu.back(), t_down.back()});
+            types.insert({t_qkv.back().name(), t_o.back().name(), t_gu.back().name(), t_down.back().name()});
         }
         bytes += sizeof(float) * static_cast<std::size_t>(h);
         weight_bytes_ = bytes;
-        weight_type_ = types.size() == 1 ? std::string(io::dtype_name(*types.begin())) : "mixed";
-        for (char& ch : weight_type_) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        weight_type_ = types.size() == 1 ? *types.begin() : "mixed";
         if (opt.check_memory)
             check_fits("the model's weights (" + weight_type_ + ", " + std::to_string(c.num_layers) + " layers)", bytes,
                        "hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16) or free memory");

@@ -34,6 +34,21 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 }
 
 #include "vector_ops.inl"
+
+inline constexpr int mr_q = 4, s8_bias = 0;
+/// Pairs of u8·s8 products summed to 16 bits (never saturating: |w| <= 128 and |a| <= 127, or
+/// w <= 63), then pairs of those to 32.
+[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {
+    const __m256i p = _mm256_maddubs_epi16(__m256i(w), _mm256_set1_epi32(a4));
+    return acc + vint(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+/// Signed w: |w| times a with w's sign.
+[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept {
+    const __m256i wi = __m256i(w);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wi, wi), _mm256_sign_epi8(_mm256_set1_epi32(a4), wi));
+    return acc + vint(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
 #include "body.inl"
 
 }  // namespace dlm::cpu::kernels_avx2

@@ -34,6 +34,20 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 }
 
 #include "vector_ops.inl"
+
+inline constexpr int mr_q = 8, s8_bias = 0;
+/// As avx2.hpp's, 512 bits wide (AVX-512 BW; no VNNI at this level).
+[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {
+    const __m512i p = _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(a4));
+    return acc + vint(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+}
+[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept {
+    const __m512i wi = __m512i(w), a = _mm512_set1_epi32(a4);
+    const __m512i signed_a = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(wi), _mm512_setzero_si512(), a);
+    const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(wi), signed_a);
+    return acc + vint(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+}
+
 #include "body.inl"
 
 }  // namespace dlm::cpu::kernels_avx512

@@ -1,5 +1,5 @@
-// dlm/cpu/kernels/avx512_bf16.hpp — kernels for x86-64 with AVX-512 BF16 (Cooper Lake, Sapphire
-// Rapids, Zen 4 and later): bf16 products by vdpbf16ps as well (a bf16 pair per f32 lane and
+// dlm/cpu/kernels/avx512_bf16.hpp — kernels for x86-64 with AVX-512 BF16 and VNNI (Cooper Lake,
+// Sapphire Rapids, Zen 4 and later): bf16 products by vdpbf16ps as well (a bf16 pair per f32 lane and
 // instruction: twice the f32 FMA rate on Zen 4, half of it on Sapphire Rapids, so dispatch.hpp
 // measures which form to use); f32 and f16 as in avx512.hpp.
 #pragma once
@@ -19,7 +19,7 @@
 #include "../simd.hpp"
 #include "table.hpp"
 
-#define DLM_KERNEL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,f16c"
+#define DLM_KERNEL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vnni,avx2,fma,f16c"
 #include "target_begin.inl"
 
 namespace dlm::cpu::kernels_avx512_bf16 {
@@ -48,6 +48,14 @@ using b16_t = __m512i;
 }
 [[nodiscard]] inline b16_t load_b16(const std::uint16_t* p) noexcept { return _mm512_loadu_si512(p); }
 [[nodiscard]] inline vfloat dot2(vfloat acc, a16_t a, b16_t b) noexcept { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+
+inline constexpr int mr_q = 8, s8_bias = 128;
+/// vpdpbusd: four u8·s8 products per lane added to it, exactly.
+[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {
+    return vint(_mm512_dpbusd_epi32(__m512i(acc), __m512i(w), _mm512_set1_epi32(a4)));
+}
+/// Signed w as w + 128 (unsigned): the sum gains 128·Σa, which quant_body.inl subtracts (s8_bias).
+[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_u8(acc, w ^ 0x80, a4); }
 
 #define DLM_KERNEL_BF16_DOT 1
 #include "body.inl"

@@ -29,6 +29,19 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 }
 
 #include "vector_ops.inl"
+
+inline constexpr int mr_q = 4, s8_bias = 0;
+/// Σ_b w[4l+b]·a[b] per lane, `W` the bytes' signedness.
+template <class W>
+[[nodiscard]] inline vint dot_bytes(vint acc, vbytes w, std::int32_t a4) noexcept {
+    for (int l = 0; l < lanes; ++l)
+        for (int b = 0; b < 4; ++b)
+            acc[l] += static_cast<W>(w[4 * l + b]) * static_cast<std::int8_t>(static_cast<std::uint32_t>(a4) >> (8 * b));
+    return acc;
+}
+[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_bytes<std::uint8_t>(acc, w, a4); }
+[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_bytes<std::int8_t>(acc, w, a4); }
+
 #include "body.inl"
 
 }  // namespace dlm::cpu::kernels_baseline

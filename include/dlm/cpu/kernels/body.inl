@@ -222,8 +222,12 @@ inline void silu_gate(const float* gate, const float* up, float* out, index_t n)
     }
 }
 
+#include "quant_body.inl"
+
 #if defined(DLM_KERNEL_BF16_DOT)
-inline constexpr kernel_table table{isa_id, isa_name, lanes, mr_f32, mr_bf16, &gemm_f32, &gemm_f16, &gemm_bf16, &gemm_bf16_dot, &exp_shifted, &silu_gate};
+inline constexpr kernel_table table{isa_id,     isa_name,     lanes,      mr_f32, mr_bf16,    &gemm_f32,    &gemm_f16, &gemm_bf16,
+                                    &gemm_bf16_dot, &exp_shifted, &silu_gate, mr_q,   &gemm_quant};
 #else
-inline constexpr kernel_table table{isa_id, isa_name, lanes, mr_f32, mr_bf16, &gemm_f32, &gemm_f16, &gemm_bf16, nullptr, &exp_shifted, &silu_gate};
+inline constexpr kernel_table table{isa_id,  isa_name,     lanes,      mr_f32, mr_bf16,    &gemm_f32, &gemm_f16, &gemm_bf16,
+                                    nullptr, &exp_shifted, &silu_gate, mr_q,   &gemm_quant};
 #endif

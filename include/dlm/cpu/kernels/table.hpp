@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "../../core/config.hpp"
+#include "../quant/layout.hpp"
 
 namespace dlm::cpu {
 
@@ -72,6 +73,13 @@ struct kernel_table {
     void (*exp_shifted)(float* x, index_t n, float shift) noexcept;
     /// out[i] = silu(gate[i]) · up[i] for i in [0, n).
     void (*silu_gate)(const float* gate, const float* up, float* out, index_t n) noexcept;
+    /// Rows per tile of quantized activations (quant::activation_view::mr).
+    int mr_q;
+    /// C[m × n] = A · Wᵀ for tile columns [g0, g1) of block-quantized W (n rows), A quantized per
+    /// row and block (quant/layout.hpp): integer sums, then a fixed f32 step per block, so every
+    /// instruction set computes the same bits.
+    void (*gemm_quant)(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
+                       float* c, std::ptrdiff_t ldc) noexcept;
 };
 
 }  // namespace dlm::cpu

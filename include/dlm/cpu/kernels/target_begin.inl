@@ -19,5 +19,6 @@ DLM_KERNEL_PRAGMA(GCC target(DLM_KERNEL_TARGET))
 #pragma GCC diagnostic ignored "-Wpsabi"  // vector arguments of inline kernels never cross an ABI boundary
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // _mm512_undefined_ps inside the intrinsics headers
+#pragma GCC diagnostic ignored "-Wuninitialized"        // the same, where the quantized kernels inline vcvtph2ps
 #endif
 #endif

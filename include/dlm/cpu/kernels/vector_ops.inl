@@ -10,6 +10,8 @@
 
 /// 32-bit integers of `vfloat`'s width (comparison results, exponent bits).
 using vint = decltype(vfloat{} < vfloat{});
+/// Four bytes per 32-bit lane (quantized products, kernels/quant_body.inl).
+using vbytes = std::uint8_t __attribute__((vector_size(sizeof(vfloat))));
 
 [[nodiscard]] inline vfloat vload(const float* p) noexcept {
     vfloat v;

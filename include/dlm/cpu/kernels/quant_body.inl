@@ -1,0 +1,193 @@
+// dlm/cpu/kernels/quant_body.inl — products with block-quantized weights (GGUF Q8_0, Q4_0, Q4_K,
+// Q5_K, Q6_K), written once for every instruction set: the layouts and the arithmetic are in
+// quant/layout.hpp.
+//
+// Included by body.inl (inside an instruction-set namespace and target region) after the file
+// defined, besides body.inl's names:
+//   mr_q                        rows of activations per register tile
+//   dot_u8(acc, w, a4)          acc + Σ_b w[4l+b]·a[b] per 32-bit lane l: w unsigned bytes, a the 4
+//                               signed bytes of a4 (vpdpbusd, or vpmaddubsw + vpmaddwd)
+//   dot_s8(acc, w, a4)          the same with w signed, plus s8_bias · Σ_b a[b] (vpdpbusd takes
+//   s8_bias                     w + 128 unsigned: 128; the other forms 0)
+// Every sum of products is an integer sum (exact, whatever the instruction), and each block ends
+// with the same short sequence of f32 operations on every instruction set, none of them fused
+// (contraction is off below), so every path computes the same bits.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+/// Vectors per 16 rows of W.
+inline constexpr int q_vectors = static_cast<int>(quant::tile_rows) / lanes;
+static_assert(q_vectors * lanes == quant::tile_rows, "a tile's 16 rows must fill whole vectors");
+
+[[nodiscard]] inline vbytes load_bytes(const std::byte* p) noexcept {
+    vbytes v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+[[nodiscard]] inline std::int32_t load_a4(const std::int8_t* p) noexcept {
+    std::int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+/// `lanes` bytes, one per row of W, widened to 32-bit integers (sign-extended if `Signed`).
+using vu8_lanes = std::uint8_t __attribute__((vector_size(lanes)));
+using vs8_lanes = std::int8_t __attribute__((vector_size(lanes)));
+template <bool Signed>
+[[nodiscard]] inline vint widen(const std::byte* p) noexcept {
+    if constexpr (Signed) {
+        vs8_lanes b;
+        std::memcpy(&b, p, sizeof b);
+        return __builtin_convertvector(b, vint);
+    } else {
+        vu8_lanes b;
+        std::memcpy(&b, p, sizeof b);
+        return __builtin_convertvector(b, vint);
+    }
+}
+[[nodiscard]] inline vint vint_broadcast(std::int32_t x) noexcept {
+    vint v;
+    for (int i = 0; i < lanes; ++i) v[i] = x;
+    return v;
+}
+
+/// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles
+/// along k at w); A quantized and packed in tiles of `amr` rows (quant::activation_view), its
+/// quants at aq, scales at ascale, sums at asums.
+template <io::gguf_type T, int MR>
+inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const std::int32_t* asums, int amr, const std::byte* w,
+                               index_t blocks, float* c, std::ptrdiff_t ldc, int n_valid) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    constexpr int NV = q_vectors, quads = G.sub / 4, sums16 = G.block / 16;
+    vfloat acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = vfloat{};
+    for (index_t s = 0; s < blocks; ++s, w += G.tile_bytes()) {
+        const std::byte* qs = w + G.header_bytes;
+        const std::int8_t* a = aq + s * G.block * amr;
+        const std::int32_t* sums = asums + s * sums16 * amr;
+        vint ksum[MR][NV];
+        for (int r = 0; r < MR; ++r)
+            for (int v = 0; v < NV; ++v) ksum[r][v] = vint{};
+        for (int j = 0; j < G.subs(); ++j) {
+            vint isum[MR][NV];
+            for (int r = 0; r < MR; ++r)
+                for (int v = 0; v < NV; ++v) isum[r][v] = vint{};
+#pragma GCC unroll 8
+            for (int t = 0; t < quads; ++t) {
+                const int quad = j * quads + t;
+                vbytes wq[NV];
+                for (int v = 0; v < NV; ++v) {
+                    if constexpr (G.bits == 8) {
+                        wq[v] = load_bytes(qs + quad * 64 + v * lanes * 4);
+                    } else {
+                        const vbytes raw = load_bytes(qs + quad / 2 * 64 + v * lanes * 4);
+                        wq[v] = quad % 2 ? raw >> 4 : raw & 0xf;
+                    }
+                }
+#pragma GCC unroll 8
+                for (int r = 0; r < MR; ++r) {
+                    const std::int32_t a4 = load_a4(a + (quad * amr + r) * 4);
+                    for (int v = 0; v < NV; ++v) isum[r][v] = G.signed_q ? dot_s8(isum[r][v], wq[v], a4) : dot_u8(isum[r][v], wq[v], a4);
+                }
+            }
+            if constexpr (G.scales) {
+                for (int v = 0; v < NV; ++v) {
+                    const std::byte* sc_at = w + G.sc_at + j * quant::tile_rows + v * lanes;
+                    const vint sc = T == io::gguf_type::q6_k ? widen<true>(sc_at) : widen<false>(sc_at);
+                    for (int r = 0; r < MR; ++r) ksum[r][v] += isum[r][v] * sc;
+                }
+            } else {
+                for (int r = 0; r < MR; ++r)
+                    for (int v = 0; v < NV; ++v) ksum[r][v] = isum[r][v];
+            }
+        }
+        // The block's f32 step: t = d·(Σ sc·Σua − off·Σa)  or  d·Σ sc·Σua − dmin·Σ m·Σa; C += da·t.
+        vfloat d[NV], dmin[NV];
+        for (int v = 0; v < NV; ++v) {
+            d[v] = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
+            if constexpr (G.mins) dmin[v] = load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes);
+        }
+        for (int r = 0; r < MR; ++r) {
+            const vfloat da = vbroadcast(ascale[s * amr + r]);
+            for (int v = 0; v < NV; ++v) {
+                vfloat t;
+                if constexpr (!G.scales) {  // Q8_0, Q4_0: one sub-block; the offset times Σa
+                    const int off = G.signed_q ? s8_bias : G.offset;
+                    const vint x = ksum[r][v] - vint_broadcast(off * (sums[r] + sums[amr + r]));
+                    t = d[v] * __builtin_convertvector(x, vfloat);
+                } else if constexpr (G.mins) {  // Q4_K, Q5_K
+                    vint msum{};
+                    for (int j = 0; j < G.subs(); ++j)
+                        msum += widen<false>(w + G.m_at + j * quant::tile_rows + v * lanes) *
+                                vint_broadcast(sums[2 * j * amr + r] + sums[(2 * j + 1) * amr + r]);
+                    const vfloat t1 = d[v] * __builtin_convertvector(ksum[r][v], vfloat);
+                    const vfloat t2 = dmin[v] * __builtin_convertvector(msum, vfloat);
+                    t = t1 - t2;
+                } else {  // Q6_K: w = d·sc_j·(u − 32)
+                    vint msum{};
+                    for (int j = 0; j < G.subs(); ++j)
+                        msum += widen<true>(w + G.sc_at + j * quant::tile_rows + v * lanes) * vint_broadcast(sums[j * amr + r]);
+                    t = d[v] * __builtin_convertvector(ksum[r][v] - msum * G.offset, vfloat);
+                }
+                const vfloat p = da * t;
+                acc[r][v] = acc[r][v] + p;
+            }
+        }
+    }
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) {
+            const int valid = n_valid - v * lanes;
+            if (valid >= lanes) vstore(c + r * ldc + v * lanes, acc[r][v]);
+            else if (valid > 0) vstore_partial(c + r * ldc + v * lanes, acc[r][v], valid);
+        }
+}
+
+template <io::gguf_type T>
+using quant_kernel_fn = void (*)(const std::int8_t*, const float*, const std::int32_t*, int, const std::byte*, index_t, float*, std::ptrdiff_t,
+                                 int) noexcept;
+template <io::gguf_type T, std::size_t... I>
+constexpr std::array<quant_kernel_fn<T>, sizeof...(I)> make_quant_kernels(std::index_sequence<I...>) {
+    return {&quant_micro_kernel<T, static_cast<int>(I) + 1>...};
+}
+/// quant_kernels<T>[r - 1] handles a tile of r rows.
+template <io::gguf_type T>
+inline constexpr auto quant_kernels = make_quant_kernels<T>(std::make_index_sequence<mr_q>{});
+
+template <io::gguf_type T>
+inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
+                             float* c, std::ptrdiff_t ldc) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    const std::size_t group_bytes = static_cast<std::size_t>(b.blocks) * static_cast<std::size_t>(G.tile_bytes());
+    const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(b.blocks) * G.block * a.mr;
+    for (index_t g = g0; g < g1; ++g) {
+        const index_t col = g * quant::tile_rows;
+        if (col >= n) break;
+        const int n_valid = static_cast<int>(n - col < quant::tile_rows ? n - col : quant::tile_rows);
+        for (index_t i = 0; i < m; i += a.mr) {
+            const index_t rows = m - i < a.mr ? m - i : a.mr, tile = i / a.mr;
+            quant_kernels<T>[static_cast<std::size_t>(rows - 1)](a.q + tile * a_tile, a.scale + tile * b.blocks * a.mr,
+                                                                 a.sums + tile * b.blocks * (G.block / 16) * a.mr, a.mr,
+                                                                 b.data + static_cast<std::size_t>(g) * group_bytes, b.blocks, c + i * ldc + col,
+                                                                 ldc, n_valid);
+        }
+    }
+}
+
+/// C[m × n] = A · Wᵀ for the tile columns [g0, g1) of one part of W (n rows).
+inline void gemm_quant(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1, float* c,
+                       std::ptrdiff_t ldc) noexcept {
+    switch (b.type) {
+        case io::gguf_type::q8_0: gemm_quant_typed<io::gguf_type::q8_0>(m, n, a, b, g0, g1, c, ldc); break;
+        case io::gguf_type::q4_0: gemm_quant_typed<io::gguf_type::q4_0>(m, n, a, b, g0, g1, c, ldc); break;
+        case io::gguf_type::q4_k: gemm_quant_typed<io::gguf_type::q4_k>(m, n, a, b, g0, g1, c, ldc); break;
+        case io::gguf_type::q5_k: gemm_quant_typed<io::gguf_type::q5_k>(m, n, a, b, g0, g1, c, ldc); break;
+        case io::gguf_type::q6_k: gemm_quant_typed<io::gguf_type::q6_k>(m, n, a, b, g0, g1, c, ldc); break;
+        default: break;
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,302 @@
+// dlm/cpu/quant/matrix.hpp — block-quantized weight matrices held in their blocks (regrouped into
+// the kernels' tiles, quant/layout.hpp) and their products.
+//
+//   quant::matrix w(k, {{q_rows, gguf_type::q4_k}, {v_rows, gguf_type::q6_k}});  // stacked parts
+//   w.set_rows(row0, raw_gguf_rows, rows);    // rows as a GGUF file stores them, a slice at a time
+//   quant::linear(m, x, ldx, w, y, ldy);      // Y = X · Wᵀ
+//
+// A matrix may stack parts of different block types (a layer's q|k|v where v is Q6_K and q, k are
+// Q4_K, as llama.cpp's Q4_K_M files have them); each part is multiplied by its own kernel into its
+// own columns of Y. Activations are quantized per row, to the block size of the part's type.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../core/error.hpp"
+#include "../dispatch.hpp"
+#include "../memory.hpp"
+#include "blocks.hpp"
+#include "layout.hpp"
+
+namespace dlm::cpu::quant {
+
+/// Rows of a matrix in one block type.
+struct part_spec {
+    index_t rows = 0;
+    io::gguf_type type{};
+};
+
+/// Quantized activations of one block size (layout.hpp, activation_view), in buffers reused
+/// across calls.
+class activations {
+public:
+    /// Quantizes X[m × k] (rows `ldx` apart) per row and block of `block` elements: scale amax/127,
+    /// quants round(x · 127/amax) (to nearest even), sums of each 16 quants; packed in tiles of `mr` rows.
+    void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int mr) {
+        const index_t blocks = k / block, tiles = (m + mr - 1) / mr;
+        q_.assign(static_cast<std::size_t>(tiles) * mr * k, 0);
+        scale_.assign(static_cast<std::size_t>(tiles * blocks) * mr, 0.0f);
+        sums_.assign(static_cast<std::size_t>(tiles * blocks) * (block / 16) * mr, 0);
+        view_ = {q_.data(), scale_.data(), sums_.data(), block, blocks, mr};
+        [[maybe_unused]] const bool parallel = static_cast<double>(m) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+        for (index_t row = 0; row < m; ++row) {
+            const index_t tile = row / mr;
+            const int r = static_cast<int>(row % mr);
+            const float* src = x + row * ldx;
+            for (index_t s = 0; s < blocks; ++s) {
+                const float* b = src + s * block;
+                float amax = 0;
+                for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(b[i]));
+                const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+                const std::size_t ts = static_cast<std::size_t>(tile * blocks + s);
+                scale_[ts * mr + r] = amax / 127.0f;
+                std::int8_t* q = q_.data() + ts * block * mr;
+                std::int32_t* sums = sums_.data() + ts * (block / 16) * mr;
+                for (int i = 0; i < block; ++i) {
+                    // Round to nearest even by the 1.5·2^23 trick: |b·inv| <= 127, and vectorizable
+                    // without SSE4.1's roundps.
+                    constexpr float magic = 12582912.0f;
+                    const float v = b[i] * inv;
+                    const auto qi = static_cast<std::int8_t>(static_cast<int>((v + magic) - magic));
+                    q[(i / 4 * mr + r) * 4 + i % 4] = qi;
+                    sums[i / 16 * mr + r] += qi;
+                }
+            }
+        }
+    }
+    [[nodiscard]] const activation_view& view() const noexcept { return view_; }
+
+private:
+    std::vector<std::int8_t, aligned_allocator<std::int8_t>> q_;
+    std::vector<float> scale_;
+    std::vector<std::int32_t> sums_;
+    activation_view view_;
+};
+
+/// A weight matrix W[n × k] held in GGUF blocks (layout.hpp's tiles), in parts of one type each.
+class matrix {
+public:
+    matrix() = default;
+    /// Parts stacked in order; invalid_parameter if k is not a whole number of a part's blocks or a
+    /// type has no kernel.
+    matrix(index_t k, const std::vector<part_spec>& parts) : k_(k) {
+        index_t row0 = 0;
+        for (const part_spec& p : parts) {
+            check(k, p.type);
+            part q;
+            q.row0 = row0;
+            q.rows = p.rows;
+            q.type = p.type;
+            q.groups = (p.rows + tile_rows - 1) / tile_rows;
+            q.blocks = k / geometry(p.type).block;
+            q.data.assign(static_cast<std::size_t>(q.groups * q.blocks) * static_cast<std::size_t>(geometry(p.type).tile_bytes()), std::byte{0});
+            parts_.push_back(std::move(q));
+            row0 += p.rows;
+        }
+        n_ = row0;
+    }
+
+    /// Bytes a matrix of these parts holds, before allocating it.
+    [[nodiscard]] static std::size_t bytes_for(index_t k, const std::vector<part_spec>& parts) {
+        std::size_t bytes = 0;
+        for (const part_spec& p : parts) {
+            check(k, p.type);
+            bytes += static_cast<std::size_t>((p.rows + tile_rows - 1) / tile_rows) * static_cast<std::size_t>(k / geometry(p.type).block) *
+                     static_cast<std::size_t>(geometry(p.type).tile_bytes());
+        }
+        return bytes;
+    }
+
+    /// Stores rows [row0, row0 + rows) of W from `src`, rows of blocks as a GGUF file stores them
+    /// (quant::row_bytes(type, k) bytes each); the rows must lie in one part.
+    void set_rows(index_t row0, const std::byte* src, index_t rows) {
+        const part* p = find(row0);
+        if (p == nullptr || row0 + rows > p->row0 + p->rows)
+            throw contract_error("quant::matrix::set_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
+                                 ") do not lie in one part");
+        part& q = const_cast<part&>(*p);
+        const tile_geometry g = geometry(q.type);
+        const std::size_t rb = row_bytes(q.type, k_), bs = io::gguf_type_size(q.type);
+        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
+        const index_t g_first = (row0 - q.row0) / tile_rows, g_last = (row0 - q.row0 + rows + tile_rows - 1) / tile_rows;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+        for (index_t gi = g_first; gi < g_last; ++gi) {  // one tile column per iteration: threads never share a tile
+            const index_t lr_begin = std::max(row0 - q.row0, gi * tile_rows), lr_end = std::min(row0 - q.row0 + rows, (gi + 1) * tile_rows);
+            for (index_t lr = lr_begin; lr < lr_end; ++lr) {
+                const std::byte* srow = src + static_cast<std::size_t>(lr - (row0 - q.row0)) * rb;
+                for (index_t s = 0; s < q.blocks; ++s)
+                    pack_block(g, srow + static_cast<std::size_t>(s) * bs, tile(q, gi, s), static_cast<int>(lr % tile_rows));
+            }
+        }
+    }
+
+    /// Row `j` of W as f32 (an embedding lookup): the values dequantize_row gives.
+    void row(index_t j, float* out) const {
+        const part* p = find(j);
+        if (p == nullptr) throw contract_error("quant::matrix::row: row " + std::to_string(j) + " outside [0, " + std::to_string(n_) + ")");
+        const tile_geometry g = geometry(p->type);
+        const index_t lr = j - p->row0;
+        for (index_t s = 0; s < p->blocks; ++s)
+            unpack_block(g, tile(*p, lr / tile_rows, s), static_cast<int>(lr % tile_rows), out + s * g.block);
+    }
+
+    [[nodiscard]] index_t rows() const noexcept { return n_; }
+    [[nodiscard]] index_t cols() const noexcept { return k_; }
+    [[nodiscard]] std::size_t bytes() const noexcept {
+        std::size_t b = 0;
+        for (const part& p : parts_) b += p.data.size();
+        return b;
+    }
+    /// The parts: first row, rows, and the kernels' view of their tiles.
+    struct part_view {
+        index_t row0, rows;
+        tile_view tiles;
+    };
+    [[nodiscard]] std::vector<part_view> parts() const {
+        std::vector<part_view> v;
+        for (const part& p : parts_) v.push_back({p.row0, p.rows, {p.data.data(), p.type, p.groups, p.blocks}});
+        return v;
+    }
+private:
+    struct part {
+        index_t row0 = 0, rows = 0;
+        io::gguf_type type{};
+        index_t groups = 0, blocks = 0;
+        std::vector<std::byte, aligned_allocator<std::byte>> data;
+    };
+
+    static void check(index_t k, io::gguf_type t) {
+        if (!has_kernel(t))
+            throw invalid_parameter("type", std::string(io::gguf_type_name(t)) + " is not a block type dlm multiplies (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+        (void)row_bytes(t, k);
+    }
+    [[nodiscard]] const part* find(index_t row) const noexcept {
+        for (const part& p : parts_)
+            if (row >= p.row0 && row < p.row0 + p.rows) return &p;
+        return nullptr;
+    }
+    [[nodiscard]] static std::byte* tile(const part& p, index_t g, index_t s) noexcept {
+        return const_cast<std::byte*>(p.data.data()) +
+               static_cast<std::size_t>(g * p.blocks + s) * static_cast<std::size_t>(geometry(p.type).tile_bytes());
+    }
+    /// Byte of quant e (in the block) of tile row c, and whether it is the high nibble.
+    [[nodiscard]] static std::size_t quant_at(const tile_geometry& g, int e, int c, bool& high) noexcept {
+        const int ck = g.chunk_k(), within = e % ck;
+        high = g.bits == 4 && within >= 4;
+        return static_cast<std::size_t>(g.header_bytes + e / ck * 64 + 4 * c + within % 4);
+    }
+    /// The quant as held: Q8_0 its signed byte, else the unsigned u.
+    [[nodiscard]] static int stored_quant(io::gguf_type t, const std::byte* b, int e) noexcept {
+        switch (t) {
+            case io::gguf_type::q8_0: return static_cast<std::uint8_t>(b[2 + e]);
+            case io::gguf_type::q4_0: return detail::q4_0_q(b, e);
+            case io::gguf_type::q4_k: return detail::q4_k_q(b, e);
+            case io::gguf_type::q5_k: return detail::q5_k_q(b, e);
+            default: return detail::q6_k_q(b, e);
+        }
+    }
+    /// One file block into row c of a tile.
+    static void pack_block(const tile_geometry& g, const std::byte* b, std::byte* t, int c) noexcept {
+        constexpr int r = static_cast<int>(tile_rows);
+        if (g.type == io::gguf_type::q6_k) {
+            std::memcpy(t + 2 * c, b + detail::k_layout::q6k_d, 2);
+            for (int j = 0; j < 16; ++j) t[g.sc_at + j * r + c] = b[detail::k_layout::q6k_sc + j];
+        } else {
+            std::memcpy(t + 2 * c, b, 2);
+        }
+        if (g.mins) {
+            std::memcpy(t + 2 * r + 2 * c, b + 2, 2);
+            for (int j = 0; j < 8; ++j) {
+                const detail::scale_min sm = detail::k4_scale_min(b + detail::k_layout::q4k_scales, j);
+                t[g.sc_at + j * r + c] = std::byte{sm.scale};
+                t[g.m_at + j * r + c] = std::byte{sm.min};
+            }
+        }
+        for (int e = 0; e < g.block; ++e) {
+            bool high = false;
+            const std::size_t at = quant_at(g, e, c, high);
+            const auto u = static_cast<std::uint8_t>(stored_quant(g.type, b, e));
+            t[at] = static_cast<std::byte>(high ? (static_cast<std::uint8_t>(t[at]) & 0x0f) | (u << 4)
+                                                : (static_cast<std::uint8_t>(t[at]) & (g.bits == 4 ? 0xf0 : 0x00)) | u);
+        }
+    }
+    /// Row c of a tile's block as f32, with dequantize_row's arithmetic.
+    static void unpack_block(const tile_geometry& g, const std::byte* t, int c, float* out) noexcept {
+        constexpr int r = static_cast<int>(tile_rows);
+        const float d = detail::half(t + 2 * c), dmin = g.mins ? detail::half(t + 2 * r + 2 * c) : 0.0f;
+        for (int e = 0; e < g.block; ++e) {
+            bool high = false;
+            const std::uint8_t byte = static_cast<std::uint8_t>(t[quant_at(g, e, c, high)]);
+            const int u = g.bits == 4 ? (high ? byte >> 4 : byte & 0xf) : byte;
+            const int j = e / g.sub;
+            switch (g.type) {
+                case io::gguf_type::q8_0: out[e] = static_cast<float>(static_cast<std::int8_t>(byte)) * d; break;
+                case io::gguf_type::q4_0: out[e] = static_cast<float>(u - 8) * d; break;
+                case io::gguf_type::q6_k:
+                    out[e] = d * static_cast<float>(static_cast<std::int8_t>(t[g.sc_at + j * r + c])) * static_cast<float>(u - 32);
+                    break;
+                default: {  // Q4_K, Q5_K
+                    const float d1 = d * static_cast<float>(static_cast<std::uint8_t>(t[g.sc_at + j * r + c]));
+                    const float m1 = dmin * static_cast<float>(static_cast<std::uint8_t>(t[g.m_at + j * r + c]));
+                    out[e] = d1 * static_cast<float>(u) - m1;
+                }
+            }
+        }
+    }
+
+    index_t n_ = 0, k_ = 0;
+    std::vector<part> parts_;
+};
+
+/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (tile columns, block of rows) like cpu::linear:
+/// every element is computed by one thread with the same instructions, whatever the thread count.
+inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const matrix& w, float* y, std::ptrdiff_t ldy) {
+    if (m <= 0) return;
+    const kernel_table& kt = kernels();
+    const index_t k = w.cols();
+    const std::vector<matrix::part_view> parts = w.parts();
+    // Activations quantized once per block size the parts use.
+    thread_local activations a32, a256;
+    bool need32 = false, need256 = false;
+    for (const auto& p : parts) (geometry(p.tiles.type).block == 32 ? need32 : need256) = true;
+    if (need32) a32.quantize(m, k, x, ldx, 32, kt.mr_q);
+    if (need256) a256.quantize(m, k, x, ldx, 256, kt.mr_q);
+    const activation_view v32 = a32.view(), v256 = a256.view();
+    struct chunk {
+        const matrix::part_view* part;
+        index_t g0, g1;
+    };
+    std::vector<chunk> chunks;
+    const index_t row_block = 8 * kt.mr_q, row_blocks = (m + row_block - 1) / row_block;
+    const index_t per_chunk = std::max<index_t>(1, std::min<index_t>(8, (1 << 16) / std::max<index_t>(1, k * std::min(m, row_block) / 8)));
+    for (const auto& p : parts)
+        for (index_t g = 0; g < p.tiles.groups; g += per_chunk) chunks.push_back({&p, g, std::min(p.tiles.groups, g + per_chunk)});
+    const long tasks = static_cast<long>(chunks.size()) * row_blocks;
+    [[maybe_unused]] const bool parallel = static_cast<double>(m) * w.rows() * k > 1e6 && tasks > 1;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (long t = 0; t < tasks; ++t) {
+        const chunk& ch = chunks[static_cast<std::size_t>(t / row_blocks)];
+        const index_t r0 = static_cast<index_t>(t % row_blocks) * row_block, rows = std::min(row_block, m - r0);
+        activation_view a = geometry(ch.part->tiles.type).block == 32 ? v32 : v256;
+        const index_t tile = r0 / a.mr;
+        a.q += static_cast<std::ptrdiff_t>(tile) * a.blocks * a.block * a.mr;
+        a.scale += static_cast<std::ptrdiff_t>(tile) * a.blocks * a.mr;
+        a.sums += static_cast<std::ptrdiff_t>(tile) * a.blocks * (a.block / 16) * a.mr;
+        kt.gemm_quant(rows, ch.part->rows, a, ch.part->tiles, ch.g0, ch.g1, y + r0 * ldy + ch.part->row0, ldy);
+    }
+}
+
+}  // namespace dlm::cpu::quant
