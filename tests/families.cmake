@@ -10,7 +10,9 @@ endif()
 function(family_cli_model fixture)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${fixture}_cli)
   foreach(f IN ITEMS config.json generation_config.json model.safetensors)
-    configure_file(${DLM_TEST_DATA}/families/${fixture}/${f} ${dir}/${f} COPYONLY)
+    if(EXISTS ${DLM_TEST_DATA}/families/${fixture}/${f})
+      configure_file(${DLM_TEST_DATA}/families/${fixture}/${f} ${dir}/${f} COPYONLY)
+    endif()
   endforeach()
   foreach(f IN ITEMS tokenizer.json tokenizer_config.json)
     configure_file(${DLM_TEST_DATA}/cli/${f} ${dir}/${f} COPYONLY)
@@ -33,3 +35,12 @@ cli_case("generate --preset fast-dllm-v2: the model's bd_size, sub-blocks, thres
          ARGS "${_v2}|--preset|fast-dllm-v2|-p|Tom has 3 apples|-n|16|--stats" EXPECT "fast-dllm-v2: [0-9]+ forwards")
 cli_case("eval --preset fast-dllm-v2" dlm-eval
          ARGS "${_v2}|--preset|fast-dllm-v2|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--limit|2|--no-progress" EXPECT "forwards/problem")
+
+family_cli_model(llada2_tiny)
+set(_llada2 "-m|${CMAKE_CURRENT_BINARY_DIR}/llada2_tiny_cli")
+cli_case("generate --preset llada2: mixture of experts, steps per block, threshold 0.95" dlm-generate
+         ARGS "${_llada2}|--preset|llada2|-p|Tom has 3 apples|-n|16|--block-length|8|--stats"
+         EXPECT "llada2: [0-9]+ forwards, steps per block \\[[0-9]+ [0-9]+\\]")
+cli_case("eval --preset llada2" dlm-eval
+         ARGS "${_llada2}|--preset|llada2|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--block-length|8|--limit|2|--no-progress"
+         EXPECT "forwards/problem")

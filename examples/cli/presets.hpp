@@ -61,8 +61,8 @@ struct settings {
     s.preset = preset;
     s.gen_length = o.gen_length.value_or(hints.gen_length > 0 ? hints.gen_length : s.gen_length);
     s.block_length = o.block_length.value_or(hints.block_length > 0 ? hints.block_length : s.block_length);
-    s.steps = o.steps.value_or(preset == P::sdar ? s.block_length : s.gen_length);
-    s.threshold = o.threshold.value_or(preset == P::cd4lm ? 0.95 : preset == P::sdar ? 0.85 : 0.9);
+    s.steps = o.steps.value_or(preset == P::sdar || preset == P::llada2 ? s.block_length : s.gen_length);
+    s.threshold = o.threshold.value_or(preset == P::cd4lm || preset == P::llada2 ? 0.95 : preset == P::sdar ? 0.85 : 0.9);
     s.eps = o.eps.value_or(s.eps);
     s.alg_temp = o.alg_temp.value_or(s.alg_temp);
     s.alg = o.alg.value_or(preset == P::llada ? algorithm::maskgit_plus : algorithm::origin);
@@ -104,6 +104,7 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
         case preset_id::cdlm: return f(std::type_identity<presets::cdlm<Model>>{});
         case preset_id::sdar: return f(std::type_identity<presets::sdar<Model>>{});
         case preset_id::fast_dllm_v2: return f(std::type_identity<presets::fast_dllm_v2<Model>>{});
+        case preset_id::llada2: return f(std::type_identity<presets::llada2<Model>>{});
         case preset_id::cd4lm: break;
     }
     return f(std::type_identity<presets::cd4lm<Model>>{});
@@ -139,6 +140,9 @@ inline presets::cdlm_schedule policy(std::type_identity<presets::cdlm_schedule>,
 }
 inline dynamic_threshold_schedule policy(std::type_identity<dynamic_threshold_schedule>, const settings& s) {
     return {s.steps, s.threshold};
+}
+inline presets::llada2_schedule policy(std::type_identity<presets::llada2_schedule>, const settings& s) {
+    return presets::llada2_schedule{s.steps, s.threshold};
 }
 inline sub_block_threshold_schedule policy(std::type_identity<sub_block_threshold_schedule>, const settings& s) {
     sub_block_threshold_schedule c;  // sub-blocks of 8 (Fast-dLLM v2's evaluation)
@@ -184,10 +188,10 @@ template <class D>
     if (s.has_blocks()) out += ", block " + std::to_string(s.block_length);
     if (s.preset == P::llada || s.preset == P::dream) out += ", steps " + std::to_string(s.steps) + ", " + std::string(name_of(s.alg));
     if (s.preset == P::dream) out += ", eps " + num(s.eps) + (s.alg_temp > 0 ? ", alg-temp " + num(s.alg_temp) : "");
-    if (s.preset == P::sdar) out += ", steps " + std::to_string(s.steps) + " per block";
+    if (s.preset == P::sdar || s.preset == P::llada2) out += ", steps " + std::to_string(s.steps) + " per block";
     if (s.preset == P::fast_dllm_v2) out += ", sub-blocks of 8";
     if (s.preset == P::fast_dllm || s.preset == P::fast_dllm_dual || s.preset == P::cdlm || s.preset == P::cd4lm || s.preset == P::sdar ||
-        s.preset == P::fast_dllm_v2)
+        s.preset == P::fast_dllm_v2 || s.preset == P::llada2)
         out += ", threshold " + num(s.threshold);
     if (s.temperature > 0) out += ", temp " + num(s.temperature);
     if (s.top_k > 0) out += ", top-k " + std::to_string(s.top_k);
