@@ -40,6 +40,60 @@ put(t, "truncated_data", safetensors({"a": {"dtype": "F32", "shape": [4], "data_
 put(t, "huge_shape", safetensors({"a": {"dtype": "BF16", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}, b""))
 put(t, "length_past_end", safetensors({}, b"", claimed=4096))
 
+
+# ---- gguf: GGUF v3 files (keys, tensor infos, data), a tiny LLaDA model with a tokenizer, near misses ----
+def gguf_str(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kvs, tensors, version=3, alignment=32):
+    """kvs: (key, type id, packed value); tensors: (name, ggml shape, type id, data bytes)."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, vtype, value in kvs:
+        out += gguf_str(key) + struct.pack("<I", vtype) + value
+    offset, blob = 0, b""
+    for name, shape, ttype, payload in tensors:
+        blob += bytes(-len(blob) % alignment)
+        out += gguf_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
+        out += struct.pack("<IQ", ttype, len(blob))
+        blob += payload
+    return out + bytes(-len(out) % alignment) + blob if tensors else out
+
+
+def u32(key, v):
+    return (key, 4, struct.pack("<I", v))
+
+
+def strings(key, items):
+    return (key, 9, struct.pack("<IQ", 8, len(items)) + b"".join(gguf_str(x) for x in items))
+
+
+t = "gguf"
+H, F, V, L = 8, 16, 6, 1
+model_kvs = [("general.architecture", 8, gguf_str("llada")), u32("llada.block_count", L), u32("llada.embedding_length", H),
+             u32("llada.feed_forward_length", F), u32("llada.attention.head_count", 2), u32("llada.attention.head_count_kv", 1),
+             ("llada.rope.freq_base", 6, struct.pack("<f", 10000.0)), u32("tokenizer.ggml.mask_token_id", V - 1),
+             ("tokenizer.ggml.model", 8, gguf_str("gpt2")), ("tokenizer.ggml.pre", 8, gguf_str("qwen2")),
+             strings("tokenizer.ggml.tokens", ["a", "b", "ab", "\u0120", "<|endoftext|>", "<|mdm_mask|>"]),
+             ("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, V) + struct.pack("<6i", 1, 1, 1, 1, 3, 3)),
+             strings("tokenizer.ggml.merges", ["a b"])]
+f32 = lambda n: struct.pack(f"<{n}f", *[0.5] * n)
+model_tensors = [("token_embd.weight", [H, V], 0, f32(H * V)), ("output_norm.weight", [H], 0, f32(H))]
+for name, shape in (("attn_norm", [H]), ("attn_q", [H, H]), ("attn_k", [H, H // 2]), ("attn_v", [H, H // 2]),
+                    ("attn_output", [H, H]), ("ffn_norm", [H]), ("ffn_gate", [H, F]), ("ffn_up", [H, F]), ("ffn_down", [F, H])):
+    n = 1
+    for d in shape:
+        n *= d
+    model_tensors.append((f"blk.0.{name}.weight", shape, 0, f32(n)))
+put(t, "llada_model_tokenizer", gguf(model_kvs, model_tensors))
+put(t, "q8_0_and_f16", gguf([u32("general.alignment", 64)], [("q", [32, 2], 8, bytes(68)), ("h", [4], 1, bytes(8))], alignment=64))
+put(t, "arrays_of_every_type", gguf([(f"k{i}", 9, struct.pack("<IQ", i, 2) + bytes(2 * w)) for i, w in
+                                     ((0, 1), (1, 1), (2, 2), (3, 2), (4, 4), (5, 4), (6, 4), (7, 1), (10, 8), (11, 8), (12, 8))], []))
+put(t, "overlap", gguf([], [("a", [8], 0, f32(8)), ("b", [8], 0, f32(8))]).replace(struct.pack("<IQ", 0, 32), struct.pack("<IQ", 0, 0)))
+put(t, "version_2", gguf([u32("x", 1)], [], version=2))
+put(t, "truncated", gguf(model_kvs, model_tensors)[:300])
+
 # ---- config.json: the three families' real configs, the tiny test model's, a generation config ----
 t = "config"
 for d in sorted((data / "configs").iterdir()):
