@@ -12,8 +12,9 @@
 //    ms per forward, FLOP (matrix products + attention + head), bytes (weights + KV read), arithmetic
 //    intensity, achieved TFLOP/s, and the bandwidth floor = weight bytes / copy bandwidth.
 // 3. Decoding: presets::cdlm on the device decoder at each batch (tokens/s, forwards, tokens per
-//    forward), the same on the host decoder (logits copied to the host each step) at --host-batches,
-//    and presets::llada (full recompute, steps = gen length) at --llada-batches, same prompts.
+//    forward), at --host-batches the same without CUDA graphs and on the host decoder (logits copied
+//    to the host each step), and presets::llada (full recompute, steps = gen length) at
+//    --llada-batches, same prompts.
 // 4. --json: everything above plus the analytic roofline series (AR, full diffusion, CDLM for blocks
 //    4/16/32 and batches 1-128) for tools/roofline.py.
 // Exit code 77 when there is no CUDA device.
@@ -168,7 +169,7 @@ ceilings measure_ceilings(bool quick) {
             dlm::cuda::kernels::fill_uniform<dlm::cuda::bf16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
                 reinterpret_cast<dlm::cuda::bf16*>(B.data()), elems, 2, 0, 0.0f, 1.0f);
         }
-        dlm::cuda::check_launch("fill_uniform");
+        dlm::cuda::check_launch("fill_uniform", ctx.stream());
         const float alpha = 1.0f, beta = 0.0f;
         const double s = time_on(ctx.stream(), 3, 10, [&] {
             dlm::cuda::check(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, A.data(), type, n, B.data(), type, n, &beta, C.data(),
@@ -219,6 +220,14 @@ double attended_keys(const Mask& mask, const canvas_layout& l, const forward_pla
     return n;
 }
 
+/// Prompt tokens are drawn below this id: under 150000 (Dream's ordinary tokens) and below the model's
+/// mask and EOS ids (the small --quick model has a vocabulary of 4096).
+token_id ordinary_tokens(const model_t& m) {
+    token_id end = std::min<token_id>(150000, m.mask_id());
+    for (const token_id e : m.eos_ids()) end = std::min(end, e);
+    return end;
+}
+
 std::vector<std::vector<token_id>> prompts_for(index_t batch, index_t length, token_id vocab_without_specials, unsigned seed) {
     std::mt19937 g(seed);
     std::vector<std::vector<token_id>> p(static_cast<std::size_t>(batch));
@@ -233,7 +242,7 @@ std::vector<std::vector<token_id>> prompts_for(index_t batch, index_t length, to
 template <class Mask, class Plan>
 json time_forward(model_t& m, const model_sizes& ms, const ceilings& ceil, const char* kind, const Mask& mask, index_t batch,
                   const canvas_layout& l, Plan plan_of, bool needs_cache) {
-    const auto prompts = prompts_for(batch, l.prompt_length, 150000, 7);
+    const auto prompts = prompts_for(batch, l.prompt_length, ordinary_tokens(m), 7);
     std::vector<std::vector<token_id>> canvases;
     for (const auto& p : prompts) {
         auto c = p;
@@ -281,10 +290,12 @@ json time_forward(model_t& m, const model_sizes& ms, const ceilings& ceil, const
     return j;
 }
 
+/// `graphs`: false runs a device decoder without CUDA graphs (the launch-overhead comparison).
 template <class Decoder, class... Options>
-json time_decode(model_t& m, const char* name, index_t batch, const options& o, Options... policy_options) {
-    const auto prompts = prompts_for(batch, o.prompt, 150000, 11);
+json time_decode(model_t& m, const char* name, index_t batch, const options& o, bool graphs, Options... policy_options) {
+    const auto prompts = prompts_for(batch, o.prompt, ordinary_tokens(m), 11);
     Decoder d(m, policy_options...);
+    if constexpr (requires { d.use_graphs(false); }) d.use_graphs(graphs && d.graphs_enabled());
     (void)d.generate(std::span<const std::vector<token_id>>(prompts.data(), 1), {o.block, 1});  // warm-up
     const auto t0 = std::chrono::steady_clock::now();
     const decode_result r = d.generate(std::span<const std::vector<token_id>>(prompts), {o.gen, 1});
@@ -304,7 +315,7 @@ json time_decode(model_t& m, const char* name, index_t batch, const options& o, 
            {"ms_per_forward", s * 1e3 / std::max(1, r.stats.forwards)},
            {"model_seconds", r.stats.model_seconds},
            {"overhead_seconds", r.stats.overhead_seconds}};
-    std::printf("  %-14s batch %3d  %8.3f s  %5d forwards  %7.0f tokens  %9.1f tokens/s  TPF %.2f  %.2f ms/forward\n", name, batch, s,
+    std::printf("  %-24s batch %3d  %8.3f s  %5d forwards  %7.0f tokens  %9.1f tokens/s  TPF %.2f  %.2f ms/forward\n", name, batch, s,
                 r.stats.forwards, committed, committed / s, committed / std::max(1.0, seq_forwards), s * 1e3 / std::max(1, r.stats.forwards));
     return j;
 }
@@ -353,7 +364,7 @@ int main(int argc, char** argv) try {
     const auto t_init = std::chrono::steady_clock::now();
     model_t m = model_t::random(cfg, 2024);
     const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
-    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(dlm::cuda::bf16));
+    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));  // K/V are f32
     std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
                 cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
 
@@ -389,10 +400,13 @@ int main(int argc, char** argv) try {
     using cdlm_host = presets::cdlm<model_t>;
     using cdlm_device = dlm::cuda::device_decoder_t<cdlm_host>;
     using llada_device = dlm::cuda::device_decoder_t<presets::llada<model_t>>;
-    for (const index_t b : o.batches) decodes.push_back(time_decode<cdlm_device>(m, "cdlm (device)", b, o, block_causal_mask{o.block}));
-    for (const index_t b : o.host_batches) decodes.push_back(time_decode<cdlm_host>(m, "cdlm (host)", b, o, block_causal_mask{o.block}));
+    for (const index_t b : o.batches) decodes.push_back(time_decode<cdlm_device>(m, "cdlm (device)", b, o, true, block_causal_mask{o.block}));
+    for (const index_t b : o.host_batches) {
+        decodes.push_back(time_decode<cdlm_device>(m, "cdlm (device, no graphs)", b, o, false, block_causal_mask{o.block}));
+        decodes.push_back(time_decode<cdlm_host>(m, "cdlm (host)", b, o, true, block_causal_mask{o.block}));
+    }
     for (const index_t b : o.llada_batches)
-        decodes.push_back(time_decode<llada_device>(m, "llada (device)", b, o, semi_ar_mask{o.block}, no_cache{}, llada_schedule{o.gen}));
+        decodes.push_back(time_decode<llada_device>(m, "llada (device)", b, o, true, semi_ar_mask{o.block}, no_cache{}, llada_schedule{o.gen}));
     out["decode"] = decodes;
     for (const auto& l : decodes) {
         if (l["decoder"] != "llada (device)") continue;
@@ -400,6 +414,14 @@ int main(int argc, char** argv) try {
             if (c["decoder"] == "cdlm (device)" && c["batch"] == l["batch"])
                 std::printf("speed-up of cdlm over llada at batch %d: %.2fx (wall time, same prompts and length)\n", l["batch"].get<int>(),
                             l["seconds"].get<double>() / c["seconds"].get<double>());
+    }
+    for (const auto& n : decodes) {
+        if (n["decoder"] != "cdlm (device, no graphs)") continue;
+        for (const auto& c : decodes)
+            if (c["decoder"] == "cdlm (device)" && c["batch"] == n["batch"])
+                std::printf("CUDA graphs at batch %d: %.3f ms/forward with, %.3f without (%.2fx)\n", n["batch"].get<int>(),
+                            c["ms_per_forward"].get<double>(), n["ms_per_forward"].get<double>(),
+                            n["ms_per_forward"].get<double>() / c["ms_per_forward"].get<double>());
     }
     out["roofline"] = roofline_series(ms, o);
     if (!o.json_path.empty()) {

@@ -8,10 +8,14 @@
 #                                      has the CUDA toolkit but not Eigen3, nlohmann_json or doctest
 #
 # Results go to $OUT when it is set (the device machine's return folder), else to build/gpu-check/:
-#   results.md    date, GPU, toolchain, test summary, benchmark output, phase times
+#   results.md    date, GPU, toolchain, test summary, benchmark output, phase times and time-outs
 #   bench.json    dlm-bench-cuda --json (ceilings, forwards, decoding, roofline series)
+#   quick.json    dlm-bench-cuda --quick --json (a small model: every code path, in seconds)
 #   roofline.png  tools/roofline.py's plot of bench.json (also copied to docs/img/ when $OUT is unset)
-#   build.log, ctest.log, bench.log
+#   build.log, ctest.log, bench-quick.log, bench.log
+# Each phase is bounded (seconds; environment variables): GPU_CHECK_BUILD_S (default 600),
+# GPU_CHECK_TEST_S (300), GPU_CHECK_QUICK_S (60), GPU_CHECK_BENCH_S (300). A phase that runs out is
+# recorded as timed out (with what its log holds so far) and the check goes on to the next one.
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
 # host compiler, make or ninja, python3 with matplotlib for the plot (skipped without it). Exits 1 when
 # the build, a test or the benchmark fails, 77 when no GPU was usable (tests skipped), else 0.
@@ -47,6 +51,17 @@ phase_times=()
 phase() { phase_times+=("$1: $(($(date +%s) - t_phase)) s"); }
 fail=0
 skipped=0
+build_s=${GPU_CHECK_BUILD_S:-600}
+test_s=${GPU_CHECK_TEST_S:-300}
+quick_s=${GPU_CHECK_QUICK_S:-60}
+bench_s=${GPU_CHECK_BENCH_S:-300}
+# Runs "$@" for at most $1 seconds; 124 when it ran out.
+bounded() {
+    local limit=$1
+    shift
+    timeout --kill-after=10 "$limit" "$@"
+}
+timed_out() { echo "gpu-check.sh: $1 timed out after $2 s (see its log for how far it got)" | tee -a "$results"; }
 
 nvcc=${NVCC:-}
 [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
@@ -81,10 +96,12 @@ jobs=$(nproc 2>/dev/null || echo 4)
 t_phase=$(date +%s)
 rm -f build/cuda/CMakeCache.txt
 if cmake --preset cuda "${configure_args[@]}" >"$out/build.log" 2>&1 &&
-    cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$jobs" >>"$out/build.log" 2>&1; then
+    bounded "$build_s" cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$jobs" >>"$out/build.log" 2>&1; then
     phase build
 else
+    rc=$?
     phase build
+    ((rc == 124)) && timed_out build "$build_s"
     echo "gpu-check.sh: the build failed; see build.log" | tee -a "$results"
     if grep -qE "dlm::cpu \(loaders, CPU model\) is not available|Could not find a package configuration file provided by \"doctest\"" "$out/build.log"; then
         echo "gpu-check.sh: Eigen3, nlohmann_json or doctest is missing here: run 'scripts/gpu-check.sh --pack-deps' where they are" \
@@ -96,8 +113,11 @@ fi
 
 # 2. The CUDA tests (label cuda: the GPU suites and the nvcc compile-fail cases).
 t_phase=$(date +%s)
-ctest --test-dir build/cuda -L cuda --output-on-failure --timeout 300 >"$out/ctest.log" 2>&1 || fail=1
+bounded "$test_s" ctest --test-dir build/cuda -L cuda --output-on-failure --timeout 120 >"$out/ctest.log" 2>&1
+rc=$?
+((rc != 0)) && fail=1
 phase tests
+((rc == 124)) && timed_out tests "$test_s"
 {
     echo "## Tests (ctest -L cuda)"
     echo
@@ -111,26 +131,35 @@ if grep -q "Skipped" "$out/ctest.log"; then
     skipped=1
 fi
 
-# 3. The benchmark.
-t_phase=$(date +%s)
-build/cuda/bench/dlm-bench-cuda --json "$out/bench.json" >"$out/bench.log" 2>&1
-rc=$?
-if ((rc == 77)); then
-    echo "gpu-check.sh: dlm-bench-cuda found no CUDA device: skipped" | tee -a "$results"
-    skipped=1
-elif ((rc != 0)); then
-    echo "gpu-check.sh: dlm-bench-cuda failed (exit $rc); see bench.log" | tee -a "$results"
-    fail=1
-fi
-phase benchmark
-{
-    echo "## Benchmark (dlm-bench-cuda)"
-    echo
-    echo '```'
-    cat "$out/bench.log"
-    echo '```'
-    echo
-} >>"$results"
+# 3. The benchmark: first the small model (every code path, seconds), then the Dream-7B shape.
+bench() {  # name, limit, log, arguments...
+    local name=$1 limit=$2 log=$3
+    shift 3
+    t_phase=$(date +%s)
+    bounded "$limit" build/cuda/bench/dlm-bench-cuda "$@" >"$out/$log" 2>&1
+    local rc=$?
+    if ((rc == 77)); then
+        echo "gpu-check.sh: dlm-bench-cuda found no CUDA device: skipped" | tee -a "$results"
+        skipped=1
+    elif ((rc == 124)); then
+        timed_out "$name" "$limit"
+        fail=1
+    elif ((rc != 0)); then
+        echo "gpu-check.sh: $name failed (exit $rc); see $log" | tee -a "$results"
+        fail=1
+    fi
+    phase "$name"
+    {
+        echo "## $name (dlm-bench-cuda $*)"
+        echo
+        echo '```'
+        cat "$out/$log"
+        echo '```'
+        echo
+    } >>"$results"
+}
+bench "quick benchmark" "$quick_s" bench-quick.log --quick --json "$out/quick.json"
+bench "benchmark" "$bench_s" bench.log --json "$out/bench.json"
 
 # 4. The roofline.
 if [[ -f "$out/bench.json" ]]; then

@@ -19,6 +19,11 @@ foreach(_suite IN ITEMS host philox sampling selection parity cache presets erro
   set_tests_properties("test_cuda: ${_suite}" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda)
 endforeach()
 
+# The debug mode (every launch synchronised and checked) on the suite that runs every kernel of a
+# forward and of device-side decoding.
+add_test(NAME "test_cuda: cache (DLM_CUDA_SYNC=1)" COMMAND test_cuda --test-suite=cache)
+set_tests_properties("test_cuda: cache (DLM_CUDA_SYNC=1)" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda ENVIRONMENT DLM_CUDA_SYNC=1)
+
 foreach(_case IN ITEMS "cuda_exact_cache_bidirectional|an exact KV cache needs a mask under which committed keys and values are final"
                        "cuda_unsupported_schedule|this schedule has no device implementation"
                        "cuda_unsupported_sampler|this sampler has no device implementation")

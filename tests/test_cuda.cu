@@ -9,16 +9,18 @@ using namespace dlm_cuda_test;
 namespace {
 
 template <class Mask>
-void check_fixture(const char* name, bool shift, const Mask& mask, const char* mask_name) {
+void check_fixture(const std::string& name, bool shift, const Mask& mask, const std::string& mask_name) {  // strings: CAPTURE logs text
     CAPTURE(name);
     CAPTURE(mask_name);
+    // The f32 GPU model against the CPU model holding f32 weights; the bf16 one against the CPU model
+    // holding the checkpoint's type (bf16 checkpoints: the CPU's bf16 path, whose rounding it follows).
+    auto cpu32 = cpu::transformer::load(models_dir / name, {.weight_dtype = io::dtype::f32});
     auto cpu = cpu::transformer::load(models_dir / name);
     auto g32 = gpu32::load(models_dir / name);
     auto g16 = gpu16::load(models_dir / name);
     const fixture f = read_fixture(name, shift);
-    const auto ref = run(cpu, mask, f.ids, f.layout, full_plan(f.layout));
-    const double d32 = scaled_diff(run(g32, mask, f.ids, f.layout, full_plan(f.layout)), ref);
-    const double d16 = scaled_diff(run(g16, mask, f.ids, f.layout, full_plan(f.layout)), ref);
+    const double d32 = scaled_diff(run(g32, mask, f.ids, f.layout, full_plan(f.layout)), run(cpu32, mask, f.ids, f.layout, full_plan(f.layout)));
+    const double d16 = scaled_diff(run(g16, mask, f.ids, f.layout, full_plan(f.layout)), run(cpu, mask, f.ids, f.layout, full_plan(f.layout)));
     MESSAGE(name << ", " << mask_name << ": GPU f32 vs CPU " << d32 << ", GPU bf16 vs CPU " << d16);
     CHECK(d32 < f32_tolerance);
     CHECK(d16 < bf16_tolerance);
@@ -129,6 +131,42 @@ TEST_SUITE("cache") {
         CHECK(compare_with_full_recompute<prefix_cache>(llada16, block_causal_mask{4}, {8, 16, 4, false}, 5, 3, bf16_tolerance) == 12);
     }
 
+    TEST_CASE("many large KV caches made right before the forward that fills them: cached logits equal the CPU's") {
+        // A cache zeroed on another stream than the model's (the legacy default stream) could be zeroed
+        // after the first forward stored into it; 32 caches of 10 MB made just before that forward make
+        // the window wide. The model is made last, so its rotary table is uploaded just before too.
+        auto cfg = random_config(8, 8, 128, true, false);
+        cfg.num_layers = 4;
+        const auto w = cpu::random_weights(cfg, 23);
+        cpu::transformer cpu(cfg, w);
+        gpu32 g(cfg, w);
+        const canvas_layout l{280, 32, 16, true};
+        const block_causal_mask mask{16};
+        const std::size_t n = 32, V = 301;
+        const index_t b = l.block_begin(l.block_count() - 1);
+        const forward_plan fill{0, l.size(), l.size() - 1, l.size(), 0, l.size(), l.size()};  // stores every position
+        const forward_plan step{b, l.size(), b, l.size(), 0, 0, l.size()};                    // the last block over the cache
+        const forward_plan full{0, l.size(), b, l.size(), 0, 0, l.size()};                    // the CPU: no cache
+        std::vector<tvec> canvases;
+        for (std::size_t i = 0; i < n; ++i) canvases.push_back(random_canvas(280, 32, 300, 300, static_cast<unsigned>(100 + i)));
+        std::vector<gpu32::kv_cache> caches;
+        caches.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) caches.push_back(g.make_kv_cache(l.size()));
+        CHECK(caches.front().bytes() > std::size_t{10000000});
+        std::vector<forward_request<gpu32::kv_cache>> fills, steps;
+        std::vector<forward_request<cpu::transformer::kv_cache>> refs;
+        for (std::size_t i = 0; i < n; ++i) {
+            fills.push_back({canvases[i], l, fill, &caches[i]});
+            steps.push_back({canvases[i], l, step, &caches[i]});
+            refs.push_back({canvases[i], l, full, nullptr});
+        }
+        std::vector<float> first(n * V), got(n * static_cast<std::size_t>(l.size() - b) * V), want(got.size());
+        g.forward(std::span<const forward_request<gpu32::kv_cache>>(fills), mask, first);
+        g.forward(std::span<const forward_request<gpu32::kv_cache>>(steps), mask, got);
+        cpu.forward(std::span<const forward_request<cpu::transformer::kv_cache>>(refs), mask, want);
+        CHECK(scaled_diff(got, want) < f32_tolerance);
+    }
+
     TEST_CASE("Fast-dLLM caches: the refresh forward equals a full recompute") {
         auto m = gpu32::load(models_dir / "llada_tiny");
         const canvas_layout l{8, 16, 4, false};
@@ -154,6 +192,16 @@ TEST_SUITE("cache") {
 }
 
 TEST_SUITE("errors") {
+    TEST_CASE("a failed launch names its kernel") {
+        dlm::cuda::stream_context ctx;
+        dlm::cuda::device_buffer<float> d(4, "a test buffer");
+        // 2048 threads per block: an invalid configuration, reported at the launch (not sticky).
+        dlm::cuda::kernels::convert<float, float><<<1, 2048, 0, ctx.stream()>>>(d.data(), d.data(), 4);
+        CHECK_THROWS_WITH_AS(dlm::cuda::check_launch("dlm::cuda my_kernel (layer 3)", ctx.stream()), doctest::Contains("my_kernel (layer 3)"),
+                             dlm::cuda::cuda_error);
+        CHECK_NOTHROW(ctx.synchronize("after a failed launch"));
+    }
+
     TEST_CASE("refused: missing keys, wrong sizes, unsupported options, bad folders") {
         auto m = gpu32::load(models_dir / "llada_tiny");
         const canvas_layout l{8, 16, 4, false};
@@ -170,8 +218,15 @@ TEST_SUITE("errors") {
         CHECK_THROWS_WITH_AS(run(m, bidirectional_mask{}, bad, l, full_plan(l)), doctest::Contains("outside the vocabulary"), invalid_parameter);
         using D = dlm::cuda::device_decoder<gpu32, semi_ar_mask, no_cache, llada_schedule, categorical_sampler>;
         CHECK_THROWS_WITH_AS(D(m, semi_ar_mask{8}, {}, {}, categorical_sampler{0.5f, 10}), doctest::Contains("top_k"), invalid_parameter);
-        D d(m, semi_ar_mask{0}, {}, llada_schedule{2048});
+        // A block over the device selection's 1024 slots, on a model whose context holds it (the context
+        // is checked first, as by dlm::decoder).
+        auto wide_cfg = random_config(2, 2, 16, false, false);
+        wide_cfg.max_context = 4096;
+        gpu32 wide(wide_cfg, cpu::random_weights(wide_cfg, 3));
+        D d(wide, semi_ar_mask{0}, {}, llada_schedule{2048});
         CHECK_THROWS_WITH_AS(d.generate(tvec{1, 2}, {2048, 0}), doctest::Contains("block_length"), invalid_parameter);
+        D narrow(m, semi_ar_mask{0}, {}, llada_schedule{2048});
+        CHECK_THROWS_WITH_AS(narrow.generate(tvec{1, 2}, {2048, 0}), doctest::Contains("context of 256"), invalid_parameter);
         CHECK_THROWS_AS((void)gpu32::load(models_dir / "no_such_model"), file_error);
         auto cfg = random_config(2, 2, 320, false, false);
         CHECK_THROWS_WITH_AS(gpu32(cfg, cpu::random_weights(cfg, 1)), doctest::Contains("head_dim"), invalid_parameter);

@@ -24,7 +24,7 @@ __global__ void philox_kernel(random_key key, std::uint32_t n, double* out) {
 std::vector<double> device_uniforms(const random_key& key, std::uint32_t n) {
     dlm::cuda::device_buffer<double> d(n, "uniforms");
     philox_kernel<<<64, 256>>>(key, n, d.data());
-    dlm::cuda::check_launch("philox_kernel");
+    dlm::cuda::check_launch("philox_kernel", nullptr);
     std::vector<double> out(n);
     dlm::cuda::check(cudaMemcpy(out.data(), d.data(), n * sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy");
     return out;
@@ -46,11 +46,12 @@ bool close(float a, float b) {
 
 template <class Sampler>
 void check_sampler(const Sampler& sampler, const std::vector<float>& z, index_t vocab, std::vector<unsigned char> banned, std::vector<token_id> eos,
-                   const char* what) {
+                   const std::string& what) {
     CAPTURE(what);
     const std::size_t rows = z.size() / static_cast<std::size_t>(vocab);
     std::vector<random_key> keys;
-    for (std::size_t r = 0; r < rows; ++r) keys.push_back({0x1234abcdULL, rng_stream::sampling, static_cast<index_t>(r % 5), static_cast<index_t>(17 + r)});
+    for (std::size_t r = 0; r < rows; ++r)
+        keys.push_back({0x1234abcdULL + r % 3, rng_stream::sampling, static_cast<index_t>(r % 5), static_cast<index_t>(17 + r)});  // seeds per row
     if (banned.empty()) banned.assign(rows, 0);
     const auto device = dlm::cuda::sample_on_device(sampler, z, vocab, keys, banned, eos);
     REQUIRE(device.size() == rows);
@@ -81,9 +82,9 @@ std::vector<candidate> random_candidates(std::mt19937& g, index_t n, index_t fir
 }
 
 template <class Schedule>
-void check_schedule(const Schedule& schedule, const char* what, index_t block_length = 64, index_t gen_length = 256) {
+void check_schedule(const Schedule& schedule, const std::string& what, index_t block_length = 64, index_t gen_length = 256) {
     CAPTURE(what);
-    static const std::vector<token_id> eos{0, 1};
+    static const std::vector<token_id> eos{0, 1}, end_of_turn{5};
     std::mt19937 g(7);
     std::vector<step_context> contexts;
     std::vector<std::vector<candidate>> cands;
@@ -95,8 +96,9 @@ void check_schedule(const Schedule& schedule, const char* what, index_t block_le
                          block_length,
                          static_cast<index_t>(g() % static_cast<unsigned>(gen_length)),
                          static_cast<index_t>(g() % 300),
-                         99,
-                         eos};
+                         99 + static_cast<std::uint64_t>(trial % 3),  // each sequence its own seed
+                         eos,
+                         end_of_turn};
         ctx.masked_at_block_start = std::max(n, static_cast<index_t>(g() % static_cast<unsigned>(block_length + 1)));
         contexts.push_back(ctx);
         cands.push_back(random_candidates(g, n, l.block_begin(ctx.cursor.block), trial % 3 == 0));
@@ -136,6 +138,17 @@ TEST_SUITE("host") {
         CHECK(dlm::cuda::max_selection_slots == 1024);
     }
 
+    TEST_CASE("DLM_CUDA_SYNC turns the debug mode on for any value but empty and 0; DLM_CUDA_GRAPHS=0 turns graphs off") {
+        CHECK(dlm::cuda::sync_requested("1"));
+        CHECK(dlm::cuda::sync_requested("yes"));
+        CHECK(!dlm::cuda::sync_requested("0"));
+        CHECK(!dlm::cuda::sync_requested(""));
+        CHECK(!dlm::cuda::sync_requested(nullptr));
+        CHECK(dlm::cuda::graphs_refused("0"));
+        CHECK(!dlm::cuda::graphs_refused("1"));
+        CHECK(!dlm::cuda::graphs_refused(nullptr));
+    }
+
     TEST_CASE("a device decoder type for every preset") {
         using M = struct fake_model;  // only the type mapping is checked here
         static_assert(std::is_same_v<dlm::cuda::device_decoder_t<presets::cdlm<M>>,
@@ -173,6 +186,10 @@ TEST_SUITE("sampling") {
         z[2 * vocab + 1] = 40.0f;
         // Row 3: -inf entries (as a filter would leave them).
         for (index_t i = 0; i < vocab; i += 3) z[3 * static_cast<std::size_t>(vocab) + i] = -std::numeric_limits<float>::infinity();
+        // Row 4: a peaked row, most entries just above or below the bound (best − max_gumbel) under
+        // which the kernel skips their draws.
+        for (index_t i = 0; i < vocab; ++i) z[4 * static_cast<std::size_t>(vocab) + i] = i % 2 ? 12.6f : 12.4f;
+        z[4 * static_cast<std::size_t>(vocab) + 77] = 50.0f;
         std::vector<unsigned char> banned(24, 0);
         banned[2] = 1;
         banned[5] = 1;

@@ -6,10 +6,16 @@ using namespace dlm_cuda_test;
 
 namespace {
 
+/// A committed slot never holds the mask id (the decoders ban it from every draw).
+void check_no_mask_committed(const sequence_result& r, token_id mask_id) {
+    for (std::size_t g = 0; g < r.tokens.size(); ++g)
+        if (r.commit_forward[g] >= 0) CHECK(r.tokens[g] != mask_id);
+}
+
 template <class Gpu>
 void check_presets(cpu::transformer* cpu, Gpu& gpu, const std::vector<tvec>& prompts) {
     const index_t gen = 32;
-    auto both = [&]<template <class> class Preset>(const char* name, auto... options) {
+    auto both = [&]<template <class> class Preset>(const std::string& name, auto... options) {  // a string: CAPTURE logs its text
         CAPTURE(name);
         const auto host = decode<Preset<Gpu>>(gpu, prompts, gen, options...);
         const auto device = decode<dlm::cuda::device_decoder_t<Preset<Gpu>>>(gpu, prompts, gen, options...);
@@ -17,6 +23,8 @@ void check_presets(cpu::transformer* cpu, Gpu& gpu, const std::vector<tvec>& pro
         for (std::size_t i = 0; i < host.sequences.size(); ++i) {
             CHECK(host.sequences[i].stats.forwards == device.sequences[i].stats.forwards);
             CHECK(host.sequences[i].stats.rows_computed == device.sequences[i].stats.rows_computed);
+            CHECK(host.sequences[i].settings.seed.value == device.sequences[i].settings.seed.value);
+            check_no_mask_committed(device.sequences[i], gpu.mask_id());
         }
         if (cpu) check_same_tokens(decode<Preset<cpu::transformer>>(*cpu, prompts, gen, options...), host);
     };
@@ -35,9 +43,9 @@ void check_presets(cpu::transformer* cpu, Gpu& gpu, const std::vector<tvec>& pro
 TEST_SUITE("presets") {
     TEST_CASE("every preset: identical greedy tokens on CPU and GPU (f32), and device-side decoding equals host-side") {
         const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31, 8, 200, 140, 77, 6, 2, 19}};
-        for (const char* name : {"llada_tiny", "dream_tiny"}) {
+        for (const std::string name : {"llada_tiny", "dream_tiny"}) {
             CAPTURE(name);
-            auto cpu = cpu::transformer::load(models_dir / name);
+            auto cpu = cpu::transformer::load(models_dir / name, {.weight_dtype = io::dtype::f32});  // as the f32 GPU model
             auto g32 = gpu32::load(models_dir / name);
             check_presets(&cpu, g32, prompts);
         }
@@ -45,7 +53,7 @@ TEST_SUITE("presets") {
 
     TEST_CASE("device-side decoding equals host-side decoding with bf16 weights") {
         const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31, 8, 200, 140, 77, 6, 2, 19}, {1}};
-        for (const char* name : {"llada_tiny", "dream_tiny"}) {
+        for (const std::string name : {"llada_tiny", "dream_tiny"}) {
             CAPTURE(name);
             auto g16 = gpu16::load(models_dir / name);
             check_presets(static_cast<cpu::transformer*>(nullptr), g16, prompts);
@@ -62,6 +70,83 @@ TEST_SUITE("presets") {
         const auto device = decode<dlm::cuda::device_decoder_t<P>>(g32, prompts, 32, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot);
         check_same_tokens(host, device);
         check_same_tokens(decode<presets::llada<cpu::transformer>>(cpu, prompts, 32, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot), host);
+    }
+
+    TEST_CASE("each sequence draws from its own seed: identical prompts sample differently, on the device as on the host") {
+        auto g = gpu32::load(models_dir / "llada_tiny");
+        const std::vector<tvec> prompts{{5, 17, 42, 7}, {5, 17, 42, 7}, {5, 17, 42, 7}};
+        using P = presets::llada<gpu32>;
+        const presets::llada_sampler hot(1.0f);
+        const auto host = decode<P>(g, prompts, 32, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot);
+        const auto device = decode<dlm::cuda::device_decoder_t<P>>(g, prompts, 32, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot);
+        check_same_tokens(host, device);
+        CHECK(device.sequences[0].tokens != device.sequences[1].tokens);
+        CHECK(device.sequences[1].tokens != device.sequences[2].tokens);
+        CHECK(device.sequences[0].settings.seed.value == 5);
+        CHECK(device.sequences[1].settings.seed.value == sequence_seed(5, 1));
+        // Given seeds: the same seed, the same sample.
+        generation_options o{32, 5};
+        o.seeds = {9, 4, 9};
+        dlm::cuda::device_decoder_t<P> d(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot);
+        const auto seeded = d.generate(std::span<const tvec>(prompts), o);
+        CHECK(seeded.sequences[0].tokens == seeded.sequences[2].tokens);
+        CHECK(seeded.sequences[0].tokens != seeded.sequences[1].tokens);
+        check_same_tokens(P(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot).generate(std::span<const tvec>(prompts), o), seeded);
+    }
+
+    TEST_CASE("a NaN in one sequence ends that sequence alone, with status failed, on the device as on the host") {
+        const auto cfg = random_config(4, 2, 16, false, false);
+        auto w = cpu::random_weights(cfg, 4);
+        w.embedding.row(7).setConstant(std::numeric_limits<float>::quiet_NaN());  // token 7 poisons its sequence
+        gpu32 g(cfg, w);
+        const std::vector<tvec> prompts{{5, 6, 8}, {5, 7, 8}, {9, 10}};
+        using P = presets::fast_dllm<gpu32>;
+        const auto host = decode<P>(g, prompts, 16, semi_ar_mask{8});
+        const auto device = decode<dlm::cuda::device_decoder_t<P>>(g, prompts, 16, semi_ar_mask{8});
+        REQUIRE(device.sequences.size() == 3);
+        CHECK(device.sequences[1].failed());
+        CHECK(device.sequences[1].message.find("NaN") != std::string::npos);
+        CHECK_THROWS_AS(device.sequences[1].rethrow_if_failed(), numeric_error);
+        CHECK(!device.sequences[0].failed());
+        CHECK(!device.sequences[2].failed());
+        CHECK(host.sequences[1].failed());
+        check_same_tokens(host, device);
+        dlm::cuda::device_decoder_t<P> alone(g, semi_ar_mask{8});
+        CHECK_THROWS_AS((void)alone.generate(prompts[1], {16, 5}), numeric_error);  // a single prompt's failure is thrown
+    }
+
+    TEST_CASE("CD4LM defers end-of-turn ids like EOS, on the device as on the host") {
+        auto g = gpu32::load(models_dir / "llada_tiny");
+        const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31}};
+        generation_options o{32, 5};
+        o.end_of_turn_ids = std::vector<token_id>{};
+        for (token_id t = 0; t < 200; ++t) o.end_of_turn_ids->push_back(t);  // most tokens: the guard must defer
+        using P = presets::cd4lm<gpu32>;
+        const auto host = P(g, semi_ar_mask{8}).generate(std::span<const tvec>(prompts), o);
+        dlm::cuda::device_decoder_t<P> d(g, semi_ar_mask{8});
+        const auto device = d.generate(std::span<const tvec>(prompts), o);
+        check_same_tokens(host, device);
+        const auto plain = d.generate(std::span<const tvec>(prompts), {32, 5});
+        CHECK((plain.sequences[0].commit_forward != device.sequences[0].commit_forward ||
+               plain.sequences[1].commit_forward != device.sequences[1].commit_forward));
+    }
+
+    TEST_CASE("CUDA graphs: steps replayed from a captured graph decode what uncaptured steps decode") {
+        auto g = gpu16::load(models_dir / "llada_tiny");
+        const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31, 8, 200, 140, 77, 6, 2, 19}};
+        using P = presets::cdlm<gpu16>;
+        dlm::cuda::device_decoder_t<P> with(g, block_causal_mask{8}), without(g, block_causal_mask{8});
+        without.use_graphs(false);
+        const auto a = with.generate(std::span<const tvec>(prompts), {48, 5});
+        const auto b = without.generate(std::span<const tvec>(prompts), {48, 5});
+        check_same_tokens(a, b);
+        CHECK_MESSAGE(with.graph_status().empty(), with.graph_status());
+        CHECK(with.graph_replays() > 0);
+        CHECK(without.graph_replays() == 0);
+        // A second decode replays the graphs of the first (same shapes, same buffers).
+        const std::size_t before = with.graph_replays();
+        check_same_tokens(with.generate(std::span<const tvec>(prompts), {48, 5}), a);
+        CHECK(with.graph_replays() > before);
     }
 
     TEST_CASE("the step callback sees the same events and can cancel") {

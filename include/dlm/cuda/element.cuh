@@ -52,4 +52,18 @@ struct element<f16> {
     __host__ __device__ static f16 from_float(float v) noexcept { return __float2half_rn(v); }
 };
 
+/// A matrix-product input (an activation) in T, rounded as the CPU transformer rounds the inputs of its
+/// products with weights of that type (cpu/gemm.hpp, cpu::to_bf16_daz): bf16 to nearest even with a
+/// subnormal result flushed to a signed zero; f16 and f32 by from_float.
+template <storage_element T>
+__device__ inline T to_product_input(float v) noexcept {
+    if constexpr (std::same_as<T, bf16>) {
+        unsigned short bits = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        if ((bits & 0x7f80u) == 0) bits &= 0x8000u;
+        return __ushort_as_bfloat16(bits);
+    } else {
+        return element<T>::from_float(v);
+    }
+}
+
 }  // namespace dlm::cuda

@@ -22,9 +22,13 @@ template <storage_element T>
 void linear(cublasHandle_t blas, index_t m, index_t n, index_t k, const T* x, const T* w, float* y, float beta, const char* what) {
     if (m == 0 || n == 0) return;
     const float alpha = 1.0f;
+    const std::string call = std::string("cublasGemmEx (") + what + ", m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) + ")";
     check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, element<T>::cuda_type, k, x, element<T>::cuda_type, k, &beta, y,
                        CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          std::string("cublasGemmEx (") + what + ", m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) + ")");
+          call);
+    cudaStream_t stream = nullptr;
+    check(cublasGetStream(blas, &stream), "cublasGetStream");
+    check_launch(call, stream);
 }
 
 }  // namespace dlm::cuda

@@ -53,7 +53,8 @@ __global__ void embed(const T* __restrict__ table, const token_id* __restrict__ 
         dst[j] = element<T>::to_float(src[j]);
 }
 
-/// out[r] = weight ⊙ x[src_row(r)] / sqrt(mean(x²) + eps), written in T (the next product's input).
+/// out[r] = weight ⊙ x[src_row(r)] / sqrt(mean(x²) + eps), written in T (the next product's input,
+/// rounded by to_product_input as the CPU rounds it).
 /// `rows` maps output rows to input rows (null: the identity), so the head's norm runs only on the
 /// rows whose logits are needed.
 template <class T>
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(row_threads) rms_norm(const float* __restrict_
     __syncthreads();
     const float inv = inv_shared;
     T* o = out + r * static_cast<std::size_t>(width);
-    for (index_t i = static_cast<index_t>(threadIdx.x); i < width; i += row_threads) o[i] = element<T>::from_float(weight[i] * (xr[i] * inv));
+    for (index_t i = static_cast<index_t>(threadIdx.x); i < width; i += row_threads) o[i] = to_product_input<T>(weight[i] * (xr[i] * inv));
 }
 
 /// cos/sin tables (rows of head_dim/2) for the rows' positions: angle = f32(pos) · inv_freq[i], as
@@ -158,7 +159,7 @@ __global__ void silu_gate(const float* __restrict__ gu, index_t rows, index_t wi
          i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
         const std::size_t r = i / width, j = i % width;
         const float g = gu[r * 2 * width + j], u = gu[r * 2 * width + width + j];
-        act[i] = element<T>::from_float(g / (1.0f + expf(-g)) * u);
+        act[i] = to_product_input<T>(g / (1.0f + expf(-g)) * u);
     }
 }
 

@@ -25,15 +25,18 @@ public:
     std::vector<unsigned char> stored;
 
     kv_cache() = default;
-    kv_cache(index_t capacity_, index_t layers_, index_t kv_heads_, index_t head_dim_)
+    /// Zeroed on `stream`, the stream of the model that will write and read it: in order with its
+    /// forwards (a memset on the legacy default stream is not ordered with a non-blocking stream, and
+    /// could land after the first forward's stores).
+    kv_cache(index_t capacity_, index_t layers_, index_t kv_heads_, index_t head_dim_, cudaStream_t stream)
         : capacity(capacity_), layers(layers_), kv_heads(kv_heads_), head_dim(head_dim_),
           stored(static_cast<std::size_t>(capacity_), 0) {
         const std::size_t n = elements();
         if (n) {
             keys_.reserve(n, "the KV cache (keys)");
             values_.reserve(n, "the KV cache (values)");
-            keys_.zero();
-            values_.zero();
+            keys_.zero(stream, "the KV cache (keys)");
+            values_.zero(stream, "the KV cache (values)");
         }
     }
 

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
@@ -41,8 +43,43 @@ inline void check(cublasStatus_t status, const std::string& call) {
     if (status != CUBLAS_STATUS_SUCCESS) throw cuda_error(call, cublasGetStatusString(status));
 }
 
-/// Throws cuda_error if the last kernel launch failed (bad configuration, too much shared memory).
-inline void check_launch(const char* kernel) { check(cudaGetLastError(), std::string("launching ") + kernel); }
+/// Whether a value of DLM_CUDA_SYNC asks for the debug mode: set, non-empty and not "0".
+[[nodiscard]] inline bool sync_requested(const char* value) noexcept { return value && *value && std::strcmp(value, "0") != 0; }
+
+/// The debug mode (environment variable DLM_CUDA_SYNC=1, read once): every kernel launch and cuBLAS
+/// product is followed by a synchronisation of its stream, so a fault is reported by the kernel that
+/// caused it instead of by the next synchronisation. Slow; for finding faults only.
+[[nodiscard]] inline bool sync_after_launch() noexcept {
+    static const bool on = sync_requested(std::getenv("DLM_CUDA_SYNC"));
+    return on;
+}
+
+/// The last kernel (or cuBLAS product) this thread enqueued: named by synchronisation errors, since a
+/// fault surfaces only when the stream is next synchronised.
+[[nodiscard]] inline std::string& last_launch() noexcept {
+    thread_local std::string name;
+    return name;
+}
+
+/// After a kernel launch (or a library call that enqueues work) on `stream`: throws cuda_error naming
+/// `kernel` if the launch failed (bad configuration, too much shared memory), and, in the debug mode
+/// (DLM_CUDA_SYNC=1), if the kernel itself faulted.
+inline void check_launch(const std::string& kernel, cudaStream_t stream) {
+    check(cudaGetLastError(), "launching " + kernel);
+    last_launch() = kernel;
+    if (sync_after_launch()) check(cudaStreamSynchronize(stream), kernel + " (DLM_CUDA_SYNC: synchronised after its launch)");
+}
+
+/// Waits for `stream`; a fault of an earlier kernel throws cuda_error naming `what`, the last kernel
+/// enqueued, and the debug mode that names the faulting one.
+inline void synchronize(cudaStream_t stream, const std::string& what) {
+    const cudaError_t status = cudaStreamSynchronize(stream);
+    if (status == cudaSuccess) return;
+    const std::string& last = last_launch();
+    check(status, "cudaStreamSynchronize (" + what + "; a kernel enqueued since the previous synchronisation failed" +
+                      (last.empty() ? std::string() : ", the last one enqueued was " + last) +
+                      "; run with DLM_CUDA_SYNC=1 to name the kernel that faulted)");
+}
 
 /// Number of usable CUDA devices; 0 when there is no driver, no device, or the driver is too old
 /// for this runtime (the error is cleared, so later calls do not see it).
@@ -90,9 +127,10 @@ public:
         p_ = static_cast<T*>(p);
         n_ = n;
     }
-    /// Sets every byte to zero (synchronously).
-    void zero() {
-        if (n_) check(cudaMemset(p_, 0, n_ * sizeof(T)), "cudaMemset");
+    /// Sets every byte to zero, in order on `stream` (the stream that will use the buffer: a memset on
+    /// the legacy default stream is not ordered with a non-blocking stream's work).
+    void zero(cudaStream_t stream, const char* what = "a device buffer") {
+        if (n_) check(cudaMemsetAsync(p_, 0, n_ * sizeof(T), stream), std::string("cudaMemsetAsync (zeroing ") + what + ")");
     }
 
     [[nodiscard]] T* data() noexcept { return p_; }
@@ -137,6 +175,7 @@ public:
         n_ = n;
     }
     [[nodiscard]] T* data() noexcept { return p_; }
+    [[nodiscard]] const T* data() const noexcept { return p_; }
     [[nodiscard]] std::size_t size() const noexcept { return n_; }
 
 private:
@@ -159,16 +198,21 @@ public:
             check(s, "cublasCreate");
         }
         check(cublasSetStream(blas_, stream_), "cublasSetStream");
+        // A workspace of its own, so cuBLAS allocates nothing while a CUDA graph is being captured.
+        workspace_.reserve(blas_workspace_bytes, "the cuBLAS workspace");
+        check(cublasSetWorkspace(blas_, workspace_.data(), blas_workspace_bytes), "cublasSetWorkspace");
     }
+    static constexpr std::size_t blas_workspace_bytes = std::size_t{32} << 20;
     stream_context(const stream_context&) = delete;
     stream_context& operator=(const stream_context&) = delete;
     stream_context(stream_context&& o) noexcept
-        : stream_(std::exchange(o.stream_, nullptr)), blas_(std::exchange(o.blas_, nullptr)) {}
+        : stream_(std::exchange(o.stream_, nullptr)), blas_(std::exchange(o.blas_, nullptr)), workspace_(std::move(o.workspace_)) {}
     stream_context& operator=(stream_context&& o) noexcept {
         if (this != &o) {
             release();
             stream_ = std::exchange(o.stream_, nullptr);
             blas_ = std::exchange(o.blas_, nullptr);
+            workspace_ = std::move(o.workspace_);
         }
         return *this;
     }
@@ -176,8 +220,8 @@ public:
 
     [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
     [[nodiscard]] cublasHandle_t blas() const noexcept { return blas_; }
-    /// Waits for everything enqueued so far; throws cuda_error if a kernel faulted.
-    void synchronize(const char* what = "cudaStreamSynchronize") const { check(cudaStreamSynchronize(stream_), what); }
+    /// Waits for everything enqueued so far; throws cuda_error if a kernel faulted (see cuda::synchronize).
+    void synchronize(const std::string& what = "stream") const { cuda::synchronize(stream_, what); }
 
 private:
     void release() noexcept {
@@ -188,6 +232,7 @@ private:
     }
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
+    device_buffer<std::byte> workspace_;
 };
 
 /// Copies `n` elements host → device on `stream` (asynchronous when `src` is pinned).

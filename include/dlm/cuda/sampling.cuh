@@ -7,7 +7,13 @@
 // score and its index; a CUB BlockReduce merges the threads' states. The arithmetic is the host
 // samplers' (sampler/samplers.hpp): temperature as an f32 division, Gumbel-max with float64 noise
 // from dlm::random_key (Philox, so the noise is the host's, bit for bit), ties to the lowest token id,
-// probabilities in double. Banned tokens (EOS while a schedule suppresses it) count as -inf.
+// probabilities in double. Banned tokens (the mask id always, EOS while a schedule suppresses it)
+// count as -inf, as the host decoder's `banned` list.
+//
+// Gumbel noise is bounded: a draw is a double in (0, 1) with 53 bits, at most 1 - 2^-54, so
+// -log(-log(u)) <= 37.43. A token whose tempered logit is more than max_gumbel below the best score
+// the thread has already seen cannot win, so its Philox draw and two logs are skipped: the same
+// choice as drawing every entry, at a fraction of the cost once a thread has seen a likely token.
 //
 // Supported samplers: greedy_sampler, categorical_sampler and presets::llada_sampler without top-k or
 // top-p filtering (those need a sort of the row; use dlm::decoder for them).
@@ -66,9 +72,12 @@ struct device_sampler<categorical_sampler> {
 template <>
 struct device_sampler<presets::llada_sampler> : device_sampler<categorical_sampler> {};
 
-/// One masked slot to sample: its row in the stacked logits, its canvas position and the sequence's
-/// forward index (the coordinates of its random numbers), and whether EOS is banned at this step.
+/// One masked slot to sample: its sequence's seed, its row in the stacked logits, its canvas position
+/// and the sequence's forward index (the coordinates of its random numbers), and how many entries of
+/// the step's ban list apply (the decoder's list is [mask id, EOS ids...]: 1 bans the mask id, 1 +
+/// n_eos bans EOS too).
 struct slot_task {
+    std::uint64_t seed = 0;
     index_t row = 0;
     index_t position = 0;
     index_t forward = 0;
@@ -87,6 +96,8 @@ namespace kernels {
 
 inline constexpr unsigned sample_threads = 256;
 inline constexpr index_t no_choice = 0x7fffffff;  ///< best_index before any token was offered
+/// Above the largest Gumbel noise -log(-log(u)) of a random_key draw (u <= 1 - 2^-54: 37.43).
+inline constexpr double max_gumbel = 37.5;
 
 /// A thread's (and, merged, the block's) summary of part of a row.
 struct row_state {
@@ -155,9 +166,9 @@ struct merge_rows {
     }
 };
 
-__device__ inline bool banned_token(index_t i, const token_id* eos, int n_eos) {
-    for (int e = 0; e < n_eos; ++e)
-        if (eos[e] == i) return true;
+__device__ inline bool banned_token(index_t i, const token_id* list, int n) {
+    for (int e = 0; e < n; ++e)
+        if (list[e] == i) return true;
     return false;
 }
 
@@ -166,20 +177,21 @@ __device__ inline bool banned_token(index_t i, const token_id* eos, int n_eos) {
 template <class = void>
 __global__ void __launch_bounds__(sample_threads)
     sample_slots_impl(const float* __restrict__ logits, index_t vocab, const slot_task* __restrict__ tasks, slot_result* __restrict__ out,
-                      sampler_params sp, std::uint64_t seed, const token_id* __restrict__ eos, int n_eos) {
+                      sampler_params sp, const token_id* __restrict__ ban_list, const index_t* __restrict__ count) {
+    if (count && static_cast<index_t>(blockIdx.x) >= *count) return;  // a padded grid (CUDA graphs): past the step's slots
     using reduce = cub::BlockReduce<row_state, sample_threads>;
     __shared__ typename reduce::TempStorage temp;
     const float ni = -CUDART_INF_F;
     const slot_task task = tasks[blockIdx.x];
     const float* z = logits + static_cast<std::size_t>(task.row) * static_cast<std::size_t>(vocab);
     const bool tempered = sp.temperature > 0.0f;
-    const random_key key{seed, rng_stream::sampling, task.forward, task.position};
-    const int bans = task.banned ? n_eos : 0;
+    const random_key key{task.seed, rng_stream::sampling, task.forward, task.position};
+    const int bans = task.banned;
     // Statistic space: the distribution the confidences describe (tempered unless raw); choice space:
     // what the token is drawn from (tempered when sampling).
     auto values = [&](index_t i, float& stat, float& choice) {
         float v = z[i];
-        if (bans && banned_token(i, eos, bans)) v = ni;
+        if (bans && banned_token(i, ban_list, bans)) v = ni;
         choice = tempered ? v / sp.temperature : v;
         stat = sp.raw_confidence ? v : choice;
     };
@@ -190,7 +202,7 @@ __global__ void __launch_bounds__(sample_threads)
         st.add_stat(stat);
         if (!tempered) {
             st.offer(static_cast<double>(choice), i);
-        } else if (choice != ni) {
+        } else if (choice != ni && static_cast<double>(choice) + kernels::max_gumbel > st.best) {  // else it cannot win
             st.offer(static_cast<double>(choice) - log(-log(key.uniform(static_cast<std::uint32_t>(i)))), i);
         }
     }
@@ -213,16 +225,18 @@ __global__ void __launch_bounds__(sample_threads)
 
 }  // namespace kernels
 
-/// Enqueues the sampling of `n` tasks (device arrays) on `stream`.
+/// Enqueues the sampling of `n` tasks (device arrays) on `stream`; task i bans the first
+/// tasks[i].banned tokens of `ban_list`. `count` (device, optional): only the first *count tasks are
+/// sampled, the grid staying `n` (a shape a CUDA graph can replay whatever the count).
 inline void sample_slots(const float* logits, index_t vocab, const slot_task* tasks, slot_result* out, std::size_t n, const sampler_params& sp,
-                         std::uint64_t seed, const token_id* eos, int n_eos, cudaStream_t stream) {
+                         const token_id* ban_list, cudaStream_t stream, const index_t* count = nullptr) {
     if (n == 0) return;
-    kernels::sample_slots_impl<><<<static_cast<unsigned>(n), kernels::sample_threads, 0, stream>>>(logits, vocab, tasks, out, sp, seed, eos, n_eos);
-    check_launch("dlm::cuda sample_slots");
+    kernels::sample_slots_impl<><<<static_cast<unsigned>(n), kernels::sample_threads, 0, stream>>>(logits, vocab, tasks, out, sp, ban_list, count);
+    check_launch("dlm::cuda sample_slots", stream);
 }
 
 /// Samples rows of host logits on the device (a test and reference entry point): row i of `logits`
-/// (rows of `vocab`) with `keys[i]` (stream must be sampling), EOS ids banned where `banned[i]`.
+/// (rows of `vocab`) with `keys[i]` (stream must be sampling), the `eos` ids banned where `banned[i]`.
 template <class Sampler>
 std::vector<slot_result> sample_on_device(const Sampler& sampler, std::span<const float> logits, index_t vocab, std::span<const random_key> keys,
                                           std::span<const unsigned char> banned, std::span<const token_id> eos) {
@@ -231,11 +245,10 @@ std::vector<slot_result> sample_on_device(const Sampler& sampler, std::span<cons
     const std::size_t n = keys.size();
     if (logits.size() != n * static_cast<std::size_t>(vocab)) throw invalid_parameter("logits", "must hold keys.size() rows of vocab floats");
     std::vector<slot_task> tasks(n);
-    std::uint64_t seed = n ? keys[0].seed : 0;
     for (std::size_t i = 0; i < n; ++i) {
-        if (keys[i].seed != seed || keys[i].stream != rng_stream::sampling)
-            throw invalid_parameter("keys", "every key must share one seed and use the sampling stream");
-        tasks[i] = {static_cast<index_t>(i), keys[i].position, keys[i].step, banned.empty() ? 0 : static_cast<index_t>(banned[i])};
+        if (keys[i].stream != rng_stream::sampling) throw invalid_parameter("keys", "every key must use the sampling stream");
+        const bool ban = !banned.empty() && banned[i];
+        tasks[i] = {keys[i].seed, static_cast<index_t>(i), keys[i].position, keys[i].step, ban ? static_cast<index_t>(eos.size()) : 0};
     }
     stream_context ctx;
     device_buffer<float> d_logits(std::max<std::size_t>(logits.size(), 1), "logits");
@@ -245,7 +258,7 @@ std::vector<slot_result> sample_on_device(const Sampler& sampler, std::span<cons
     upload(d_logits.data(), logits.data(), logits.size(), ctx.stream(), "logits");
     upload(d_tasks.data(), tasks.data(), n, ctx.stream(), "slot tasks");
     upload(d_eos.data(), eos.data(), eos.size(), ctx.stream(), "EOS ids");
-    sample_slots(d_logits.data(), vocab, d_tasks.data(), d_out.data(), n, sp, seed, d_eos.data(), static_cast<int>(eos.size()), ctx.stream());
+    sample_slots(d_logits.data(), vocab, d_tasks.data(), d_out.data(), n, sp, d_eos.data(), ctx.stream());
     std::vector<slot_result> out(n);
     download(out.data(), d_out.data(), n, ctx.stream(), "slot results");
     ctx.synchronize();

@@ -41,6 +41,7 @@ inline constexpr index_t max_selection_slots = static_cast<index_t>(selection_th
 /// One sequence's selection: its candidates (the masked slots of the active block, in position order)
 /// are slot results [first, first + count); `k`, `fraction` and `flags` come from device_schedule::prepare.
 struct selection_task {
+    std::uint64_t seed = 0;  ///< the sequence's seed
     index_t first = 0, count = 0;
     index_t forward = 0;   ///< the sequence's forward index (coordinates of random draws)
     index_t k = 0;
@@ -83,9 +84,10 @@ public:
     };
 
     /// Candidates c[0, n) with their slots t[0, n); the choice goes to s.chosen[0, s.count).
+    /// `deferred` (n_deferred ids): the tokens CD4LM's guard defers, EOS and end-of-turn ids.
     __device__ selector(storage& s, const slot_result* c, const slot_task* t, index_t n, std::uint64_t seed, index_t forward,
-                        const token_id* eos, int n_eos)
-        : s_(s), c_(c), t_(t), n_(n), seed_(seed), forward_(forward), eos_(eos), n_eos_(n_eos) {}
+                        const token_id* deferred, int n_deferred)
+        : s_(s), c_(c), t_(t), n_(n), seed_(seed), forward_(forward), deferred_(deferred), n_deferred_(n_deferred) {}
 
     [[nodiscard]] __device__ index_t size() const { return n_; }
     [[nodiscard]] __device__ const slot_result& candidate(index_t i) const { return c_[i]; }
@@ -94,9 +96,10 @@ public:
     [[nodiscard]] __device__ double uniform(rng_stream stream, index_t i) const {
         return random_key{seed_, stream, forward_, t_[i].position}.uniform(0);
     }
-    [[nodiscard]] __device__ bool is_eos(index_t i) const {
-        for (int e = 0; e < n_eos_; ++e)
-            if (c_[i].token == eos_[e]) return true;
+    /// Whether candidate i's token is an EOS or end-of-turn id (the host's contains_eos on both lists).
+    [[nodiscard]] __device__ bool is_eos_or_end_of_turn(index_t i) const {
+        for (int e = 0; e < n_deferred_; ++e)
+            if (c_[i].token == deferred_[e]) return true;
         return false;
     }
 
@@ -197,8 +200,8 @@ private:
     index_t n_;
     std::uint64_t seed_;
     index_t forward_;
-    const token_id* eos_;
-    int n_eos_;
+    const token_id* deferred_;
+    int n_deferred_;
 };
 
 /// `device_schedule<S>::supported` says whether S runs on the device (see the header comment).
@@ -307,7 +310,7 @@ struct device_schedule<cd4lm_schedule> {
             return;
         }
         const bool guarding = (t.flags & guard) != 0;
-        const auto deferred = [&](index_t i) { return guarding && sel.is_eos(i); };
+        const auto deferred = [&](index_t i) { return guarding && sel.is_eos_or_end_of_turn(i); };
         const float tau = static_cast<float>(s.tau);
         const index_t valid = sel.count_if([&](index_t i) { return !deferred(i); });
         const index_t confident = sel.count_if([&](index_t i) { return !deferred(i) && sel.candidate(i).probability >= tau; });
@@ -335,11 +338,11 @@ struct device_schedule<next_slot_schedule> {
 namespace kernels {
 
 /// One block per sequence: checks the candidates' results, runs the schedule's device selection and
-/// writes the header and the commit records (`stride` per sequence).
+/// writes the header and the commit records (`stride` per sequence). `deferred`: EOS and end-of-turn ids.
 template <class Schedule>
 __global__ void __launch_bounds__(selection_threads)
     select_slots(Schedule schedule, const selection_task* __restrict__ tasks, const slot_task* __restrict__ slots,
-                 const slot_result* __restrict__ results, std::uint64_t seed, const token_id* __restrict__ eos, int n_eos, index_t vocab,
+                 const slot_result* __restrict__ results, const token_id* __restrict__ deferred, int n_deferred, index_t vocab,
                  selection_header* __restrict__ headers, commit_record* __restrict__ records, index_t stride) {
     __shared__ selector::storage storage;
     const selection_task t = tasks[blockIdx.x];
@@ -358,7 +361,7 @@ __global__ void __launch_bounds__(selection_threads)
     const bool ok = storage.broadcast >= t.count;
     __syncthreads();
     if (ok) {
-        selector sel(storage, c, slots + t.first, t.count, seed, t.forward, eos, n_eos);
+        selector sel(storage, c, slots + t.first, t.count, t.seed, t.forward, deferred, n_deferred);
         device_schedule<Schedule>::select(schedule, t, sel);
     }
     __syncthreads();
@@ -372,16 +375,17 @@ __global__ void __launch_bounds__(selection_threads)
 
 }  // namespace kernels
 
-/// Enqueues the selection of `n` sequences on `stream`.
+/// Enqueues the selection of `n` sequences on `stream`; `deferred` (device, n_deferred ids): the EOS and
+/// end-of-turn ids.
 template <class Schedule>
 void select_slots(const Schedule& schedule, const selection_task* tasks, std::size_t n, const slot_task* slots, const slot_result* results,
-                  std::uint64_t seed, const token_id* eos, int n_eos, index_t vocab, selection_header* headers, commit_record* records,
+                  const token_id* deferred, int n_deferred, index_t vocab, selection_header* headers, commit_record* records,
                   index_t stride, cudaStream_t stream) {
     static_assert(device_schedule<Schedule>::supported, "dlm::cuda::select_slots: this schedule has no device implementation");
     if (n == 0) return;
-    kernels::select_slots<Schedule><<<static_cast<unsigned>(n), selection_threads, 0, stream>>>(schedule, tasks, slots, results, seed, eos, n_eos,
-                                                                                              vocab, headers, records, stride);
-    check_launch("dlm::cuda select_slots");
+    kernels::select_slots<Schedule><<<static_cast<unsigned>(n), selection_threads, 0, stream>>>(schedule, tasks, slots, results, deferred,
+                                                                                              n_deferred, vocab, headers, records, stride);
+    check_launch("dlm::cuda select_slots", stream);
 }
 
 /// Runs the device selection for host candidates (a test and reference entry point): for each
@@ -397,18 +401,21 @@ std::vector<std::vector<index_t>> select_on_device(const Schedule& schedule, std
     std::vector<selection_task> tasks(n);
     std::vector<slot_task> slots;
     std::vector<slot_result> results;
-    std::uint64_t seed = n ? contexts[0].seed : 0;
-    std::vector<token_id> eos = n ? std::vector<token_id>(contexts[0].eos_ids.begin(), contexts[0].eos_ids.end()) : std::vector<token_id>{};
+    std::vector<token_id> eos;  // EOS and end-of-turn ids (the first context's: the device decoder's are the batch's)
+    if (n) {
+        eos.assign(contexts[0].eos_ids.begin(), contexts[0].eos_ids.end());
+        eos.insert(eos.end(), contexts[0].end_of_turn_ids.begin(), contexts[0].end_of_turn_ids.end());
+    }
     for (std::size_t i = 0; i < n; ++i) {
         if (candidates[i].size() > static_cast<std::size_t>(max_selection_slots))
             throw invalid_parameter("candidates", "device selection takes at most " + std::to_string(max_selection_slots) + " slots per block");
-        if (contexts[i].seed != seed) throw invalid_parameter("contexts", "every context must share one seed");
+        tasks[i].seed = contexts[i].seed;
         tasks[i].first = static_cast<index_t>(slots.size());
         tasks[i].count = static_cast<index_t>(candidates[i].size());
         tasks[i].forward = contexts[i].forward;
         device_schedule<Schedule>::prepare(schedule, contexts[i], tasks[i]);
         for (const candidate& c : candidates[i]) {
-            slots.push_back({0, c.position, contexts[i].forward, 0});
+            slots.push_back({contexts[i].seed, 0, c.position, contexts[i].forward, 0});
             results.push_back({c.token, c.probability, c.margin, c.neg_entropy});
         }
     }
@@ -424,7 +431,7 @@ std::vector<std::vector<index_t>> select_on_device(const Schedule& schedule, std
     upload(d_slots.data(), slots.data(), slots.size(), ctx.stream(), "slots");
     upload(d_results.data(), results.data(), results.size(), ctx.stream(), "slot results");
     upload(d_eos.data(), eos.data(), eos.size(), ctx.stream(), "EOS ids");
-    select_slots(schedule, d_tasks.data(), n, d_slots.data(), d_results.data(), seed, d_eos.data(), static_cast<int>(eos.size()), vocab,
+    select_slots(schedule, d_tasks.data(), n, d_slots.data(), d_results.data(), d_eos.data(), static_cast<int>(eos.size()), vocab,
                  d_headers.data(), d_records.data(), max_selection_slots, ctx.stream());
     std::vector<selection_header> headers(n);
     std::vector<commit_record> records(n * max_selection_slots);

@@ -5,8 +5,9 @@
 //   dlm::presets::cdlm<dlm::cuda::transformer> dec(model);              // the host decoder, unchanged
 //   dlm::cuda::device_decoder_t<dlm::presets::cdlm<dlm::cuda::transformer>> fast(model);  // device-side steps
 //
-// Storage type T (bf16 by default, f16 or f32): weights, the inputs of every matrix product and the KV
-// cache; accumulation, the residual stream, norms and softmax in f32. One forward, for the stacked
+// Storage type T (bf16 by default, f16 or f32): weights and the inputs of every matrix product (rounded
+// as the CPU model rounds them for weights of that type: to_product_input); accumulation, the residual
+// stream, norms, queries, keys, values (the KV cache too) and softmax in f32, as on the CPU. One forward, for the stacked
 // window rows of every request of the batch:
 //   embed → per layer [RMSNorm → q|k|v GEMM → bias + RoPE + K/V to window and cache → attention(mask)
 //   → o GEMM (+ residual) → RMSNorm → gate|up GEMM → SiLU·up → down GEMM (+ residual)] → RMSNorm of the
@@ -45,7 +46,10 @@ template <storage_element T = bf16>
 class basic_transformer {
 public:
     using element_type = T;
-    using kv_cache = cuda::kv_cache<T>;
+    /// Keys and values in f32 whatever T, as the CPU model keeps them (its bf16 path rounds only the
+    /// inputs of products with weights: docs/determinism.md).
+    using kv_element = float;
+    using kv_cache = cuda::kv_cache<kv_element>;
 
     /// From in-memory f32 weights (tests): converted to T on the device. Throws invalid_parameter naming
     /// the config field or the weight that does not fit.
@@ -90,12 +94,12 @@ public:
     [[nodiscard]] std::size_t weight_bytes() const noexcept { return weights_.bytes(); }
     [[nodiscard]] cudaStream_t stream() const noexcept { return ctx_.stream(); }
     [[nodiscard]] cublasHandle_t blas() const noexcept { return ctx_.blas(); }
-    void synchronize() const { ctx_.synchronize("cuda::transformer: cudaStreamSynchronize"); }
+    void synchronize() const { ctx_.synchronize("cuda::transformer"); }
 
     /// A device K/V store for `capacity` canvas positions.
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
         if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
-        return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+        return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, ctx_.stream());
     }
 
     /// One batched forward (the dlm::language_model contract, as the CPU model): logits of each
@@ -118,6 +122,22 @@ public:
     /// may still be running when this returns; the KV caches' `stored` flags are already updated.
     template <attention_mask Mask>
     const float* forward_device(std::span<const forward_request<kv_cache>> requests, const Mask& mask) {
+        enqueue(stage(requests, mask), mask);
+        return logits_.data();
+    }
+
+    /// A forward prepared on the host and not yet enqueued (forward_device = stage, then enqueue).
+    struct staged_forward {
+        index_t requests = 0, m = 0, z = 0, tiles = 0;  ///< requests, window rows, logits rows, attention tiles
+        std::size_t metadata_bytes = 0;
+    };
+
+    /// The host half of a forward: checks the requests (the errors of forward), packs their metadata into
+    /// pinned memory, sizes the work buffers and marks the stores in the caches' `stored` flags. Nothing
+    /// is enqueued; the previous forward's metadata upload must be complete (enqueue with
+    /// track_upload, or a synchronised stream, sees to it).
+    template <attention_mask Mask>
+    staged_forward stage(std::span<const forward_request<kv_cache>> requests, const Mask& mask) {
         const std::size_t n = requests.size();
         index_t m = 0, z = 0;
         for (std::size_t i = 0; i < n; ++i) {
@@ -131,9 +151,9 @@ public:
         const std::size_t hidden = static_cast<std::size_t>(c.hidden_size), ffn = static_cast<std::size_t>(c.intermediate_size),
                           vocab = static_cast<std::size_t>(c.vocab_size), rows = static_cast<std::size_t>(m);
         logits_.reserve(std::max<std::size_t>(static_cast<std::size_t>(z) * vocab, 1), "logits");
-        if (m == 0) return logits_.data();
-
-        const metadata meta = stage_metadata(requests, m, z);
+        staged_forward f{static_cast<index_t>(n), m, z, 0, 0};
+        if (m == 0) return f;
+        stage_metadata(requests, m, z, f);
         x_.reserve(rows * hidden, "activations");
         xn_.reserve(std::max<std::size_t>(rows, static_cast<std::size_t>(z)) * hidden, "normed activations");
         qkv_.reserve(rows * static_cast<std::size_t>(s.ld()), "q/k/v");
@@ -145,43 +165,79 @@ public:
         const std::size_t half = static_cast<std::size_t>(c.head_dim / 2);
         cos_.reserve(rows * half, "rotary tables");
         sin_.reserve(rows * half, "rotary tables");
+        for (const auto& rq : requests)
+            if (rq.plan.stores()) std::fill(rq.cache->stored.begin() + rq.plan.store_begin, rq.cache->stored.begin() + rq.plan.store_end, 1);
+        return f;
+    }
 
+    /// What a captured enqueue(f) depends on besides the metadata's contents: the shape and every buffer
+    /// address it bakes in. Equal keys: a CUDA graph captured for one may be replayed for the other.
+    [[nodiscard]] std::vector<std::uintptr_t> graph_key(const staged_forward& f) const {
+        std::vector<std::uintptr_t> k{static_cast<std::uintptr_t>(f.requests), static_cast<std::uintptr_t>(f.m), static_cast<std::uintptr_t>(f.z),
+                                      static_cast<std::uintptr_t>(f.tiles), f.metadata_bytes};
+        for (const void* p : {static_cast<const void*>(x_.data()), static_cast<const void*>(qkv_.data()), static_cast<const void*>(gu_.data()),
+                              static_cast<const void*>(cos_.data()), static_cast<const void*>(sin_.data()), static_cast<const void*>(logits_.data()),
+                              static_cast<const void*>(k_win_.data()), static_cast<const void*>(v_win_.data()), static_cast<const void*>(xn_.data()),
+                              static_cast<const void*>(att_.data()), static_cast<const void*>(act_.data()),
+                              static_cast<const void*>(meta_host_.data()), static_cast<const void*>(meta_device_.data())})
+            k.push_back(reinterpret_cast<std::uintptr_t>(p));
+        return k;
+    }
+
+    /// The device half of a forward: uploads the staged metadata and enqueues every kernel and product on
+    /// stream(); the logits land in logits(). `track_upload`: record when the upload is done, so the next
+    /// stage may rewrite the pinned metadata (off inside a CUDA graph capture, whose replays the caller
+    /// synchronises).
+    template <attention_mask Mask>
+    void enqueue(const staged_forward& f, const Mask& mask, bool track_upload = true) {
+        if (f.m == 0) return;
+        const index_t m = f.m, z = f.z;
+        const io::model_config& c = config_;
+        const kernels::qkv_shape s{c.num_heads, c.num_kv_heads, c.head_dim};
+        const std::size_t ffn = static_cast<std::size_t>(c.intermediate_size), rows = static_cast<std::size_t>(m),
+                          half = static_cast<std::size_t>(c.head_dim / 2);
+        upload(meta_device_.data(), meta_host_.data(), f.metadata_bytes, ctx_.stream(), "forward metadata");
+        if (track_upload) {
+            check(cudaEventRecord(upload_done_.get(), ctx_.stream()), "cudaEventRecord");
+            upload_pending_ = true;
+        }
+        const metadata meta = device_metadata(f);
         const cudaStream_t st = ctx_.stream();
         const cublasHandle_t blas = ctx_.blas();
         const float eps = static_cast<float>(c.rms_norm_eps);
         const index_t H = c.hidden_size, F = c.intermediate_size;
         kernels::rope_tables<><<<kernels::stride_grid(rows * half), 256, 0, st>>>(meta.positions, m, static_cast<index_t>(half),
                                                                                  weights_.inv_freq_device.data(), cos_.data(), sin_.data());
-        check_launch("dlm::cuda rope_tables");
+        check_launch("dlm::cuda rope_tables", st);
         kernels::embed<T><<<static_cast<unsigned>(m), 256, 0, st>>>(weights_.embedding.data(), meta.tokens, H, x_.data());
-        check_launch("dlm::cuda embed");
+        check_launch("dlm::cuda embed", st);
         for (index_t l = 0; l < c.num_layers; ++l) {
             const device_layer<T>& L = weights_.layers[static_cast<std::size_t>(l)];
             kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.attn_norm.data(), eps, xn_.data());
-            check_launch("dlm::cuda rms_norm");
+            check_launch("dlm::cuda rms_norm", st);
             linear<T>(blas, m, s.ld(), H, xn_.data(), L.qkv.data(), qkv_.data(), 0.0f, "q/k/v projection");
-            kernels::qkv_epilogue<T><<<static_cast<unsigned>(m), 256, 0, st>>>(qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(),
+            kernels::qkv_epilogue<kv_element><<<static_cast<unsigned>(m), 256, 0, st>>>(qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(),
                                                                               cos_.data(), sin_.data(), meta.row_request, meta.seqs, l,
                                                                               k_win_.data(), v_win_.data());
-            check_launch("dlm::cuda qkv_epilogue");
+            check_launch("dlm::cuda qkv_epilogue (layer " + std::to_string(l) + ")", st);
             kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(), st);
             linear<T>(blas, m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection");
             kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data());
-            check_launch("dlm::cuda rms_norm");
+            check_launch("dlm::cuda rms_norm", st);
             linear<T>(blas, m, 2 * F, H, xn_.data(), L.gate_up.data(), gu_.data(), 0.0f, "gate/up projection");
             kernels::silu_gate<T><<<kernels::stride_grid(rows * ffn), 256, 0, st>>>(gu_.data(), m, F, act_.data());
-            check_launch("dlm::cuda silu_gate");
+            check_launch("dlm::cuda silu_gate (layer " + std::to_string(l) + ")", st);
             linear<T>(blas, m, H, F, act_.data(), L.down.data(), x_.data(), 1.0f, "down projection");
         }
-        for (const auto& rq : requests)
-            if (rq.plan.stores()) std::fill(rq.cache->stored.begin() + rq.plan.store_begin, rq.cache->stored.begin() + rq.plan.store_end, 1);
-        if (z == 0) return logits_.data();
+        if (z == 0) return;
         kernels::rms_norm<T><<<static_cast<unsigned>(z), kernels::row_threads, 0, st>>>(x_.data(), meta.logit_source, H,
                                                                                        weights_.final_norm.data(), eps, xn_.data());
-        check_launch("dlm::cuda rms_norm");
+        check_launch("dlm::cuda rms_norm", st);
         linear<T>(blas, z, c.vocab_size, H, xn_.data(), weights_.head_matrix(), logits_.data(), 0.0f, "output head");
-        return logits_.data();
     }
+
+    /// The logits of the last enqueued forward (device, f32 rows of vocab_size()).
+    [[nodiscard]] const float* logits() const noexcept { return logits_.data(); }
 
 private:
     explicit basic_transformer(io::model_config c) : config_(std::move(c)) { check_config(); }
@@ -233,7 +289,7 @@ private:
 
     /// Device pointers into the uploaded per-forward metadata.
     struct metadata {
-        const sequence_view<T>* seqs;
+        const sequence_view<kv_element>* seqs;
         const token_id* tokens;
         const index_t* positions;
         const index_t* row_request;
@@ -242,22 +298,45 @@ private:
         const index_t* logit_source;  // stacked row of each logits row
     };
 
+    /// Byte offsets of the parts of the packed metadata.
+    struct metadata_layout {
+        std::size_t seqs = 0, tokens, pos, rowreq, tiles, logit, total;
+        metadata_layout(std::size_t n, index_t m, index_t n_tiles, index_t z) {
+            auto align = [](std::size_t b) { return (b + 15) / 16 * 16; };
+            tokens = align(seqs + n * sizeof(sequence_view<kv_element>));
+            pos = align(tokens + static_cast<std::size_t>(m) * sizeof(token_id));
+            rowreq = align(pos + static_cast<std::size_t>(m) * sizeof(index_t));
+            tiles = align(rowreq + static_cast<std::size_t>(m) * sizeof(index_t));
+            logit = align(tiles + static_cast<std::size_t>(n_tiles) * sizeof(kernels::attention_tile));
+            total = align(logit + static_cast<std::size_t>(z) * sizeof(index_t));
+        }
+    };
+
+    /// Device pointers into the uploaded metadata of a staged forward.
+    metadata device_metadata(const staged_forward& f) const {
+        const metadata_layout o(static_cast<std::size_t>(f.requests), f.m, f.tiles, f.z);
+        const std::byte* d = meta_device_.data();
+        return {reinterpret_cast<const sequence_view<kv_element>*>(d + o.seqs), reinterpret_cast<const token_id*>(d + o.tokens),
+                reinterpret_cast<const index_t*>(d + o.pos),          reinterpret_cast<const index_t*>(d + o.rowreq),
+                reinterpret_cast<const kernels::attention_tile*>(d + o.tiles), f.tiles,
+                reinterpret_cast<const index_t*>(d + o.logit)};
+    }
+
     /// Packs the request descriptors, window tokens and positions, the row → request map, the attention
-    /// tiles and the logits rows into pinned memory and uploads them in one copy.
-    metadata stage_metadata(std::span<const forward_request<kv_cache>> requests, index_t m, index_t z) {
+    /// tiles and the logits rows into pinned memory (enqueue uploads them in one copy).
+    void stage_metadata(std::span<const forward_request<kv_cache>> requests, index_t m, index_t z, staged_forward& f) {
         const std::size_t n = requests.size();
         index_t n_tiles = 0;
         for (const auto& rq : requests) n_tiles += (rq.plan.window_size() + kernels::attention_rows - 1) / kernels::attention_rows;
-        auto align = [](std::size_t b) { return (b + 15) / 16 * 16; };
-        const std::size_t o_seqs = 0, o_tokens = align(o_seqs + n * sizeof(sequence_view<T>)), o_pos = align(o_tokens + m * sizeof(token_id)),
-                          o_rowreq = align(o_pos + m * sizeof(index_t)), o_tiles = align(o_rowreq + m * sizeof(index_t)),
-                          o_logit = align(o_tiles + n_tiles * sizeof(kernels::attention_tile)), total = align(o_logit + z * sizeof(index_t));
+        const metadata_layout o(n, m, n_tiles, z);
+        const std::size_t o_seqs = o.seqs, o_tokens = o.tokens, o_pos = o.pos, o_rowreq = o.rowreq, o_tiles = o.tiles, o_logit = o.logit,
+                          total = o.total;
         // The previous forward's upload must be done before its staging memory is rewritten.
         if (upload_pending_) check(cudaEventSynchronize(upload_done_.get()), "cudaEventSynchronize (metadata upload)");
         meta_host_.reserve(total);
         meta_device_.reserve(total, "forward metadata");
         std::byte* h = meta_host_.data();
-        auto* seqs = reinterpret_cast<sequence_view<T>*>(h + o_seqs);
+        auto* seqs = reinterpret_cast<sequence_view<kv_element>*>(h + o_seqs);
         auto* tokens = reinterpret_cast<token_id*>(h + o_tokens);
         auto* pos = reinterpret_cast<index_t*>(h + o_pos);
         auto* rowreq = reinterpret_cast<index_t*>(h + o_rowreq);
@@ -267,7 +346,7 @@ private:
         for (std::size_t i = 0; i < n; ++i) {
             const forward_request<kv_cache>& rq = requests[i];
             const forward_plan& p = rq.plan;
-            sequence_view<T> sv;
+            sequence_view<kv_element> sv;
             sv.layout = rq.layout;
             sv.plan = p;
             sv.row0 = row;
@@ -286,14 +365,8 @@ private:
             for (index_t r = 0; r < p.window_size(); r += kernels::attention_rows) tiles[t++] = {static_cast<index_t>(i), r};
             for (index_t k = p.logits_begin; k < p.logits_end; ++k) logit[lrow++] = sv.row0 + (k - p.window_begin);
         }
-        upload(meta_device_.data(), h, total, ctx_.stream(), "forward metadata");
-        check(cudaEventRecord(upload_done_.get(), ctx_.stream()), "cudaEventRecord");
-        upload_pending_ = true;
-        const std::byte* d = meta_device_.data();
-        return {reinterpret_cast<const sequence_view<T>*>(d + o_seqs), reinterpret_cast<const token_id*>(d + o_tokens),
-                reinterpret_cast<const index_t*>(d + o_pos),          reinterpret_cast<const index_t*>(d + o_rowreq),
-                reinterpret_cast<const kernels::attention_tile*>(d + o_tiles), n_tiles,
-                reinterpret_cast<const index_t*>(d + o_logit)};
+        f.tiles = n_tiles;
+        f.metadata_bytes = total;
     }
 
     /// An owned CUDA event (move-only).
@@ -324,7 +397,8 @@ private:
     device_weights<T> weights_;
     // Work buffers, reused across forwards (grown when a forward needs more).
     device_buffer<float> x_, qkv_, gu_, cos_, sin_, logits_;
-    device_buffer<T> xn_, k_win_, v_win_, att_, act_;
+    device_buffer<kv_element> k_win_, v_win_;
+    device_buffer<T> xn_, att_, act_;
     pinned_buffer<std::byte> meta_host_;
     device_buffer<std::byte> meta_device_;
     event upload_done_;

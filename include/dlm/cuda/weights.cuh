@@ -72,7 +72,7 @@ void upload_as(D* dst, const void* src, io::dtype type, std::size_t n, device_bu
     if (n == 0) return;
     if (type == element<D>::dtype) {
         check(cudaMemcpyAsync(dst, src, n * sizeof(D), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (weights)");
-        check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (weights)");
+        synchronize(stream, "loading weights");
         return;
     }
     const std::size_t bytes = n * io::dtype_size(type);
@@ -84,17 +84,18 @@ void upload_as(D* dst, const void* src, io::dtype type, std::size_t n, device_bu
         case io::dtype::f16: kernels::convert<f16, D><<<grid, 256, 0, stream>>>(reinterpret_cast<const f16*>(staging.data()), dst, n); break;
         case io::dtype::bf16: kernels::convert<bf16, D><<<grid, 256, 0, stream>>>(reinterpret_cast<const bf16*>(staging.data()), dst, n); break;
     }
-    check_launch("dlm::cuda convert");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (weights)");
+    check_launch("dlm::cuda convert (weights)", stream);
+    synchronize(stream, "loading weights");
 }
 
 }  // namespace detail
 
-/// Allocates every weight for `c` and fills each by calling `fill(role, layer, dst, count)`, where dst
+/// Allocates every weight for `c` and fills each by calling `fill(role, layer, dst, count)` (work on
+/// `stream`, the model's), where dst
 /// is a device pointer (T* for matrices, float* for norms and biases) to `count` elements in the
 /// tensor's row-major order and shape cpu::tensor_shape(c, role).
 template <storage_element T, class Fill>
-device_weights<T> make_weights(const io::model_config& c, Fill&& fill) {
+device_weights<T> make_weights(const io::model_config& c, cudaStream_t stream, Fill&& fill) {
     const std::size_t h = static_cast<std::size_t>(c.hidden_size), q = static_cast<std::size_t>(c.num_heads) * c.head_dim,
                       kv = static_cast<std::size_t>(c.num_kv_heads) * c.head_dim, f = static_cast<std::size_t>(c.intermediate_size),
                       v = static_cast<std::size_t>(c.vocab_size);
@@ -144,9 +145,11 @@ device_weights<T> make_weights(const io::model_config& c, Fill&& fill) {
         const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
         w.inv_freq[static_cast<std::size_t>(i)] = 1.0f / static_cast<float>(std::pow(c.rope_theta, static_cast<double>(exponent)));
     }
+    // On the model's (non-blocking) stream, then waited for: a plain cudaMemcpy runs on the legacy
+    // stream, unordered with the forwards that read the table.
     w.inv_freq_device.reserve(static_cast<std::size_t>(half), "rotary frequencies");
-    check(cudaMemcpy(w.inv_freq_device.data(), w.inv_freq.data(), w.inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "cudaMemcpy (rotary frequencies)");
+    upload(w.inv_freq_device.data(), w.inv_freq.data(), w.inv_freq.size(), stream, "rotary frequencies");
+    synchronize(stream, "rotary frequencies");
     return w;
 }
 
@@ -195,7 +198,7 @@ device_weights<T> weights_from(const io::model_config& c, const cpu::transformer
                                               io::shape_string(cpu::tensor_shape(c, role)) + ")");
         detail::upload_as(dst, data, io::dtype::f32, n, staging, stream);
     };
-    return make_weights<T>(c, fill);
+    return make_weights<T>(c, stream, fill);
 }
 
 /// Fill from an opened checkpoint. Tensors are copied as stored (f32, f16 or bf16) and converted on the
@@ -212,7 +215,7 @@ device_weights<T> weights_from(const io::model_config& c, const io::checkpoint& 
         ck.mark_read(name);
         detail::upload_as(dst, t.bytes.data(), t.type, n, staging, stream);
     };
-    return make_weights<T>(c, fill);
+    return make_weights<T>(c, stream, fill);
 }
 
 /// Random weights made on the device: matrices uniform in ±scale·sqrt(3/fan_in), the embedding in ±1,
@@ -233,10 +236,10 @@ device_weights<T> random_weights(const io::model_config& c, std::uint64_t seed, 
             default: spread = scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(cpu::tensor_shape(c, role)[1])));
         }
         kernels::fill_uniform<D><<<kernels::stride_grid(n), 256, 0, stream>>>(dst, n, seed, tensor++, center, spread);
-        check_launch("dlm::cuda fill_uniform");
+        check_launch("dlm::cuda fill_uniform (random weights)", stream);
     };
-    device_weights<T> w = make_weights<T>(c, fill);
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (random weights)");
+    device_weights<T> w = make_weights<T>(c, stream, fill);
+    synchronize(stream, "random weights");
     return w;
 }
 
