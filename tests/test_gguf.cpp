@@ -1,0 +1,221 @@
+// GGUF models: parity of GGUF files written by the `gguf` package (tools/make_gguf_fixtures.py)
+// with the safetensors models they came from, quantized files against a reference that
+// dequantizes with the gguf package, the tokenizer from tokenizer.ggml.*, and the shipped teacher
+// as an F32 GGUF decoding the same tokens under every preset.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cpu/transformer.hpp>
+#include <dlm/io/gguf_tokenizer.hpp>
+#include <dlm/mask/masks.hpp>
+#include <dlm/presets.hpp>
+
+#include "gguf_test_util.hpp"
+
+using namespace dlm;
+using dlm::cpu::transformer;
+using tvec = std::vector<token_id>;
+
+namespace {
+
+const std::filesystem::path data = DLM_TEST_DATA;
+const std::filesystem::path gguf_dir = data / "gguf";
+
+tvec fixture_ids(const std::filesystem::path& json_path) {
+    std::ifstream in(json_path);
+    REQUIRE_MESSAGE(in, "missing fixture " << json_path);
+    return nlohmann::json::parse(in).at("input_ids").get<tvec>();
+}
+
+std::vector<float> read_floats(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    REQUIRE_MESSAGE(in, "cannot read " << p);
+    std::vector<float> v(std::filesystem::file_size(p) / sizeof(float));
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return v;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+    return worst;
+}
+
+std::vector<float> logits_of(transformer& m, const tvec& ids) {
+    const canvas_layout l{8, static_cast<index_t>(ids.size()) - 8, static_cast<index_t>(ids.size()) - 8, m.logits_shift()};
+    return test::forward_all(m, bidirectional_mask{}, ids, l);
+}
+
+}  // namespace
+
+TEST_CASE("GGUF metadata gives the config of the config.json the model came from") {
+    for (const char* name : {"llada_tiny", "dream_tiny"}) {
+        CAPTURE(name);
+        const io::model_config hf = io::load_config(data / "models" / name);
+        const io::gguf_file f = io::gguf_file::open(gguf_dir / (std::string(name) + ".f32.gguf"));
+        const io::model_config g = io::gguf_model_config(f.header());
+        CHECK(g.arch == hf.arch);
+        CHECK(g.vocab_size == hf.vocab_size);
+        CHECK(g.hidden_size == hf.hidden_size);
+        CHECK(g.intermediate_size == hf.intermediate_size);
+        CHECK(g.num_layers == hf.num_layers);
+        CHECK(g.num_heads == hf.num_heads);
+        CHECK(g.num_kv_heads == hf.num_kv_heads);
+        CHECK(g.head_dim == hf.head_dim);
+        CHECK(g.max_context == hf.max_context);
+        CHECK(g.rope_theta == static_cast<double>(static_cast<float>(hf.rope_theta)));  // GGUF stores float32
+        CHECK(g.rms_norm_eps == static_cast<double>(static_cast<float>(hf.rms_norm_eps)));
+        CHECK(g.tie_word_embeddings == hf.tie_word_embeddings);
+        CHECK(g.qkv_bias == hf.qkv_bias);
+        CHECK(g.mask_id == hf.mask_id);
+        CHECK(g.eos_ids == hf.eos_ids);
+        CHECK(g.logits_shift == hf.logits_shift);
+    }
+}
+
+TEST_CASE("F32, F16 and BF16 GGUF files give the logits of the safetensors model held in that type, bit for bit") {
+    struct item {
+        const char* name;
+        const char* file;
+        io::dtype type;
+    };
+    for (const item& it : {item{"llada_tiny", "f32", io::dtype::f32}, item{"llada_tiny", "f16", io::dtype::f16},
+                           item{"llada_tiny", "bf16", io::dtype::bf16}, item{"dream_tiny", "f32", io::dtype::f32},
+                           item{"dream_tiny", "bf16", io::dtype::bf16}}) {
+        CAPTURE(it.name);
+        CAPTURE(it.file);
+        const tvec ids = fixture_ids(data / "models" / it.name / "expected.json");
+        transformer st = transformer::load(data / "models" / it.name, {.weight_dtype = it.type});
+        transformer gg = transformer::load(gguf_dir / (std::string(it.name) + "." + it.file + ".gguf"));
+        CHECK(gg.weight_type() == st.weight_type());
+        const std::vector<float> a = logits_of(gg, ids), b = logits_of(st, ids);
+        CHECK(bitwise_equal(a, b));
+    }
+}
+
+TEST_CASE("the F32 GGUF file equals the transformers reference as the safetensors model does") {
+    // test_transformer checks the safetensors model against these logits; the GGUF file must give
+    // the same numbers (a wrong un-permutation of q/k would move them far outside this).
+    const auto dir = data / "models" / "llada_tiny";
+    const tvec ids = fixture_ids(dir / "expected.json");
+    transformer gg = transformer::load(gguf_dir / "llada_tiny.f32.gguf");
+    const std::vector<float> ref = read_floats(dir / "logits_bidirectional.f32");
+    CHECK(max_abs_diff(logits_of(gg, ids), ref) < 1e-3);
+}
+
+TEST_CASE("quantized GGUF files: logits against the gguf package's dequantization, or refused by tensor and type") {
+    std::ifstream in(gguf_dir / "llada_q.json");
+    REQUIRE(in);
+    const auto meta = nlohmann::json::parse(in);
+    const tvec ids = meta.at("input_ids").get<tvec>();
+    const std::vector<float> exact = read_floats(gguf_dir / meta["cases"]["f32"]["logits"].get<std::string>());
+    for (const auto& [label, c] : meta.at("cases").items()) {
+        if (!c.contains("gguf")) continue;
+        CAPTURE(label);
+        const auto path = gguf_dir / c["gguf"].get<std::string>();
+        const std::vector<float> ref = read_floats(gguf_dir / c["logits"].get<std::string>());
+#if DLM_CPU_GGUF_HAVE_QUANT
+        transformer m = transformer::load(path);
+        const std::vector<float> got = logits_of(m, ids);
+        // Tolerance: dlm multiplies the stored blocks (activations may be quantized to 8 bits per
+        // block, as llama.cpp's kernels do), the reference multiplies the dequantized weights in
+        // f32. dlm's deviation from the reference must stay below the deviation the weight
+        // quantization itself causes (reference vs the unquantized model): an error as large as the
+        // quantization's own would mean the blocks were decoded wrongly, not rounded differently.
+        const double own = max_abs_diff(ref, exact), dev = max_abs_diff(got, ref);
+        MESSAGE(label << ": max |dlm - reference| " << dev << ", max |reference - unquantized| " << own);
+        CHECK(dev < own);
+#else
+        try {
+            (void)transformer::load(path);
+            FAIL("a quantized file loaded without quantized kernels");
+        } catch (const tensor_error& e) {
+            CHECK(std::string(e.what()).find("is not one dlm multiplies") != std::string::npos);
+        }
+        (void)ref;
+        (void)exact;
+        (void)ids;
+#endif
+    }
+}
+
+TEST_CASE("the tokenizer from tokenizer.ggml.* encodes as the tokenizer.json it came from") {
+    const io::gguf_file f = io::gguf_file::open(gguf_dir / "tokenizer.gguf");
+    const io::tokenizer tok = io::gguf_tokenizer(f.header());
+    std::ifstream cases(data / "tokenizer" / "cases.jsonl", std::ios::binary);
+    REQUIRE(cases);
+    const char* flagged[] = {"<tool>", "</tool>", "<|fim|>", "caf\u00e9"};
+    std::size_t checked = 0, wrong = 0;
+    for (std::string line; std::getline(cases, line);) {
+        if (line.empty()) continue;
+        const auto c = nlohmann::json::parse(line);
+        if (c.value("v", "") != "qwen2" || !c.contains("text") || c.value("special", false)) continue;
+        const std::string text = c["text"].get<std::string>();
+        // GGUF keeps no lstrip / rstrip / normalized flags of added tokens (gguf_tokenizer.hpp): the
+        // fixture's tokens that set them (<tool>, </tool>, <|fim|> strip spaces; café is normalized)
+        // tokenize differently by design, so texts holding them are left out.
+        const std::string nfc = io::detail::nfc_utf8(io::detail::to_valid_utf8(text));
+        if (std::any_of(std::begin(flagged), std::end(flagged), [&](const char* t) { return nfc.find(t) != std::string::npos; })) continue;
+        const tvec want = c["ids"].get<tvec>();
+        ++checked;
+        if (tok.encode(text) != want || tok.decode(want) != nfc) {
+            if (++wrong <= 4) MESSAGE("differs: " << nlohmann::json(text).dump());
+        }
+    }
+    MESSAGE(checked << " texts, " << wrong << " differ");
+    CHECK(checked > 100);
+    CHECK(wrong == 0);
+    CHECK(tok.is_special(static_cast<token_id>(*tok.token_to_id("<|endoftext|>"))));
+}
+
+TEST_CASE("the shipped teacher as an F32 GGUF decodes the tokens of the safetensors teacher under every preset") {
+    const std::filesystem::path dir = std::filesystem::path(DLM_MODELS_DIR) / "teacher";
+    const std::filesystem::path out = std::filesystem::temp_directory_path() / "dlm_test_teacher.f32.gguf";
+    test::write_f32_gguf(dir, out);
+    transformer a = transformer::load(dir, {.weight_dtype = io::dtype::f32});
+    transformer b = transformer::load(out);
+    std::filesystem::remove(out);
+    CHECK(b.config().decoding.gen_length.value == a.config().decoding.gen_length.value);
+    const tvec prompt{5, 17, 42, 7, 99, 3, 250, 11};
+    const generation_options o{32, 8};
+    const auto same = [&](auto make) {
+        const sequence_result x = make(a).generate(prompt, o), y = make(b).generate(prompt, o);
+        CHECK(x.tokens == y.tokens);
+    };
+    same([](transformer& m) { return presets::autoregressive<transformer>(m); });
+    same([](transformer& m) { return presets::llada<transformer>(m); });
+    same([](transformer& m) { return presets::dream<transformer>(m, {}, {}, dream_schedule{32}); });
+    same([](transformer& m) { return presets::fast_dllm<transformer>(m, semi_ar_mask{8}); });
+    same([](transformer& m) { return presets::fast_dllm_dual<transformer>(m, semi_ar_mask{8}); });
+    same([](transformer& m) { return presets::cdlm<transformer>(m); });
+    same([](transformer& m) { return presets::cd4lm<transformer>(m); });
+}
+
+TEST_CASE("a GGUF file written by llama.cpp's own converter gives the logits of its safetensors checkpoint" *
+          doctest::skip(std::getenv("DLM_TEST_LLAMA_CPP_GGUF") == nullptr)) {
+    // Not in CI (the files are large): DLM_TEST_LLAMA_CPP_GGUF=x.f32.gguf, written by llama.cpp's
+    // convert_hf_to_gguf.py --outtype f32 from the LLaDA folder DLM_TEST_LLAMA_CPP_SOURCE. Equal
+    // logits prove the tensor names and the un-permutation of q/k against llama.cpp itself.
+    const char* source = std::getenv("DLM_TEST_LLAMA_CPP_SOURCE");
+    REQUIRE_MESSAGE(source != nullptr, "set DLM_TEST_LLAMA_CPP_SOURCE to the model folder the GGUF file was converted from");
+    transformer gg = transformer::load(std::getenv("DLM_TEST_LLAMA_CPP_GGUF"));
+    transformer st = transformer::load(source, {.weight_dtype = io::dtype::f32});
+    tvec ids;
+    for (token_id i = 0; i < 16; ++i) ids.push_back(i < 8 ? 100 + 37 * i : st.mask_id());
+    CHECK(bitwise_equal(logits_of(gg, ids), logits_of(st, ids)));
+}

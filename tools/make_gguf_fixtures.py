@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""Writes the GGUF fixtures under tests/data/gguf/ that tests/test_gguf.cpp checks dlm's GGUF reader
+and weight source against, with the `gguf` package from PyPI (the writer and quantizer llama.cpp's
+own converter uses), never with dlm's code.
+
+  llada_tiny.{f32,f16,bf16}.gguf  tests/data/models/llada_tiny (tools/make_model_fixtures.py) as
+                                  llama.cpp's LLaDAModel converter writes it: names blk.N.attn_q ...,
+                                  keys llada.*, attn_q/attn_k rows permuted per head for ggml's
+                                  adjacent-pair RoPE (written here from the definition below)
+  dream_tiny.{f32,bf16}.gguf      tests/data/models/dream_tiny as DreamModel writes it (tied head:
+                                  no output.weight; q/k/v biases; no permutation)
+  llada_q.<type>.gguf             a random LLaDA-shaped model with rows of 256 (block sizes of every
+                                  quantized type divide them), F32 and quantized: q8_0 and q4_0 by
+                                  gguf.quants.quantize; q4_k_m and q5_k_m (Q4_K/Q5_K plus Q6_K
+                                  tensors) by llama.cpp's llama-quantize when --llama-cpp names a
+                                  llama.cpp build (the gguf package cannot quantize K-quants)
+  llada_q.json, llada_q.logits.<type>.f32
+                                  input ids and reference logits of each llada_q file (and of the
+                                  unquantized model, "f32", whose file is not kept): its tensors
+                                  dequantized with gguf.quants.dequantize, un-permuted, and run in
+                                  f32 through transformers' Llama with bidirectional attention (the
+                                  llada_tiny reference of make_model_fixtures.py)
+  tokenizer.gguf                  tests/data/tokenizer/tokenizer.json's vocabulary as tokenizer.ggml.*
+                                  keys (pre "qwen2"), no tensors: the tokenizer test's input
+
+The names, keys and LLaDA's q/k permutation are tools/write_gguf.py's (for a head of d rows, GGUF row
+2j + s holds Hugging Face row s*d/2 + j).
+
+Set up once (CPU wheels from PyPI):
+    python3 -m venv build/venv && build/venv/bin/pip install gguf numpy safetensors torch transformers
+Usage:
+    build/venv/bin/python tools/make_gguf_fixtures.py [--llama-cpp /path/to/llama.cpp] [output_dir]
+"""
+import argparse
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import gguf
+    import numpy as np
+    from gguf import GGMLQuantizationType as T
+    from safetensors.torch import load_file
+except ImportError as e:
+    sys.exit(f"make_gguf_fixtures.py: {e}; install the packages: "
+             "python3 -m venv build/venv && build/venv/bin/pip install gguf numpy safetensors torch transformers")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from write_gguf import add_tokenizer, config_of, finish, gguf_name, rope_order, to_gguf_tensors, write  # noqa: E402
+
+
+def from_gguf_tensors(tensors, arch, head_dim):
+    """The inverse of to_gguf_tensors' permutation (names stay GGUF's)."""
+    out = {}
+    for g, w in tensors.items():
+        if arch == "llada" and (".attn_q." in g or ".attn_k." in g):
+            back = np.empty_like(w)
+            back[rope_order(w.shape[0], head_dim)] = w
+            w = back
+        out[g] = w
+    return out
+
+
+def read_tensors(path):
+    """Every tensor of a GGUF file, dequantized by the gguf package, in [rows, cols] order."""
+    r = gguf.GGUFReader(path)
+    out = {}
+    for t in r.tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        out[t.name] = a.reshape([int(d) for d in reversed(t.shape)]) if t.shape.size > 1 else a.reshape(-1)
+    return out, {t.name: t.tensor_type.name for t in r.tensors}
+
+
+def tiny(name, arch, types, out_dir):
+    folder = os.path.join(ROOT, "tests", "data", "models", name)
+    with open(os.path.join(folder, "config.json")) as f:
+        c = json.load(f)
+    hf = {k: v.float().numpy() for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
+    arch_of, cfg = config_of(c)
+    assert arch_of == arch, (name, arch_of)
+    if c.get("tie_word_embeddings"):
+        hf.pop("lm_head.weight", None)
+    tensors = to_gguf_tensors(hf, arch, cfg["hidden"] // cfg["heads"])
+    for label, qtype in types:
+        write(os.path.join(out_dir, f"{name}.{label}.gguf"), arch, cfg, tensors, qtype)
+
+
+def llada_q(out_dir, llama_cpp):
+    import torch
+    import transformers
+    from make_model_fixtures import run, full, check_rope_theta
+    vocab, hidden, ffn, heads, kv_heads, layers = 256, 256, 512, 4, 2, 1
+    head_dim = hidden // heads
+    cfg = dict(n_layers=layers, hidden=hidden, ffn=ffn, heads=heads, kv_heads=kv_heads, theta=10000.0, eps=1e-5,
+               context=256, mask_id=vocab - 1, eos_id=1, vocab=vocab)
+    hcfg = transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=kv_heads, rope_theta=10000.0, rms_norm_eps=1e-5, max_position_embeddings=256,
+        tie_word_embeddings=False, attention_bias=False, hidden_act="silu")
+    hcfg._attn_implementation = "eager"
+    check_rope_theta(hcfg, 10000.0)
+    rng = np.random.default_rng(14)
+    model = transformers.LlamaForCausalLM(hcfg).eval()
+    hf = {}
+    for name, p in model.state_dict().items():
+        shape = tuple(p.shape)
+        if name.endswith("norm.weight"):
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif "embed_tokens" in name:
+            a = rng.standard_normal(shape)
+        else:
+            a = rng.standard_normal(shape) / shape[1] ** 0.5
+        hf[name] = a.astype(np.float32)
+    tensors = to_gguf_tensors(hf, "llada", head_dim)
+    scratch = tempfile.mkdtemp()  # the F32 file (3 MB) is only the quantizers' input and the baseline
+    files = {"f32": os.path.join(scratch, "llada_q.f32.gguf")}
+    write(files["f32"], "llada", cfg, tensors, T.F32)
+    for label, qtype in (("q8_0", T.Q8_0), ("q4_0", T.Q4_0)):
+        files[label] = os.path.join(out_dir, f"llada_q.{label}.gguf")
+        write(files[label], "llada", cfg, tensors, qtype)
+    if llama_cpp:
+        exe = os.path.join(llama_cpp, "build", "bin", "llama-quantize")
+        for label, kind in (("q4_k_m", "Q4_K_M"), ("q5_k_m", "Q5_K_M")):
+            files[label] = os.path.join(out_dir, f"llada_q.{label}.gguf")
+            subprocess.run([exe, files["f32"], files[label], kind], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    else:
+        print("make_gguf_fixtures.py: no --llama-cpp: the K-quant fixtures (q4_k_m, q5_k_m) are not written", file=sys.stderr)
+
+    g = torch.Generator().manual_seed(14)
+    prompt, gen = 8, 16
+    ids = torch.randint(0, vocab - 1, (prompt + gen,), generator=g)
+    ids[prompt + 3:prompt + 9] = vocab - 1
+    meta = {"generator": f"tools/make_gguf_fixtures.py (gguf {importlib.metadata.version('gguf')}, "
+                         f"torch {torch.__version__}, transformers {transformers.__version__})",
+            "input_ids": ids.tolist(), "prompt_length": prompt, "gen_length": gen, "block_length": gen, "cases": {}}
+    inverse = {v: k for k, v in ((k, gguf_name(k)) for k in hf)}
+    for label, path in files.items():
+        deq, kinds = read_tensors(path)
+        state = {inverse[n]: torch.from_numpy(w.copy()) for n, w in from_gguf_tensors(deq, "llada", head_dim).items()}
+        model.load_state_dict(state)
+        logits = run(model, ids, full(prompt + gen))
+        out = f"llada_q.logits.{label}.f32"
+        with open(os.path.join(out_dir, out), "wb") as f:
+            f.write(logits.numpy().astype("<f4").tobytes())
+        meta["cases"][label] = {"logits": out, "types": sorted(set(kinds.values()))}
+        if label != "f32":
+            meta["cases"][label]["gguf"] = os.path.basename(path)
+    with open(os.path.join(out_dir, "llada_q.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+
+
+def tokenizer_fixture(out_dir):
+    with open(os.path.join(ROOT, "tests", "data", "tokenizer", "tokenizer.json"), encoding="utf-8") as f:
+        tok = json.load(f)
+    w = gguf.GGUFWriter(os.path.join(out_dir, "tokenizer.gguf"), "dream")
+    add_tokenizer(w, tok, 0)
+    finish(w)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-cpp", help="a llama.cpp checkout with build/bin/llama-quantize, for the K-quant fixtures")
+    ap.add_argument("out_dir", nargs="?", default=os.path.join(ROOT, "tests", "data", "gguf"))
+    a = ap.parse_args()
+    os.makedirs(a.out_dir, exist_ok=True)
+    tiny("llada_tiny", "llada", (("f32", T.F32), ("f16", T.F16), ("bf16", T.BF16)), a.out_dir)
+    tiny("dream_tiny", "dream", (("f32", T.F32), ("bf16", T.BF16)), a.out_dir)
+    tokenizer_fixture(a.out_dir)
+    llada_q(a.out_dir, a.llama_cpp)
+
+
+if __name__ == "__main__":
+    main()
