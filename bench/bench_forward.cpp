@@ -130,9 +130,16 @@ template <class Mask>
 double forward_flops(const io::model_config& c, const canvas_layout& l, const forward_plan& p, const Mask& mask) {
     const double h = c.hidden_size, q = double(c.num_heads) * c.head_dim, kv = double(c.num_kv_heads) * c.head_dim, f = c.intermediate_size;
     const double per_row = h * (q + 2 * kv) + q * h + 3 * h * f;
+    double mlp_rows = 0;  // mixture of experts: the router, k experts and the shared MLP per row instead of the dense MLP
+    if (c.moe)
+        for (index_t l = 0; l < c.num_layers; ++l)
+            if (c.moe->is_moe_layer(l))
+                mlp_rows += h * c.moe->num_experts + 3 * h * (double(c.moe->experts_per_token) * c.moe->expert_intermediate_size +
+                                                              c.moe->shared_intermediate_size) - 3 * h * f;
     double keys = 0;
     for (index_t r = p.window_begin; r < p.window_end; ++r) keys += std::min(p.attend_end, mask.key_end(l, r));
-    return 2.0 * (c.num_layers * (p.window_size() * per_row + 2.0 * keys * q) + double(p.logits_rows()) * c.vocab_size * h);
+    return 2.0 * (c.num_layers * (p.window_size() * per_row + 2.0 * keys * q) + p.window_size() * mlp_rows +
+                  double(p.logits_rows()) * c.vocab_size * h);
 }
 
 template <class Mask>
@@ -147,14 +154,25 @@ void bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
     for (int t : threads) {
         bench::set_threads(t);
         m.forward(batch, mask, logits);  // warm-up
-        double best = 1e30;
+        double best = 1e30, total = 0;
+        cpu::moe_timing moe;  // mixture-of-experts models: where the MLP time goes, over all reps
+        m.time_experts(&moe);
         for (int r = 0; r < reps; ++r) {
             const auto t0 = clock_type::now();
             m.forward(batch, mask, logits);
-            best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count());
+            const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+            best = std::min(best, s);
+            total += s;
         }
+        m.time_experts(nullptr);
         std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s  %5.1f %% of peak\n", label, p.window_size(), p.attend_end, t,
                     best * 1e3, flops / best / 1e9, peak_per_thread > 0 ? 100.0 * flops / best / (peak_per_thread * t) : 0.0);
+        if (moe.calls > 0) {
+            const double experts = moe.router + moe.gather + moe.experts + moe.combine;
+            std::printf("        experts: %.1f %% of the forward; of it router %.1f %%, gather %.1f %%, expert GEMMs %.1f %%, combine + shared %.1f %%\n",
+                        100.0 * experts / total, 100.0 * moe.router / experts, 100.0 * moe.gather / experts, 100.0 * moe.experts / experts,
+                        100.0 * moe.combine / experts);
+        }
     }
 }
 

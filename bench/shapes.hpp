@@ -8,7 +8,14 @@
 //             vocabulary 32000, untied head (LLaDA layout)
 //   llada-8b  GSAI-ML/LLaDA-8B-Instruct: d 4096, 32 layers, 32 heads, MLP 12288, vocabulary 126464
 //   dream-7b  Dream-org/Dream-v0-Instruct-7B (Qwen2.5-7B): d 3584, 28 layers, 28 heads (4 KV heads),
-//             MLP 18944, vocabulary 152064, q/k/v biases
+//             MLP 18944, vocabulary 152064, q/k/v biases (also Fast-dLLM v2 7B's shape)
+//   sdar-4b   JetAstra SDAR-4B-Chat (training/model/SDAR-4B-Chat/config.json): d 2560, 36 layers,
+//             32 heads of 128 (8 KV heads), q/k norms, MLP 9728, vocabulary 151936, block_size 4
+//   llada2-mini-64e  LLaDA2.0-mini's block (d 2048, 20 layers, 16 heads of 128 / 4 KV, q/k norms,
+//             partial RoPE 0.5, first layer dense 5120, experts of 512, 8 per token in 8 groups of
+//             which 4 kept, one shared expert, vocabulary 157184) with 64 of its 256 experts: the
+//             same work per token (about 1.4B active parameters) in 4.9B parameters, so that it
+//             fits a 24 GB machine in bf16
 #pragma once
 
 #include <optional>
@@ -51,6 +58,29 @@ inline nlohmann::json dream_config(int d, int layers, int heads, int kv_heads, i
             {"sliding_window", nullptr}, {"attention_dropout", 0.0}, {"torch_dtype", "bfloat16"}};
 }
 
+/// config.json of an SDAR model (keys of SDAR-4B-Chat's config.json).
+inline nlohmann::json sdar_config(int d, int layers, int heads, int kv_heads, int head_dim, int mlp, int vocab, int block) {
+    return {{"architectures", {"SDARForCausalLM"}}, {"model_type", "sdar"}, {"attention_bias", false}, {"block_size", block},
+            {"bos_token_id", 151643}, {"eos_token_id", 151643}, {"mask_token_id", 151669}, {"head_dim", head_dim},
+            {"hidden_act", "silu"}, {"hidden_size", d}, {"intermediate_size", mlp}, {"max_position_embeddings", 32768},
+            {"num_attention_heads", heads}, {"num_hidden_layers", layers}, {"num_key_value_heads", kv_heads}, {"rms_norm_eps", 1e-6},
+            {"rope_scaling", nullptr}, {"rope_theta", 1000000}, {"tie_word_embeddings", false}, {"use_sliding_window", false},
+            {"vocab_size", vocab}, {"torch_dtype", "bfloat16"}};
+}
+
+/// config.json of a LLaDA2 (Bailing-MoE v2) model (LLaDA2.0-mini's keys).
+inline nlohmann::json llada2_config(int d, int layers, int heads, int kv_heads, int head_dim, int dense_mlp, int experts, int per_token,
+                                    int expert_mlp, int groups, int kept_groups, int vocab) {
+    return {{"architectures", {"LLaDA2MoeModelLM"}}, {"model_type", "llada2_moe"}, {"first_k_dense_replace", 1}, {"head_dim", head_dim},
+            {"hidden_act", "silu"}, {"hidden_size", d}, {"intermediate_size", dense_mlp}, {"max_position_embeddings", 32768},
+            {"moe_intermediate_size", expert_mlp}, {"n_group", groups}, {"norm_head", false}, {"norm_topk_prob", true},
+            {"num_attention_heads", heads}, {"num_experts", experts}, {"num_experts_per_tok", per_token}, {"num_hidden_layers", layers},
+            {"num_key_value_heads", kv_heads}, {"num_shared_experts", 1}, {"pad_token_id", 156892}, {"eos_token_id", 156892},
+            {"partial_rotary_factor", 0.5}, {"rms_norm_eps", 1e-6}, {"rope_theta", 600000}, {"routed_scaling_factor", 2.5},
+            {"score_function", "sigmoid"}, {"tie_word_embeddings", false}, {"topk_group", kept_groups}, {"use_bias", false},
+            {"use_qk_norm", true}, {"use_qkv_bias", false}, {"vocab_size", vocab}, {"torch_dtype", "bfloat16"}};
+}
+
 [[nodiscard]] inline std::vector<named_shape> shapes() {
     return {
         {"tiny", llada_config(48, 2, 6, 2, 80, 300, true, 299, 1, 10000.0, 4096), 1},
@@ -58,6 +88,8 @@ inline nlohmann::json dream_config(int d, int layers, int heads, int kv_heads, i
         {"168M", llada_config(1024, 8, 16, 16, 2816, 32000, false, 31999, 1, 10000.0, 4096), 1},
         {"llada-8b", llada_config(4096, 32, 32, 32, 12288, 126464, false, 126336, 126081, 500000.0, 4096), 6},
         {"dream-7b", dream_config(3584, 28, 28, 4, 18944, 152064, false, 151666, 151643, 1000000.0, 131072), 4},
+        {"sdar-4b", sdar_config(2560, 36, 32, 8, 128, 9728, 151936, 4), 2},
+        {"llada2-mini-64e", llada2_config(2048, 20, 16, 4, 128, 5120, 64, 8, 512, 8, 4, 157184), 1},
     };
 }
 

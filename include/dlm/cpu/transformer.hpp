@@ -137,7 +137,13 @@ public:
                            kv = std::int64_t{config_.num_kv_heads} * config_.head_dim, f = config_.intermediate_size;
         const std::int64_t per_layer = h * (q + 2 * kv) + (config_.qkv_bias ? q + 2 * kv : 0) + (config_.qk_norm ? 2 * config_.head_dim : 0) +
                                        q * h + 3 * h * f + 2 * h;
-        return std::int64_t{config_.vocab_size} * h * (config_.tie_word_embeddings ? 1 : 2) + config_.num_layers * per_layer + h;
+        std::int64_t experts = 0;  // mixture-of-experts layers: router, bias, experts and shared MLP instead of the dense MLP
+        if (const auto& m = config_.moe)
+            for (index_t l = 0; l < config_.num_layers; ++l)
+                if (m->is_moe_layer(l))
+                    experts += std::int64_t{m->num_experts} * (h + 1 + 3 * h * m->expert_intermediate_size) + 3 * h * m->shared_intermediate_size -
+                               3 * h * f;
+        return std::int64_t{config_.vocab_size} * h * (config_.tie_word_embeddings ? 1 : 2) + config_.num_layers * per_layer + experts + h;
     }
 
     /// A K/V store for `capacity` canvas positions.
