@@ -1,12 +1,14 @@
 // bench_forward — the CPU transformer's forward (and one whole decode) against the machine's
 // measured peaks, on a model folder or on a named shape with random weights.
 //
-//   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16] [--canvas N] [--block N]
+//   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N]
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
 //                     [--no-peak]
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny (bench/shapes.hpp): random weights
-//              generated straight into --dtype (default bf16), no file needed
+//              generated straight into --dtype (default bf16), no file needed; q8_0, q4_0, q4_k,
+//              q6_k and q4_k_m hold them in GGUF blocks typed as llama.cpp's file type of that name
+//              (quant/random_source.hpp: Q4_K_M's Q6_K head, attn_v and ffn_down)
 //   -m DIR     a model folder (config.json + safetensors) or a .gguf file, held as stored unless --dtype converts
 //   --canvas   positions of the "full" case: the whole canvas recomputed, bidirectional, logits of
 //              every row (what llama.cpp's diffusion CLI computes per step) (default 256)
@@ -60,7 +62,7 @@ struct options {
 [[noreturn]] void usage(const char* argv0, const std::string& error) {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
     std::fprintf(stderr,
-                 "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16] [--canvas N] [--block N] [--cache N]\n"
+                 "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
                  "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak]\n"
                  "  shapes: %s\n",
                  argv0, bench::shape_names().c_str());
@@ -110,7 +112,10 @@ options parse(int argc, char** argv) {
         else usage(argv[0], "unknown argument '" + a + "'");
     }
     if (o.dtype.empty()) o.dtype = o.model_dir.empty() ? "bf16" : "keep";
-    if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16") usage(argv[0], "--dtype must be keep, f32, bf16 or f16");
+    const bool quantized = cpu::quant::parse_file_type(o.dtype).has_value();
+    if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16" && !quantized)
+        usage(argv[0], "--dtype must be keep, f32, bf16, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
+    if (quantized && !o.model_dir.empty()) usage(argv[0], "--dtype " + o.dtype + " is for random weights (--shape): -m keeps a file's blocks with --dtype keep");
     if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
     if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
@@ -203,7 +208,9 @@ int main(int argc, char** argv) {
         } else {
             const auto shape = bench::find_shape(o.shape);
             if (!shape) usage(argv[0], "unknown shape '" + o.shape + "' (" + bench::shape_names() + ")");
-            model.emplace(cpu::transformer::random(io::parse_config(shape->config, o.shape), 1, *dtype_of(o.dtype), 0.5f));
+            const io::model_config cfg = io::parse_config(shape->config, o.shape);
+            if (const auto ft = cpu::quant::parse_file_type(o.dtype)) model.emplace(cpu::transformer::random(cfg, 1, *ft, 0.5f));
+            else model.emplace(cpu::transformer::random(cfg, 1, *dtype_of(o.dtype), 0.5f));
             what = o.shape + " (random weights)";
         }
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();

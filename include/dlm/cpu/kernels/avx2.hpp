@@ -48,6 +48,8 @@ inline constexpr int mr_q = 4, s8_bias = 0;
     const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wi, wi), _mm256_sign_epi8(_mm256_set1_epi32(a4), wi));
     return acc + vint(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
+[[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return vint(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+[[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return vint(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
 
 #include "body.inl"
 

@@ -47,6 +47,8 @@ inline constexpr int mr_q = 8, s8_bias = 0;
     const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(wi), signed_a);
     return acc + vint(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 }
+[[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return vint(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+[[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return vint(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
 
 #include "body.inl"
 

@@ -56,6 +56,8 @@ inline constexpr int mr_q = 8, s8_bias = 128;
 }
 /// Signed w as w + 128 (unsigned): the sum gains 128·Σa, which quant_body.inl subtracts (s8_bias).
 [[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_u8(acc, w ^ 0x80, a4); }
+[[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return vint(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+[[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return vint(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
 
 #define DLM_KERNEL_BF16_DOT 1
 #include "body.inl"

@@ -41,6 +41,14 @@ template <class W>
 }
 [[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_bytes<std::uint8_t>(acc, w, a4); }
 [[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_bytes<std::int8_t>(acc, w, a4); }
+template <class B>
+[[nodiscard]] inline vint widen_bytes(const std::byte* p) noexcept {
+    vint v;
+    for (int l = 0; l < lanes; ++l) v[l] = static_cast<B>(p[l]);
+    return v;
+}
+[[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return widen_bytes<std::uint8_t>(p); }
+[[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return widen_bytes<std::int8_t>(p); }
 
 #include "body.inl"
 

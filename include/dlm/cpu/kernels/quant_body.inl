@@ -9,13 +9,10 @@
 //                               signed bytes of a4 (vpdpbusd, or vpmaddubsw + vpmaddwd)
 //   dot_s8(acc, w, a4)          the same with w signed, plus s8_bias · Σ_b a[b] (vpdpbusd takes
 //   s8_bias                     w + 128 unsigned: 128; the other forms 0)
+//   widen_u8(p), widen_s8(p)    `lanes` bytes zero- / sign-extended to 32 bits (vpmovzxbd, vpmovsxbd)
 // Every sum of products is an integer sum (exact, whatever the instruction), and each block ends
-// with the same short sequence of f32 operations on every instruction set, none of them fused
-// (contraction is off below), so every path computes the same bits.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
-#endif
+// with the same short sequence of f32 operations on every instruction set, none of them fused into
+// an FMA (the products pass through `unfused`), so every path computes the same bits.
 
 /// Vectors per 16 rows of W.
 inline constexpr int q_vectors = static_cast<int>(quant::tile_rows) / lanes;
@@ -32,19 +29,20 @@ static_assert(q_vectors * lanes == quant::tile_rows, "a tile's 16 rows must fill
     return v;
 }
 /// `lanes` bytes, one per row of W, widened to 32-bit integers (sign-extended if `Signed`).
-using vu8_lanes = std::uint8_t __attribute__((vector_size(lanes)));
-using vs8_lanes = std::int8_t __attribute__((vector_size(lanes)));
 template <bool Signed>
 [[nodiscard]] inline vint widen(const std::byte* p) noexcept {
-    if constexpr (Signed) {
-        vs8_lanes b;
-        std::memcpy(&b, p, sizeof b);
-        return __builtin_convertvector(b, vint);
-    } else {
-        vu8_lanes b;
-        std::memcpy(&b, p, sizeof b);
-        return __builtin_convertvector(b, vint);
-    }
+    return Signed ? widen_s8(p) : widen_u8(p);
+}
+/// `v` as a value the compiler cannot see into: a product passed through it is rounded on its own,
+/// never fused with the addition that takes it (-ffp-contract=fast would fuse it on FMA targets
+/// only, and the paths would differ). (A `#pragma GCC optimize` would also stop inlining.)
+[[nodiscard]] inline vfloat unfused(vfloat v) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+x"(v));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(v));
+#endif
+    return v;
 }
 [[nodiscard]] inline vint vint_broadcast(std::int32_t x) noexcept {
     vint v;
@@ -122,8 +120,8 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     for (int j = 0; j < G.subs(); ++j)
                         msum += widen<false>(w + G.m_at + j * quant::tile_rows + v * lanes) *
                                 vint_broadcast(sums[2 * j * amr + r] + sums[(2 * j + 1) * amr + r]);
-                    const vfloat t1 = d[v] * __builtin_convertvector(ksum[r][v], vfloat);
-                    const vfloat t2 = dmin[v] * __builtin_convertvector(msum, vfloat);
+                    const vfloat t1 = unfused(d[v] * __builtin_convertvector(ksum[r][v], vfloat));
+                    const vfloat t2 = unfused(dmin[v] * __builtin_convertvector(msum, vfloat));
                     t = t1 - t2;
                 } else {  // Q6_K: w = d·sc_j·(u − 32)
                     vint msum{};
@@ -131,8 +129,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                         msum += widen<true>(w + G.sc_at + j * quant::tile_rows + v * lanes) * vint_broadcast(sums[j * amr + r]);
                     t = d[v] * __builtin_convertvector(ksum[r][v] - msum * G.offset, vfloat);
                 }
-                const vfloat p = da * t;
-                acc[r][v] = acc[r][v] + p;
+                acc[r][v] = acc[r][v] + unfused(da * t);
             }
         }
     }
@@ -188,6 +185,3 @@ inline void gemm_quant(index_t m, index_t n, const quant::activation_view& a, co
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
