@@ -1,4 +1,4 @@
-// Helpers shared by the dlm::io tests: a scratch folder and an error-message checker.
+// Helpers shared by the dlm::io tests: a scratch folder, an error-message checker, raw f32 fixture files.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,10 +10,20 @@
 #include <string>
 #include <random>
 #include <string_view>
+#include <vector>
 
 #include "dlm/core/error.hpp"
 
 namespace dlm_test {
+
+/// The little-endian f32 values of a raw fixture file (logits written by tools/make_*_fixtures.py).
+inline std::vector<float> read_f32_file(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    REQUIRE_MESSAGE(in, "cannot read " << p);
+    std::vector<float> v(std::filesystem::file_size(p) / sizeof(float));
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return v;
+}
 
 /// A fresh folder under the system temp dir, removed with its content at scope exit.
 class temp_dir {

@@ -21,6 +21,7 @@
 #include <dlm/presets.hpp>
 
 #include "gguf_test_util.hpp"
+#include "io_test_util.hpp"
 
 using namespace dlm;
 using dlm::cpu::transformer;
@@ -35,14 +36,6 @@ tvec fixture_ids(const std::filesystem::path& json_path) {
     std::ifstream in(json_path);
     REQUIRE_MESSAGE(in, "missing fixture " << json_path);
     return nlohmann::json::parse(in).at("input_ids").get<tvec>();
-}
-
-std::vector<float> read_floats(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    REQUIRE_MESSAGE(in, "cannot read " << p);
-    std::vector<float> v(std::filesystem::file_size(p) / sizeof(float));
-    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-    return v;
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -114,7 +107,7 @@ TEST_CASE("the F32 GGUF file equals the transformers reference as the safetensor
     const auto dir = data / "models" / "llada_tiny";
     const tvec ids = fixture_ids(dir / "expected.json");
     transformer gg = transformer::load(gguf_dir / "llada_tiny.f32.gguf");
-    const std::vector<float> ref = read_floats(dir / "logits_bidirectional.f32");
+    const std::vector<float> ref = dlm_test::read_f32_file(dir / "logits_bidirectional.f32");
     CHECK(max_abs_diff(logits_of(gg, ids), ref) < 1e-3);
 }
 
@@ -123,12 +116,12 @@ TEST_CASE("quantized GGUF files: logits against the gguf package's dequantizatio
     REQUIRE(in);
     const auto meta = nlohmann::json::parse(in);
     const tvec ids = meta.at("input_ids").get<tvec>();
-    const std::vector<float> exact = read_floats(gguf_dir / meta["cases"]["f32"]["logits"].get<std::string>());
+    const std::vector<float> exact = dlm_test::read_f32_file(gguf_dir / meta["cases"]["f32"]["logits"].get<std::string>());
     for (const auto& [label, c] : meta.at("cases").items()) {
         if (!c.contains("gguf")) continue;
         CAPTURE(label);
         const auto path = gguf_dir / c["gguf"].get<std::string>();
-        const std::vector<float> ref = read_floats(gguf_dir / c["logits"].get<std::string>());
+        const std::vector<float> ref = dlm_test::read_f32_file(gguf_dir / c["logits"].get<std::string>());
 #if DLM_CPU_GGUF_HAVE_QUANT
         transformer m = transformer::load(path);
         const std::vector<float> got = logits_of(m, ids);
