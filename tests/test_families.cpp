@@ -17,8 +17,6 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
 
-#include "io_test_util.hpp"
-
 using namespace dlm;
 using dlm::cpu::transformer;
 using kv = transformer::kv_cache;
@@ -32,6 +30,14 @@ nlohmann::json read_json(const std::filesystem::path& p) {
     std::ifstream in(p);
     REQUIRE_MESSAGE(in, "missing fixture " << p << " (tools/make_family_fixtures.py)");
     return nlohmann::json::parse(in);
+}
+
+std::vector<float> read_f32(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    REQUIRE_MESSAGE(in, "cannot read " << p);
+    std::vector<float> v(std::filesystem::file_size(p) / sizeof(float));
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return v;
 }
 
 /// max |a - b| / max(1, |b|)
@@ -115,7 +121,7 @@ TEST_CASE("sdar_tiny: SDARForCausalLM's config.json and checkpoint load (q/k nor
 TEST_CASE("sdar_tiny: logits equal SDAR's modeling code under its block-diffusion mask") {
     auto m = transformer::load(families_dir / "sdar_tiny");
     const auto e = read_json(families_dir / "sdar_tiny" / "expected.json");
-    const auto want = dlm_test::read_f32_file(families_dir / "sdar_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
+    const auto want = read_f32(families_dir / "sdar_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
     const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
     // The mask matters: CDLM's block-causal mask (bidirectional prompt) gives other logits.
@@ -159,7 +165,7 @@ TEST_CASE("fast_dllm_v2_tiny: Fast_dLLM_QwenForCausalLM's config.json and checkp
 TEST_CASE("fast_dllm_v2_tiny: logits equal Fast-dLLM v2's modeling code under its block-diffusion mask") {
     auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
     const auto e = read_json(families_dir / "fast_dllm_v2_tiny" / "expected.json");
-    const auto want = dlm_test::read_f32_file(families_dir / "fast_dllm_v2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
+    const auto want = read_f32(families_dir / "fast_dllm_v2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
     const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
 }
@@ -199,7 +205,7 @@ TEST_CASE("llada2_tiny: LLaDA2MoeModelLM's config.json and checkpoint load (fuse
 TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diffusion mask") {
     auto m = transformer::load(families_dir / "llada2_tiny");
     const auto e = read_json(families_dir / "llada2_tiny" / "expected.json");
-    const auto want = dlm_test::read_f32_file(families_dir / "llada2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
+    const auto want = read_f32(families_dir / "llada2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
     cpu::moe_timing timing;
     m.time_experts(&timing);
     const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
@@ -221,4 +227,41 @@ TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeMode
         CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
         CHECK(r.tokens == t.at("final").get<tvec>());
     }
+}
+
+TEST_CASE("lladamoe_tiny: LLaDAMoEModelLM's config.json and checkpoint load (moe_layer_freq, softmax routing, shared expert)") {
+    const auto m = transformer::load(families_dir / "lladamoe_tiny");
+    const io::model_config& c = m.config();
+    CHECK(c.arch == io::architecture::lladamoe);
+    CHECK(c.qk_norm);
+    REQUIRE(c.moe.has_value());
+    CHECK(c.moe->score == io::moe_config::scoring::softmax);
+    CHECK(c.moe->bias_in_weights);
+    CHECK_FALSE(c.moe->normalize);
+    CHECK_FALSE(c.moe->is_moe_layer(0));  // moe_layer_freq [0, 1, 1]
+    CHECK(c.moe->is_moe_layer(2));
+    CHECK(c.moe->shared_intermediate_size == 48);
+    CHECK(m.mask_id() == 299);
+    CHECK_FALSE(m.logits_shift());
+}
+
+TEST_CASE("lladamoe_tiny: logits equal LLaDA-MoE's modeling code, bidirectional") {
+    auto m = transformer::load(families_dir / "lladamoe_tiny");
+    const auto e = read_json(families_dir / "lladamoe_tiny" / "expected.json");
+    const auto want = read_f32(families_dir / "lladamoe_tiny" / e.at("cases").at("bidirectional").get<std::string>());
+    const double diff = max_rel_diff(full_logits(m, bidirectional_mask{}, e), want);
+    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
+}
+
+TEST_CASE("llada preset on LLaDA-MoE: the same commits, forward by forward, as LLaDA's generate.py") {
+    auto m = transformer::load(families_dir / "lladamoe_tiny");
+    const auto t = read_json(families_dir / "lladamoe_tiny" / "trajectory_llada_low_confidence.json");
+    const auto& p = t.at("params");
+    presets::llada<transformer> d(m, semi_ar_mask{p.at("block_length").get<index_t>()}, {}, llada_schedule{p.at("steps").get<index_t>()},
+                                  presets::llada_sampler{p.at("temperature").get<float>()});
+    sequence_result r;
+    const auto got = replay(d, t, &r);
+    const auto want = reference_forwards(t);
+    CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+    CHECK(r.tokens == t.at("final").get<tvec>());
 }

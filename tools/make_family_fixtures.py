@@ -11,6 +11,10 @@ Usage (each reference is a checkout made outside the repository; nothing of it i
   --llada2 DIR   a checkout of github.com/ZHZisZZ/dllm (it keeps LLaDA2.0's published Hugging Face modeling
                code): imports DIR/dllm/pipelines/llada2/models/{configuration,modeling}_llada2_moe.py, the model and
                LLaDA2MoeModelLM.generate().
+  --lladamoe DIR   the same dllm checkout: DIR/dllm/pipelines/llada/models/{configuration,modeling}_lladamoe.py
+               (LLaDA-MoE's modeling code); with
+  --llada DIR  a checkout of github.com/ML-GSAI/LLaDA, whose generate.py (LLaDA's sampler, which LLaDA-MoE is
+               decoded with) gives the trajectories.
   --fast-dllm-v2 DIR   a folder holding Fast-dLLM v2's published Hugging Face files, configuration.py and
                modeling.py of Efficient-Large-Model/Fast_dLLM_v2_7B (e.g. the copy kept in
                github.com/Satgoy152/DualDiffusion under FastDLLM_inferencing/Fast_dLLM_v2_7B): the model and
@@ -452,11 +456,83 @@ def make_llada2(ref, out, generator):
     print(f"llada2_tiny: {len(cases)} logits case(s), 2 trajectories")
 
 
+# -- LLaDA-MoE ------------------------------------------------------------------------------------
+def make_lladamoe(ref, llada, out, generator):
+    install_shims()
+    folder = os.path.join(ref, "dllm", "pipelines", "llada", "models")
+    configuration, modeling = import_package(folder, "lladamoe_ref", ["configuration_lladamoe", "modeling_lladamoe"])
+    generate = import_file(os.path.join(llada, "generate.py"), "llada_generate")
+    layers = 3
+    cfg = dict(architectures=["LLaDAMoEModelLM"], model_type="lladamoe", attention_bias=False, dense_intermediate_size=96,
+               eos_token_id=EOS, expert_intermediate_size=32, hidden_act="silu", hidden_size=64, mask_token_id=MASK,
+               max_position_embeddings=512, moe_layer_freq=[0, 1, 1], moe_router_enable_expert_bias=True,
+               moe_router_score_function="softmax", norm_topk_prob=False, num_attention_heads=4, num_experts=8,
+               num_experts_per_tok=2, num_hidden_layers=layers, num_key_value_heads=4, pad_token_id=EOS2,
+               partial_rotary_factor=1.0, qk_layernorm=True, rms_norm_eps=1e-6, rope_scaling=None, rope_theta=50000.0,
+               routed_scaling_factor=1, shared_expert_intermediate_size=48, tie_word_embeddings=False, torch_dtype="float32",
+               vocab_size=VOCAB)
+    config = configuration.LLaDAMoEConfig(**{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
+    config._attn_implementation = "sdpa"
+    model = modeling.LLaDAMoEModelLM(config).eval()
+    randomize(model, generator)
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            if name.endswith("expert_bias"):
+                b.copy_(0.05 * torch.randn(b.shape, generator=generator))
+    target = os.path.join(out, "lladamoe_tiny")
+    os.makedirs(target, exist_ok=True)
+    write_json(os.path.join(target, "config.json"), cfg)
+    save_checkpoint(model, target)
+
+    prompt_len, gen, block = 8, 16, 8
+    total = prompt_len + gen
+    ids = torch.randint(0, EOS2, (1, total), generator=generator)
+    ids[0, prompt_len + 3:] = MASK
+    ids[0, prompt_len + 9] = int(torch.randint(0, EOS2, (1,), generator=generator))
+    with torch.no_grad():  # no mask: LLaDA-MoE attends bidirectionally
+        logits = model(ids).logits[0]
+    cases = {"bidirectional": write_logits(target, "bidirectional", logits)}
+    write_json(os.path.join(target, "expected.json"), {
+        "generator": f"tools/make_family_fixtures.py (torch {torch.__version__})",
+        "reference": describe(os.path.join(folder, "modeling_lladamoe.py")), "input_ids": ids[0].tolist(),
+        "prompt_length": prompt_len, "gen_length": gen, "block_length": block, "vocab_size": VOCAB, "cases": cases})
+
+    class Banned:
+        """The model as generate.py calls it (model(x).logits), the mask id banned, every input recorded."""
+
+        def __init__(self):
+            self.calls, self.device = [], torch.device("cpu")
+
+        def __call__(self, x, **kw):
+            self.calls.append(x[0].tolist())
+            out = model(x, **kw)
+            out.logits[..., MASK] = float("-inf")
+            return out
+
+    prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
+    rec = Banned()
+    params = dict(steps=gen, gen_length=gen, block_length=block, temperature=0.0, remasking="low_confidence", mask_id=MASK)
+    with torch.no_grad():
+        x = generate.generate(rec, prompt, **params)
+    final = x[0].tolist()
+    forwards = []
+    for i, ids_i in enumerate(rec.calls):
+        after = rec.calls[i + 1] if i + 1 < len(rec.calls) else final
+        forwards.append([[p, b] for p, (a, b) in enumerate(zip(ids_i, after)) if a == MASK and b != MASK])
+    write_json(os.path.join(target, "trajectory_llada_low_confidence.json"), {
+        "reference": describe(os.path.join(llada, "generate.py")), "function": "generate (LLaDA)",
+        "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block, "params": params,
+        "forwards": forwards, "final": final[prompt_len:]})
+    print(f"lladamoe_tiny: {len(cases)} logits case(s), 1 trajectory")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sdar", help="checkout of github.com/JetAstra/SDAR")
     parser.add_argument("--llada2", help="checkout of github.com/ZHZisZZ/dllm (LLaDA2's modeling code)")
+    parser.add_argument("--lladamoe", help="checkout of github.com/ZHZisZZ/dllm (LLaDA-MoE's modeling code); needs --llada")
+    parser.add_argument("--llada", help="checkout of github.com/ML-GSAI/LLaDA (generate.py)")
     parser.add_argument("--fast-dllm-v2", help="folder with Fast-dLLM v2's configuration.py and modeling.py")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                                       "families"))
@@ -468,7 +544,11 @@ def main():
         make_fast_dllm_v2(args.fast_dllm_v2, args.out, torch.Generator().manual_seed(16))
     if args.llada2:
         make_llada2(args.llada2, args.out, torch.Generator().manual_seed(17))
-    if not (args.sdar or args.fast_dllm_v2 or args.llada2):
+    if args.lladamoe:
+        if not args.llada:
+            parser.error("--lladamoe needs --llada (LLaDA's generate.py)")
+        make_lladamoe(args.lladamoe, args.llada, args.out, torch.Generator().manual_seed(18))
+    if not (args.sdar or args.fast_dllm_v2 or args.llada2 or args.lladamoe):
         parser.error("name at least one reference checkout")
 
 

@@ -49,13 +49,17 @@ public:
     moe_mlp() = default;
 
     /// Layer `layer`'s experts from a checkpoint in LLaDA2's names (model.layers.N.mlp.{gate.weight,
-    /// gate.expert_bias, experts.E.{gate,up,down}_proj.weight, shared_experts.*}), each matrix held in
+    /// gate.expert_bias, experts.E.{gate,up,down}_proj.weight, shared_experts.*}) or LLaDA-MoE's
+    /// (model.layers.N.mlp.{gate.weight, expert_bias, experts.E.*}, model.layers.N.shared_expert.*), each matrix held in
     /// its stored type unless `type` is given (the router in f32, as the reference computes it). A
     /// missing expert_bias is zero, as transformers initialises the buffer. Throws tensor_error
     /// naming a missing or misshapen tensor.
     static moe_mlp load(const io::checkpoint& ck, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
         moe_mlp e(c);
         const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
+        const bool llada2 = c.arch == io::architecture::llada2_moe;  // else LLaDA-MoE's names
+        const std::string bias_name = p + (llada2 ? "gate.expert_bias" : "expert_bias");
+        const std::string shared = llada2 ? p + "shared_experts." : "model.layers." + std::to_string(layer) + ".shared_expert.";
         const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, s = e.m_.shared_intermediate_size;
         std::vector<float> buf;
         auto held = [&](std::initializer_list<std::string> names) {
@@ -68,9 +72,9 @@ public:
         e.router_ = packed_matrix(e.m_.num_experts, h, io::dtype::f32);
         read_into(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0, buf);
         e.bias_.assign(static_cast<std::size_t>(e.m_.num_experts), 0.f);
-        if (e.m_.selection_bias && ck.contains(p + "gate.expert_bias")) {
+        if (e.m_.selection_bias && ck.contains(bias_name)) {
             const std::int64_t shape[] = {e.m_.num_experts};
-            ck.read_rows_f32(p + "gate.expert_bias", shape, 0, e.m_.num_experts, e.bias_);
+            ck.read_rows_f32(bias_name, shape, 0, e.m_.num_experts, e.bias_);
         }
         auto expert = [&](const std::string& q, index_t width, packed_matrix& gu, packed_matrix& down) {
             gu = packed_matrix(2 * width, h, held({q + "gate_proj.weight", q + "up_proj.weight"}));
@@ -83,7 +87,7 @@ public:
         e.down_.resize(static_cast<std::size_t>(e.m_.num_experts));
         for (index_t x = 0; x < e.m_.num_experts; ++x)
             expert(p + "experts." + std::to_string(x) + ".", f, e.gate_up_[static_cast<std::size_t>(x)], e.down_[static_cast<std::size_t>(x)]);
-        if (s > 0) expert(p + "shared_experts.", s, e.shared_gate_up_, e.shared_down_);
+        if (s > 0) expert(shared, s, e.shared_gate_up_, e.shared_down_);
         return e;
     }
 
@@ -269,12 +273,13 @@ private:
                 return ca > cb || (ca == cb && a < b);
             });
             float sum = 0.f;
-            for (index_t j = 0; j < k; ++j) sum += s[order[static_cast<std::size_t>(j)]];
+            for (index_t j = 0; j < k; ++j) sum += s[order[static_cast<std::size_t>(j)]];  // used only when normalising (LLaDA2: no bias in the weights)
             const float norm = m_.normalize && k > 1 ? sum + 1e-20f : 1.f;
             for (index_t j = 0; j < k; ++j) {
                 const index_t e = order[static_cast<std::size_t>(j)];
                 picks_[static_cast<std::size_t>(r * k + j)] = e;
-                weights_[static_cast<std::size_t>(r * k + j)] = s[e] / norm * static_cast<float>(m_.routed_scaling);
+                const float w = m_.bias_in_weights ? choice[static_cast<std::size_t>(e)] : s[e];
+                weights_[static_cast<std::size_t>(r * k + j)] = w / norm * static_cast<float>(m_.routed_scaling);
             }
         });
     }

@@ -16,6 +16,9 @@
 //          the Bailing-MoE v2 block: fused query_key_value, q/k RMSNorm, partial RoPE
 //          (partial_rotary_factor), a mixture-of-experts MLP after first_k_dense_replace dense layers
 //          (moe_config.hpp); mask id 156895 unless mask_token_id says otherwise.
+//   lladamoe  model_type "lladamoe", architectures ["LLaDAMoEModelLM"]: LLaDA-MoE-7B-A1B (inclusionAI),
+//          bidirectional like LLaDA; the OLMoE-style block (q/k RMSNorm per head, softmax-routed experts
+//          on the layers moe_layer_freq marks, dense_intermediate_size elsewhere); mask id 156895.
 // Keys that are absent take the default of the family's own configuration class (LLaDAConfig,
 // DreamConfig, Qwen2Config). Anything else is refused by name: an unknown architecture, a missing or
 // ill-typed key, inconsistent sizes, or a feature dlm's transformer does not implement.
@@ -44,7 +47,7 @@
 
 namespace dlm::io {
 
-enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe };  // qwen2 = Qwen2ForCausalLM (autoregressive)
+enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe, lladamoe };  // qwen2 = Qwen2ForCausalLM (autoregressive)
 
 [[nodiscard]] constexpr std::string_view architecture_name(architecture a) noexcept {
     switch (a) {
@@ -54,6 +57,7 @@ enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe };
         case architecture::sdar: return "sdar";
         case architecture::fast_dllm_v2: return "fast_dllm_v2";
         case architecture::llada2_moe: return "llada2_moe";
+        case architecture::lladamoe: return "lladamoe";
     }
     return "?";
 }
@@ -114,6 +118,7 @@ inline constexpr family families[] = {
     {architecture::sdar, "sdar", "SDARForCausalLM"},
     {architecture::fast_dllm_v2, "Fast_dLLM_Qwen", "Fast_dLLM_QwenForCausalLM"},
     {architecture::llada2_moe, "llada2_moe", "LLaDA2MoeModelLM"},
+    {architecture::lladamoe, "lladamoe", "LLaDAMoEModelLM"},
 };
 
 [[nodiscard]] inline bool iequals(std::string_view a, std::string_view b) {
@@ -138,7 +143,7 @@ inline constexpr family families[] = {
     described += "]";
     const std::string known =
         "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM), 'sdar' (SDARForCausalLM) "
-        "'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM) and 'llada2_moe' (LLaDA2MoeModelLM)";
+        "'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM), 'llada2_moe' (LLaDA2MoeModelLM) and 'lladamoe' (LLaDAMoEModelLM)";
     if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
     for (const family& f : families) {
         const bool type_matches = model_type && iequals(*model_type, f.model_type);
@@ -318,9 +323,38 @@ inline void parse_llada2(const config_reader& r, model_config& c) {
     r.require("use_sliding_window", false, block);
 }
 
+/// LLaDA-MoE (LLaDAMoEConfig of configuration_lladamoe.py; it has no usable defaults for the sizes,
+/// -1 in the class, so they are required).
+inline void parse_lladamoe(const config_reader& r, model_config& c) {
+    c.hidden_size = r.integer("hidden_size");
+    c.num_heads = r.integer("num_attention_heads");
+    c.num_kv_heads = r.integer_or("num_key_value_heads", c.num_heads);
+    c.num_layers = r.integer("num_hidden_layers");
+    c.intermediate_size = r.integer("dense_intermediate_size");
+    c.vocab_size = r.integer("vocab_size");
+    const rope_settings rope = parse_rope(r, 10000.0, "LLaDAMoEConfig has no usable default (rope_theta=-1); transformers' 10000");
+    c.rope_theta = rope.theta;
+    c.rope_theta_source = rope.source;
+    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
+    c.max_context = r.integer_or("max_position_embeddings", 4096);
+    c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+    c.qkv_bias = false;
+    c.qk_norm = r.boolean_or("qk_layernorm", false);
+    c.mask_id = r.has("mask_token_id") ? r.single_token("mask_token_id") : llada2_default_mask_id;  // 156895 too
+    c.eos_ids = r.token_list("eos_token_id");
+    c.logits_shift = false;
+    c.causal = false;
+    c.moe = parse_lladamoe_moe(r, c.num_layers);
+    if (r.boolean_or("attention_bias", false))
+        r.fail("attention_bias", "true is not supported (LLaDA-MoE then gives o_proj a bias too; dlm's block has q/k/v biases at most)");
+    if (r.has("clip_qkv")) r.fail("clip_qkv", "is not supported (dlm does not clamp q, k and v)");
+    const char* block = "dlm runs the LLaDA-MoE block: plain RoPE, RMSNorm, SiLU-gated experts";
+    r.require("hidden_act", "silu", block);
+}
+
 /// LLaDA2's partial_rotary_factor (0.5 by default): RoPE over the leading factor · head_dim dims.
-inline void read_partial_rotary(const config_reader& r, model_config& c) {
-    double factor = 0.5;
+inline void read_partial_rotary(const config_reader& r, model_config& c, double fallback) {
+    double factor = fallback;
     if (r.has("partial_rotary_factor")) {
         const auto& v = r.object().at("partial_rotary_factor");
         if (!v.is_number()) r.fail("partial_rotary_factor", "expected a number, found " + json_kind(v) + " " + json_quote(v));
@@ -373,18 +407,22 @@ inline void check_token(const std::string& source, const char* key, token_id id,
         detail::parse_llada(r, c);
         keys = {"d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size",
                 r.has("embedding_size") ? "embedding_size" : "vocab_size", "max_sequence_length"};
-    } else if (c.arch == architecture::sdar || c.arch == architecture::llada2_moe) {
+    } else if (c.arch == architecture::sdar || c.arch == architecture::llada2_moe || c.arch == architecture::lladamoe) {
         if (c.arch == architecture::sdar) detail::parse_sdar(r, c);
-        else detail::parse_llada2(r, c);
-        keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "intermediate_size",
-                "vocab_size", "max_position_embeddings"};
+        else if (c.arch == architecture::llada2_moe) detail::parse_llada2(r, c);
+        else detail::parse_lladamoe(r, c);
+        keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+                c.arch == architecture::lladamoe ? "dense_intermediate_size" : "intermediate_size", "vocab_size", "max_position_embeddings"};
     } else {
         detail::parse_qwen2_layout(r, c);
         keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "intermediate_size",
                 "vocab_size", "max_position_embeddings"};
     }
-    detail::check_sizes(r, c, keys, c.arch == architecture::sdar || (c.arch != architecture::llada && r.has("head_dim")));
-    if (c.arch == architecture::llada2_moe) detail::read_partial_rotary(r, c);
+    // LLaDA-MoE's attention takes hidden_size / heads whatever head_dim says.
+    detail::check_sizes(r, c, keys,
+                        c.arch == architecture::sdar || (c.arch != architecture::llada && c.arch != architecture::lladamoe && r.has("head_dim")));
+    if (c.arch == architecture::llada2_moe) detail::read_partial_rotary(r, c, 0.5);
+    if (c.arch == architecture::lladamoe) detail::read_partial_rotary(r, c, 1.0);
     detail::read_length_hints(r, c.decoding);
     const bool mask_given = r.has("mask_token_id");
     c.decoding.mask_id_origin = mask_given ? source_name + " key 'mask_token_id'"

@@ -9,9 +9,17 @@
 //   (that many leading layers keep a dense MLP of intermediate_size). Scores: sigmoid of the router
 //   logits (f32); the experts are picked on score + expert_bias (a per-expert buffer), weighted by the
 //   unbiased scores, normalised to sum 1 when more than one is picked, times routed_scaling_factor.
+//
+// LLaDA-MoE (model_type "lladamoe", LLaDAMoEConfig / LLaDAMoESparseMoeBlock of modeling_lladamoe.py):
+//   num_experts, num_experts_per_tok, expert_intermediate_size, shared_expert_intermediate_size (a
+//   shared MLP beside every expert layer; absent or null: none), moe_layer_freq (one entry per layer,
+//   0 = dense MLP of dense_intermediate_size). Scores: softmax of the router logits (f32), plus
+//   expert_bias when moe_router_enable_expert_bias; the k best are picked and weighted by those same
+//   (biased) values, not normalised (the block fixes norm_topk_prob to false) and not scaled.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "../core/config.hpp"
 #include "config_reader.hpp"
@@ -30,10 +38,16 @@ struct moe_config {
     index_t first_dense_layers = 0;        ///< leading layers with a dense MLP instead
     scoring score = scoring::softmax;
     bool selection_bias = false;   ///< a per-expert bias added to the scores for picking only (expert_bias)
+    bool bias_in_weights = false;  ///< the picked experts are weighted by score + bias (LLaDA-MoE), not the score alone
     bool normalize = true;         ///< picked weights divided by their sum (+1e-20) when k > 1
     double routed_scaling = 1.0;   ///< the routed experts' sum times this
+    std::vector<char> layers;      ///< per layer, whether it has experts (LLaDA-MoE's moe_layer_freq); empty: first_dense_layers decides
 
-    [[nodiscard]] bool is_moe_layer(index_t layer) const noexcept { return num_experts > 0 && layer >= first_dense_layers; }
+    [[nodiscard]] bool is_moe_layer(index_t layer) const noexcept {
+        if (num_experts <= 0) return false;
+        if (!layers.empty()) return layer >= 0 && static_cast<std::size_t>(layer) < layers.size() && layers[static_cast<std::size_t>(layer)];
+        return layer >= first_dense_layers;
+    }
 };
 
 namespace detail {
@@ -76,6 +90,35 @@ inline moe_config parse_llada2_moe(const config_reader& r, index_t layers) {
         r.fail("num_experts_per_tok", std::to_string(m.experts_per_token) + " is more than the experts of topk_group groups");
     if (m.first_dense_layers < 0 || m.first_dense_layers > layers)
         r.fail("first_k_dense_replace", std::to_string(m.first_dense_layers) + " is outside [0, num_hidden_layers]");
+    return m;
+}
+
+/// LLaDAMoEConfig's MoE keys (modeling_lladamoe.py's block computes softmax routing whatever
+/// moe_router_score_function says, so that key is not read).
+inline moe_config parse_lladamoe_moe(const config_reader& r, index_t num_layers) {
+    moe_config m;
+    m.num_experts = r.integer("num_experts");
+    m.experts_per_token = r.integer("num_experts_per_tok");
+    m.expert_intermediate_size = r.integer("expert_intermediate_size");
+    m.shared_intermediate_size = r.integer_or("shared_expert_intermediate_size", 0);
+    m.score = moe_config::scoring::softmax;
+    m.selection_bias = m.bias_in_weights = r.boolean_or("moe_router_enable_expert_bias", false);
+    m.normalize = false;
+    m.routed_scaling = 1.0;
+    for (const char* key : {"num_experts", "num_experts_per_tok", "expert_intermediate_size"})
+        if (r.integer(key) < 1) r.fail(key, std::to_string(r.integer(key)) + " must be positive");
+    if (m.experts_per_token > m.num_experts)
+        r.fail("num_experts_per_tok", std::to_string(m.experts_per_token) + " is more than num_experts " + std::to_string(m.num_experts));
+    if (m.shared_intermediate_size < 0) r.fail("shared_expert_intermediate_size", "must be >= 0 (or null: none)");
+    const auto& freq = r.required("moe_layer_freq");
+    if (!freq.is_array() || freq.size() != static_cast<std::size_t>(num_layers))
+        r.fail("moe_layer_freq", "expected a list of " + std::to_string(num_layers) + " entries (one per layer, 0 = dense), found " +
+                                     json_quote(freq));
+    for (const auto& e : freq) {
+        const auto v = json_int64(e);
+        if (!v) r.fail("moe_layer_freq", "entries must be integers, found " + json_quote(e));
+        m.layers.push_back(*v != 0 ? 1 : 0);
+    }
     return m;
 }
 
