@@ -59,23 +59,31 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
     constexpr quant::tile_geometry G = quant::geometry(T);
     constexpr int NV = q_vectors, quads = G.sub / 4, sums16 = G.block / 16;
     vfloat acc[MR][NV];
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
+        #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) acc[r][v] = vfloat{};
     for (index_t s = 0; s < blocks; ++s, w += G.tile_bytes()) {
         const std::byte* qs = w + G.header_bytes;
         const std::int8_t* a = aq + s * G.block * amr;
         const std::int32_t* sums = asums + s * sums16 * amr;
         vint ksum[MR][NV];
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r)
+            #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v) ksum[r][v] = vint{};
+        #pragma GCC unroll 16
         for (int j = 0; j < G.subs(); ++j) {
             vint isum[MR][NV];
+            #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r)
+                #pragma GCC unroll 16
                 for (int v = 0; v < NV; ++v) isum[r][v] = vint{};
 #pragma GCC unroll 8
             for (int t = 0; t < quads; ++t) {
                 const int quad = j * quads + t;
                 vbytes wq[NV];
+                #pragma GCC unroll 16
                 for (int v = 0; v < NV; ++v) {
                     if constexpr (G.bits == 8) {
                         wq[v] = load_bytes(qs + quad * 64 + v * lanes * 4);
@@ -87,28 +95,36 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
 #pragma GCC unroll 8
                 for (int r = 0; r < MR; ++r) {
                     const std::int32_t a4 = load_a4(a + (quad * amr + r) * 4);
+                    #pragma GCC unroll 16
                     for (int v = 0; v < NV; ++v) isum[r][v] = G.signed_q ? dot_s8(isum[r][v], wq[v], a4) : dot_u8(isum[r][v], wq[v], a4);
                 }
             }
             if constexpr (G.scales) {
+                #pragma GCC unroll 16
                 for (int v = 0; v < NV; ++v) {
                     const std::byte* sc_at = w + G.sc_at + j * quant::tile_rows + v * lanes;
                     const vint sc = T == io::gguf_type::q6_k ? widen<true>(sc_at) : widen<false>(sc_at);
+                    #pragma GCC unroll 16
                     for (int r = 0; r < MR; ++r) ksum[r][v] += isum[r][v] * sc;
                 }
             } else {
+                #pragma GCC unroll 16
                 for (int r = 0; r < MR; ++r)
+                    #pragma GCC unroll 16
                     for (int v = 0; v < NV; ++v) ksum[r][v] = isum[r][v];
             }
         }
         // The block's f32 step: t = d·(Σ sc·Σua − off·Σa)  or  d·Σ sc·Σua − dmin·Σ m·Σa; C += da·t.
         vfloat d[NV], dmin[NV];
+        #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) {
             d[v] = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
             if constexpr (G.mins) dmin[v] = load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes);
         }
+        #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
             const vfloat da = vbroadcast(ascale[s * amr + r]);
+            #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v) {
                 vfloat t;
                 if constexpr (!G.scales) {  // Q8_0, Q4_0: one sub-block; the offset times Σa
@@ -117,6 +133,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     t = d[v] * __builtin_convertvector(x, vfloat);
                 } else if constexpr (G.mins) {  // Q4_K, Q5_K
                     vint msum{};
+                    #pragma GCC unroll 16
                     for (int j = 0; j < G.subs(); ++j)
                         msum += widen<false>(w + G.m_at + j * quant::tile_rows + v * lanes) *
                                 vint_broadcast(sums[2 * j * amr + r] + sums[(2 * j + 1) * amr + r]);
@@ -125,6 +142,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     t = t1 - t2;
                 } else {  // Q6_K: w = d·sc_j·(u − 32)
                     vint msum{};
+                    #pragma GCC unroll 16
                     for (int j = 0; j < G.subs(); ++j)
                         msum += widen<true>(w + G.sc_at + j * quant::tile_rows + v * lanes) * vint_broadcast(sums[j * amr + r]);
                     t = d[v] * __builtin_convertvector(ksum[r][v] - msum * G.offset, vfloat);
@@ -133,7 +151,9 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
             }
         }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
+        #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) {
             const int valid = n_valid - v * lanes;
             if (valid >= lanes) vstore(c + r * ldc + v * lanes, acc[r][v]);
