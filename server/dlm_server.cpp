@@ -33,16 +33,31 @@ extern "C" void on_signal(int) {
     if (running_server) running_server->stop();
 }
 
-/// What requests may set, from the preset (the same rules as dlm-generate's flags) and the model.
+/// Whether `preset`'s policies have the option of dlm-generate's `flag`, by the CLI's own rule (a flag
+/// for a preset without the option is refused), so that requests follow exactly the flags' rules.
+bool preset_has(cli::preset_id preset, const char* flag) {
+    cli::options o;
+    o.preset = preset;
+    o.given[flag] = flag;
+    o.temperature = 1.f;  // a non-neutral value: read only when the flag is --temp
+    try {
+        cli::detail::check_preset_flags(o);
+        return true;
+    } catch (const invalid_parameter&) {
+        return false;
+    }
+}
+
+/// What requests may set, from the preset and the model.
 server::request_rules rules_for(const cli::settings& s, const cli::loaded_model& m, const std::string& model_id) {
-    using P = cli::preset_id;
-    const P p = s.preset;
     server::request_rules r;
     r.model = model_id;
-    r.has_threshold = p == P::fast_dllm || p == P::fast_dllm_dual || p == P::cdlm || p == P::cd4lm;
-    r.has_steps = p == P::llada || p == P::dream;
+    r.preset = std::string(cli::name_of(s.preset));
+    r.has_threshold = preset_has(s.preset, "--threshold");
+    r.has_steps = preset_has(s.preset, "--steps");
+    r.steps_total = s.preset == cli::preset_id::llada || s.preset == cli::preset_id::dream;  // as cli::resolve checks them
     r.has_blocks = s.has_blocks();
-    r.samples = p != P::cdlm && p != P::autoregressive;
+    r.samples = preset_has(s.preset, "--temp");
     r.default_max_tokens = s.gen_length;
     r.max_max_tokens = m.model.max_context();
     r.block_length = s.block_length;

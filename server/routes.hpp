@@ -51,7 +51,7 @@ struct service {
         if (r.threshold) s.threshold = *r.threshold;
         if (r.block_length) s.block_length = *r.block_length;
         if (r.steps) s.steps = *r.steps;
-        else if (!steps_given) s.steps = r.gen_length;  // the presets' default: one forward per slot
+        else if (!steps_given) s.steps = rules.steps_total ? r.gen_length : s.block_length;  // cli::resolve's defaults
         if (r.seed) s.seed = *r.seed;
         return s;
     }
@@ -135,6 +135,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
         j->options.gen_length = s.gen_length;
         j->options.seed = s.seed;
         j->policies = svc.policies_for(s);
+        j->want_updates = r.stream;
         j->want_canvas = r.stream_canvas;
         j->received = received;
         j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);

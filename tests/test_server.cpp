@@ -3,6 +3,8 @@
 // flags, and the scheduler (requests joining a running engine) on a scripted model.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -124,6 +126,9 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, llada) == "steps");  // 2 blocks
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 4, "temperature": 0.5, "top_k": 5})", endpoint::completions, llada).empty());
     CHECK(refused(R"({"prompt": "x", "threshold": 0.5})", endpoint::completions, llada) == "threshold");
+    request_rules sdar = llada;  // steps per block: any number the engine accepts
+    sdar.steps_total = false;
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, sdar).empty());
 }
 
 TEST_CASE("server stream: whole characters only, stop strings cut, nothing retracted") {
@@ -248,9 +253,20 @@ TEST_CASE("server scheduler: requests joining a running batch get exactly their 
     metrics stats;
     scheduler_t sched(eng, {.max_active = 3, .max_queue = 16}, &stats);
     std::vector<std::shared_ptr<scheduler_t::job>> jobs;
+    std::vector<std::vector<token_id>> seen;  // every prefix job 1 was shown, as a streaming client sees them
+    std::thread watcher;
     for (std::uint64_t i = 0; i < 10; ++i) {
         jobs.push_back(job_for({static_cast<token_id>(1 + i % 3), 2, 3}, 100 + i));
+        jobs.back()->want_updates = i % 2 == 1;
         REQUIRE(sched.submit(jobs.back()));
+        if (i == 1)
+            watcher = std::thread([&seen, j = jobs.back()] {
+                std::unique_lock lock(j->m);
+                for (std::uint64_t v = 0; !j->ended(); v = j->version) {
+                    j->wait_update(lock, v, clock::now() + std::chrono::seconds(10));
+                    seen.push_back(j->prefix);
+                }
+            });
         if (i % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // join mid-decode
     }
     for (std::uint64_t i = 0; i < jobs.size(); ++i) {
@@ -260,33 +276,46 @@ TEST_CASE("server scheduler: requests joining a running batch get exactly their 
         CHECK(jobs[i]->result->tokens == alone.tokens);
         CHECK(jobs[i]->prefix == std::vector<token_id>(alone.tokens.begin(), alone.tokens.begin() + alone.answer_length));
     }
+    watcher.join();
+    const std::vector<token_id>& final_answer = jobs[1]->prefix;
+    for (std::size_t k = 0; k < seen.size(); ++k) {  // it only grew, and was always the start of the answer
+        REQUIRE(seen[k].size() <= final_answer.size());
+        CHECK(std::equal(seen[k].begin(), seen[k].end(), final_answer.begin()));
+        if (k > 0) CHECK(seen[k].size() >= seen[k - 1].size());
+    }
     CHECK(stats.forwards > 0);
     CHECK(stats.queue_wait.count() == jobs.size());
 }
 
 TEST_CASE("server scheduler: a full queue refuses, a cancelled or late job ends alone, the engine refuses bad options") {
-    scripted_model m(32, mask_id, {eos_id}, false, dlm_test::context_hash());
+    // The model holds its forward while `gate` is set, so the test decides what happens between steps.
+    std::atomic<bool> gate{false};
+    scripted_model m(32, mask_id, {eos_id}, false, [&gate, hash = dlm_test::context_hash()](const testing::script_view& v, std::span<float> out) {
+        while (gate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        hash(v, out);
+    });
     decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{64}, presets::llada_sampler(1.0f));
     engine<decoder_t> eng(d);
     scheduler_t sched(eng, {.max_active = 1, .max_queue = 1});
-    auto running = job_for({1, 2}, 1, 1024);  // 1024 forwards: long enough to be cancelled while it runs
-    running->policies.schedule = llada_schedule{1024};
+    auto running = job_for({1, 2}, 1, 64);
     auto cancelled = job_for({1, 2}, 2, 64);
+    gate = true;
     REQUIRE(sched.submit(running));
-    {  // wait until the first joins, so the queue is empty again
+    {  // it joins, and its first forward waits at the gate
         std::unique_lock lock(running->m);
         running->cv.wait(lock, [&] { return running->joined; });
     }
     REQUIRE(sched.submit(cancelled));
     CHECK_FALSE(sched.submit(job_for({1, 2}, 3, 64)));  // the queue holds one
     cancelled->cancel = true;
-    sched.poke();
+    running->cancel = true;
+    gate = false;
     wait_end(*cancelled);
     CHECK(cancelled->end == job_end::failed);  // left the queue before joining
-    running->cancel = true;
     wait_end(*running);
     CHECK(running->end == job_end::finished);
     CHECK(running->result->cancelled());
+    CHECK(running->result->stats.forwards == 1);  // freed at the first forward boundary
 
     auto late = job_for({1, 2}, 4, 64);
     late->deadline = clock::now();

@@ -50,8 +50,10 @@ private:
 /// What the server's preset and model let a request set. Fixed at start.
 struct request_rules {
     std::string model;            ///< the id GET /v1/models lists; a request naming another model gets 404
+    std::string preset = "cdlm";  ///< named in refusals
     bool has_threshold = false;   ///< the schedule has a confidence threshold (fast-dllm*, cdlm, cd4lm)
-    bool has_steps = false;       ///< the schedule takes a number of forwards (llada, dream)
+    bool has_steps = false;       ///< the schedule takes a number of steps (llada, dream: in all; sdar: per block)
+    bool steps_total = true;      ///< steps count every forward, so they are a multiple of the blocks (llada, dream)
     bool has_blocks = false;      ///< the mask has blocks whose length a request may choose
     bool samples = false;         ///< the sampler draws (temperature, top_p, top_k apply)
     index_t default_max_tokens = 128;  ///< the model's dlm_gen_length, else 128
@@ -169,9 +171,9 @@ inline std::vector<std::string> stop_of(const nlohmann::json& v, const request_r
     return out;
 }
 
-/// Refuses an option the preset's policies do not have (a neutral value passes).
-inline void check_applies(const std::string& field, bool applies, const char* who) {
-    if (!applies) refuse(field, std::string("does not apply to this server's preset; it applies to ") + who);
+/// Refuses an option the preset's policies do not have (a neutral value passes), saying why.
+inline void check_applies(const std::string& field, bool applies, const request_rules& rules, const char* why) {
+    if (!applies) refuse(field, "does not apply to the " + rules.preset + " preset this server runs (" + why + ")");
 }
 
 }  // namespace detail
@@ -212,15 +214,15 @@ inline void check_applies(const std::string& field, bool applies, const char* wh
         } else if (key == "temperature") {
             if (v.is_null()) continue;
             r.temperature = number_in(key, v, 0, 2, false);
-            if (*r.temperature != 0) check_applies(key, rules.samples, "presets that sample: llada, dream, fast-dllm, fast-dllm-dual, cd4lm");
+            if (*r.temperature != 0) check_applies(key, rules.samples, rules, "it samples greedily");
         } else if (key == "top_p") {
             if (v.is_null()) continue;
             r.top_p = number_in(key, v, 0, 1, true);
-            if (*r.top_p != 1) check_applies(key, rules.samples, "presets that sample: llada, dream, fast-dllm, fast-dllm-dual, cd4lm");
+            if (*r.top_p != 1) check_applies(key, rules.samples, rules, "it samples greedily");
         } else if (key == "top_k") {
             if (v.is_null()) continue;
             r.top_k = static_cast<index_t>(integer_in(key, v, 0, std::numeric_limits<index_t>::max()));
-            if (*r.top_k != 0) check_applies(key, rules.samples, "presets that sample: llada, dream, fast-dllm, fast-dllm-dual, cd4lm");
+            if (*r.top_k != 0) check_applies(key, rules.samples, rules, "it samples greedily");
         } else if (key == "seed") {
             if (v.is_null()) continue;
             if (v.is_number_unsigned()) r.seed = v.get<std::uint64_t>();
@@ -240,13 +242,13 @@ inline void check_applies(const std::string& field, bool applies, const char* wh
             r.stream_canvas = boolean(key, v);
         } else if (key == "threshold") {
             r.threshold = number_in(key, v, 0, 1, true);
-            check_applies(key, rules.has_threshold, "fast-dllm, fast-dllm-dual, cdlm and cd4lm");
+            check_applies(key, rules.has_threshold, rules, "its schedule has no threshold");
         } else if (key == "steps") {
             r.steps = static_cast<index_t>(integer_in(key, v, 1, 1 << 24));
-            check_applies(key, rules.has_steps, "llada and dream");
+            check_applies(key, rules.has_steps, rules, "its schedule decides the number of forwards");
         } else if (key == "block_length") {
             r.block_length = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
-            check_applies(key, rules.has_blocks, "llada, fast-dllm, fast-dllm-dual, cdlm and cd4lm");
+            check_applies(key, rules.has_blocks, rules, "its mask has no blocks to size");
         } else if (key == "n") {
             if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
         } else if (key == "user") {
@@ -268,7 +270,7 @@ inline void check_applies(const std::string& field, bool applies, const char* wh
         refuse(r.block_length ? "block_length" : "max_tokens", "max_tokens " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
                                                                    std::to_string(block) + " is " + std::to_string(r.gen_length) +
                                                                    " slots, more than the model's " + std::to_string(rules.max_max_tokens));
-    if (r.steps && rules.has_steps) {
+    if (r.steps && rules.has_steps && rules.steps_total) {
         const index_t blocks = rules.has_blocks ? r.gen_length / block : 1;
         if (*r.steps % blocks != 0)
             refuse("steps", "must be a multiple of the number of blocks (" + std::to_string(blocks) + " = " + std::to_string(r.gen_length) +

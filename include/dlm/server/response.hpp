@@ -58,45 +58,46 @@ struct usage {
             {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+namespace detail {
+
+/// The fields every object of one response shares, around its `choices`.
+[[nodiscard]] inline nlohmann::json envelope(const response_head& h, const char* chat_object, nlohmann::json choices) {
+    return {{"id", h.id},
+            {"object", h.kind == endpoint::chat ? chat_object : "text_completion"},
+            {"created", h.created},
+            {"model", h.model},
+            {"choices", std::move(choices)}};
+}
+
+/// One choice: `part` under "message" or "delta" for chat, the text under "text" otherwise.
+[[nodiscard]] inline nlohmann::json choice(const response_head& h, const char* chat_key, nlohmann::json part, const std::string& text,
+                                           nlohmann::json finish_reason) {
+    nlohmann::json c = {{"index", 0}, {"finish_reason", std::move(finish_reason)}, {"logprobs", nullptr}};
+    if (h.kind == endpoint::chat) c[chat_key] = std::move(part);
+    else c["text"] = text;
+    return nlohmann::json::array({std::move(c)});
+}
+
+}  // namespace detail
+
 /// The whole answer (stream: false): a text_completion or a chat.completion object.
 [[nodiscard]] inline nlohmann::json completion_body(const response_head& h, const std::string& text, std::string_view finish_reason,
                                                     const usage& u) {
-    nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason}};
-    if (h.kind == endpoint::chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
-        choice["logprobs"] = nullptr;
-    } else {
-        choice["text"] = text;
-        choice["logprobs"] = nullptr;
-    }
-    return {{"id", h.id},
-            {"object", h.kind == endpoint::chat ? "chat.completion" : "text_completion"},
-            {"created", h.created},
-            {"model", h.model},
-            {"choices", nlohmann::json::array({choice})},
-            {"usage", usage_json(u)}};
+    nlohmann::json j = detail::envelope(
+        h, "chat.completion", detail::choice(h, "message", {{"role", "assistant"}, {"content", text}}, text, finish_reason));
+    j["usage"] = usage_json(u);
+    return j;
 }
 
 /// One streamed chunk: `text` appended to the answer, and with `finish_reason` the last one. The
 /// first chat chunk (`first`) carries the role.
 [[nodiscard]] inline nlohmann::json chunk_body(const response_head& h, const std::string& text, const std::optional<std::string>& finish_reason,
                                                bool first = false) {
-    nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason ? nlohmann::json(*finish_reason) : nlohmann::json(nullptr)}};
-    if (h.kind == endpoint::chat) {
-        nlohmann::json delta = nlohmann::json::object();
-        if (first) delta["role"] = "assistant";
-        if (!text.empty() || !finish_reason) delta["content"] = text;
-        choice["delta"] = delta;
-        choice["logprobs"] = nullptr;
-    } else {
-        choice["text"] = text;
-        choice["logprobs"] = nullptr;
-    }
-    return {{"id", h.id},
-            {"object", h.kind == endpoint::chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", h.created},
-            {"model", h.model},
-            {"choices", nlohmann::json::array({choice})}};
+    nlohmann::json delta = nlohmann::json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || !finish_reason) delta["content"] = text;
+    return detail::envelope(h, "chat.completion.chunk",
+                            detail::choice(h, "delta", std::move(delta), text, finish_reason ? nlohmann::json(*finish_reason) : nlohmann::json(nullptr)));
 }
 
 /// The last chunk of a stream with stream_options.include_usage: no choices, the token counts.
@@ -112,8 +113,11 @@ struct usage {
 [[nodiscard]] inline nlohmann::json canvas_body(const response_head& h, std::int64_t forward, const std::vector<std::optional<std::string>>& slots) {
     nlohmann::json s = nlohmann::json::array();
     for (const auto& t : slots) s.push_back(t ? nlohmann::json(*t) : nlohmann::json(nullptr));
-    return {{"id", h.id}, {"object", "dlm.canvas"}, {"created", h.created}, {"model", h.model}, {"forward", forward},
-            {"choices", nlohmann::json::array()}, {"canvas", std::move(s)}};
+    nlohmann::json j = detail::envelope(h, "", nlohmann::json::array());
+    j["object"] = "dlm.canvas";
+    j["forward"] = forward;
+    j["canvas"] = std::move(s);
+    return j;
 }
 
 /// GET /v1/models.

@@ -47,7 +47,8 @@ struct basic_job {
     std::vector<token_id> prompt;
     generation_options options;
     Policies policies{};
-    bool want_canvas = false;
+    bool want_updates = false;  ///< publish the committed prefix as it grows (a stream); else only the end
+    bool want_canvas = false;   ///< publish the canvas after every forward (stream_canvas)
     clock::time_point received = clock::now();
     clock::time_point deadline = clock::time_point::max();
 
@@ -61,7 +62,8 @@ struct basic_job {
     std::uint64_t version = 0;
     std::vector<token_id> prefix;  ///< the committed prefix so far (never shrinks)
     std::vector<token_id> canvas;  ///< the answer's slots after the last forward (want_canvas only)
-    std::int64_t forwards = 0;     ///< forwards this sequence took part in
+    std::int64_t forwards = 0;     ///< forwards this sequence took part in (as of the last update)
+    std::int64_t stepped = 0;      ///< the same, kept by the engine thread alone
     bool joined = false;           ///< it joined the batch
     job_end end = job_end::none;
     std::optional<sequence_result> result;  ///< end == finished
@@ -168,6 +170,7 @@ private:
                     j->joined = true;
                     ++j->version;
                 }
+                j->cv.notify_all();
                 if (metrics_) metrics_->queue_wait.observe(std::chrono::duration<double>(now - j->received).count());
             } catch (const invalid_parameter& e) {
                 finish(*j, job_end::refused, e.parameter(), e.rule());
@@ -180,17 +183,18 @@ private:
     /// Publishes each running job's committed prefix (and canvas), and hands back finished results.
     void publish() {
         for (auto& [id, j] : running_) {
+            ++j->stepped;
+            if (!j->want_updates && !j->want_canvas) continue;  // waits for the end only: no wake-up per forward
             const auto prefix = engine_.committed_prefix(id);
-            bool changed = prefix.size() != j->prefix.size() || j->want_canvas;
-            if (!changed) continue;
+            if (prefix.size() == j->prefix.size() && !j->want_canvas) continue;
             {
                 const std::lock_guard lock(j->m);
                 j->prefix.assign(prefix.begin(), prefix.end());
                 if (j->want_canvas) {
-                    const auto canvas = engine_.canvas(id);
-                    j->canvas.assign(canvas.end() - static_cast<std::ptrdiff_t>(j->options.gen_length.value_or(0)), canvas.end());
+                    const auto canvas = engine_.canvas(id).subspan(j->prompt.size());
+                    j->canvas.assign(canvas.begin(), canvas.end());
                 }
-                ++j->forwards;
+                j->forwards = j->stepped;
                 ++j->version;
             }
             j->cv.notify_all();
@@ -202,6 +206,7 @@ private:
             {
                 const std::lock_guard lock(j.m);
                 j.prefix.assign(result.tokens.begin(), result.tokens.begin() + result.answer_length);
+                j.forwards = j.stepped;
                 j.end = timed_out_.erase(id) ? job_end::timed_out : job_end::finished;
                 j.result = std::move(result);
                 ++j.version;
