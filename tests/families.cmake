@@ -44,3 +44,8 @@ cli_case("generate --preset llada2: mixture of experts, steps per block, thresho
 cli_case("eval --preset llada2" dlm-eval
          ARGS "${_llada2}|--preset|llada2|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--block-length|8|--limit|2|--no-progress"
          EXPECT "forwards/problem")
+
+family_cli_model(lladamoe_tiny)
+cli_case("generate --preset llada on LLaDA-MoE: bidirectional mixture of experts" dlm-generate
+         ARGS "-m|${CMAKE_CURRENT_BINARY_DIR}/lladamoe_tiny_cli|--preset|llada|-p|Tom has 3 apples|-n|16|--block-length|8|--stats"
+         EXPECT "llada: 16 forwards")

@@ -62,6 +62,14 @@ std::vector<float> full_logits(transformer& m, const Mask& mask, const nlohmann:
     return out;
 }
 
+/// Max relative difference between dlm's logits of fixture `fixture`'s canvas under `mask` and the
+/// reference's logits of case `name` (expected.json).
+template <class Mask>
+double logits_diff(transformer& m, const std::string& fixture, const Mask& mask, const std::string& name) {
+    const auto e = read_json(families_dir / fixture / "expected.json");
+    return max_rel_diff(full_logits(m, mask, e), read_f32(families_dir / fixture / e.at("cases").at(name).get<std::string>()));
+}
+
 /// What one forward committed: (position, token) pairs, in position order.
 using commits = std::vector<std::pair<index_t, token_id>>;
 
@@ -101,6 +109,18 @@ std::string show(const std::vector<commits>& t) {
     return s;
 }
 
+/// Replays trajectory fixture `t` with decoder `d`: the same commits at every forward and the same
+/// final tokens as the reference. Returns dlm's result.
+template <class Decoder>
+sequence_result same_trajectory(Decoder& d, const nlohmann::json& t) {
+    sequence_result r;
+    const auto got = replay(d, t, &r);
+    const auto want = reference_forwards(t);
+    CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+    CHECK(r.tokens == t.at("final").get<tvec>());
+    return r;
+}
+
 }  // namespace
 
 TEST_CASE("sdar_tiny: SDARForCausalLM's config.json and checkpoint load (q/k norms, head_dim, block_size, mask id)") {
@@ -120,12 +140,10 @@ TEST_CASE("sdar_tiny: SDARForCausalLM's config.json and checkpoint load (q/k nor
 
 TEST_CASE("sdar_tiny: logits equal SDAR's modeling code under its block-diffusion mask") {
     auto m = transformer::load(families_dir / "sdar_tiny");
-    const auto e = read_json(families_dir / "sdar_tiny" / "expected.json");
-    const auto want = read_f32(families_dir / "sdar_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
-    const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
+    const double diff = logits_diff(m, "sdar_tiny", block_diffusion_mask{}, "block_diffusion");
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
     // The mask matters: CDLM's block-causal mask (bidirectional prompt) gives other logits.
-    CHECK(max_rel_diff(full_logits(m, block_causal_mask{}, e), want) > 1e-3);
+    CHECK(logits_diff(m, "sdar_tiny", block_causal_mask{}, "block_diffusion") > 1e-3);
 }
 
 TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_diffusion_generate") {
@@ -139,13 +157,8 @@ TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_di
         presets::sdar<transformer> d(m, {}, {}, dynamic_threshold_schedule{p.at("denoising_steps").get<index_t>(),
                                                                             p.at("confidence_threshold").get<double>()},
                                      presets::sdar_sampler{0.f});
-        sequence_result r;
-        const auto got = replay(d, t, &r);
-        const auto want = reference_forwards(t);
-        CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+        const sequence_result r = same_trajectory(d, t);
         CHECK(r.settings.block_length.value == 4);  // the model's block_size
-        const auto final_tokens = t.at("final").get<tvec>();
-        CHECK(r.tokens == final_tokens);
     }
 }
 
@@ -164,9 +177,7 @@ TEST_CASE("fast_dllm_v2_tiny: Fast_dLLM_QwenForCausalLM's config.json and checkp
 
 TEST_CASE("fast_dllm_v2_tiny: logits equal Fast-dLLM v2's modeling code under its block-diffusion mask") {
     auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
-    const auto e = read_json(families_dir / "fast_dllm_v2_tiny" / "expected.json");
-    const auto want = read_f32(families_dir / "fast_dllm_v2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
-    const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
+    const double diff = logits_diff(m, "fast_dllm_v2_tiny", block_diffusion_mask{}, "block_diffusion");
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
 }
 
@@ -178,12 +189,8 @@ TEST_CASE("fast_dllm_v2 preset: the same commits, forward by forward, as Fast-dL
         const auto& p = t.at("params");
         presets::fast_dllm_v2<transformer> d(m, {}, {},
                                              sub_block_threshold_schedule{p.at("threshold").get<double>(), p.at("small_block_size").get<index_t>()});
-        sequence_result r;
-        const auto got = replay(d, t, &r);
-        const auto want = reference_forwards(t);
-        CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
+        const sequence_result r = same_trajectory(d, t);
         CHECK(r.settings.block_length.value == 8);  // the model's bd_size
-        CHECK(r.tokens == t.at("final").get<tvec>());
     }
 }
 
@@ -204,11 +211,9 @@ TEST_CASE("llada2_tiny: LLaDA2MoeModelLM's config.json and checkpoint load (fuse
 
 TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diffusion mask") {
     auto m = transformer::load(families_dir / "llada2_tiny");
-    const auto e = read_json(families_dir / "llada2_tiny" / "expected.json");
-    const auto want = read_f32(families_dir / "llada2_tiny" / e.at("cases").at("block_diffusion").get<std::string>());
     cpu::moe_timing timing;
     m.time_experts(&timing);
-    const double diff = max_rel_diff(full_logits(m, block_diffusion_mask{}, e), want);
+    const double diff = logits_diff(m, "llada2_tiny", block_diffusion_mask{}, "block_diffusion");
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
     CHECK(timing.calls == 2);  // two mixture-of-experts layers, one forward
 }
@@ -221,11 +226,7 @@ TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeMode
         const auto& p = t.at("params");
         presets::llada2<transformer> d(m, block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
                                        presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()});
-        sequence_result r;
-        const auto got = replay(d, t, &r);
-        const auto want = reference_forwards(t);
-        CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
-        CHECK(r.tokens == t.at("final").get<tvec>());
+        const sequence_result r = same_trajectory(d, t);
     }
 }
 
@@ -247,9 +248,7 @@ TEST_CASE("lladamoe_tiny: LLaDAMoEModelLM's config.json and checkpoint load (moe
 
 TEST_CASE("lladamoe_tiny: logits equal LLaDA-MoE's modeling code, bidirectional") {
     auto m = transformer::load(families_dir / "lladamoe_tiny");
-    const auto e = read_json(families_dir / "lladamoe_tiny" / "expected.json");
-    const auto want = read_f32(families_dir / "lladamoe_tiny" / e.at("cases").at("bidirectional").get<std::string>());
-    const double diff = max_rel_diff(full_logits(m, bidirectional_mask{}, e), want);
+    const double diff = logits_diff(m, "lladamoe_tiny", bidirectional_mask{}, "bidirectional");
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
 }
 
@@ -259,9 +258,32 @@ TEST_CASE("llada preset on LLaDA-MoE: the same commits, forward by forward, as L
     const auto& p = t.at("params");
     presets::llada<transformer> d(m, semi_ar_mask{p.at("block_length").get<index_t>()}, {}, llada_schedule{p.at("steps").get<index_t>()},
                                   presets::llada_sampler{p.at("temperature").get<float>()});
-    sequence_result r;
-    const auto got = replay(d, t, &r);
-    const auto want = reference_forwards(t);
-    CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
-    CHECK(r.tokens == t.at("final").get<tvec>());
+    (void)same_trajectory(d, t);
+}
+
+TEST_CASE("families: what dlm does not compute is refused by the key that asks for it") {
+    const auto refused = [](const std::string& fixture, const char* key, const nlohmann::json& value, const std::string& expected) {
+        auto j = read_json(families_dir / fixture / "config.json");
+        j[key] = value;
+        CAPTURE(fixture);
+        CAPTURE(key);
+        CHECK_THROWS_WITH_AS((void)io::parse_config(j, "config.json"), doctest::Contains(expected.c_str()), file_error);
+    };
+    refused("sdar_tiny", "attention_bias", true, "key 'attention_bias'");
+    refused("sdar_tiny", "use_sliding_window", true, "key 'use_sliding_window'");
+    refused("llada2_tiny", "use_bias", true, "key 'use_bias'");
+    refused("llada2_tiny", "score_function", "softmax", "key 'score_function'");
+    refused("llada2_tiny", "norm_head", true, "key 'norm_head'");
+    refused("llada2_tiny", "n_group", 3, "key 'n_group'");              // does not divide 8 experts
+    refused("llada2_tiny", "topk_group", 5, "key 'topk_group'");        // more than n_group
+    refused("llada2_tiny", "partial_rotary_factor", 0.1, "key 'partial_rotary_factor'");
+    refused("lladamoe_tiny", "moe_layer_freq", nlohmann::json::array({0, 1}), "key 'moe_layer_freq'");
+    refused("lladamoe_tiny", "clip_qkv", 8.0, "key 'clip_qkv'");
+    refused("fast_dllm_v2_tiny", "bd_size", 0, "key 'bd_size'");
+    auto j = read_json(families_dir / "sdar_tiny" / "config.json");
+    j.erase("mask_token_id");
+    CHECK_THROWS_WITH_AS((void)io::parse_config(j, "config.json"), doctest::Contains("key 'mask_token_id'"), file_error);
+    // Experts load from a checkpoint or are random; weights in memory have none.
+    const io::model_config moe = transformer::load(families_dir / "llada2_tiny").config();
+    CHECK_THROWS_WITH_AS(transformer(moe, cpu::random_weights(moe, 1)), doctest::Contains("mixture-of-experts"), invalid_parameter);
 }

@@ -292,6 +292,16 @@ def make_sdar(ref, out, generator):
     print(f"sdar_tiny: {len(cases)} logits case(s), 2 trajectories")
 
 
+def commits_between_canvases(calls, final):
+    """For references that pass the whole canvas to every forward (LLaDA2, LLaDA): forward i committed the
+    slots masked in its input and unmasked in the next forward's input (the last one: in `final`)."""
+    forwards = []
+    for i, ids_i in enumerate(calls):
+        after = calls[i + 1] if i + 1 < len(calls) else final
+        forwards.append([[p, b] for p, (a, b) in enumerate(zip(ids_i, after)) if a == MASK and b != MASK])
+    return forwards
+
+
 # -- Fast-dLLM v2 ----------------------------------------------------------------------------------
 class V2Recorder:
     """Records each forward of Fast-dLLM v2's generate(): window start (the cache length), window ids,
@@ -443,11 +453,7 @@ def make_llada2(ref, out, generator):
                                         mask_id=MASK, **params)
         finally:
             del model.forward
-        final = prompt[0].tolist() + answer[0].tolist()
-        forwards = []
-        for i, ids_i in enumerate(calls):
-            after = calls[i + 1] if i + 1 < len(calls) else final
-            forwards.append([[p, b] for p, (a, b) in enumerate(zip(ids_i, after)) if a == MASK and b != MASK])
+        forwards = commits_between_canvases(calls, prompt[0].tolist() + answer[0].tolist())
         write_json(os.path.join(target, f"trajectory_{name}.json"), {
             "reference": describe(os.path.join(folder, "modeling_llada2_moe.py")), "function": "LLaDA2MoeModelLM.generate",
             "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block,
@@ -515,10 +521,7 @@ def make_lladamoe(ref, llada, out, generator):
     with torch.no_grad():
         x = generate.generate(rec, prompt, **params)
     final = x[0].tolist()
-    forwards = []
-    for i, ids_i in enumerate(rec.calls):
-        after = rec.calls[i + 1] if i + 1 < len(rec.calls) else final
-        forwards.append([[p, b] for p, (a, b) in enumerate(zip(ids_i, after)) if a == MASK and b != MASK])
+    forwards = commits_between_canvases(rec.calls, final)
     write_json(os.path.join(target, "trajectory_llada_low_confidence.json"), {
         "reference": describe(os.path.join(llada, "generate.py")), "function": "generate (LLaDA)",
         "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block, "params": params,

@@ -142,7 +142,7 @@ inline constexpr family families[] = {
     for (std::size_t i = 0; i < classes.size(); ++i) described += (i ? ", '" : "'") + classes[i] + "'";
     described += "]";
     const std::string known =
-        "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM), 'sdar' (SDARForCausalLM) "
+        "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM), 'sdar' (SDARForCausalLM), "
         "'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM), 'llada2_moe' (LLaDA2MoeModelLM) and 'lladamoe' (LLaDAMoEModelLM)";
     if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
     for (const family& f : families) {

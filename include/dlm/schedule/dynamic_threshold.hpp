@@ -10,6 +10,13 @@
 
 namespace dlm {
 
+namespace detail {
+/// A confidence threshold compared with `>`: any probability in [0, 1] (1 commits only the forced slots).
+inline void check_threshold(double threshold) {
+    if (!(threshold >= 0.0 && threshold <= 1.0)) throw invalid_parameter("threshold", "must be in [0, 1], got " + std::to_string(threshold));
+}
+}  // namespace detail
+
 /// At a block's step i, the reference plans k_i slots (get_num_transfer_tokens(block_length, steps):
 /// block_length / steps each, the remainder to the earliest steps). It commits every masked slot
 /// whose confidence is strictly above `threshold` if there are at least k_i of them, else the k_i
@@ -23,8 +30,7 @@ struct dynamic_threshold_schedule {
 
     void validate(const canvas_layout&) const {
         if (steps < 0) throw invalid_parameter("steps", "must be >= 1 (or 0: block_length), got " + std::to_string(steps));
-        if (!(threshold >= 0.0 && threshold <= 1.0))
-            throw invalid_parameter("threshold", "must be in [0, 1], got " + std::to_string(threshold));
+        detail::check_threshold(threshold);
     }
 
     void select(const step_context& ctx, std::span<const candidate> c, std::vector<index_t>& chosen) const {

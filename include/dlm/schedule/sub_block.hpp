@@ -6,6 +6,7 @@
 
 #include "../core/error.hpp"
 #include "concept.hpp"
+#include "dynamic_threshold.hpp"
 
 namespace dlm {
 
@@ -24,8 +25,7 @@ struct sub_block_threshold_schedule {
     bool stop_at_eos = true;
 
     void validate(const canvas_layout& l) const {
-        if (!(threshold >= 0.0 && threshold <= 1.0))
-            throw invalid_parameter("threshold", "must be in [0, 1], got " + std::to_string(threshold));
+        detail::check_threshold(threshold);
         if (sub_block < 1 || l.block_length % sub_block != 0)
             throw invalid_parameter("sub_block", "must be >= 1 and divide the block length " + std::to_string(l.block_length) + ", got " +
                                                      std::to_string(sub_block));
