@@ -291,3 +291,19 @@ TEST_CASE("engine: idle and active") {
     const auto batch = d.generate(std::vector<tvec>{{1}, {2, 3}}, {.gen_length = 8, .seed = 9});
     for (const auto& [id, r] : out) check_same(batch.sequences[static_cast<std::size_t>(id - ids.front())], r);
 }
+
+TEST_CASE("engine: a batch larger than one forward group of the CPU transformer decodes as alone") {
+    auto m = cpu::transformer::load(std::filesystem::path(DLM_MODELS_DIR) / "teacher");
+    presets::llada<cpu::transformer> d(m, semi_ar_mask{8}, {}, llada_schedule{8}, presets::llada_sampler(0.6f));
+    std::vector<tvec> prompts;
+    index_t rows = 0;
+    for (token_id i = 0; rows <= 2 * m.group_rows(); ++i) {  // the first forward spans three groups
+        prompts.push_back(tvec(static_cast<std::size_t>(20 + i % 7), static_cast<token_id>(1 + i)));
+        rows += static_cast<index_t>(prompts.back().size()) + 16;
+    }
+    const auto batch = d.generate(prompts, {.gen_length = 16, .seed = 5});
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        CAPTURE(i);
+        check_same(d.generate(prompts[i], {.gen_length = 16, .seed = sequence_seed(5, i)}), batch.sequences[i]);
+    }
+}
