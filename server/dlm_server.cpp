@@ -16,6 +16,8 @@
 #include <iostream>
 #include <thread>
 
+#include <sys/socket.h>
+
 // The model's headers (Eigen) before httplib.h: it brings <resolv.h>, whose `_res` macro would
 // rename a parameter of Eigen's.
 #include "cli/model.hpp"
@@ -85,8 +87,17 @@ int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, c
     http.set_keep_alive_timeout(2);
     server::add_routes(http, svc);
 
+    // cpp-httplib 0.11 listens with a backlog of 5 connections: 16 clients connecting at once overflow
+    // it, and the kernel resets some of them. The listening socket passes through the socket-options
+    // hook, so it is made to listen again with the system's limit once bound.
+    int listening = -1;
+    http.set_socket_options([&listening](int sock) {
+        httplib::default_socket_options(sock);
+        listening = sock;
+    });
     const int port = o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
     if (port < 0) throw error("dlm-server: cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
+    if (listening >= 0) ::listen(listening, SOMAXCONN);
     running_server = &http;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);

@@ -315,7 +315,7 @@ TEST_CASE("server scheduler: a full queue refuses, a cancelled or late job ends 
     wait_end(*running);
     CHECK(running->end == job_end::finished);
     CHECK(running->result->cancelled());
-    CHECK(running->result->stats.forwards == 1);  // freed at the first forward boundary
+    CHECK(running->result->stats.forwards <= 1);  // freed at the first forward boundary (before it, if the flag came first)
 
     auto late = job_for({1, 2}, 4, 64);
     late->deadline = clock::now();

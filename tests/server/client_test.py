@@ -50,13 +50,16 @@ class Server:
             raise SystemExit(f"FAIL: dlm-server did not start: {line}{self.proc.stdout.read()}")
         self.port = int(m.group(1))
         self.url = f"http://127.0.0.1:{self.port}"
-        # Keep draining its output so that it never blocks on a full pipe.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+        # Keep draining its output (so that it never blocks on a full pipe); shown if the case fails.
+        self.output = []
+        threading.Thread(target=lambda: self.output.extend(self.proc.stdout), daemon=True).start()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        if exc[0] is not None or self.proc.poll() is not None:
+            print("dlm-server's output:\n" + "".join(self.output[-100:]), file=sys.stderr)
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
