@@ -90,6 +90,10 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     } else {
                         const vbytes raw = load_bytes(qs + quad / 2 * 64 + v * lanes * 4);
                         wq[v] = quad % 2 ? raw >> 4 : raw & 0xf;
+                        if constexpr (G.bits == 6) {
+                            const vbytes high = load_bytes(w + G.high_at() + quad / 4 * 64 + v * lanes * 4);
+                            wq[v] |= ((high >> (2 * (quad % 4))) & 3) << 4;
+                        }
                     }
                 }
 #pragma GCC unroll 8

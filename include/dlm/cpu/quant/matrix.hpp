@@ -195,8 +195,13 @@ private:
     /// Byte of quant e (in the block) of tile row c, and whether it is the high nibble.
     [[nodiscard]] static std::size_t quant_at(const tile_geometry& g, int e, int c, bool& high) noexcept {
         const int ck = g.chunk_k(), within = e % ck;
-        high = g.bits == 4 && within >= 4;
+        high = g.bits != 8 && within >= 4;
         return static_cast<std::size_t>(g.header_bytes + e / ck * 64 + 4 * c + within % 4);
+    }
+    /// Byte and shift of the high 2 bits of 6-bit quant e of tile row c.
+    [[nodiscard]] static std::size_t high_bits_at(const tile_geometry& g, int e, int c, int& shift) noexcept {
+        shift = 2 * (e % 16 / 4);
+        return static_cast<std::size_t>(g.high_at() + e / 16 * 64 + 4 * c + e % 4);
     }
     /// The quant as held: Q8_0 its signed byte, else the unsigned u.
     [[nodiscard]] static int stored_quant(io::gguf_type t, const std::byte* b, int e) noexcept {
@@ -228,9 +233,15 @@ private:
         for (int e = 0; e < g.block; ++e) {
             bool high = false;
             const std::size_t at = quant_at(g, e, c, high);
-            const auto u = static_cast<std::uint8_t>(stored_quant(g.type, b, e));
+            auto u = static_cast<std::uint8_t>(stored_quant(g.type, b, e));
+            if (g.bits == 6) {
+                int shift = 0;
+                const std::size_t hi = high_bits_at(g, e, c, shift);
+                t[hi] = static_cast<std::byte>((static_cast<std::uint8_t>(t[hi]) & ~(3u << shift)) | ((u >> 4) << shift));
+                u &= 0xf;
+            }
             t[at] = static_cast<std::byte>(high ? (static_cast<std::uint8_t>(t[at]) & 0x0f) | (u << 4)
-                                                : (static_cast<std::uint8_t>(t[at]) & (g.bits == 4 ? 0xf0 : 0x00)) | u);
+                                                : (static_cast<std::uint8_t>(t[at]) & (g.bits == 8 ? 0x00 : 0xf0)) | u);
         }
     }
     /// Row c of a tile's block as f32, with dequantize_row's arithmetic.
@@ -240,7 +251,11 @@ private:
         for (int e = 0; e < g.block; ++e) {
             bool high = false;
             const std::uint8_t byte = static_cast<std::uint8_t>(t[quant_at(g, e, c, high)]);
-            const int u = g.bits == 4 ? (high ? byte >> 4 : byte & 0xf) : byte;
+            int u = g.bits == 8 ? byte : (high ? byte >> 4 : byte & 0xf);
+            if (g.bits == 6) {
+                int shift = 0;
+                u |= ((static_cast<std::uint8_t>(t[high_bits_at(g, e, c, shift)]) >> shift) & 3) << 4;
+            }
             const int j = e / g.sub;
             switch (g.type) {
                 case io::gguf_type::q8_0: out[e] = static_cast<float>(static_cast<std::int8_t>(byte)) * d; break;
