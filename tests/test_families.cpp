@@ -17,6 +17,8 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
 
+#include "io_test_util.hpp"
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using kv = transformer::kv_cache;
@@ -30,14 +32,6 @@ nlohmann::json read_json(const std::filesystem::path& p) {
     std::ifstream in(p);
     REQUIRE_MESSAGE(in, "missing fixture " << p << " (tools/make_family_fixtures.py)");
     return nlohmann::json::parse(in);
-}
-
-std::vector<float> read_f32(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    REQUIRE_MESSAGE(in, "cannot read " << p);
-    std::vector<float> v(std::filesystem::file_size(p) / sizeof(float));
-    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-    return v;
 }
 
 /// max |a - b| / max(1, |b|)
@@ -67,7 +61,7 @@ std::vector<float> full_logits(transformer& m, const Mask& mask, const nlohmann:
 template <class Mask>
 double logits_diff(transformer& m, const std::string& fixture, const Mask& mask, const std::string& name) {
     const auto e = read_json(families_dir / fixture / "expected.json");
-    return max_rel_diff(full_logits(m, mask, e), read_f32(families_dir / fixture / e.at("cases").at(name).get<std::string>()));
+    return max_rel_diff(full_logits(m, mask, e), dlm_test::read_f32_file(families_dir / fixture / e.at("cases").at(name).get<std::string>()));
 }
 
 /// What one forward committed: (position, token) pairs, in position order.
