@@ -9,7 +9,7 @@ endif()
 
 set(DLM_CUDA_SKIP_CODE 77)
 add_executable(test_cuda test_cuda_main.cpp test_cuda.cu test_cuda_presets.cu test_cuda_kernels.cu)
-target_link_libraries(test_cuda PRIVATE dlm::cuda doctest::doctest)
+target_link_libraries(test_cuda PRIVATE dlm::cuda dlm::cpu_kernels doctest::doctest)
 target_compile_definitions(test_cuda PRIVATE DLM_TEST_DATA="${DLM_TEST_DATA}" DLM_CUDA_SKIP_CODE=${DLM_CUDA_SKIP_CODE})
 target_compile_options(test_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
                                          $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas -diag-suppress=1675>)

@@ -20,7 +20,7 @@ std::vector<candidate> make(std::initializer_list<float> probs, std::initializer
 }
 
 step_context ctx(index_t step = 0, index_t masked_at_start = 8, index_t committed = 0, canvas_layout l = layout) {
-    return {l, {0, step}, masked_at_start, committed, step, 5, eos};
+    return {l, {0, step}, masked_at_start, committed, step, 5, eos, {}};
 }
 
 template <class S>
@@ -58,7 +58,7 @@ TEST_CASE("llada: low-confidence remasking commits the k most probable, random c
     const auto chosen = pick(r, ctx(0), c);
     CHECK(chosen.size() == 2);
     CHECK(pick(r, ctx(0), c) == chosen);                              // reproducible
-    const auto other = pick(r, {layout, {0, 0}, 8, 0, 1, 5, eos}, c);  // another forward draws anew
+    const auto other = pick(r, {layout, {0, 0}, 8, 0, 1, 5, eos, {}}, c);  // another forward draws anew
     CHECK(other.size() == 2);
 }
 
@@ -94,7 +94,7 @@ TEST_CASE("dream: timesteps linspace(1, eps, steps + 1), k = floor(n (1 - s/t)),
 TEST_CASE("dream: rankings by margin and by negative entropy") {
     std::vector<candidate> c{{2, 1, 0.9f, 0.1f, -2.f}, {3, 1, 0.5f, 0.4f, -0.1f}, {4, 1, 0.1f, 0.05f, -1.f}};
     const canvas_layout l{2, 3, 3, false};
-    const step_context x{l, {0, 0}, 3, 0, 0, 5, eos};
+    const step_context x{l, {0, 0}, 3, 0, 0, 5, eos, {}};
     // 2 steps: fraction = 1 - (1 - 0.999/2) = 0.4995 -> k = floor(3 * 0.4995) = 1.
     CHECK(pick(dream_schedule{2, 1e-3, dream_alg::maskgit_plus}, x, c) == v{0});
     CHECK(pick(dream_schedule{2, 1e-3, dream_alg::topk_margin}, x, c) == v{1});
@@ -105,13 +105,13 @@ TEST_CASE("dream: origin commits each slot with probability 1 - s/t, alg_temp sa
     const dream_schedule origin{4};
     const auto c = make({0.2f, 0.9f, 0.5f, 0.95f, 0.1f, 0.3f, 0.4f, 0.6f});
     std::size_t total = 0;
-    for (index_t f = 0; f < 400; ++f) total += pick(origin, {layout, {0, 0}, 8, 0, f, 5, eos}, c).size();
+    for (index_t f = 0; f < 400; ++f) total += pick(origin, {layout, {0, 0}, 8, 0, f, 5, eos, {}}, c).size();
     CHECK(static_cast<double>(total) / (400 * 8) == doctest::Approx(0.24975).epsilon(0.1));
     CHECK(pick(origin, ctx(3), c).size() == 8);
     const dream_schedule sampled{4, 1e-3, dream_alg::maskgit_plus, 0.5};
     int not_top = 0;
     for (index_t f = 0; f < 200; ++f) {
-        const auto chosen = pick(sampled, {layout, {0, 0}, 8, 0, f, 5, eos}, c);
+        const auto chosen = pick(sampled, {layout, {0, 0}, 8, 0, f, 5, eos, {}}, c);
         CHECK(chosen.size() == 1);
         not_top += chosen != v{3};
     }

@@ -12,7 +12,7 @@ set(DLM_DEFAULT_EVAL_DATA "${PROJECT_SOURCE_DIR}/tools/data/test.jsonl" CACHE FI
 
 add_library(dlm_cli INTERFACE)
 target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR}/examples)
-target_link_libraries(dlm_cli INTERFACE dlm::cpu)
+target_link_libraries(dlm_cli INTERFACE dlm::cpu_kernels)
 target_compile_definitions(dlm_cli INTERFACE DLM_DEFAULT_MODEL_DIR="${DLM_DEFAULT_MODEL_DIR}"
                                              DLM_DEFAULT_EVAL_DATA="${DLM_DEFAULT_EVAL_DATA}")
 target_compile_options(dlm_cli INTERFACE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wpedantic>)

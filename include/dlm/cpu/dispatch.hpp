@@ -20,11 +20,21 @@
 #include <string_view>
 
 #include "../core/error.hpp"
-#include "kernels/avx2.hpp"
-#include "kernels/avx512.hpp"
-#include "kernels/avx512_bf16.hpp"
-#include "kernels/baseline.hpp"
 #include "kernels/table.hpp"
+
+// The kernels themselves: inline in every translation unit (header-only use), or, where the program
+// defines DLM_CPU_KERNELS_SEPARATE for all its translation units, compiled once in the one that
+// includes <dlm/cpu/kernels/definitions.hpp> (CMake: link dlm::cpu_kernels). They are the slowest
+// code in dlm to compile (about 100 s of GCC time at -O2), so programs of many files want that.
+#if defined(DLM_CPU_KERNELS_SEPARATE)
+namespace dlm::cpu::detail {
+/// The table of `i` (the baseline's where the build's target has no such kernels); defined by
+/// kernels/definitions.hpp.
+const kernel_table& kernels_of(isa i) noexcept;
+}  // namespace dlm::cpu::detail
+#else
+#include "kernels/all.hpp"
+#endif
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -52,6 +62,7 @@ namespace dlm::cpu {
     if (!(osxsave && avx && fma && f16c)) return isa::baseline;
     unsigned xlo = 0, xhi = 0;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;  // the upper half of XCR0 holds no state dlm needs
     if ((xlo & 0x6u) != 0x6u) return isa::baseline;  // the OS saves neither xmm nor ymm state
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return isa::baseline;
     const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
@@ -69,18 +80,7 @@ namespace dlm::cpu {
 }
 
 /// The kernels of `i` (the baseline's where the build's target has no such kernels).
-[[nodiscard]] inline const kernel_table& kernels_for(isa i) noexcept {
-#if defined(__x86_64__)
-    switch (i) {
-        case isa::avx512_bf16: return kernels_avx512_bf16::table;
-        case isa::avx512: return kernels_avx512::table;
-        case isa::avx2: return kernels_avx2::table;
-        case isa::baseline: break;
-    }
-#endif
-    (void)i;
-    return kernels_baseline::table;
-}
+[[nodiscard]] inline const kernel_table& kernels_for(isa i) noexcept { return detail::kernels_of(i); }
 
 /// The instruction set a DLM_ISA value names; invalid_parameter("DLM_ISA") for anything else.
 [[nodiscard]] inline isa parse_isa(std::string_view name) {

@@ -72,7 +72,6 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
         for (int r = 0; r < MR; ++r)
             #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v) ksum[r][v] = vint{};
-        #pragma GCC unroll 16
         for (int j = 0; j < G.subs(); ++j) {
             vint isum[MR][NV];
             #pragma GCC unroll 16
@@ -137,7 +136,6 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     t = d[v] * __builtin_convertvector(x, vfloat);
                 } else if constexpr (G.mins) {  // Q4_K, Q5_K
                     vint msum{};
-                    #pragma GCC unroll 16
                     for (int j = 0; j < G.subs(); ++j)
                         msum += widen<false>(w + G.m_at + j * quant::tile_rows + v * lanes) *
                                 vint_broadcast(sums[2 * j * amr + r] + sums[(2 * j + 1) * amr + r]);
@@ -146,7 +144,6 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     t = t1 - t2;
                 } else {  // Q6_K: w = d·sc_j·(u − 32)
                     vint msum{};
-                    #pragma GCC unroll 16
                     for (int j = 0; j < G.subs(); ++j)
                         msum += widen<true>(w + G.sc_at + j * quant::tile_rows + v * lanes) * vint_broadcast(sums[j * amr + r]);
                     t = d[v] * __builtin_convertvector(ksum[r][v] - msum * G.offset, vfloat);

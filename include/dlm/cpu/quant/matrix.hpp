@@ -21,6 +21,7 @@
 #include "../../core/error.hpp"
 #include "../dispatch.hpp"
 #include "../memory.hpp"
+#include "../simd.hpp"
 #include "blocks.hpp"
 #include "layout.hpp"
 
