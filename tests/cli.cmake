@@ -7,10 +7,7 @@ if(NOT DLM_HAVE_CPU)
 endif()
 include(${PROJECT_SOURCE_DIR}/examples/cli/cli.cmake)
 
-dlm_test(test_cli test_cli.cpp CPU)
-if(TARGET test_cli)
-  target_link_libraries(test_cli PRIVATE dlm_cli)
-endif()
+dlm_test(test_cli test_cli.cpp CPU LIBS dlm_cli)
 
 set(_cli_model ${CMAKE_CURRENT_BINARY_DIR}/cli_model)
 foreach(_f IN ITEMS config.json tokenizer.json tokenizer_config.json)

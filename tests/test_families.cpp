@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,21 @@ sequence_result same_trajectory(Decoder& d, const nlohmann::json& t) {
     return r;
 }
 
+/// Replays each trajectory fixture `names` of `family` (same_trajectory) with the decoder that
+/// make(model, fixture, params) builds; `block`, where given, is the block length the decoder must
+/// have taken from the model's config.
+template <class Make>
+void replay_fixtures(const char* family, std::initializer_list<const char*> names, std::optional<index_t> block, Make make) {
+    auto m = transformer::load(families_dir / family);
+    for (const char* name : names) {
+        CAPTURE(name);
+        const auto t = read_json(families_dir / family / name);
+        auto d = make(m, t, t.at("params"));
+        const sequence_result r = same_trajectory(d, t);
+        if (block) CHECK(r.settings.block_length.value == *block);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("sdar_tiny: SDARForCausalLM's config.json and checkpoint load (q/k norms, head_dim, block_size, mask id)") {
@@ -141,19 +157,15 @@ TEST_CASE("sdar_tiny: logits equal SDAR's modeling code under its block-diffusio
 }
 
 TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_diffusion_generate") {
-    auto m = transformer::load(families_dir / "sdar_tiny");
-    for (const char* name : {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json"}) {
-        CAPTURE(name);
-        const auto t = read_json(families_dir / "sdar_tiny" / name);
-        const auto& p = t.at("params");
-        // The fixture's draws are greedy (tools/make_family_fixtures.py): temperature 0 here, with the
-        // confidence of the greedy token under softmax(logits), the reference's x0_p at temperature 1.
-        presets::sdar<transformer> d(m, {}, {}, dynamic_threshold_schedule{p.at("denoising_steps").get<index_t>(),
-                                                                            p.at("confidence_threshold").get<double>()},
-                                     presets::sdar_sampler{0.f});
-        const sequence_result r = same_trajectory(d, t);
-        CHECK(r.settings.block_length.value == 4);  // the model's block_size
-    }
+    // The fixture's draws are greedy (tools/make_family_fixtures.py): temperature 0 here, with the
+    // confidence of the greedy token under softmax(logits), the reference's x0_p at temperature 1.
+    replay_fixtures("sdar_tiny", {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json"}, 4,  // the model's block_size
+                    [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
+                        return presets::sdar<transformer>(m, {}, {},
+                                                          dynamic_threshold_schedule{p.at("denoising_steps").get<index_t>(),
+                                                                                     p.at("confidence_threshold").get<double>()},
+                                                          presets::sdar_sampler{0.f});
+                    });
 }
 
 TEST_CASE("fast_dllm_v2_tiny: Fast_dLLM_QwenForCausalLM's config.json and checkpoint load (Qwen2 block, bd_size, shifted rows)") {
@@ -176,16 +188,12 @@ TEST_CASE("fast_dllm_v2_tiny: logits equal Fast-dLLM v2's modeling code under it
 }
 
 TEST_CASE("fast_dllm_v2 preset: the same commits, forward by forward, as Fast-dLLM v2's generate()") {
-    auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
-    for (const char* name : {"trajectory_fast_dllm_v2_threshold.json", "trajectory_fast_dllm_v2_low_threshold.json"}) {
-        CAPTURE(name);
-        const auto t = read_json(families_dir / "fast_dllm_v2_tiny" / name);
-        const auto& p = t.at("params");
-        presets::fast_dllm_v2<transformer> d(m, {}, {},
-                                             sub_block_threshold_schedule{p.at("threshold").get<double>(), p.at("small_block_size").get<index_t>()});
-        const sequence_result r = same_trajectory(d, t);
-        CHECK(r.settings.block_length.value == 8);  // the model's bd_size
-    }
+    replay_fixtures("fast_dllm_v2_tiny", {"trajectory_fast_dllm_v2_threshold.json", "trajectory_fast_dllm_v2_low_threshold.json"},
+                    8,  // the model's bd_size
+                    [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
+                        return presets::fast_dllm_v2<transformer>(
+                            m, {}, {}, sub_block_threshold_schedule{p.at("threshold").get<double>(), p.at("small_block_size").get<index_t>()});
+                    });
 }
 
 TEST_CASE("llada2_tiny: LLaDA2MoeModelLM's config.json and checkpoint load (fused qkv, q/k norms, partial RoPE, experts)") {
@@ -213,15 +221,11 @@ TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diff
 }
 
 TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeModelLM.generate()") {
-    auto m = transformer::load(families_dir / "llada2_tiny");
-    for (const char* name : {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json"}) {
-        CAPTURE(name);
-        const auto t = read_json(families_dir / "llada2_tiny" / name);
-        const auto& p = t.at("params");
-        presets::llada2<transformer> d(m, block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
-                                       presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()});
-        const sequence_result r = same_trajectory(d, t);
-    }
+    replay_fixtures("llada2_tiny", {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json"}, std::nullopt,
+                    [](transformer& m, const nlohmann::json& t, const nlohmann::json& p) {
+                        return presets::llada2<transformer>(m, block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
+                                                            presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()});
+                    });
 }
 
 TEST_CASE("lladamoe_tiny: LLaDAMoEModelLM's config.json and checkpoint load (moe_layer_freq, softmax routing, shared expert)") {
@@ -247,12 +251,12 @@ TEST_CASE("lladamoe_tiny: logits equal LLaDA-MoE's modeling code, bidirectional"
 }
 
 TEST_CASE("llada preset on LLaDA-MoE: the same commits, forward by forward, as LLaDA's generate.py") {
-    auto m = transformer::load(families_dir / "lladamoe_tiny");
-    const auto t = read_json(families_dir / "lladamoe_tiny" / "trajectory_llada_low_confidence.json");
-    const auto& p = t.at("params");
-    presets::llada<transformer> d(m, semi_ar_mask{p.at("block_length").get<index_t>()}, {}, llada_schedule{p.at("steps").get<index_t>()},
-                                  presets::llada_sampler{p.at("temperature").get<float>()});
-    (void)same_trajectory(d, t);
+    replay_fixtures("lladamoe_tiny", {"trajectory_llada_low_confidence.json"}, std::nullopt,
+                    [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
+                        return presets::llada<transformer>(m, semi_ar_mask{p.at("block_length").get<index_t>()}, {},
+                                                           llada_schedule{p.at("steps").get<index_t>()},
+                                                           presets::llada_sampler{p.at("temperature").get<float>()});
+                    });
 }
 
 TEST_CASE("families: what dlm does not compute is refused by the key that asks for it") {

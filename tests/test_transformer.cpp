@@ -21,6 +21,8 @@
 #include <dlm/schedule/next_slot.hpp>
 #include <dlm/schedule/threshold.hpp>
 
+#include "io_test_util.hpp"
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -40,14 +42,7 @@ struct fixture {
     nlohmann::json cases;
     std::filesystem::path dir;
 
-    std::vector<float> logits(const std::string& name) const {
-        const auto path = dir / cases.at(name).get<std::string>();
-        std::ifstream in(path, std::ios::binary);
-        REQUIRE_MESSAGE(in, "cannot read " << path);
-        std::vector<float> v(std::filesystem::file_size(path) / sizeof(float));
-        in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-        return v;
-    }
+    std::vector<float> logits(const std::string& name) const { return dlm_test::read_f32_file(dir / cases.at(name).get<std::string>()); }
 };
 
 fixture read_fixture(const std::string& name, bool shift) {

@@ -287,26 +287,7 @@ private:
         rope_ = rotary(config_.head_dim, config_.rope_theta, config_.rotary_dim);
     }
 
-    void check_config() const {
-        const io::model_config& c = config_;
-        auto positive = [](const char* name, index_t v) {
-            if (v <= 0) throw invalid_parameter(std::string("config.") + name, "must be positive, got " + std::to_string(v));
-        };
-        positive("vocab_size", c.vocab_size);
-        positive("hidden_size", c.hidden_size);
-        positive("intermediate_size", c.intermediate_size);
-        positive("num_layers", c.num_layers);
-        positive("num_heads", c.num_heads);
-        positive("num_kv_heads", c.num_kv_heads);
-        positive("head_dim", c.head_dim);
-        if (c.num_heads % c.num_kv_heads != 0)
-            throw invalid_parameter("config.num_kv_heads", std::to_string(c.num_kv_heads) + " does not divide num_heads " + std::to_string(c.num_heads));
-        if (c.head_dim % 2 != 0) throw invalid_parameter("config.head_dim", "rotary embeddings need an even head_dim, got " + std::to_string(c.head_dim));
-        if (!(c.rope_theta > 0)) throw invalid_parameter("config.rope_theta", "must be positive");
-        if (!(c.rms_norm_eps >= 0)) throw invalid_parameter("config.rms_norm_eps", "must be >= 0");
-        if (c.mask_id < 0 || c.mask_id >= c.vocab_size)
-            throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-    }
+    void check_config() const { io::check_model_config(config_); }
 
     /// How a (stacked) matrix of `parts` (role, rows) is held: in GGUF blocks when the source has
     /// them in block types dlm multiplies and no type was requested; else in the requested type,

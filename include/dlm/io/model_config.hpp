@@ -104,6 +104,30 @@ struct model_config {
     decoding_hints decoding;
 };
 
+/// Refuses a config no transformer can be built from, whoever made it (a loader, a test, a named
+/// shape): sizes not positive, heads not grouped evenly, an odd head_dim (rotary embeddings rotate
+/// pairs), a non-positive rope_theta, a negative epsilon, a mask id outside the vocabulary. Throws
+/// invalid_parameter naming the config field.
+inline void check_model_config(const model_config& c) {
+    auto positive = [](const char* name, index_t v) {
+        if (v <= 0) throw invalid_parameter(std::string("config.") + name, "must be positive, got " + std::to_string(v));
+    };
+    positive("vocab_size", c.vocab_size);
+    positive("hidden_size", c.hidden_size);
+    positive("intermediate_size", c.intermediate_size);
+    positive("num_layers", c.num_layers);
+    positive("num_heads", c.num_heads);
+    positive("num_kv_heads", c.num_kv_heads);
+    positive("head_dim", c.head_dim);
+    if (c.num_heads % c.num_kv_heads != 0)
+        throw invalid_parameter("config.num_kv_heads", std::to_string(c.num_kv_heads) + " does not divide num_heads " + std::to_string(c.num_heads));
+    if (c.head_dim % 2 != 0) throw invalid_parameter("config.head_dim", "rotary embeddings need an even head_dim, got " + std::to_string(c.head_dim));
+    if (!(c.rope_theta > 0)) throw invalid_parameter("config.rope_theta", "must be positive");
+    if (!(c.rms_norm_eps >= 0)) throw invalid_parameter("config.rms_norm_eps", "must be >= 0");
+    if (c.mask_id < 0 || c.mask_id >= c.vocab_size)
+        throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+}
+
 namespace detail {
 
 struct family {
@@ -217,13 +241,14 @@ inline void parse_llada(const config_reader& r, model_config& c) {
     r.require("scale_logits", false, block);
 }
 
-/// The sizes every Qwen-layout config (Qwen2, Dream, SDAR, Fast-dLLM v2) names alike.
-inline void read_qwen_sizes(const config_reader& r, model_config& c) {
+/// The sizes every Qwen-layout config (Qwen2, Dream, SDAR, Fast-dLLM v2, and LLaDA-MoE with its
+/// `dense_intermediate_size`) names alike.
+inline void read_qwen_sizes(const config_reader& r, model_config& c, const char* ffn_key = "intermediate_size") {
     c.hidden_size = r.integer("hidden_size");
     c.num_heads = r.integer("num_attention_heads");
     c.num_kv_heads = r.integer_or("num_key_value_heads", c.num_heads);
     c.num_layers = r.integer("num_hidden_layers");
-    c.intermediate_size = r.integer("intermediate_size");
+    c.intermediate_size = r.integer(ffn_key);
 }
 
 /// A block-diffusion family's own block-size key (SDAR block_size, Fast-dLLM v2 bd_size), when
@@ -326,11 +351,7 @@ inline void parse_llada2(const config_reader& r, model_config& c) {
 /// LLaDA-MoE (LLaDAMoEConfig of configuration_lladamoe.py; it has no usable defaults for the sizes,
 /// -1 in the class, so they are required).
 inline void parse_lladamoe(const config_reader& r, model_config& c) {
-    c.hidden_size = r.integer("hidden_size");
-    c.num_heads = r.integer("num_attention_heads");
-    c.num_kv_heads = r.integer_or("num_key_value_heads", c.num_heads);
-    c.num_layers = r.integer("num_hidden_layers");
-    c.intermediate_size = r.integer("dense_intermediate_size");
+    read_qwen_sizes(r, c, "dense_intermediate_size");
     c.vocab_size = r.integer("vocab_size");
     const rope_settings rope = parse_rope(r, 10000.0, "LLaDAMoEConfig has no usable default (rope_theta=-1); transformers' 10000");
     c.rope_theta = rope.theta;
