@@ -19,7 +19,9 @@
 //              blocks of --block, threshold 0.9, on the largest thread count
 //   --verify-random SEED  with -m: check that the folder holds exactly the model
 //              transformer::random(config, SEED, its type) (what dlm-make-checkpoint --seed SEED
-//              writes): same logits, bit for bit, or exit 1
+//              writes): same logits, bit for bit, all finite, or exit 1
+//   --verify-type T  with --verify-random: the reference holds llama.cpp's file type T (q8_0, q4_k_m, ...:
+//              transformer::random(config, SEED, T), what dlm-make-checkpoint --format gguf --type T writes)
 //
 // Printed: the kernel path (DLM_ISA forces a lower one), load time, weight bytes and resident
 // memory (now and peak), then per case and thread count: ms per forward, GFLOP/s (matrix products
@@ -27,6 +29,7 @@
 // weights' products run on (f32 FMA for f32, f16 and the FMA form of bf16; vdpbf16ps for its form).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,13 +60,14 @@ struct options {
     int reps = 3;
     bool decode = false, peak = true;
     std::optional<std::uint64_t> verify_seed;
+    std::optional<cpu::quant::file_type> verify_type;
 };
 
 [[noreturn]] void usage(const char* argv0, const std::string& error) {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
     std::fprintf(stderr,
                  "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
-                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak]\n"
+                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak] [--verify-random SEED [--verify-type T]]\n"
                  "  shapes: %s\n",
                  argv0, bench::shape_names().c_str());
     std::exit(2);
@@ -96,6 +100,11 @@ options parse(int argc, char** argv) {
         else if (a == "--decode") o.decode = true;
         else if (a == "--no-peak") o.peak = false;
         else if (a == "--verify-random") o.verify_seed = static_cast<std::uint64_t>(count(0));
+        else if (a == "--verify-type") {
+            const std::string v = value();
+            o.verify_type = cpu::quant::parse_file_type(v);
+            if (!o.verify_type) usage(argv[0], "--verify-type must be q8_0, q4_0, q4_k, q6_k or q4_k_m, not '" + v + "'");
+        }
         else if (a == "--threads") {
             const std::string v = value();
             std::size_t at = 0;
@@ -119,6 +128,7 @@ options parse(int argc, char** argv) {
     if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
     if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
+    if (o.verify_type && !o.verify_seed) usage(argv[0], "--verify-type needs --verify-random SEED");
     return o;
 }
 
@@ -229,7 +239,8 @@ int main(int argc, char** argv) {
         const double peak = uses_dot ? pk.bf16_dot : pk.fma;
         if (o.verify_seed) {
             const auto type = m.weight_type() == "bf16" ? io::dtype::bf16 : m.weight_type() == "f16" ? io::dtype::f16 : io::dtype::f32;
-            cpu::transformer ref = cpu::transformer::random(cfg, *o.verify_seed, type);
+            cpu::transformer ref = o.verify_type ? cpu::transformer::random(cfg, *o.verify_seed, *o.verify_type)
+                                                 : cpu::transformer::random(cfg, *o.verify_seed, type);
             const canvas_layout l{0, std::min<index_t>(o.canvas, 64), std::min<index_t>(o.canvas, 64), false};
             std::vector<token_id> canvas(static_cast<std::size_t>(l.size()));
             for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 31 + 7) % static_cast<std::size_t>(m.vocab_size()));
@@ -240,9 +251,10 @@ int main(int argc, char** argv) {
                 t.forward(std::span<const forward_request<cpu::transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
                 return out;
             };
-            const bool same = logits(m) == logits(ref);
-            std::printf("verify: the folder %s transformer::random(config, %llu, %s)\n", same ? "holds exactly" : "does NOT hold",
-                        static_cast<unsigned long long>(*o.verify_seed), m.weight_type().c_str());
+            const std::vector<float> got = logits(m);
+            const bool same = got == logits(ref) && std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); });
+            std::printf("verify: the folder %s transformer::random(config, %llu, %s) (logits %s)\n", same ? "holds exactly" : "does NOT hold",
+                        static_cast<unsigned long long>(*o.verify_seed), m.weight_type().c_str(), same ? "equal and finite" : "differ or not finite");
             if (!same) return 1;
         }
 

@@ -2,10 +2,12 @@
 // published model: config.json (the published keys), safetensors shards named
 // model-0000i-of-0000N.safetensors with model.safetensors.index.json (or one model.safetensors),
 // weights in bf16 (or f16, f32). Full-size runs (LLaDA-8B, Dream-7B) can then be measured without
-// downloading anything.
+// downloading anything. With --format gguf, ONE GGUF file instead, as llama.cpp's converter and
+// llama-quantize lay it out, matrices in --type f32, bf16, q8_0 or q4_k_m (bench/gguf_checkpoint.hpp).
 //
 //   dlm-make-checkpoint --shape llada-8b --out build/llada-8b-random [--dtype bf16] [--seed 1]
 //                       [--scale 1] [--shards N]
+//   dlm-make-checkpoint --shape llada-8b --format gguf --type q4_k_m --out /tmp/llada8b-q4_k_m.gguf
 //
 // The values are those of cpu::random_weights(config, seed, scale), generated tensor by tensor in
 // the order the transformer reads them (cpu::weight_order), so the written model loads as exactly
@@ -25,6 +27,7 @@
 #include <dlm/cpu/weight_sources.hpp>
 #include <dlm/io/dtype.hpp>
 
+#include "gguf_checkpoint.hpp"
 #include "shapes.hpp"
 
 using namespace dlm;
@@ -36,8 +39,9 @@ namespace {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
     std::fprintf(stderr,
                  "usage: %s --shape NAME --out DIR [--dtype bf16|f16|f32] [--seed N] [--scale S] [--shards N]\n"
+                 "       %s --shape NAME --format gguf --out FILE.gguf [--type f32|bf16|q8_0|q4_k_m] [--seed N] [--scale S]\n"
                  "  shapes: %s\n",
-                 argv0, bench::shape_names().c_str());
+                 argv0, argv0, bench::shape_names().c_str());
     std::exit(2);
 }
 
@@ -59,7 +63,7 @@ std::string shard_name(int i, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string shape_name, out_dir, dtype_name = "bf16";
+    std::string shape_name, out_dir, dtype_name = "bf16", format = "safetensors", gguf_type = "q8_0";
     std::uint64_t seed = 1;
     float scale = 1.0f;
     int shards = 0;
@@ -75,6 +79,8 @@ int main(int argc, char** argv) {
         else if (a == "--seed") seed = std::stoull(value());
         else if (a == "--scale") scale = std::stof(value());
         else if (a == "--shards") shards = std::stoi(value());
+        else if (a == "--format") format = value();
+        else if (a == "--type") gguf_type = value();
         else if (a == "-h" || a == "--help") usage(argv[0], "");
         else usage(argv[0], "unknown argument '" + a + "'");
     }
@@ -87,6 +93,28 @@ int main(int argc, char** argv) {
     else if (dtype_name == "f32") type = io::dtype::f32;
     else usage(argv[0], "--dtype must be bf16, f16 or f32, not '" + dtype_name + "'");
     if (shards <= 0) shards = shape->shards;
+    if (format == "gguf") {
+        const auto type = bench::parse_gguf_checkpoint_type(gguf_type);
+        if (!type) usage(argv[0], "--type must be f32, bf16, q8_0 or q4_k_m, not '" + gguf_type + "'");
+        try {
+            const io::model_config cfg = io::parse_config(shape->config, shape_name);
+            const auto t0 = std::chrono::steady_clock::now();
+            std::fprintf(stderr, "dlm-make-checkpoint: %s as GGUF %s into %s\n", shape_name.c_str(), gguf_type.c_str(), out_dir.c_str());
+            const std::uint64_t bytes = bench::write_gguf_checkpoint(cfg, shape_name, *type, out_dir, seed, scale, [&](std::uint64_t done, std::uint64_t total) {
+                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9,
+                             static_cast<double>(done) / 1e6 / std::max(secs, 1e-9));
+            });
+            std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB of tensors (%llu bytes in the file) in %.1f s\n", static_cast<double>(bytes) / 1e9,
+                         static_cast<unsigned long long>(fs::file_size(out_dir)),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dlm-make-checkpoint: error: %s\n", e.what());
+            return 1;
+        }
+        return 0;
+    }
+    if (format != "safetensors") usage(argv[0], "--format must be safetensors or gguf, not '" + format + "'");
 
     try {
         const io::model_config cfg = io::parse_config(shape->config, shape_name);

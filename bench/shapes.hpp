@@ -3,6 +3,8 @@
 // the real one would).
 //
 //   tiny      the test fixtures' shape (2 layers, d 48)
+//   tiny-k    the smallest LLaDA layout whose rows are whole K-quant blocks of 256 (2 layers, d 256,
+//             4 heads of 64, MLP 512, vocabulary 320, untied head): GGUF Q4_K_M tests
 //   100M      hidden 768, 12 layers, 12 heads, MLP 2048, vocabulary 32000, tied head (LLaDA layout)
 //   168M      the shape of issue 12's llama.cpp comparison: d 1024, 8 layers, 16 heads, MLP 2816,
 //             vocabulary 32000, untied head (LLaDA layout)
@@ -84,6 +86,7 @@ inline nlohmann::json llada2_config(int d, int layers, int heads, int kv_heads, 
 [[nodiscard]] inline std::vector<named_shape> shapes() {
     return {
         {"tiny", llada_config(48, 2, 6, 2, 80, 300, true, 299, 1, 10000.0, 4096), 1},
+        {"tiny-k", llada_config(256, 2, 4, 4, 512, 320, false, 319, 318, 10000.0, 4096), 1},
         {"100M", llada_config(768, 12, 12, 12, 2048, 32000, true, 31999, 1, 10000.0, 4096), 1},
         {"168M", llada_config(1024, 8, 16, 16, 2816, 32000, false, 31999, 1, 10000.0, 4096), 1},
         {"llada-8b", llada_config(4096, 32, 32, 32, 12288, 126464, false, 126336, 126081, 500000.0, 4096), 6},

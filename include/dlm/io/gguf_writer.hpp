@@ -2,13 +2,18 @@
 // the order added, tensor infos, padding to the alignment, tensor data each at an aligned offset.
 // Used by tests (models converted at test time, malformed files built field by field) and the fuzz
 // seed corpus; tools/write_gguf.py, on the `gguf` package, is the user-facing converter.
+// Files larger than memory stream: declare_tensor() each tensor, write_header(), then each declared
+// tensor's bytes in order, each followed by write_padding() (bench/gguf_checkpoint.hpp writes 8B
+// models so).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,14 +52,15 @@ public:
 
     /// A tensor of `type` with ggml shape `shape` (row length first) and its raw bytes.
     void add_tensor(std::string_view name, gguf_type type, std::span<const std::int64_t> shape, std::span<const std::byte> data) {
-        str(infos_, name);
-        put(infos_, static_cast<std::uint32_t>(shape.size()));
-        for (const std::int64_t d : shape) put(infos_, static_cast<std::uint64_t>(d));
-        put(infos_, static_cast<std::uint32_t>(type));
+        info(name, type, shape, data.size());
         data_.resize((data_.size() + alignment_ - 1) / alignment_ * alignment_);
-        put(infos_, static_cast<std::uint64_t>(data_.size()));
         data_.insert(data_.end(), data.begin(), data.end());
-        ++tensors_;
+    }
+    /// A tensor whose `size` bytes the caller streams after write_header() (see the top); the file
+    /// can then only be written by streaming, not by bytes() or write().
+    void declare_tensor(std::string_view name, gguf_type type, std::span<const std::int64_t> shape, std::uint64_t size) {
+        info(name, type, shape, size);
+        streamed_ = true;
     }
     /// An f32 tensor.
     void add_tensor(std::string_view name, std::span<const std::int64_t> shape, std::span<const float> values) {
@@ -63,18 +69,21 @@ public:
 
     /// The whole file.
     [[nodiscard]] std::vector<std::byte> bytes() const {
-        std::vector<std::byte> out;
-        for (const char c : {'G', 'G', 'U', 'F'}) out.push_back(static_cast<std::byte>(c));
-        put(out, std::uint32_t{3});
-        put(out, static_cast<std::uint64_t>(tensors_));
-        put(out, static_cast<std::uint64_t>(kvs_));
-        out.insert(out.end(), kv_.begin(), kv_.end());
-        out.insert(out.end(), infos_.begin(), infos_.end());
-        if (tensors_ > 0) {
-            out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_);
-            out.insert(out.end(), data_.begin(), data_.end());
-        }
+        if (streamed_) throw contract_error("gguf_writer::bytes: the file has declared tensors; stream it with write_header()");
+        std::vector<std::byte> out = header_bytes();
+        out.insert(out.end(), data_.begin(), data_.end());
         return out;
+    }
+    /// Everything before the first tensor's bytes: header, keys, tensor infos, padding.
+    void write_header(std::ostream& out) const {
+        const std::vector<std::byte> b = header_bytes();
+        out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    }
+    /// Zeros after a streamed tensor of `size` bytes, up to the next tensor's aligned offset.
+    void write_padding(std::ostream& out, std::uint64_t size) const {
+        static constexpr char zeros[256] = {};
+        for (std::uint64_t n = (alignment_ - size % alignment_) % alignment_; n > 0; n -= std::min<std::uint64_t>(n, sizeof zeros))
+            out.write(zeros, static_cast<std::streamsize>(std::min<std::uint64_t>(n, sizeof zeros)));
     }
     void write(const std::filesystem::path& path) const {
         const std::vector<std::byte> b = bytes();
@@ -84,6 +93,28 @@ public:
     }
 
 private:
+    [[nodiscard]] std::vector<std::byte> header_bytes() const {
+        std::vector<std::byte> out;
+        for (const char c : {'G', 'G', 'U', 'F'}) out.push_back(static_cast<std::byte>(c));
+        put(out, std::uint32_t{3});
+        put(out, static_cast<std::uint64_t>(tensors_));
+        put(out, static_cast<std::uint64_t>(kvs_));
+        out.insert(out.end(), kv_.begin(), kv_.end());
+        out.insert(out.end(), infos_.begin(), infos_.end());
+        if (tensors_ > 0) out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_);
+        return out;
+    }
+    /// The tensor info of the next tensor, its data at the next aligned offset after the last one's.
+    void info(std::string_view name, gguf_type type, std::span<const std::int64_t> shape, std::uint64_t size) {
+        str(infos_, name);
+        put(infos_, static_cast<std::uint32_t>(shape.size()));
+        for (const std::int64_t d : shape) put(infos_, static_cast<std::uint64_t>(d));
+        put(infos_, static_cast<std::uint32_t>(type));
+        data_end_ = (data_end_ + alignment_ - 1) / alignment_ * alignment_;
+        put(infos_, data_end_);
+        data_end_ += size;
+        ++tensors_;
+    }
     template <class T>
     static void put(std::vector<std::byte>& out, T v) {
         unsigned char b[sizeof(T)];
@@ -113,6 +144,8 @@ private:
     std::uint32_t alignment_;
     std::vector<std::byte> kv_, infos_, data_;
     std::size_t kvs_ = 0, tensors_ = 0;
+    std::uint64_t data_end_ = 0;  ///< the data section's size so far (declared tensors included)
+    bool streamed_ = false;
 };
 
 }  // namespace dlm::io
