@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "../core/error.hpp"
+#include "gemm_path.cuh"
 
 namespace dlm::cuda {
 
@@ -188,10 +189,11 @@ private:
     std::size_t n_ = 0;
 };
 
-/// A non-blocking CUDA stream with a cuBLAS handle bound to it. Move-only.
+/// A non-blocking CUDA stream with a cuBLAS handle bound to it, and the setting of which implementation
+/// runs its linear layers (gemm_path; from DLM_CUDA_GEMM when made). Move-only.
 class stream_context {
 public:
-    stream_context() {
+    stream_context() : gemm_path_(gemm_path_from_environment()) {
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
         if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
             (void)cudaStreamDestroy(stream_);
@@ -206,13 +208,15 @@ public:
     stream_context(const stream_context&) = delete;
     stream_context& operator=(const stream_context&) = delete;
     stream_context(stream_context&& o) noexcept
-        : stream_(std::exchange(o.stream_, nullptr)), blas_(std::exchange(o.blas_, nullptr)), workspace_(std::move(o.workspace_)) {}
+        : stream_(std::exchange(o.stream_, nullptr)), blas_(std::exchange(o.blas_, nullptr)), workspace_(std::move(o.workspace_)),
+          gemm_path_(o.gemm_path_) {}
     stream_context& operator=(stream_context&& o) noexcept {
         if (this != &o) {
             release();
             stream_ = std::exchange(o.stream_, nullptr);
             blas_ = std::exchange(o.blas_, nullptr);
             workspace_ = std::move(o.workspace_);
+            gemm_path_ = o.gemm_path_;
         }
         return *this;
     }
@@ -220,6 +224,12 @@ public:
 
     [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
     [[nodiscard]] cublasHandle_t blas() const noexcept { return blas_; }
+    /// The cuBLAS workspace (blas_workspace_bytes); cublasLt products on this stream use it too (in stream
+    /// order with cuBLAS's, so they never overlap).
+    [[nodiscard]] void* workspace() const noexcept { return const_cast<std::byte*>(workspace_.data()); }
+    /// Which implementation runs the linear layers (gemm.cuh); DLM_CUDA_GEMM, or auto, when made.
+    [[nodiscard]] cuda::gemm_path gemm_path() const noexcept { return gemm_path_; }
+    void set_gemm_path(cuda::gemm_path p) noexcept { gemm_path_ = p; }
     /// Waits for everything enqueued so far; throws cuda_error if a kernel faulted (see cuda::synchronize).
     void synchronize(const std::string& what = "stream") const { cuda::synchronize(stream_, what); }
 
@@ -233,6 +243,7 @@ private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     device_buffer<std::byte> workspace_;
+    cuda::gemm_path gemm_path_ = cuda::gemm_path::automatic;
 };
 
 /// Copies `n` elements host → device on `stream` (asynchronous when `src` is pinned).

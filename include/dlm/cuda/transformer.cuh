@@ -12,7 +12,7 @@
 //   embed → per layer [RMSNorm → q|k|v GEMM → bias + RoPE + K/V to window and cache → attention(mask)
 //   → o GEMM (+ residual) → RMSNorm → gate|up GEMM → SiLU·up → down GEMM (+ residual)] → RMSNorm of the
 //   logits rows → head GEMM.
-// GEMMs are cuBLAS (gemm.cuh); the attention kernel is templated on the mask (attention.cuh).
+// GEMMs by the path set_gemm_path / DLM_CUDA_GEMM chooses (gemm.cuh); the attention kernel is templated on the mask (attention.cuh).
 //
 // Work is enqueued on the model's own stream. A transformer is not safe to call from two threads at
 // once (forward reuses its work buffers). cuBLAS picks kernels by shape, so logits agree with the CPU
@@ -37,6 +37,7 @@
 #include "gemm.cuh"
 #include "kernels.cuh"
 #include "kv_cache.cuh"
+#include "profiler.cuh"
 #include "runtime.cuh"
 #include "weights.cuh"
 
@@ -95,6 +96,13 @@ public:
     [[nodiscard]] cudaStream_t stream() const noexcept { return ctx_.stream(); }
     [[nodiscard]] cublasHandle_t blas() const noexcept { return ctx_.blas(); }
     void synchronize() const { ctx_.synchronize("cuda::transformer"); }
+    /// Which implementation runs the linear layers (gemm_path.cuh): DLM_CUDA_GEMM when the model was
+    /// made, else auto.
+    [[nodiscard]] cuda::gemm_path gemm_path() const noexcept { return ctx_.gemm_path(); }
+    void set_gemm_path(cuda::gemm_path p) noexcept { ctx_.set_gemm_path(p); }
+    /// Times every phase of the forwards enqueued while set (profiler.cuh); null (the default) for none.
+    /// Not while a CUDA graph is being captured.
+    void set_profiler(forward_profiler* p) noexcept { profiler_ = p; }
 
     /// A device K/V store for `capacity` canvas positions.
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
@@ -174,7 +182,8 @@ public:
     /// address it bakes in. Equal keys: a CUDA graph captured for one may be replayed for the other.
     [[nodiscard]] std::vector<std::uintptr_t> graph_key(const staged_forward& f) const {
         std::vector<std::uintptr_t> k{static_cast<std::uintptr_t>(f.requests), static_cast<std::uintptr_t>(f.m), static_cast<std::uintptr_t>(f.z),
-                                      static_cast<std::uintptr_t>(f.tiles), f.metadata_bytes};
+                                      static_cast<std::uintptr_t>(f.tiles), f.metadata_bytes,
+                                      static_cast<std::uintptr_t>(ctx_.gemm_path())};  // a graph bakes in the GEMM kernels too
         for (const void* p : {static_cast<const void*>(x_.data()), static_cast<const void*>(qkv_.data()), static_cast<const void*>(gu_.data()),
                               static_cast<const void*>(cos_.data()), static_cast<const void*>(sin_.data()), static_cast<const void*>(logits_.data()),
                               static_cast<const void*>(k_win_.data()), static_cast<const void*>(v_win_.data()), static_cast<const void*>(xn_.data()),
@@ -196,6 +205,8 @@ public:
         const kernels::qkv_shape s{c.num_heads, c.num_kv_heads, c.head_dim};
         const std::size_t ffn = static_cast<std::size_t>(c.intermediate_size), rows = static_cast<std::size_t>(m),
                           half = static_cast<std::size_t>(c.head_dim / 2);
+        forward_profiler* const prof = profiler_;
+        if (prof) prof->begin(ctx_.stream());
         upload(meta_device_.data(), meta_host_.data(), f.metadata_bytes, ctx_.stream(), "forward metadata");
         if (track_upload) {
             check(cudaEventRecord(upload_done_.get(), ctx_.stream()), "cudaEventRecord");
@@ -203,37 +214,52 @@ public:
         }
         const metadata meta = device_metadata(f);
         const cudaStream_t st = ctx_.stream();
-        const cublasHandle_t blas = ctx_.blas();
+        auto done = [&](forward_phase p) {
+            if (prof) prof->mark(p, st);
+        };
+        done(forward_phase::upload);
+        auto product = [&](index_t r, index_t n, index_t k, const T* x, const T* w, float* y, float beta, const char* what, forward_phase p) {
+            gemm_.linear<T>(ctx_, r, n, k, x, w, y, beta, what);
+            done(p);
+        };
         const float eps = static_cast<float>(c.rms_norm_eps);
         const index_t H = c.hidden_size, F = c.intermediate_size;
         kernels::rope_tables<><<<kernels::stride_grid(rows * half), 256, 0, st>>>(meta.positions, m, static_cast<index_t>(half),
                                                                                  weights_.inv_freq_device.data(), cos_.data(), sin_.data());
         check_launch("dlm::cuda rope_tables", st);
+        done(forward_phase::rope);
         kernels::embed<T><<<static_cast<unsigned>(m), 256, 0, st>>>(weights_.embedding.data(), meta.tokens, H, x_.data());
         check_launch("dlm::cuda embed", st);
+        done(forward_phase::embed);
         for (index_t l = 0; l < c.num_layers; ++l) {
             const device_layer<T>& L = weights_.layers[static_cast<std::size_t>(l)];
             kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.attn_norm.data(), eps, xn_.data());
             check_launch("dlm::cuda rms_norm", st);
-            linear<T>(blas, m, s.ld(), H, xn_.data(), L.qkv.data(), qkv_.data(), 0.0f, "q/k/v projection");
+            done(forward_phase::rms_norm);
+            product(m, s.ld(), H, xn_.data(), L.qkv.data(), qkv_.data(), 0.0f, "q/k/v projection", forward_phase::qkv_gemm);
             kernels::qkv_epilogue<kv_element><<<static_cast<unsigned>(m), 256, 0, st>>>(qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(),
                                                                               cos_.data(), sin_.data(), meta.row_request, meta.seqs, l,
                                                                               k_win_.data(), v_win_.data());
             check_launch("dlm::cuda qkv_epilogue (layer " + std::to_string(l) + ")", st);
+            done(forward_phase::qkv_epilogue);
             kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(), st);
-            linear<T>(blas, m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection");
+            done(forward_phase::attention);
+            product(m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection", forward_phase::o_gemm);
             kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data());
             check_launch("dlm::cuda rms_norm", st);
-            linear<T>(blas, m, 2 * F, H, xn_.data(), L.gate_up.data(), gu_.data(), 0.0f, "gate/up projection");
+            done(forward_phase::rms_norm);
+            product(m, 2 * F, H, xn_.data(), L.gate_up.data(), gu_.data(), 0.0f, "gate/up projection", forward_phase::gate_up_gemm);
             kernels::silu_gate<T><<<kernels::stride_grid(rows * ffn), 256, 0, st>>>(gu_.data(), m, F, act_.data());
             check_launch("dlm::cuda silu_gate (layer " + std::to_string(l) + ")", st);
-            linear<T>(blas, m, H, F, act_.data(), L.down.data(), x_.data(), 1.0f, "down projection");
+            done(forward_phase::silu);
+            product(m, H, F, act_.data(), L.down.data(), x_.data(), 1.0f, "down projection", forward_phase::down_gemm);
         }
         if (z == 0) return;
         kernels::rms_norm<T><<<static_cast<unsigned>(z), kernels::row_threads, 0, st>>>(x_.data(), meta.logit_source, H,
                                                                                        weights_.final_norm.data(), eps, xn_.data());
         check_launch("dlm::cuda rms_norm", st);
-        linear<T>(blas, z, c.vocab_size, H, xn_.data(), weights_.head_matrix(), logits_.data(), 0.0f, "output head");
+        done(forward_phase::final_norm);
+        product(z, c.vocab_size, H, xn_.data(), weights_.head_matrix(), logits_.data(), 0.0f, "output head", forward_phase::head_gemm);
     }
 
     /// The logits of the last enqueued forward (device, f32 rows of vocab_size()).
@@ -394,6 +420,8 @@ private:
 
     io::model_config config_;
     stream_context ctx_;
+    gemm_engine gemm_;
+    forward_profiler* profiler_ = nullptr;
     device_weights<T> weights_;
     // Work buffers, reused across forwards (grown when a forward needs more).
     device_buffer<float> x_, qkv_, gu_, cos_, sin_, logits_;

@@ -1,0 +1,47 @@
+// dlm/cuda/gemm_path.cuh — which implementation runs the CUDA transformer's linear layers.
+//
+//   cublas  cublasGemmEx (the first implementation; any shape)
+//   lt      cublasLt matmul, algorithm planned once per shape from its heuristic (gemm_lt.cuh)
+//   skinny  dlm's own kernel for a few rows (m <= skinny_max_rows, k a multiple of its vector width;
+//           other products fall back to cublas) (skinny_gemm.cuh)
+//   auto    the default: auto_gemm_path below, per product shape
+//
+// The path is a setting of the runtime context (stream_context::set_gemm_path), initialised from the
+// environment variable DLM_CUDA_GEMM (cublas|lt|skinny|auto; unset or empty: auto). Host code only.
+#pragma once
+
+#include <array>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "../core/error.hpp"
+
+namespace dlm::cuda {
+
+enum class gemm_path { cublas, lt, skinny, automatic };
+
+inline constexpr std::array<std::string_view, 4> gemm_path_names{"cublas", "lt", "skinny", "auto"};
+
+[[nodiscard]] constexpr std::string_view name(gemm_path p) noexcept { return gemm_path_names[static_cast<std::size_t>(p)]; }
+
+/// Parses a path name; anything else throws invalid_parameter naming `parameter` (the variable or flag
+/// the value came from) and the accepted values.
+[[nodiscard]] inline gemm_path parse_gemm_path(std::string_view value, const std::string& parameter) {
+    for (std::size_t i = 0; i < gemm_path_names.size(); ++i)
+        if (value == gemm_path_names[i]) return static_cast<gemm_path>(i);
+    throw invalid_parameter(parameter, "must be one of cublas, lt, skinny, auto; got '" + std::string(value) + "'");
+}
+
+/// The path DLM_CUDA_GEMM asks for (auto when unset or empty); an unknown value throws invalid_parameter.
+[[nodiscard]] inline gemm_path gemm_path_from_environment() {
+    const char* v = std::getenv("DLM_CUDA_GEMM");
+    return v && *v ? parse_gemm_path(v, "DLM_CUDA_GEMM") : gemm_path::automatic;
+}
+
+/// What `auto` runs for a product of m rows (n outputs, k inputs): the one place to change when
+/// measurements say another path is faster for some shapes. Must return cublas, lt or skinny (skinny
+/// still falls back to cublas where it does not apply).
+[[nodiscard]] constexpr gemm_path auto_gemm_path(index_t /*m*/, index_t /*n*/, index_t /*k*/) noexcept { return gemm_path::cublas; }
+
+}  // namespace dlm::cuda
