@@ -14,9 +14,16 @@ target_compile_definitions(test_cuda PRIVATE DLM_TEST_DATA="${DLM_TEST_DATA}" DL
 target_compile_options(test_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
                                          $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas -diag-suppress=1675>)
 
-foreach(_suite IN ITEMS host philox sampling selection parity cache presets errors)
+foreach(_suite IN ITEMS host philox sampling selection gemm parity cache presets errors)
   add_test(NAME "test_cuda: ${_suite}" COMMAND test_cuda --test-suite=${_suite})
   set_tests_properties("test_cuda: ${_suite}" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda)
+endforeach()
+
+# The model through the other GEMM paths (gemm.cuh): the same parity with the CPU model.
+foreach(_path IN ITEMS lt skinny)
+  add_test(NAME "test_cuda: parity (DLM_CUDA_GEMM=${_path})" COMMAND test_cuda --test-suite=parity)
+  set_tests_properties("test_cuda: parity (DLM_CUDA_GEMM=${_path})" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda
+                       ENVIRONMENT DLM_CUDA_GEMM=${_path})
 endforeach()
 
 # The debug mode (every launch synchronised and checked) on the suite that runs every kernel of a

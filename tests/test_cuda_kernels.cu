@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <dlm/cuda/device_decoder.cuh>
+#include <dlm/cuda/gemm.cuh>
 
 using namespace dlm;
 
@@ -149,6 +150,23 @@ TEST_SUITE("host") {
         CHECK(!dlm::cuda::graphs_refused(nullptr));
     }
 
+    TEST_CASE("DLM_CUDA_GEMM names a GEMM path; anything else is refused by name") {
+        CHECK(dlm::cuda::parse_gemm_path("cublas", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::cublas);
+        CHECK(dlm::cuda::parse_gemm_path("lt", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::lt);
+        CHECK(dlm::cuda::parse_gemm_path("skinny", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::skinny);
+        CHECK(dlm::cuda::parse_gemm_path("auto", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::automatic);
+        CHECK(dlm::cuda::name(dlm::cuda::gemm_path::skinny) == "skinny");
+        CHECK_THROWS_WITH_AS((void)dlm::cuda::parse_gemm_path("cuBLAS", "DLM_CUDA_GEMM"), doctest::Contains("DLM_CUDA_GEMM"), invalid_parameter);
+        CHECK_THROWS_AS((void)dlm::cuda::parse_gemm_path("", "DLM_CUDA_GEMM"), invalid_parameter);
+        // auto is cublas for now, and skinny falls back to cublas where its kernel does not apply.
+        const auto* aligned = reinterpret_cast<const dlm::cuda::bf16*>(std::uintptr_t{256});
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 1, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 16, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::skinny);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 17, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 4, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::lt, 64, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::lt);
+    }
+
     TEST_CASE("a device decoder type for every preset") {
         using M = struct fake_model;  // only the type mapping is checked here
         static_assert(std::is_same_v<dlm::cuda::device_decoder_t<presets::cdlm<M>>,
@@ -244,5 +262,109 @@ TEST_SUITE("selection") {
         check_schedule(llada_schedule{1024}, "llada, block 1024", 1024, 1024);
         check_schedule(factor_schedule{1.0}, "factor, block 1024", 1024, 1024);
         check_schedule(threshold_schedule{0.9}, "threshold, block 1024", 1024, 1024);
+    }
+}
+
+namespace {
+
+/// Runs y (+)= x · Wᵀ by `path` on random inputs of type T and checks it against a double-precision host
+/// reference from the same rounded inputs: within 1e-4 of the sum of |products| (f32 accumulation, which
+/// tensor cores may truncate; a wrong index or a lost term is off by far more).
+/// Returns the device result.
+template <class T>
+std::vector<float> check_gemm(dlm::cuda::gemm_path path, index_t m, index_t n, index_t k, float beta, unsigned seed) {
+    CAPTURE(dlm::cuda::name(path));
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    CAPTURE(beta);
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<T> x(static_cast<std::size_t>(m) * k), w(static_cast<std::size_t>(n) * k);
+    for (T& v : x) v = dlm::cuda::element<T>::from_float(u(g));
+    for (T& v : w) v = dlm::cuda::element<T>::from_float(u(g) * 0.1f);
+    std::vector<float> y0(static_cast<std::size_t>(m) * n);
+    for (float& v : y0) v = u(g);
+    dlm::cuda::stream_context ctx;
+    dlm::cuda::gemm_engine engine;
+    dlm::cuda::device_buffer<T> dx(x.size() + 1, "x"), dw(w.size() + 1, "W");
+    dlm::cuda::device_buffer<float> dy(y0.size() + 1, "y");
+    dlm::cuda::upload(dx.data(), x.data(), x.size(), ctx.stream(), "x");
+    dlm::cuda::upload(dw.data(), w.data(), w.size(), ctx.stream(), "W");
+    dlm::cuda::upload(dy.data(), y0.data(), y0.size(), ctx.stream(), "y");
+    engine.run(ctx, path, m, n, k, dx.data(), dw.data(), dy.data(), beta, "test product");
+    std::vector<float> y(y0.size());
+    dlm::cuda::download(y.data(), dy.data(), y.size(), ctx.stream(), "y");
+    ctx.synchronize("test product");
+    std::size_t bad = 0;
+    for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < n; ++j) {
+            double sum = 0, size = 0;
+            for (index_t t = 0; t < k; ++t) {
+                const double p = static_cast<double>(dlm::cuda::element<T>::to_float(x[static_cast<std::size_t>(i) * k + t])) *
+                                 dlm::cuda::element<T>::to_float(w[static_cast<std::size_t>(j) * k + t]);
+                sum += p;
+                size += std::abs(p);
+            }
+            const std::size_t at = static_cast<std::size_t>(i) * n + j;
+            const double expect = sum + beta * static_cast<double>(y0[at]);
+            if (!(std::abs(y[at] - expect) <= 1e-4 * (size + std::abs(beta * y0[at])) + 1e-6)) ++bad;
+        }
+    CHECK(bad == 0);
+    return y;
+}
+
+}  // namespace
+
+TEST_SUITE("gemm") {
+    TEST_CASE("every GEMM path computes the product and the fused residual, on odd shapes") {
+        using dlm::cuda::gemm_path;
+        for (const gemm_path path : {gemm_path::cublas, gemm_path::lt, gemm_path::skinny})
+            for (const index_t m : {1, 3, 16})
+                for (const float beta : {0.0f, 1.0f}) {
+                    check_gemm<dlm::cuda::bf16>(path, m, 1037, 2056, beta, 1);  // k spans chunks of the skinny kernel with a tail
+                    check_gemm<dlm::cuda::f16>(path, m, 77, 520, beta, 2);
+                    check_gemm<float>(path, m, 301, 260, beta, 3);
+                }
+        // Above skinny_max_rows and for k not a multiple of its vector, the skinny path is cuBLAS's.
+        check_gemm<dlm::cuda::bf16>(gemm_path::skinny, 33, 1037, 2056, 1.0f, 4);
+        check_gemm<dlm::cuda::bf16>(gemm_path::skinny, 3, 129, 100, 0.0f, 5);
+        check_gemm<dlm::cuda::bf16>(gemm_path::lt, 64, 129, 100, 1.0f, 6);
+    }
+
+    TEST_CASE("the skinny kernel: a row's result is bit for bit the same in a batch of 16 as alone") {
+        const index_t n = 1037, k = 2056;
+        std::mt19937 g(9);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<dlm::cuda::bf16> x(16 * static_cast<std::size_t>(k)), w(static_cast<std::size_t>(n) * k);
+        for (auto& v : x) v = __float2bfloat16_rn(u(g));
+        for (auto& v : w) v = __float2bfloat16_rn(u(g));
+        dlm::cuda::stream_context ctx;
+        dlm::cuda::device_buffer<dlm::cuda::bf16> dx(x.size(), "x"), dw(w.size(), "W");
+        dlm::cuda::device_buffer<float> batch(16 * static_cast<std::size_t>(n), "y"), alone(static_cast<std::size_t>(n), "y");
+        dlm::cuda::upload(dx.data(), x.data(), x.size(), ctx.stream(), "x");
+        dlm::cuda::upload(dw.data(), w.data(), w.size(), ctx.stream(), "W");
+        dlm::cuda::skinny_linear(ctx.stream(), 16, n, k, dx.data(), dw.data(), batch.data(), 0.0f, "batch of 16");
+        std::vector<float> yb(16 * static_cast<std::size_t>(n)), ya(static_cast<std::size_t>(n));
+        dlm::cuda::download(yb.data(), batch.data(), yb.size(), ctx.stream(), "y");
+        for (const index_t row : {0, 5, 15}) {
+            CAPTURE(row);
+            dlm::cuda::skinny_linear(ctx.stream(), 1, n, k, dx.data() + static_cast<std::size_t>(row) * k, dw.data(), alone.data(), 0.0f, "alone");
+            dlm::cuda::download(ya.data(), alone.data(), ya.size(), ctx.stream(), "y");
+            ctx.synchronize("skinny batch invariance");
+            CHECK(std::memcmp(ya.data(), yb.data() + static_cast<std::size_t>(row) * n, ya.size() * sizeof(float)) == 0);
+        }
+    }
+
+    TEST_CASE("the skinny kernel refuses what it does not take, by name") {
+        dlm::cuda::stream_context ctx;
+        dlm::cuda::device_buffer<dlm::cuda::bf16> x(64 * 104, "x"), w(8 * 104, "W");
+        dlm::cuda::device_buffer<float> y(64 * 8, "y");
+        CHECK_THROWS_WITH_AS(dlm::cuda::skinny_linear(ctx.stream(), 17, 8, 104, x.data(), w.data(), y.data(), 0.0f, "too many rows"),
+                             doctest::Contains("'m'"), invalid_parameter);
+        CHECK_THROWS_WITH_AS(dlm::cuda::skinny_linear(ctx.stream(), 2, 8, 100, x.data(), w.data(), y.data(), 0.0f, "odd k"), doctest::Contains("'k'"),
+                             invalid_parameter);
+        CHECK_NOTHROW(dlm::cuda::skinny_linear(ctx.stream(), 2, 8, 104, x.data(), w.data(), y.data(), 0.0f, "fits"));
+        ctx.synchronize("skinny refusals");
     }
 }
