@@ -2,7 +2,9 @@
 // device; no file), against ceilings the same program measures.
 //
 //   dlm-bench-cuda [--json FILE] [--prompt 128] [--gen 256] [--block 32] [--batches 1,8,64]
-//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick]
+//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick] [--gemm PATH]
+//   dlm-bench-cuda --gemm-sweep [--sweep-rows 1,2,8,16,33,64,264] [--profile] [--json FILE]
+//   dlm-bench-cuda --profile [--gemm PATH] [--json FILE]
 //
 // 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB, bytes read + written per
 //    second) and the f16 and bf16 matrix rates (cuBLAS 8192³ products, f32 accumulation).
@@ -17,6 +19,11 @@
 //    --llada-batches, same prompts.
 // 4. --json: everything above plus the analytic roofline series (AR, full diffusion, CDLM for blocks
 //    4/16/32 and batches 1-128) for tools/roofline.py.
+// 5. --gemm PATH (cublas, lt, skinny, auto; default: DLM_CUDA_GEMM, else auto): the GEMM path of the
+//    model for everything above (docs/cuda.md, "GEMM paths").
+// --gemm-sweep (cuda_gemm_sweep.cuh): the ceilings, then every GEMM path on Dream-7B's linear layers for
+// the --sweep-rows row counts (whatever --gemm says); no model. --profile (cuda_profile.cuh): the ceilings, then the phases of
+// one AR and one CDLM forward at batch 1 with the model's GEMM path. Either replaces 2-4.
 // Exit code 77 when there is no CUDA device.
 #include <algorithm>
 #include <chrono>
@@ -25,17 +32,19 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include <dlm/cuda/cuda.cuh>
-#include <dlm/presets.hpp>
+#include "cuda_bench_util.cuh"
+#include "cuda_gemm_sweep.cuh"
+#include "cuda_profile.cuh"
 
 using namespace dlm;
-using model_t = dlm::cuda::transformer;
+using namespace dlm_bench_cuda;
 using json = nlohmann::json;
 
 namespace {
@@ -46,6 +55,9 @@ struct options {
     std::vector<index_t> batches{1, 8, 64}, llada_batches{1, 8}, host_batches{1, 8};
     index_t layers = 28;
     bool quick = false;
+    bool gemm_sweep = false, profile = false;
+    std::vector<index_t> sweep_rows{1, 2, 8, 16, 33, 64, 264};
+    std::optional<dlm::cuda::gemm_path> gemm;
 };
 
 std::vector<index_t> parse_list(const std::string& s) {
@@ -77,110 +89,13 @@ options parse(int argc, char** argv) {
         else if (a == "--host-batches") o.host_batches = parse_list(next());
         else if (a == "--layers") o.layers = std::stoi(next());
         else if (a == "--quick") o.quick = true;
+        else if (a == "--gemm-sweep") o.gemm_sweep = true;
+        else if (a == "--sweep-rows") o.sweep_rows = parse_list(next());
+        else if (a == "--profile") o.profile = true;
+        else if (a == "--gemm") o.gemm = dlm::cuda::parse_gemm_path(next(), "--gemm");
         else throw invalid_parameter(a, "unknown option (see the header of bench/bench_cuda.cu)");
     }
     return o;
-}
-
-/// Dream-v0-Instruct-7B's shape (tests/data/configs/dream-v0-instruct-7b), `layers` of them.
-io::model_config dream7b(index_t layers) {
-    io::model_config c;
-    c.arch = io::architecture::dream;
-    c.vocab_size = 152064;
-    c.hidden_size = 3584;
-    c.intermediate_size = 18944;
-    c.num_layers = layers;
-    c.num_heads = 28;
-    c.num_kv_heads = 4;
-    c.head_dim = 128;
-    c.max_context = 32768;
-    c.rope_theta = 1000000.0;
-    c.rms_norm_eps = 1e-6;
-    c.tie_word_embeddings = false;
-    c.qkv_bias = true;
-    c.mask_id = 151666;
-    c.eos_ids = {151643};
-    c.logits_shift = true;
-    return c;
-}
-
-/// A small model of the same family (--quick: a smoke run of every code path).
-io::model_config small() {
-    io::model_config c = dream7b(2);
-    c.vocab_size = 4096;
-    c.hidden_size = 512;
-    c.intermediate_size = 1024;
-    c.num_heads = 8;
-    c.num_kv_heads = 2;
-    c.head_dim = 64;
-    c.mask_id = 4095;
-    c.eos_ids = {4000};
-    return c;
-}
-
-/// Times `f` with CUDA events on `stream`: `reps` runs after `warmup`; seconds per run.
-double time_on(cudaStream_t stream, int warmup, int reps, const std::function<void()>& f) {
-    cudaEvent_t a, b;
-    dlm::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
-    dlm::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
-    for (int i = 0; i < warmup; ++i) f();
-    dlm::cuda::check(cudaEventRecord(a, stream), "cudaEventRecord");
-    for (int i = 0; i < reps; ++i) f();
-    dlm::cuda::check(cudaEventRecord(b, stream), "cudaEventRecord");
-    dlm::cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    dlm::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return ms / 1e3 / reps;
-}
-
-struct ceilings {
-    double copy_gbs = 0;     // bytes read + written per second, GB/s
-    double f16_tflops = 0;   // cuBLAS f16 product, f32 accumulation
-    double bf16_tflops = 0;  // same, bf16
-};
-
-ceilings measure_ceilings(bool quick) {
-    ceilings c;
-    dlm::cuda::stream_context ctx;
-    {
-        const std::size_t bytes = quick ? (std::size_t{256} << 20) : (std::size_t{2} << 30);
-        dlm::cuda::device_buffer<std::byte> a(bytes, "copy source"), b(bytes, "copy destination");
-        dlm::cuda::check(cudaMemsetAsync(a.data(), 1, bytes, ctx.stream()), "cudaMemsetAsync");
-        const double s = time_on(ctx.stream(), 2, 10, [&] {
-            dlm::cuda::check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpyAsync");
-        });
-        c.copy_gbs = 2.0 * static_cast<double>(bytes) / s / 1e9;
-    }
-    const int n = quick ? 2048 : 8192;
-    const std::size_t elems = static_cast<std::size_t>(n) * n;
-    auto gemm_rate = [&](cudaDataType_t type, std::size_t elem_bytes) {
-        dlm::cuda::device_buffer<std::byte> A(elems * elem_bytes, "GEMM A"), B(elems * elem_bytes, "GEMM B");
-        dlm::cuda::device_buffer<float> C(elems, "GEMM C");
-        if (type == CUDA_R_16F) {
-            dlm::cuda::kernels::fill_uniform<dlm::cuda::f16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
-                reinterpret_cast<dlm::cuda::f16*>(A.data()), elems, 1, 0, 0.0f, 1.0f);
-            dlm::cuda::kernels::fill_uniform<dlm::cuda::f16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
-                reinterpret_cast<dlm::cuda::f16*>(B.data()), elems, 2, 0, 0.0f, 1.0f);
-        } else {
-            dlm::cuda::kernels::fill_uniform<dlm::cuda::bf16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
-                reinterpret_cast<dlm::cuda::bf16*>(A.data()), elems, 1, 0, 0.0f, 1.0f);
-            dlm::cuda::kernels::fill_uniform<dlm::cuda::bf16><<<dlm::cuda::kernels::stride_grid(elems), 256, 0, ctx.stream()>>>(
-                reinterpret_cast<dlm::cuda::bf16*>(B.data()), elems, 2, 0, 0.0f, 1.0f);
-        }
-        dlm::cuda::check_launch("fill_uniform", ctx.stream());
-        const float alpha = 1.0f, beta = 0.0f;
-        const double s = time_on(ctx.stream(), 3, 10, [&] {
-            dlm::cuda::check(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, A.data(), type, n, B.data(), type, n, &beta, C.data(),
-                                          CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                             "cublasGemmEx (ceiling)");
-        });
-        return 2.0 * n * static_cast<double>(n) * n / s / 1e12;
-    };
-    c.f16_tflops = gemm_rate(CUDA_R_16F, 2);
-    c.bf16_tflops = gemm_rate(CUDA_R_16BF, 2);
-    return c;
 }
 
 /// FLOP and bytes of one forward, counted from its shapes.
@@ -220,52 +135,13 @@ double attended_keys(const Mask& mask, const canvas_layout& l, const forward_pla
     return n;
 }
 
-/// Prompt tokens are drawn below this id: under 150000 (Dream's ordinary tokens) and below the model's
-/// mask and EOS ids (the small --quick model has a vocabulary of 4096).
-token_id ordinary_tokens(const model_t& m) {
-    token_id end = std::min<token_id>(150000, m.mask_id());
-    for (const token_id e : m.eos_ids()) end = std::min(end, e);
-    return end;
-}
-
-std::vector<std::vector<token_id>> prompts_for(index_t batch, index_t length, token_id vocab_without_specials, unsigned seed) {
-    std::mt19937 g(seed);
-    std::vector<std::vector<token_id>> p(static_cast<std::size_t>(batch));
-    for (auto& v : p) {
-        v.resize(static_cast<std::size_t>(length));
-        for (auto& t : v) t = static_cast<token_id>(g() % static_cast<unsigned>(vocab_without_specials));
-    }
-    return p;
-}
-
 /// Times one step kind at one batch: `plan_of(layout)` after `prepare(caches)`.
 template <class Mask, class Plan>
 json time_forward(model_t& m, const model_sizes& ms, const ceilings& ceil, const char* kind, const Mask& mask, index_t batch,
                   const canvas_layout& l, Plan plan_of, bool needs_cache) {
-    const auto prompts = prompts_for(batch, l.prompt_length, ordinary_tokens(m), 7);
-    std::vector<std::vector<token_id>> canvases;
-    for (const auto& p : prompts) {
-        auto c = p;
-        c.resize(static_cast<std::size_t>(l.size()), m.mask_id());
-        canvases.push_back(std::move(c));
-    }
-    std::vector<model_t::kv_cache> caches;
-    std::vector<forward_request<model_t::kv_cache>> fill, step;
-    const forward_plan plan = plan_of(l);
-    for (index_t i = 0; i < batch; ++i) {
-        if (needs_cache) caches.push_back(m.make_kv_cache(l.size()));
-    }
-    for (index_t i = 0; i < batch; ++i) {
-        model_t::kv_cache* kv = needs_cache ? &caches[static_cast<std::size_t>(i)] : nullptr;
-        // Fill every position's K/V once (one full forward storing the canvas), so the step's cached keys exist.
-        fill.push_back({canvases[static_cast<std::size_t>(i)], l, {0, l.size(), l.size() - 1, l.size(), 0, l.size(), l.size()}, kv});
-        step.push_back({canvases[static_cast<std::size_t>(i)], l, plan, kv});
-    }
-    if (needs_cache) {
-        (void)m.forward_device(std::span<const forward_request<model_t::kv_cache>>(fill), mask);
-        m.synchronize();
-    }
-    const std::span<const forward_request<model_t::kv_cache>> rq(step);
+    const forward_step step(m, mask, batch, l, plan_of, needs_cache);
+    const forward_plan& plan = step.plan;
+    const std::span<const forward_request<model_t::kv_cache>> rq = step.span();
     double s = time_on(m.stream(), 1, 1, [&] { (void)m.forward_device(rq, mask); });
     const int reps = std::clamp(static_cast<int>(1.0 / std::max(s, 1e-6)), 3, 30);
     s = time_on(m.stream(), 1, reps, [&] { (void)m.forward_device(rq, mask); });
@@ -360,21 +236,40 @@ int main(int argc, char** argv) try {
     std::printf("ceilings: copy %.0f GB/s (read + write), f16 GEMM %.1f TFLOP/s, bf16 GEMM %.1f TFLOP/s\n", ceil.copy_gbs, ceil.f16_tflops,
                 ceil.bf16_tflops);
 
-    const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
-    const auto t_init = std::chrono::steady_clock::now();
-    model_t m = model_t::random(cfg, 2024);
-    const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
-    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));  // K/V are f32
-    std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
-                cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
-
     json out;
     out["device"] = {{"name", prop.name}, {"sms", prop.multiProcessorCount}, {"memory_bytes", prop.totalGlobalMem}, {"l2_bytes", prop.l2CacheSize},
                      {"driver", driver}, {"runtime", runtime}};
     out["ceilings"] = {{"copy_gbs", ceil.copy_gbs}, {"f16_tflops", ceil.f16_tflops}, {"bf16_tflops", ceil.bf16_tflops}};
+    auto write_json = [&] {
+        if (o.json_path.empty()) return;
+        std::ofstream(o.json_path) << out.dump(2) << '\n';
+        std::printf("wrote %s\n", o.json_path.c_str());
+    };
+    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows);
+
+    const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
+    if (o.gemm_sweep && !o.profile) {
+        write_json();
+        return 0;
+    }
+    const auto t_init = std::chrono::steady_clock::now();
+    model_t m = model_t::random(cfg, 2024);
+    if (o.gemm) m.set_gemm_path(*o.gemm);
+    const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
+    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));  // K/V are f32
+    std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
+                cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
+    std::printf("GEMM path: %s (auto runs cublas, lt or skinny per shape: dlm::cuda::auto_gemm_path)\n", std::string(dlm::cuda::name(m.gemm_path())).c_str());
+    out["gemm_path"] = std::string(dlm::cuda::name(m.gemm_path()));
     out["model"] = {{"layers", cfg.num_layers}, {"hidden", cfg.hidden_size}, {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads},
                     {"intermediate", cfg.intermediate_size}, {"vocab", cfg.vocab_size}, {"weight_bytes", ms.weight_bytes}};
     out["shape"] = {{"prompt", o.prompt}, {"gen", o.gen}, {"block", o.block}};
+    if (o.profile) {
+        std::printf("bandwidth floor of one forward: %.3f ms (weight bytes / copy bandwidth)\n", ms.weight_bytes / (ceil.copy_gbs * 1e9) * 1e3);
+        out["profile"] = profile_steps(m, o.prompt, o.gen, o.block);
+        write_json();
+        return 0;
+    }
 
     // 2. Forwards. The canvas: prompt + gen; the step sits at the middle block.
     std::printf("forwards (prompt %d, gen %d, block %d; mid-generation):\n", o.prompt, o.gen, o.block);
@@ -424,10 +319,7 @@ int main(int argc, char** argv) try {
                             n["ms_per_forward"].get<double>() / c["ms_per_forward"].get<double>());
     }
     out["roofline"] = roofline_series(ms, o);
-    if (!o.json_path.empty()) {
-        std::ofstream(o.json_path) << out.dump(2) << '\n';
-        std::printf("wrote %s\n", o.json_path.c_str());
-    }
+    write_json();
     return 0;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "dlm-bench-cuda: %s\n", e.what());
