@@ -11,10 +11,14 @@
 #   results.md    date, GPU, toolchain, test summary, benchmark output, phase times and time-outs
 #   bench.json    dlm-bench-cuda --json (ceilings, forwards, decoding, roofline series)
 #   quick.json    dlm-bench-cuda --quick --json (a small model: every code path, in seconds)
+#   gemm-sweep.json  dlm-bench-cuda --gemm-sweep --json (every GEMM path on Dream-7B's linear layers)
+#   profile-PATH.json  dlm-bench-cuda --profile --json with DLM_CUDA_GEMM=PATH (cublas, skinny, lt): the
+#                 phases of an AR and a CDLM forward
 #   roofline.png  tools/roofline.py's plot of bench.json (also copied to docs/img/ when $OUT is unset)
-#   build.log, ctest.log, bench-quick.log, bench.log
+#   build.log, ctest.log, bench-quick.log, bench-gemm-sweep.log, bench-profile-PATH.log, bench.log
 # Each phase is bounded (seconds; environment variables): GPU_CHECK_BUILD_S (default 600),
-# GPU_CHECK_TEST_S (300), GPU_CHECK_QUICK_S (60), GPU_CHECK_BENCH_S (300). A phase that runs out is
+# GPU_CHECK_TEST_S (300), GPU_CHECK_QUICK_S (60), GPU_CHECK_SWEEP_S (120), GPU_CHECK_PROFILE_S (120, each
+# of the three), GPU_CHECK_BENCH_S (300). A phase that runs out is
 # recorded as timed out (with what its log holds so far) and the check goes on to the next one.
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
 # host compiler, make or ninja, python3 with matplotlib for the plot (skipped without it). Exits 1 when
@@ -55,6 +59,8 @@ build_s=${GPU_CHECK_BUILD_S:-600}
 test_s=${GPU_CHECK_TEST_S:-300}
 quick_s=${GPU_CHECK_QUICK_S:-60}
 bench_s=${GPU_CHECK_BENCH_S:-300}
+sweep_s=${GPU_CHECK_SWEEP_S:-120}
+profile_s=${GPU_CHECK_PROFILE_S:-120}
 # Runs "$@" for at most $1 seconds; 124 when it ran out.
 bounded() {
     local limit=$1
@@ -159,6 +165,12 @@ bench() {  # name, limit, log, arguments...
     } >>"$results"
 }
 bench "quick benchmark" "$quick_s" bench-quick.log --quick --json "$out/quick.json"
+# The GEMM paths (docs/cuda.md, "GEMM paths"): each on the Dream-7B linear layers, then where a forward's
+# time goes with each.
+bench "GEMM sweep" "$sweep_s" bench-gemm-sweep.log --gemm-sweep --json "$out/gemm-sweep.json"
+for gemm in cublas skinny lt; do
+    DLM_CUDA_GEMM=$gemm bench "profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-$gemm.log" --profile --json "$out/profile-$gemm.json"
+done
 # The host decoder is timed at batch 1 only: at batch 8 it samples 152k-entry rows on one CPU core and
 # took the 2026-11-30 run past its 150 s; the Dream-7B run with these lists took under 112 s on an H200.
 bench "benchmark" "$bench_s" bench.log --host-batches 1 --json "$out/bench.json"
