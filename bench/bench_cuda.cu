@@ -245,12 +245,13 @@ int main(int argc, char** argv) try {
         std::ofstream(o.json_path) << out.dump(2) << '\n';
         std::printf("wrote %s\n", o.json_path.c_str());
     };
-    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows);
+    int sweep_failures = 0;
+    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows, sweep_failures);
 
     const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
     if (o.gemm_sweep && !o.profile) {
         write_json();
-        return 0;
+        return sweep_failures ? 1 : 0;
     }
     const auto t_init = std::chrono::steady_clock::now();
     model_t m = model_t::random(cfg, 2024);
@@ -266,9 +267,9 @@ int main(int argc, char** argv) try {
     out["shape"] = {{"prompt", o.prompt}, {"gen", o.gen}, {"block", o.block}};
     if (o.profile) {
         std::printf("bandwidth floor of one forward: %.3f ms (weight bytes / copy bandwidth)\n", ms.weight_bytes / (ceil.copy_gbs * 1e9) * 1e3);
-        out["profile"] = profile_steps(m, o.prompt, o.gen, o.block);
+        out["profile"] = profile_steps(m, o.prompt, o.gen, o.block, ceil);
         write_json();
-        return 0;
+        return sweep_failures ? 1 : 0;
     }
 
     // 2. Forwards. The canvas: prompt + gen; the step sits at the middle block.

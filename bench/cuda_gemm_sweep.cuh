@@ -44,7 +44,8 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
     return size > 0 ? diff / size : diff;
 }
 
-inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t>& rows) {
+/// The sweep's table rows (JSON); `failures` counts the rows that failed.
+inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t>& rows, int& failures) {
     namespace dc = dlm::cuda;
     using dc::bf16;
     dc::stream_context ctx;
@@ -71,8 +72,9 @@ inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t
         dc::check_launch("fill_uniform (sweep inputs)", st);
         for (const index_t m : rows) {
             const std::size_t outputs = static_cast<std::size_t>(m) * sh.n;
-            // One product on copy c of the weights, from y = 0 (so beta = 1 runs compare).
+            // One product on copy c of the weights.
             auto run = [&](dc::gemm_path p, std::size_t c) { engine.run(ctx, p, m, sh.n, sh.k, x.data(), w.data() + c * weights, y.data(), sh.beta, sh.name); };
+            // The result of one product from y = 0 (so that beta = 1 runs compare).
             auto result = [&](dc::gemm_path p) {
                 y.zero(st, "sweep outputs");
                 run(p, 0);
@@ -81,13 +83,14 @@ inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t
                 ctx.synchronize("GEMM sweep");
                 return r;
             };
-            const std::vector<float> reference = result(dc::gemm_path::cublas);
-            for (const dc::gemm_path p : {dc::gemm_path::cublas, dc::gemm_path::lt, dc::gemm_path::skinny}) {
-                if (dc::resolve_gemm_path(p, m, sh.n, sh.k, x.data(), w.data()) != p) continue;  // skinny above its rows
+            const std::vector<float> reference = result(dc::gemm_path::cublas);  // an error here ends the sweep
+            // One row of the table; an error (a shape cublasLt has no algorithm for, a failed launch) is
+            // printed and recorded, and the sweep goes on (a kernel fault would fail every later row too).
+            auto measure = [&](dc::gemm_path p) {
                 const std::vector<float> first = p == dc::gemm_path::cublas ? reference : result(p), second = result(p);
                 const bool same_bits = std::memcmp(first.data(), second.data(), outputs * sizeof(float)) == 0;
                 const double diff = relative_difference(first, reference);
-                for (std::size_t c = 0; c < copies; ++c) run(p, c);  // warm-up (and lt's plan, made by result already)
+                for (std::size_t c = 0; c < copies; ++c) run(p, c);  // warm-up (lt's plan was made by result)
                 double best = 1e30;
                 for (int t = 0; t < sweep_trials; ++t)
                     best = std::min(best, time_on(st, 0, 1, [&] {
@@ -98,18 +101,24 @@ inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t
                 if (p == dc::gemm_path::lt) algo = engine.lt().algo_info<bf16>(m, sh.n, sh.k, sh.beta).to_string();
                 std::printf("  %-8s %6d %6d %5d %-7s %10.1f %9.0f %5.0f%% %10.2e %4s  %s\n", sh.name, sh.n, sh.k, m, std::string(dc::name(p)).c_str(),
                             best * 1e6, gbs, 100.0 * gbs / ceil.copy_gbs, diff, same_bits ? "yes" : "NO", algo.c_str());
-                out.push_back({{"shape", sh.name},
-                               {"n", sh.n},
-                               {"k", sh.k},
-                               {"m", m},
-                               {"beta", sh.beta},
-                               {"path", std::string(dc::name(p))},
-                               {"us", best * 1e6},
-                               {"weight_gbs", gbs},
-                               {"copy_fraction", gbs / ceil.copy_gbs},
-                               {"relative_difference_from_cublas", diff},
-                               {"deterministic", same_bits},
-                               {"lt_algorithm", algo}});
+                return nlohmann::json{{"us", best * 1e6},
+                                      {"weight_gbs", gbs},
+                                      {"copy_fraction", gbs / ceil.copy_gbs},
+                                      {"relative_difference_from_cublas", diff},
+                                      {"deterministic", same_bits},
+                                      {"lt_algorithm", algo}};
+            };
+            for (const dc::gemm_path p : {dc::gemm_path::cublas, dc::gemm_path::lt, dc::gemm_path::skinny}) {
+                if (dc::resolve_gemm_path(p, m, sh.n, sh.k, x.data(), w.data()) != p) continue;  // skinny above its rows
+                nlohmann::json row{{"shape", sh.name}, {"n", sh.n}, {"k", sh.k}, {"m", m}, {"beta", sh.beta}, {"path", std::string(dc::name(p))}};
+                try {
+                    row.update(measure(p));
+                } catch (const dlm::error& e) {
+                    std::printf("  %-8s %6d %6d %5d %-7s FAILED: %s\n", sh.name, sh.n, sh.k, m, std::string(dc::name(p)).c_str(), e.what());
+                    row["error"] = e.what();
+                    ++failures;
+                }
+                out.push_back(row);
             }
         }
     }

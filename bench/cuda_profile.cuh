@@ -29,8 +29,15 @@ private:
     model_t& m_;
 };
 
+/// Bytes of the weights the linear layers read in one forward (every layer's four products and the head).
+inline double linear_weight_bytes(const io::model_config& c) {
+    const double h = c.hidden_size, q = static_cast<double>(c.num_heads) * c.head_dim, kv = static_cast<double>(c.num_kv_heads) * c.head_dim,
+                 f = c.intermediate_size;
+    return sizeof(model_t::element_type) * (c.num_layers * (h * (q + 2 * kv) + q * h + 3 * h * f) + h * static_cast<double>(c.vocab_size));
+}
+
 template <class Mask, class Plan>
-nlohmann::json profile_step(model_t& m, const char* kind, const Mask& mask, const canvas_layout& l, Plan plan_of) {
+nlohmann::json profile_step(model_t& m, const char* kind, const Mask& mask, const canvas_layout& l, Plan plan_of, const ceilings& ceil) {
     const forward_step step(m, mask, 1, l, plan_of, true);
     auto forward = [&] { (void)m.forward_device(step.span(), mask); };
     const double plain_ms = time_on(m.stream(), 2, profile_forwards, forward) * 1e3;
@@ -53,23 +60,32 @@ nlohmann::json profile_step(model_t& m, const char* kind, const Mask& mask, cons
         std::printf("  %-16s %9.3f ms %6.1f%%\n", std::string(dlm::cuda::forward_phase_names[i]).c_str(), ms[i], sum > 0 ? 100.0 * ms[i] / sum : 0.0);
         phases.push_back({{"phase", std::string(dlm::cuda::forward_phase_names[i])}, {"ms", ms[i]}, {"fraction", sum > 0 ? ms[i] / sum : 0.0}});
     }
+    using dlm::cuda::forward_phase;
+    const double gemm_ms = ms[static_cast<std::size_t>(forward_phase::qkv_gemm)] + ms[static_cast<std::size_t>(forward_phase::o_gemm)] +
+                           ms[static_cast<std::size_t>(forward_phase::gate_up_gemm)] + ms[static_cast<std::size_t>(forward_phase::down_gemm)] +
+                           ms[static_cast<std::size_t>(forward_phase::head_gemm)];
+    const double gemm_gbs = gemm_ms > 0 ? linear_weight_bytes(m.config()) / (gemm_ms * 1e-3) / 1e9 : 0.0;
+    std::printf("  GEMMs together: %.3f ms, %.0f GB/s of their weight bytes (%.0f%% of the copy bandwidth)\n", gemm_ms, gemm_gbs,
+                100.0 * gemm_gbs / ceil.copy_gbs);
     return {{"kind", kind},
             {"rows", step.plan.window_size()},
             {"gemm_path", std::string(dlm::cuda::name(m.gemm_path()))},
             {"ms_without_profiler", plain_ms},
             {"ms_of_phases", sum},
+            {"gemm_ms", gemm_ms},
+            {"gemm_weight_gbs", gemm_gbs},
             {"phases", phases}};
 }
 
 /// The AR and CDLM steps of the forward table (mid-generation, batch 1).
-inline nlohmann::json profile_steps(model_t& m, index_t prompt, index_t gen, index_t block) {
+inline nlohmann::json profile_steps(model_t& m, index_t prompt, index_t gen, index_t block, const ceilings& ceil) {
     nlohmann::json out = nlohmann::json::array();
     const canvas_layout la{prompt, gen, 1, true};
-    out.push_back(profile_step(m, "ar", causal_mask{}, la, [&](const canvas_layout& l) { return prefix_cache{}.plan(causal_mask{}, l, {gen / 2, 0}); }));
+    out.push_back(profile_step(m, "ar", causal_mask{}, la, [&](const canvas_layout& l) { return prefix_cache{}.plan(causal_mask{}, l, {gen / 2, 0}); }, ceil));
     const canvas_layout lc{prompt, gen, block, true};
     const block_causal_mask bc{block};
     const index_t mid_block = gen / block / 2;
-    out.push_back(profile_step(m, "cdlm", bc, lc, [&](const canvas_layout& l) { return prefix_cache{}.plan(bc, l, {mid_block, 1}); }));
+    out.push_back(profile_step(m, "cdlm", bc, lc, [&](const canvas_layout& l) { return prefix_cache{}.plan(bc, l, {mid_block, 1}); }, ceil));
     return out;
 }
 
