@@ -65,7 +65,9 @@ int run(const cli::options& o) {
     std::cerr << cli::cpu_line(m) << std::endl;
     cli::settings s;
     try {
-        s = cli::resolve(o, o.preset, m.hints);
+        const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
+        std::cerr << "preset: " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
+        s = cli::resolve(o, chosen.preset, m.hints);
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-eval: " << e.what() << '\n';
         return 2;

@@ -76,7 +76,9 @@ int run(const cli::options& o) {
     if (o.stats) std::cerr << cli::cpu_line(m) << std::endl;
     std::vector<cli::settings> runs;
     try {
-        for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{o.preset})
+        const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
+        if (o.stats && !o.compare) std::cerr << "preset: " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
+        for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{chosen.preset})
             runs.push_back(cli::resolve(o, p, m.hints));
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-generate: " << e.what() << '\n';

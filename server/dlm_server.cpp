@@ -116,7 +116,9 @@ int run(const cli::options& o) {
     cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
     cli::settings s;
     try {
-        s = cli::resolve(o, o.preset, m.hints);
+        const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
+        std::cerr << "dlm-server: preset " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
+        s = cli::resolve(o, chosen.preset, m.hints);
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-server: " << e.what() << '\n';
         return 2;

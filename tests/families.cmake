@@ -49,3 +49,29 @@ family_cli_model(lladamoe_tiny)
 cli_case("generate --preset llada on LLaDA-MoE: bidirectional mixture of experts" dlm-generate
          ARGS "-m|${CMAKE_CURRENT_BINARY_DIR}/lladamoe_tiny_cli|--preset|llada|-p|Tom has 3 apples|-n|16|--block-length|8|--stats"
          EXPECT "llada: 16 forwards")
+
+# Without --preset the programs decode with the model's preset (cli::default_preset): the family's own
+# for SDAR, Fast-dLLM v2 and LLaDA2, autoregressive for Qwen2, cdlm for LLaDA and LLaDA-MoE; --stats,
+# dlm-eval and dlm-server say which and why, an explicit --preset wins, and the flags are checked
+# against the preset chosen.
+# default_preset_case(<name> <model folder> <extra args a|b> <expected regex%%...> [RC n])
+function(default_preset_case name model extra expect)
+  cli_case("default preset: ${name}" dlm-generate ARGS "-m|${model}|-p|Tom has 3 apples|-n|16|--stats${extra}" EXPECT "${expect}" ${ARGN})
+endfunction()
+set(_b "${CMAKE_CURRENT_BINARY_DIR}")
+default_preset_case("SDAR folder decodes with sdar" ${_b}/sdar_tiny_cli ""
+                    "preset: sdar, the default for SDARForCausalLM \\(config.json architectures\\)%%sdar: [0-9]+ forwards")
+default_preset_case("Fast-dLLM v2 folder decodes with fast-dllm-v2" ${_b}/fast_dllm_v2_tiny_cli ""
+                    "preset: fast-dllm-v2, the default for Fast_dLLM_QwenForCausalLM%%fast-dllm-v2: [0-9]+ forwards")
+default_preset_case("LLaDA2 folder decodes with llada2" ${_b}/llada2_tiny_cli "|--block-length|8"
+                    "preset: llada2, the default for LLaDA2MoeModelLM%%llada2: [0-9]+ forwards")
+default_preset_case("LLaDA-MoE folder keeps cdlm" ${_b}/lladamoe_tiny_cli "|--block-length|8"
+                    "preset: cdlm, the default for LLaDAMoEModelLM \\(config.json architectures\\), whose family has no preset of its own")
+default_preset_case("LLaDA folder keeps cdlm" ${_b}/cli_model "|--block-length|8" "preset: cdlm, the default for LLaDAModelLM%%cdlm: [0-9]+ forwards")
+default_preset_case("Qwen2 folder decodes autoregressively" ${PROJECT_SOURCE_DIR}/models/ar ""
+                    "preset: autoregressive, the default for Qwen2ForCausalLM%%autoregressive: [0-9]+ forwards, steps per block \\[1 1")
+default_preset_case("an explicit --preset wins" ${_b}/sdar_tiny_cli "|--preset|llada|--block-length|4" "preset: llada, --preset llada%%llada: 16 forwards")
+default_preset_case("--steps passes on SDAR's preset" ${_b}/sdar_tiny_cli "|--steps|2" "preset: sdar")
+default_preset_case("--steps is refused on LLaDA's, naming it" ${_b}/cli_model "|--steps|2" "'--steps': does not apply to the cdlm preset" RC 2)
+cli_case("default preset: dlm-eval says which" dlm-eval
+         ARGS "-m|${_b}/sdar_tiny_cli|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--limit|1|--no-progress" EXPECT "preset: sdar, the default for SDARForCausalLM")

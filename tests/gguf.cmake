@@ -14,3 +14,30 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
            COMMAND dlm-bench-forward -m ${DLM_TEST_DATA}/gguf/dream_tiny.bf16.gguf --reps 1 --no-peak --canvas 24 --block 8 --cache 16 --threads 1)
   set_tests_properties("bench: dlm-bench-forward runs a GGUF file" PROPERTIES LABELS bench PASS_REGULAR_EXPRESSION "weights bf16")
 endif()
+
+# dlm-make-checkpoint --format gguf (bench/gguf_checkpoint.hpp) on the tiny-k shape (rows of 256, so
+# Q4_K_M's K-quants fit): the reader loads each written file, which holds exactly
+# transformer::random(config, 3, type) (logits equal and finite), and dlm-generate decodes from the
+# file alone (config and byte-level tokenizer from its metadata).
+if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
+  foreach(_t IN ITEMS q8_0 q4_k_m bf16)
+    set(_gg ${CMAKE_CURRENT_BINARY_DIR}/tiny-k.${_t}.gguf)
+    set(_verify --verify-random 3)
+    if(NOT _t STREQUAL "bf16")
+      list(APPEND _verify --verify-type ${_t})
+    endif()
+    add_test(NAME "bench: dlm-make-checkpoint writes a tiny-k GGUF ${_t}"
+             COMMAND dlm-make-checkpoint --shape tiny-k --format gguf --type ${_t} --seed 3 --out ${_gg})
+    set_tests_properties("bench: dlm-make-checkpoint writes a tiny-k GGUF ${_t}" PROPERTIES FIXTURES_SETUP gguf_tiny_k_${_t} LABELS bench)
+    add_test(NAME "bench: the tiny-k GGUF ${_t} holds the random model it was made from"
+             COMMAND dlm-bench-forward -m ${_gg} ${_verify} --reps 1 --no-peak --canvas 16 --block 8 --cache 8 --threads 1)
+    set_tests_properties("bench: the tiny-k GGUF ${_t} holds the random model it was made from" PROPERTIES FIXTURES_REQUIRED gguf_tiny_k_${_t}
+                         LABELS bench PASS_REGULAR_EXPRESSION "verify: the folder holds exactly")
+  endforeach()
+  if(DLM_BUILD_EXAMPLES AND COMMAND cli_case)
+    cli_case("gguf: dlm-generate decodes a Q4_K_M file dlm-make-checkpoint wrote" dlm-generate
+             ARGS "-m|${CMAKE_CURRENT_BINARY_DIR}/tiny-k.q4_k_m.gguf|-p|Hi there|--gen-length|16|--block-length|8|--stats"
+             EXPECT "cpu: [^\n]*mixed weights%%preset: cdlm, the default for LLaDAModelLM \\(general.architecture of the GGUF file\\)%%cdlm: [0-9]+ forwards")
+    set_tests_properties("cli: gguf: dlm-generate decodes a Q4_K_M file dlm-make-checkpoint wrote" PROPERTIES FIXTURES_REQUIRED gguf_tiny_k_q4_k_m)
+  endif()
+endif()

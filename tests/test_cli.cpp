@@ -8,6 +8,7 @@
 
 #include <dlm/cpu/transformer.hpp>
 
+#include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
 #include "cli/score.hpp"
@@ -100,15 +101,46 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
     CHECK(refused({"--batch", "0"}, cli::program::eval) == "--batch");
     CHECK(refused({"-p", "x"}, cli::program::eval) == "-p");
     CHECK(refused({"-p", "x", "--json", "f"}) == "--json");
-    // Options a preset's policies do not have.
-    CHECK(refused({"-p", "x", "--temp", "0.5"}) == "--temp");  // cdlm samples greedily
-    CHECK(refused({"-p", "x", "--temp", "0"}).empty());          // neutral values pass
+    // Options a preset's policies do not have (without --preset, choose_preset checks them against the model's).
+    CHECK(refused({"-p", "x", "--preset", "cdlm", "--temp", "0.5"}) == "--temp");  // cdlm samples greedily
+    CHECK(refused({"-p", "x", "--preset", "cdlm", "--temp", "0"}).empty());          // neutral values pass
+    CHECK(refused({"-p", "x", "--temp", "0.5"}).empty());                            // no preset yet: checked once the model's is known
     CHECK(refused({"-p", "x", "--preset", "dream", "--block-length", "8"}) == "--block-length");
     CHECK(refused({"-p", "x", "--preset", "cdlm", "--steps", "8"}) == "--steps");
     CHECK(refused({"-p", "x", "--preset", "fast-dllm", "--diffusion-eps", "0.1"}) == "--diffusion-eps");
     // Under --compare such options apply where they can.
     CHECK(refused({"-p", "x", "--compare", "--threshold", "0.5", "--steps", "24"}).empty());
     CHECK(refused({"-p", "x", "--compare", "--preset", "cdlm"}) == "--preset");
+}
+
+TEST_CASE("cli: without --preset the model's architecture picks it, and the flags are checked against it") {
+    using A = dlm::io::architecture;
+    const auto preset_of = [](A a) { return cli::default_preset(a, "config.json architectures").preset; };
+    CHECK(preset_of(A::sdar) == preset_id::sdar);
+    CHECK(preset_of(A::fast_dllm_v2) == preset_id::fast_dllm_v2);
+    CHECK(preset_of(A::llada2_moe) == preset_id::llada2);
+    CHECK(preset_of(A::qwen2) == preset_id::autoregressive);
+    for (const A a : {A::llada, A::dream, A::lladamoe}) CHECK(preset_of(a) == preset_id::cdlm);
+    const cli::preset_choice sdar = cli::default_preset(A::sdar, "config.json architectures");
+    CHECK(sdar.reason == "the default for SDARForCausalLM (config.json architectures)");
+    CHECK(cli::default_preset(A::llada, "general.architecture of the GGUF file").reason ==
+          "the default for LLaDAModelLM (general.architecture of the GGUF file), whose family has no preset of its own");
+    const cli::preset_choice llada = cli::default_preset(A::llada, "config.json architectures");
+    // An explicit --preset wins, and says so.
+    const cli::preset_choice given = cli::choose_preset(parse({"-p", "x", "--preset", "llada"}), sdar);
+    CHECK(given.preset == preset_id::llada);
+    CHECK(given.reason == "--preset llada");
+    CHECK(cli::choose_preset(parse({"-p", "x"}), sdar).preset == preset_id::sdar);
+    // --temp 0.5: sdar samples, cdlm (LLaDA's default) is greedy; --steps: sdar plans steps per block, cdlm has none.
+    CHECK_NOTHROW((void)cli::choose_preset(parse({"-p", "x", "--temp", "0.5", "--steps", "4"}), sdar));
+    try {
+        (void)cli::choose_preset(parse({"-p", "x", "--temp", "0.5"}), llada);
+        FAIL("cdlm samples greedily");
+    } catch (const dlm::invalid_parameter& e) {
+        CHECK(e.parameter() == "--temp");
+        CHECK(std::string(e.what()).find("the cdlm preset") != std::string::npos);
+    }
+    CHECK_NOTHROW((void)cli::choose_preset(parse({"-p", "x", "--compare", "--temp", "0.5"}), llada));  // --compare applies it where it can
 }
 
 TEST_CASE("cli: --compare defaults and lists") {

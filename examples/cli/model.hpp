@@ -80,6 +80,48 @@ struct loaded_model {
     return loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};
 }
 
+/// The preset a run decodes with, and why (printed by --stats, dlm-eval and dlm-server).
+struct preset_choice {
+    preset_id preset = preset_id::cdlm;
+    std::string reason;
+};
+
+/// The preset of a model when --preset is not given: a natively block-causal family's own decoder
+/// (SDARForCausalLM sdar, Fast_dLLM_QwenForCausalLM fast-dllm-v2, LLaDA2MoeModelLM llada2),
+/// autoregressive for a causal Qwen2ForCausalLM, and cdlm, dlm's default, for the bidirectional
+/// LLaDA, Dream and LLaDA-MoE models (whose CDLM students the shipped models are). `source` names
+/// where the architecture was read (config.json, or a GGUF file's general.architecture).
+[[nodiscard]] inline preset_choice default_preset(io::architecture arch, const std::string& source) {
+    using A = io::architecture;
+    std::string_view cls = io::architecture_name(arch);
+    for (const auto& f : io::detail::families)
+        if (f.arch == arch) cls = f.class_name;
+    const preset_id p = arch == A::sdar           ? preset_id::sdar
+                        : arch == A::fast_dllm_v2 ? preset_id::fast_dllm_v2
+                        : arch == A::llada2_moe   ? preset_id::llada2
+                        : arch == A::qwen2        ? preset_id::autoregressive
+                                                  : preset_id::cdlm;
+    const bool own = p != preset_id::cdlm;
+    return {p, "the default for " + std::string(cls) + " (" + source + ")" + (own ? "" : ", whose family has no preset of its own")};
+}
+
+/// The model's default preset (default_preset of the architecture its config.json or GGUF file names).
+[[nodiscard]] inline preset_choice model_preset(const loaded_model& m) {
+    return default_preset(m.model.config().arch, io::is_gguf_path(m.dir) ? "general.architecture of the GGUF file" : "config.json architectures");
+}
+
+/// The preset of a run: --preset when given, else `model_default` (model_preset). Throws
+/// dlm::invalid_parameter naming a flag the chosen preset has no option for (parse_args checks the
+/// flags only against a --preset given).
+[[nodiscard]] inline preset_choice choose_preset(const options& o, const preset_choice& model_default) {
+    const preset_choice c = o.was_given("--preset") ? preset_choice{o.preset, o.spelling("--preset") + " " + std::string(name_of(o.preset))}
+                                                    : model_default;
+    options checked = o;
+    checked.preset = c.preset;
+    if (!o.compare) detail::check_preset_flags(checked);
+    return c;
+}
+
 /// The prompt text: `text` itself, or with `chat` a one-message conversation in the model's chat
 /// format (a folder without a template gets the text unchanged).
 [[nodiscard]] inline std::string prompt_text(const loaded_model& m, const std::string& text, bool chat) {

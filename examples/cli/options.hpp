@@ -89,7 +89,7 @@ struct options {
     std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
 
     // Decoding.
-    preset_id preset = preset_id::cdlm;
+    preset_id preset = preset_id::cdlm;  ///< --preset; when not given, the model's (cli::choose_preset)
     std::optional<index_t> gen_length, block_length, steps;
     std::optional<double> threshold, eps, alg_temp;
     std::optional<algorithm> alg;
@@ -232,7 +232,8 @@ struct flag {
              o.dtype = v == "keep" ? std::string() : std::string(v);
          }},
         {"Decoding", "--preset", "NAME",
-         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm (default), cd4lm, sdar, fast-dllm-v2 or llada2", B,
+         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm, cd4lm, sdar, fast-dllm-v2 or llada2 (default: the model's: "
+         "sdar, fast-dllm-v2 and llada2 for their families, autoregressive for Qwen2, else cdlm)", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
         {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
          [](options& o, auto f, auto v) { o.gen_length = to_integer<index_t>(f, v, 1, 1 << 20); }},
@@ -395,7 +396,7 @@ inline void check_preset_flags(const options& o) {
 
 /// Parses the arguments after the program name. Throws dlm::invalid_parameter naming the flag (as
 /// given) for an unknown flag, a missing, malformed or out-of-range value, a flag that does not
-/// apply to the chosen preset, or a missing -p. With -h / --help anywhere, returns at once with
+/// apply to the --preset given (without one, choose_preset checks them against the model's), or a missing -p. With -h / --help anywhere, returns at once with
 /// `help` set (flags after it are not read).
 [[nodiscard]] inline options parse_args(std::span<const std::string_view> args, program prog = program::generate) {
     options o;
@@ -438,7 +439,7 @@ inline void check_preset_flags(const options& o) {
         o.compare_presets = {preset_id::llada, preset_id::fast_dllm, preset_id::cdlm, preset_id::cd4lm};
     if (o.compare && o.was_given("--preset"))
         detail::bad(o.spelling("--preset"), "cannot be combined with --compare; list the presets with --compare-presets");
-    if (!o.compare) detail::check_preset_flags(o);
+    if (!o.compare && o.was_given("--preset")) detail::check_preset_flags(o);  // else once the model's preset is known (choose_preset)
     if (!o.trace.empty()) {
         const auto ends = [&](std::string_view ext) {
             return o.trace.size() > ext.size() && std::equal(ext.rbegin(), ext.rend(), o.trace.rbegin(), [](char x, char y) {
