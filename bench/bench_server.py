@@ -61,11 +61,16 @@ def main():
     clients = [int(c) for c in args.clients.split(",")]
     proc = subprocess.Popen([args.server, "-m", args.model, "--port", "0", "-np", str(max(clients)), "--queue",
                              str(args.requests), *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = proc.stdout.readline()
-    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+    seen = ""
+    for _ in range(20):  # its start-up lines (the preset it chose), then the one with the port
+        line = proc.stdout.readline()
+        seen += line
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m or not line:
+            break
     if not m:
         proc.kill()
-        raise SystemExit(f"bench_server: dlm-server did not start: {line}{proc.stdout.read()}")
+        raise SystemExit(f"bench_server: dlm-server did not start: {seen}{proc.stdout.read()}")
     threading.Thread(target=proc.stdout.read, daemon=True).start()
     port = int(m.group(1))
     print(line.strip())

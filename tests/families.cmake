@@ -66,7 +66,7 @@ default_preset_case("Fast-dLLM v2 folder decodes with fast-dllm-v2" ${_b}/fast_d
 default_preset_case("LLaDA2 folder decodes with llada2" ${_b}/llada2_tiny_cli "|--block-length|8"
                     "preset: llada2, the default for LLaDA2MoeModelLM%%llada2: [0-9]+ forwards")
 default_preset_case("LLaDA-MoE folder keeps cdlm" ${_b}/lladamoe_tiny_cli "|--block-length|8"
-                    "preset: cdlm, the default for LLaDAMoEModelLM \\(config.json architectures\\), whose family has no preset of its own")
+                    "preset: cdlm, the default for LLaDAMoEModelLM \\(config.json architectures\\), dlm's CDLM students' preset; --preset llada runs the family's reference decoder")
 default_preset_case("LLaDA folder keeps cdlm" ${_b}/cli_model "|--block-length|8" "preset: cdlm, the default for LLaDAModelLM%%cdlm: [0-9]+ forwards")
 default_preset_case("Qwen2 folder decodes autoregressively" ${PROJECT_SOURCE_DIR}/models/ar ""
                     "preset: autoregressive, the default for Qwen2ForCausalLM%%autoregressive: [0-9]+ forwards, steps per block \\[1 1")

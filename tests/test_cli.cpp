@@ -124,7 +124,8 @@ TEST_CASE("cli: without --preset the model's architecture picks it, and the flag
     const cli::preset_choice sdar = cli::default_preset(A::sdar, "config.json architectures");
     CHECK(sdar.reason == "the default for SDARForCausalLM (config.json architectures)");
     CHECK(cli::default_preset(A::llada, "general.architecture of the GGUF file").reason ==
-          "the default for LLaDAModelLM (general.architecture of the GGUF file), whose family has no preset of its own");
+          "the default for LLaDAModelLM (general.architecture of the GGUF file), dlm's CDLM students' preset; --preset llada runs the family's reference decoder");
+    CHECK(cli::default_preset(A::dream, "config.json architectures").reason.find("--preset dream runs the family's reference decoder") != std::string::npos);
     const cli::preset_choice llada = cli::default_preset(A::llada, "config.json architectures");
     // An explicit --preset wins, and says so.
     const cli::preset_choice given = cli::choose_preset(parse({"-p", "x", "--preset", "llada"}), sdar);

@@ -101,8 +101,11 @@ struct preset_choice {
                         : arch == A::llada2_moe   ? preset_id::llada2
                         : arch == A::qwen2        ? preset_id::autoregressive
                                                   : preset_id::cdlm;
-    const bool own = p != preset_id::cdlm;
-    return {p, "the default for " + std::string(cls) + " (" + source + ")" + (own ? "" : ", whose family has no preset of its own")};
+    // LLaDA, LLaDA-MoE and Dream layouts: dlm's CDLM students are LLaDA checkpoints, so cdlm; the
+    // family's own reference decoder is one flag away.
+    const char* reference = arch == A::dream ? "dream" : "llada";
+    return {p, "the default for " + std::string(cls) + " (" + source + ")" +
+                   (p != preset_id::cdlm ? "" : std::string(", dlm's CDLM students' preset; --preset ") + reference + " runs the family's reference decoder")};
 }
 
 /// The model's default preset (default_preset of the architecture its config.json or GGUF file names).

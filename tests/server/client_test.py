@@ -45,11 +45,17 @@ class Server:
         # One CPU thread: on a busy 2-core machine OpenMP's second thread mostly waits (docs/cli.md).
         self.proc = subprocess.Popen([exe, "-m", model, "--port", "0", "-t", "1", *flags], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        # Its start-up lines (the preset it chose and why), then the one with the port.
+        seen = ""
+        for _ in range(20):
+            line = self.proc.stdout.readline()
+            seen += line
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m or not line:
+                break
         if not m:
             self.proc.kill()
-            raise SystemExit(f"FAIL: dlm-server did not start: {line}{self.proc.stdout.read()}")
+            raise SystemExit(f"FAIL: dlm-server did not start: {seen}{self.proc.stdout.read()}")
         self.port = int(m.group(1))
         self.url = f"http://127.0.0.1:{self.port}"
         # Keep draining its output (so that it never blocks on a full pipe); shown if the case fails.
