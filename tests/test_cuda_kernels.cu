@@ -158,9 +158,12 @@ TEST_SUITE("host") {
         CHECK(dlm::cuda::name(dlm::cuda::gemm_path::skinny) == "skinny");
         CHECK_THROWS_WITH_AS((void)dlm::cuda::parse_gemm_path("cuBLAS", "DLM_CUDA_GEMM"), doctest::Contains("DLM_CUDA_GEMM"), invalid_parameter);
         CHECK_THROWS_AS((void)dlm::cuda::parse_gemm_path("", "DLM_CUDA_GEMM"), invalid_parameter);
-        // auto is cublas for now, and skinny falls back to cublas where its kernel does not apply.
+        // auto is skinny for one row and cublas for more (measured: gemm_path.cuh), and skinny falls back
+        // to cublas where its kernel does not apply.
         const auto* aligned = reinterpret_cast<const dlm::cuda::bf16*>(std::uintptr_t{256});
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 1, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 1, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::skinny);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 2, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 1, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::cublas);
         CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 16, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::skinny);
         CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 17, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
         CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 4, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::cublas);

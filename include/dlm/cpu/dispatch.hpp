@@ -62,13 +62,13 @@ namespace dlm::cpu {
     if (!(osxsave && avx && fma && f16c)) return isa::baseline;
     unsigned xlo = 0, xhi = 0;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    (void)xhi;  // the upper half of XCR0 holds no state dlm needs
-    if ((xlo & 0x6u) != 0x6u) return isa::baseline;  // the OS saves neither xmm nor ymm state
+    const unsigned long long xcr0 = (static_cast<unsigned long long>(xhi) << 32) | xlo;
+    if ((xcr0 & 0x6u) != 0x6u) return isa::baseline;  // the OS saves neither xmm nor ymm state
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return isa::baseline;
     const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
                avx512vl = b & (1u << 31);
     if (!avx2) return isa::baseline;
-    const bool zmm_state = (xlo & 0xe0u) == 0xe0u;  // opmask, upper zmm halves, zmm16-31
+    const bool zmm_state = (xcr0 & 0xe0u) == 0xe0u;  // opmask, upper zmm halves, zmm16-31
     if (!(avx512f && avx512dq && avx512bw && avx512vl && zmm_state)) return isa::avx2;
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));

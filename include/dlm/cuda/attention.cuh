@@ -1,16 +1,22 @@
 // dlm/cuda/attention.cuh — the masked grouped-query attention of the CUDA transformer: a flash-style
 // kernel (online softmax over tiles of keys) templated on the mask policy.
 //
-// A thread block serves one request, up to 8 window rows (one warp per row) and the query heads of one
-// KV group (at most heads_per_block of them; a larger group takes several blocks). It walks the keys
-// [0, kmax) in tiles of 32 at absolute positions 0, 32, 64, ...: each tile's keys and values are read
-// into shared memory once for every query head of the group — from the window buffers (keys inside
-// the plan's window, computed in this forward) or from the request's KV cache (the others) — then lane
-// j of every warp scores key t0 + j against its row's query of each head, `mask.allowed(layout, q, k)`
-// evaluated inline, bounded by min(attend_end, mask.key_end(layout, q)); the warp updates each head's
-// running max, sum and output in turn. A query row's result depends only on its query and the K/V it attends
-// to (fixed tiles, fixed order, the same arithmetic per head whatever the group size), not on which
-// other rows or heads share its block, nor on whether a key came from the window or the cache.
+// A thread block serves one request, up to 8 window rows and the query heads of one KV group (at most
+// heads_per_block of them; a larger group takes several blocks); its 8 warps share the rows × heads
+// pairs, so that even a single row (an autoregressive step) keeps a warp per head busy. It walks the
+// keys in tiles of 32 at absolute positions 0, 32, 64, ...: each tile's keys and values are read into
+// shared memory once for every query head of the group — from the window buffers (keys inside the
+// plan's window, computed in this forward) or from the request's KV cache (the others) — then lane j
+// of a warp scores key t0 + j against its pair's query, `mask.allowed(layout, q, k)` evaluated inline,
+// bounded by min(attend_end, mask.key_end(layout, q)), and updates the pair's running max, sum and
+// output. A forward with too few tiles to fill the GPU (few rows: a decoding step over a cached
+// prefix) also splits the tiles of keys over up to 16 blocks (tile z, z + splits, ...), and
+// attention_combine merges their partial results in split order; measured on an H200 with Dream-7B's
+// shape, one row over a cached prefix spent 8 of its 13 ms per forward in an unsplit attention with
+// one busy warp per block. A row's result is the same whatever other rows or heads share its block
+// and whether a key came from the window or the cache; with splitting it also depends on the number of
+// splits, which depends on the forward's number of tiles: like cuBLAS's kernel choice, the batch
+// around a row can change its last bits (docs/determinism.md).
 //
 // Keys and values are f32 (KV), as the CPU model keeps them; the output is the next product's input T.
 // Masks are evaluated in device code: their `allowed` and `key_end` must be DLM_HOST_DEVICE (every
@@ -60,11 +66,36 @@ __device__ inline float warp_sum(float v) {
                             static_cast<std::size_t>(key_tile) * (head_dim + 1) + static_cast<std::size_t>(key_tile) * head_dim);
 }
 
-/// DPL: head dimensions per lane (head_dim <= 32 · DPL). Grid: (tiles, kv_heads · blocks per group).
+/// Splits of the key range for a forward of `base_blocks` attention blocks whose rows attend to at most
+/// `max_keys` keys, on a GPU of `sm_count` multiprocessors: 1 where the blocks fill the GPU; else enough
+/// to give it about two blocks per multiprocessor, at most one per tile of keys and at most max_splits.
+inline constexpr index_t max_attention_splits = 16;
+[[nodiscard]] inline index_t attention_splits(index_t base_blocks, index_t max_keys, int sm_count) noexcept {
+    const index_t want = 2 * static_cast<index_t>(sm_count);
+    if (base_blocks <= 0 || base_blocks >= want) return 1;
+    index_t splits = (want + base_blocks - 1) / base_blocks;
+    const index_t tiles = (max_keys + key_tile - 1) / key_tile;
+    if (splits > tiles) splits = tiles;
+    if (splits > max_attention_splits) splits = max_attention_splits;
+    return splits < 1 ? 1 : splits;
+}
+
+/// Floats of one (row, head) partial result of a split: running max, sum, then the D unnormalized
+/// output values.
+[[nodiscard]] __host__ __device__ constexpr std::size_t partial_floats(index_t head_dim) noexcept {
+    return static_cast<std::size_t>(head_dim) + 2;
+}
+
+/// DPL: head dimensions per lane (head_dim <= 32 · DPL). Grid: (tiles, kv_heads · blocks per group,
+/// splits). The block's work is its rows × heads pairs; warp w takes pairs w, w + 8, ... (so a single
+/// row still keeps one warp per head busy). Split z walks the key tiles z, z + splits, ...; with one
+/// split the block writes the normalized output, else each pair's (max, sum, output) goes to
+/// `partial` for attention_combine.
 template <class Mask, class KV, class T, int DPL>
 __global__ void __launch_bounds__(attention_rows * 32)
     attention(Mask mask, const sequence_view<KV>* __restrict__ seqs, const attention_tile* __restrict__ tiles, const float* __restrict__ qkv,
-              qkv_shape s, const KV* __restrict__ k_win, const KV* __restrict__ v_win, index_t layer, float scale, T* __restrict__ out) {
+              qkv_shape s, const KV* __restrict__ k_win, const KV* __restrict__ v_win, index_t layer, float scale, T* __restrict__ out,
+              float* __restrict__ partial, index_t splits) {
     extern __shared__ float smem[];
     const float neg_inf = -CUDART_INF_F;
     const index_t D = s.head_dim, group = s.heads / s.kv_heads, hpb = heads_in_block(group);
@@ -72,7 +103,8 @@ __global__ void __launch_bounds__(attention_rows * 32)
     const index_t g = static_cast<index_t>(blockIdx.y) / per_group;
     const index_t h0 = g * group + (static_cast<index_t>(blockIdx.y) % per_group) * hpb;
     const index_t nh = (g + 1) * group - h0 < hpb ? (g + 1) * group - h0 : hpb;  // heads of this block
-    float* q_s = smem;  // [warp][head][D]
+    const index_t z = static_cast<index_t>(blockIdx.z);
+    float* q_s = smem;  // [row][head][D]
     float* k_s = q_s + attention_rows * hpb * D;
     float* v_s = k_s + key_tile * (D + 1);
     __shared__ index_t kend_s[attention_rows];
@@ -81,18 +113,20 @@ __global__ void __launch_bounds__(attention_rows * 32)
     const sequence_view<KV>& sv = seqs[tile.request];
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const index_t wb = sv.plan.window_begin, we = sv.plan.window_end;
-    const index_t r = tile.r0 + warp;
-    const bool active = r < we - wb;
-    const index_t qpos = wb + r;
+    const index_t left = we - wb - tile.r0;
+    const index_t rows = left < attention_rows ? left : attention_rows;  // rows of this tile (>= 1)
 
-    index_t kend = 0;
-    if (active) {
-        const index_t e = mask.key_end(sv.layout, qpos);
-        kend = e < sv.plan.attend_end ? e : sv.plan.attend_end;
-        const float* q = qkv + static_cast<std::size_t>(sv.row0 + r) * s.ld() + h0 * D;
-        for (index_t d = lane; d < nh * D; d += 32) q_s[warp * hpb * D + d] = q[d];
+    {  // warp w loads row w's queries and key end
+        const index_t r = tile.r0 + warp;
+        index_t kend = 0;
+        if (warp < rows) {
+            const index_t e = mask.key_end(sv.layout, wb + r);
+            kend = e < sv.plan.attend_end ? e : sv.plan.attend_end;
+            const float* q = qkv + static_cast<std::size_t>(sv.row0 + r) * s.ld() + h0 * D;
+            for (index_t d = lane; d < nh * D; d += 32) q_s[warp * hpb * D + d] = q[d];
+        }
+        if (lane == 0) kend_s[warp] = kend;
     }
-    if (lane == 0) kend_s[warp] = kend;
     __syncthreads();
     index_t kmax = 0;
     for (int w = 0; w < attention_rows; ++w) kmax = kend_s[w] > kmax ? kend_s[w] : kmax;
@@ -101,90 +135,150 @@ __global__ void __launch_bounds__(attention_rows * 32)
     const KV* k_cache = sv.keys ? sv.keys + (static_cast<std::size_t>(layer) * s.kv_heads + g) * slab : nullptr;
     const KV* v_cache = sv.values ? sv.values + (static_cast<std::size_t>(layer) * s.kv_heads + g) * slab : nullptr;
     const index_t kv_dim = s.kv_dim();
+    const index_t pairs = rows * nh;  // pair p: row p % rows, head p / rows
 
-    // Per head of the block: running max, sum and output, kept per thread between tiles (local memory:
-    // the head loop is not unrolled, to keep the kernel small) and in registers while a head is worked on.
+    // Per pair of this warp (at most heads_per_block: rows · nh <= 8 · 8): running max, sum and
+    // output, kept per thread between tiles (local memory: the pair loop is not unrolled, to keep the
+    // kernel small) and in registers while a pair is worked on.
     float m_h[heads_per_block], l_h[heads_per_block], acc_h[heads_per_block * DPL];
-    for (int hh = 0; hh < heads_per_block; ++hh) {
-        m_h[hh] = neg_inf;
-        l_h[hh] = 0.0f;
-        for (int i = 0; i < DPL; ++i) acc_h[hh * DPL + i] = 0.0f;
+    for (int i = 0; i < heads_per_block; ++i) {
+        m_h[i] = neg_inf;
+        l_h[i] = 0.0f;
+        for (int j = 0; j < DPL; ++j) acc_h[i * DPL + j] = 0.0f;
     }
 
-    for (index_t t0 = 0; t0 < kmax; t0 += key_tile) {
+    for (index_t t0 = z * key_tile; t0 < kmax; t0 += splits * key_tile) {
         __syncthreads();  // every warp is done with the previous tile
-        for (index_t e = static_cast<index_t>(threadIdx.x); e < key_tile * D; e += attention_rows * 32) {
-            const index_t j = e / D, d = e % D, k = t0 + j;
-            float kv = 0.0f, vv = 0.0f;
+        for (index_t j = warp; j < key_tile; j += attention_rows) {  // key j of the tile: one warp, lanes along d
+            const index_t k = t0 + j;
+            const KV* kp = nullptr;
+            const KV* vp = nullptr;
             if (k < kmax) {
                 if (k >= wb && k < we) {
-                    const std::size_t at = static_cast<std::size_t>(sv.row0 + k - wb) * kv_dim + g * D + d;
-                    kv = k_win[at];
-                    vv = v_win[at];
+                    const std::size_t at = static_cast<std::size_t>(sv.row0 + k - wb) * kv_dim + g * D;
+                    kp = k_win + at;
+                    vp = v_win + at;
                 } else if (k_cache) {
-                    const std::size_t at = static_cast<std::size_t>(k) * D + d;
-                    kv = k_cache[at];
-                    vv = v_cache[at];
+                    kp = k_cache + static_cast<std::size_t>(k) * D;
+                    vp = v_cache + static_cast<std::size_t>(k) * D;
                 }
             }
-            k_s[j * (D + 1) + d] = kv;
-            v_s[j * D + d] = vv;
+            for (index_t d = lane; d < D; d += 32) {
+                float kv = 0.0f, vv = 0.0f;
+                if (kp) {
+                    kv = kp[d];
+                    vv = vp[d];
+                }
+                k_s[j * (D + 1) + d] = kv;
+                v_s[j * D + d] = vv;
+            }
         }
         __syncthreads();
-        if (t0 >= kend) continue;  // uniform across the warp
 
         const index_t k = t0 + lane;
-        const bool allowed = k < kend && mask.allowed(sv.layout, qpos, k);
         const float* kr = k_s + lane * (D + 1);
 #pragma unroll 1
-        for (index_t hh = 0; hh < nh; ++hh) {
+        for (index_t i = 0, p = warp; p < pairs; ++i, p += attention_rows) {
+            const index_t rw = p % rows, hh = p / rows, kend = kend_s[rw];
+            if (t0 >= kend) continue;  // uniform across the warp
             float score = neg_inf;
-            if (allowed) {
-                const float* q = q_s + (warp * hpb + hh) * D;
+            if (k < kend && mask.allowed(sv.layout, wb + tile.r0 + rw, k)) {
+                const float* q = q_s + (rw * hpb + hh) * D;
                 float dot = 0.0f;
+#pragma unroll 8
                 for (index_t d = 0; d < D; ++d) dot = fmaf(q[d], kr[d], dot);
                 score = dot * scale;
             }
             const float tile_max = warp_max(score);
             if (tile_max == neg_inf) continue;
-            const float m = m_h[hh];
+            const float m = m_h[i];
             const float m_new = fmaxf(m, tile_max);
             const float correction = m == neg_inf ? 0.0f : expf(m - m_new);
-            const float p = score == neg_inf ? 0.0f : expf(score - m_new);
-            l_h[hh] = l_h[hh] * correction + warp_sum(p);
+            const float pr = score == neg_inf ? 0.0f : expf(score - m_new);
+            l_h[i] = l_h[i] * correction + warp_sum(pr);
             float acc[DPL];
 #pragma unroll
-            for (int i = 0; i < DPL; ++i) acc[i] = acc_h[hh * DPL + i] * correction;
+            for (int j = 0; j < DPL; ++j) acc[j] = acc_h[i * DPL + j] * correction;
             for (int j = 0; j < key_tile; ++j) {
-                const float pj = __shfl_sync(0xffffffffu, p, j);
+                const float pj = __shfl_sync(0xffffffffu, pr, j);
                 if (pj == 0.0f) continue;
                 const float* vr = v_s + j * D;
 #pragma unroll
-                for (int i = 0; i < DPL; ++i) {
-                    const index_t d = lane + 32 * i;
-                    if (d < D) acc[i] = fmaf(pj, vr[d], acc[i]);
+                for (int e = 0; e < DPL; ++e) {
+                    const index_t d = lane + 32 * e;
+                    if (d < D) acc[e] = fmaf(pj, vr[d], acc[e]);
                 }
             }
 #pragma unroll
-            for (int i = 0; i < DPL; ++i) acc_h[hh * DPL + i] = acc[i];
-            m_h[hh] = m_new;
+            for (int j = 0; j < DPL; ++j) acc_h[i * DPL + j] = acc[j];
+            m_h[i] = m_new;
         }
     }
-    if (!active) return;
-    for (index_t hh = 0; hh < nh; ++hh) {
-        const float inv = l_h[hh] > 0.0f ? 1.0f / l_h[hh] : 0.0f;  // no key allowed: output zero, as on the CPU
-        T* o = out + static_cast<std::size_t>(sv.row0 + r) * s.q_dim() + (h0 + hh) * D;
+    for (index_t i = 0, p = warp; p < pairs; ++i, p += attention_rows) {
+        const index_t rw = p % rows, hh = p / rows;
+        const std::size_t row = static_cast<std::size_t>(sv.row0 + tile.r0 + rw), head = static_cast<std::size_t>(h0 + hh);
+        if (splits == 1) {
+            const float inv = l_h[i] > 0.0f ? 1.0f / l_h[i] : 0.0f;  // no key allowed: output zero, as on the CPU
+            T* o = out + row * s.q_dim() + head * D;
 #pragma unroll
-        for (int i = 0; i < DPL; ++i) {
-            const index_t d = lane + 32 * i;
-            if (d < D) o[d] = to_product_input<T>(acc_h[hh * DPL + i] * inv);
+            for (int j = 0; j < DPL; ++j) {
+                const index_t d = lane + 32 * j;
+                if (d < D) o[d] = to_product_input<T>(acc_h[i * DPL + j] * inv);
+            }
+        } else {
+            float* part = partial + ((row * s.heads + head) * static_cast<std::size_t>(splits) + z) * partial_floats(D);
+            if (lane == 0) {
+                part[0] = m_h[i];
+                part[1] = l_h[i];
+            }
+#pragma unroll
+            for (int j = 0; j < DPL; ++j) {
+                const index_t d = lane + 32 * j;
+                if (d < D) part[2 + d] = acc_h[i * DPL + j];
+            }
         }
     }
 }
 
+/// Merges the splits' partial results of every (row, head), in split order, into the normalized
+/// output: one warp per pair, eight pairs per block.
+template <class T>
+__global__ void attention_combine(const float* __restrict__ partial, index_t splits, index_t pairs, qkv_shape s, T* __restrict__ out) {
+    const index_t pair = static_cast<index_t>(blockIdx.x) * attention_rows + static_cast<index_t>(threadIdx.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    if (pair >= pairs) return;
+    const index_t D = s.head_dim, row = pair / s.heads, head = pair % s.heads;
+    const float* p = partial + static_cast<std::size_t>(pair) * static_cast<std::size_t>(splits) * partial_floats(D);
+    const float neg_inf = -CUDART_INF_F;
+    float m = neg_inf;
+    for (index_t z = 0; z < splits; ++z) m = fmaxf(m, p[z * partial_floats(D)]);
+    float l = 0.0f;
+    for (index_t z = 0; z < splits; ++z) {
+        const float mz = p[z * partial_floats(D)];
+        if (mz != neg_inf) l += p[z * partial_floats(D) + 1] * expf(mz - m);
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no key allowed: output zero, as on the CPU
+    T* o = out + static_cast<std::size_t>(row) * s.q_dim() + static_cast<std::size_t>(head) * D;
+    for (index_t d = lane; d < D; d += 32) {
+        float acc = 0.0f;
+        for (index_t z = 0; z < splits; ++z) {
+            const float mz = p[z * partial_floats(D)];
+            if (mz != neg_inf) acc += p[z * partial_floats(D) + 2 + d] * expf(mz - m);
+        }
+        o[d] = to_product_input<T>(acc * inv);
+    }
+}
+
+/// Attention blocks of a forward before splitting: tiles × KV heads × blocks per group.
+[[nodiscard]] inline index_t attention_blocks(index_t n_tiles, qkv_shape s) noexcept {
+    const index_t group = s.heads / s.kv_heads, hpb = heads_in_block(group);
+    return n_tiles * s.kv_heads * ((group + hpb - 1) / hpb);
+}
+
 template <class Mask, class KV, class T, int DPL>
 void launch_attention(const Mask& mask, const sequence_view<KV>* seqs, const attention_tile* tiles, index_t n_tiles, const float* qkv,
-                      qkv_shape s, const KV* k_win, const KV* v_win, index_t layer, T* out, cudaStream_t stream) {
+                      qkv_shape s, const KV* k_win, const KV* v_win, index_t layer, T* out, float* partial, index_t splits,
+                      cudaStream_t stream) {
     const index_t group = s.heads / s.kv_heads, hpb = heads_in_block(group);
     const std::size_t smem = attention_smem_bytes(s.head_dim, group);
     auto kernel = attention<Mask, KV, T, DPL>;
@@ -193,21 +287,31 @@ void launch_attention(const Mask& mask, const sequence_view<KV>* seqs, const att
               "cudaFuncSetAttribute (attention shared memory)");
     const float scale = 1.0f / sqrtf(static_cast<float>(s.head_dim));
     const auto blocks_per_group = static_cast<unsigned>((group + hpb - 1) / hpb);
-    kernel<<<dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.kv_heads) * blocks_per_group), attention_rows * 32, smem, stream>>>(
-        mask, seqs, tiles, qkv, s, k_win, v_win, layer, scale, out);
+    kernel<<<dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.kv_heads) * blocks_per_group, static_cast<unsigned>(splits)),
+             attention_rows * 32, smem, stream>>>(mask, seqs, tiles, qkv, s, k_win, v_win, layer, scale, out, partial, splits);
     check_launch("dlm::cuda attention (layer " + std::to_string(layer) + ")", stream);
 }
 
 /// Runs the attention of every tile for every query head, writing the heads' outputs (rows of q_dim,
-/// in T) into `out`. head_dim must be at most max_head_dim (checked when the model is made).
+/// in T) into `out`; `rows` window rows in all. With splits > 1 (attention_splits) the key range is
+/// split over that many blocks per tile, whose partial results (`partial`: rows · heads · splits ·
+/// partial_floats(head_dim) floats) attention_combine merges. head_dim must be at most max_head_dim
+/// (checked when the model is made).
 template <attention_mask Mask, class KV, class T>
-void run_attention(const Mask& mask, const sequence_view<KV>* seqs, const attention_tile* tiles, index_t n_tiles, const float* qkv,
-                   qkv_shape s, const KV* k_win, const KV* v_win, index_t layer, T* out, cudaStream_t stream) {
+void run_attention(const Mask& mask, const sequence_view<KV>* seqs, const attention_tile* tiles, index_t n_tiles, index_t rows,
+                   const float* qkv, qkv_shape s, const KV* k_win, const KV* v_win, index_t layer, T* out, float* partial, index_t splits,
+                   cudaStream_t stream) {
     if (n_tiles == 0) return;
-    if (s.head_dim <= 32) launch_attention<Mask, KV, T, 1>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, stream);
-    else if (s.head_dim <= 64) launch_attention<Mask, KV, T, 2>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, stream);
-    else if (s.head_dim <= 128) launch_attention<Mask, KV, T, 4>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, stream);
-    else launch_attention<Mask, KV, T, 8>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, stream);
+    if (s.head_dim <= 32) launch_attention<Mask, KV, T, 1>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
+    else if (s.head_dim <= 64) launch_attention<Mask, KV, T, 2>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
+    else if (s.head_dim <= 128) launch_attention<Mask, KV, T, 4>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
+    else launch_attention<Mask, KV, T, 8>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
+    if (splits > 1) {
+        const index_t pairs = rows * s.heads;
+        attention_combine<T><<<static_cast<unsigned>((pairs + attention_rows - 1) / attention_rows), attention_rows * 32, 0, stream>>>(
+            partial, splits, pairs, s, out);
+        check_launch("dlm::cuda attention_combine (layer " + std::to_string(layer) + ")", stream);
+    }
 }
 
 }  // namespace dlm::cuda::kernels

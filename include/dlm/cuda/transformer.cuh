@@ -137,6 +137,7 @@ public:
     /// A forward prepared on the host and not yet enqueued (forward_device = stage, then enqueue).
     struct staged_forward {
         index_t requests = 0, m = 0, z = 0, tiles = 0;  ///< requests, window rows, logits rows, attention tiles
+        index_t attention_splits = 1;                    ///< blocks per attention tile along the keys (kernels::attention_splits)
         std::size_t metadata_bytes = 0;
     };
 
@@ -173,6 +174,13 @@ public:
         const std::size_t half = static_cast<std::size_t>(c.head_dim / 2);
         cos_.reserve(rows * half, "rotary tables");
         sin_.reserve(rows * half, "rotary tables");
+        index_t max_keys = 0;
+        for (const auto& rq : requests) max_keys = std::max(max_keys, rq.plan.attend_end);
+        f.attention_splits = kernels::attention_splits(kernels::attention_blocks(f.tiles, s), max_keys, sm_count_);
+        if (f.attention_splits > 1)
+            att_part_.reserve(rows * static_cast<std::size_t>(c.num_heads) * static_cast<std::size_t>(f.attention_splits) *
+                                  kernels::partial_floats(c.head_dim),
+                              "attention partial results");
         for (const auto& rq : requests)
             if (rq.plan.stores()) std::fill(rq.cache->stored.begin() + rq.plan.store_begin, rq.cache->stored.begin() + rq.plan.store_end, 1);
         return f;
@@ -182,12 +190,12 @@ public:
     /// address it bakes in. Equal keys: a CUDA graph captured for one may be replayed for the other.
     [[nodiscard]] std::vector<std::uintptr_t> graph_key(const staged_forward& f) const {
         std::vector<std::uintptr_t> k{static_cast<std::uintptr_t>(f.requests), static_cast<std::uintptr_t>(f.m), static_cast<std::uintptr_t>(f.z),
-                                      static_cast<std::uintptr_t>(f.tiles), f.metadata_bytes,
+                                      static_cast<std::uintptr_t>(f.tiles), static_cast<std::uintptr_t>(f.attention_splits), f.metadata_bytes,
                                       static_cast<std::uintptr_t>(ctx_.gemm_path())};  // a graph bakes in the GEMM kernels too
         for (const void* p : {static_cast<const void*>(x_.data()), static_cast<const void*>(qkv_.data()), static_cast<const void*>(gu_.data()),
                               static_cast<const void*>(cos_.data()), static_cast<const void*>(sin_.data()), static_cast<const void*>(logits_.data()),
                               static_cast<const void*>(k_win_.data()), static_cast<const void*>(v_win_.data()), static_cast<const void*>(xn_.data()),
-                              static_cast<const void*>(att_.data()), static_cast<const void*>(act_.data()),
+                              static_cast<const void*>(att_.data()), static_cast<const void*>(act_.data()), static_cast<const void*>(att_part_.data()),
                               static_cast<const void*>(meta_host_.data()), static_cast<const void*>(meta_device_.data())})
             k.push_back(reinterpret_cast<std::uintptr_t>(p));
         return k;
@@ -242,7 +250,8 @@ public:
                                                                               k_win_.data(), v_win_.data());
             check_launch("dlm::cuda qkv_epilogue (layer " + std::to_string(l) + ")", st);
             done(forward_phase::qkv_epilogue);
-            kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(), st);
+            kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, m, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(),
+                                   att_part_.data(), f.attention_splits, st);
             done(forward_phase::attention);
             product(m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection", forward_phase::o_gemm);
             kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data());
@@ -266,7 +275,7 @@ public:
     [[nodiscard]] const float* logits() const noexcept { return logits_.data(); }
 
 private:
-    explicit basic_transformer(io::model_config c) : config_(std::move(c)) { check_config(); }
+    explicit basic_transformer(io::model_config c) : config_(std::move(c)), sm_count_(multiprocessor_count()) { check_config(); }
 
     void check_config() const {
         const io::model_config& c = config_;
@@ -419,12 +428,14 @@ private:
     };
 
     io::model_config config_;
+    int sm_count_ = 0;  // multiprocessors of the device, for kernels::attention_splits
     stream_context ctx_;
     gemm_engine gemm_;
     forward_profiler* profiler_ = nullptr;
     device_weights<T> weights_;
     // Work buffers, reused across forwards (grown when a forward needs more).
     device_buffer<float> x_, qkv_, gu_, cos_, sin_, logits_;
+    device_buffer<float> att_part_;  // the attention splits' partial results (kernels::attention_combine)
     device_buffer<kv_element> k_win_, v_win_;
     device_buffer<T> xn_, att_, act_;
     pinned_buffer<std::byte> meta_host_;
