@@ -275,27 +275,16 @@ public:
     [[nodiscard]] const float* logits() const noexcept { return logits_.data(); }
 
 private:
-    explicit basic_transformer(io::model_config c) : config_(std::move(c)), sm_count_(multiprocessor_count()) { check_config(); }
+    explicit basic_transformer(io::model_config c) : config_(std::move(c)) {
+        check_config();
+        sm_count_ = multiprocessor_count();
+    }
 
     void check_config() const {
-        const io::model_config& c = config_;
-        auto positive = [](const char* name, index_t v) {
-            if (v <= 0) throw invalid_parameter(std::string("config.") + name, "must be positive, got " + std::to_string(v));
-        };
-        positive("vocab_size", c.vocab_size);
-        positive("hidden_size", c.hidden_size);
-        positive("intermediate_size", c.intermediate_size);
-        positive("num_layers", c.num_layers);
-        positive("num_heads", c.num_heads);
-        positive("num_kv_heads", c.num_kv_heads);
-        positive("head_dim", c.head_dim);
-        if (c.num_heads % c.num_kv_heads != 0)
-            throw invalid_parameter("config.num_kv_heads", std::to_string(c.num_kv_heads) + " does not divide num_heads " + std::to_string(c.num_heads));
-        if (c.head_dim % 2 != 0 || c.head_dim > kernels::max_head_dim)
-            throw invalid_parameter("config.head_dim", "the CUDA attention needs an even head_dim of at most " + std::to_string(kernels::max_head_dim) +
-                                                           ", got " + std::to_string(c.head_dim));
-        if (c.mask_id < 0 || c.mask_id >= c.vocab_size)
-            throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+        io::check_model_config(config_);
+        if (config_.head_dim > kernels::max_head_dim)
+            throw invalid_parameter("config.head_dim", "the CUDA attention takes a head_dim of at most " + std::to_string(kernels::max_head_dim) +
+                                                           ", got " + std::to_string(config_.head_dim));
     }
 
     void validate(const forward_request<kv_cache>& rq, std::size_t i) const {
