@@ -255,7 +255,10 @@ private:
             int u = g.bits == 8 ? byte : (high ? byte >> 4 : byte & 0xf);
             if (g.bits == 6) {
                 int shift = 0;
-                u |= ((static_cast<std::uint8_t>(t[high_bits_at(g, e, c, shift)]) >> shift) & 3) << 4;
+                // The byte first, in its own statement: C++17 sequences a shift's left operand first, but
+                // GCC's -fsanitize=shift instrumentation read `shift` before the call had set it.
+                const std::size_t hi = high_bits_at(g, e, c, shift);
+                u |= ((static_cast<std::uint8_t>(t[hi]) >> shift) & 3) << 4;
             }
             const int j = e / g.sub;
             switch (g.type) {
