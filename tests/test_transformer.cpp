@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -116,10 +117,16 @@ struct kernel_path {
         return names[static_cast<int>(*quant)];
     }
 };
+/// Every instruction set this CPU runs × every weight type; with DLM_TEST_KERNEL_PATHS=best (the asan
+/// test preset: the paths share their code, and a Debug + sanitizer build is 20x slower) only the
+/// best instruction set's.
 std::vector<kernel_path> kernel_paths() {
+    const char* env = std::getenv("DLM_TEST_KERNEL_PATHS");
+    const std::string which = env != nullptr && *env != '\0' ? env : "all";
+    REQUIRE_MESSAGE((which == "all" || which == "best"), "DLM_TEST_KERNEL_PATHS must be all or best, not " << which);
     std::vector<kernel_path> out;
     for (cpu::isa i : {cpu::isa::baseline, cpu::isa::avx2, cpu::isa::avx512, cpu::isa::avx512_bf16})
-        if (static_cast<int>(i) <= static_cast<int>(cpu::detect_isa())) {
+        if (which == "all" ? static_cast<int>(i) <= static_cast<int>(cpu::detect_isa()) : i == cpu::detect_isa()) {
             for (io::dtype t : {io::dtype::f32, io::dtype::bf16, io::dtype::f16}) out.push_back({i, t, std::nullopt});
             for (auto q : {cpu::quant::file_type::q8_0, cpu::quant::file_type::q4_0, cpu::quant::file_type::q4_k_m})
                 out.push_back({i, io::dtype::f32, q});
