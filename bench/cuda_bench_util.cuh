@@ -12,30 +12,17 @@
 #include <dlm/cuda/cuda.cuh>
 #include <dlm/presets.hpp>
 
+#include "shapes.hpp"
+
 namespace dlm_bench_cuda {
 
 using namespace dlm;
 using model_t = dlm::cuda::transformer;
 
-/// Dream-v0-Instruct-7B's shape (tests/data/configs/dream-v0-instruct-7b), `layers` of them.
+/// Dream-v0-Instruct-7B's shape (bench/shapes.hpp's `dream-7b`, its published config.json), `layers` of them.
 inline io::model_config dream7b(index_t layers) {
-    io::model_config c;
-    c.arch = io::architecture::dream;
-    c.vocab_size = 152064;
-    c.hidden_size = 3584;
-    c.intermediate_size = 18944;
+    io::model_config c = io::parse_config(bench::find_shape("dream-7b")->config, "bench shape dream-7b");
     c.num_layers = layers;
-    c.num_heads = 28;
-    c.num_kv_heads = 4;
-    c.head_dim = 128;
-    c.max_context = 32768;
-    c.rope_theta = 1000000.0;
-    c.rms_norm_eps = 1e-6;
-    c.tie_word_embeddings = false;
-    c.qkv_bias = true;
-    c.mask_id = 151666;
-    c.eos_ids = {151643};
-    c.logits_shift = true;
     return c;
 }
 
