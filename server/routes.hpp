@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cli/model.hpp"  // Eigen before httplib.h, whose <resolv.h> defines a macro `_res`
@@ -115,6 +116,13 @@ inline const char* finish_reason(const sequence_result& r, index_t max_tokens, b
 
 }  // namespace detail
 
+/// How often a response in progress writes something (an SSE comment, or a space before a JSON
+/// body), to find a client that has gone.
+inline constexpr auto heartbeat = std::chrono::milliseconds(100);
+/// How long a non-streamed request waits for its answer before the server commits to status 200 and
+/// starts the heartbeat.
+inline constexpr auto whole_wait = std::chrono::milliseconds(500);
+
 /// One completion request, whole or streamed.
 template <class Decoder>
 void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Request& req, httplib::Response& res) {
@@ -161,26 +169,61 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
                              static_cast<std::int64_t>(std::time(nullptr)), svc.rules.model, kind};
 
     if (!r.stream) {
-        std::unique_lock lock(j->m);
-        j->cv.wait(lock, [&] { return j->ended(); });
-        if (auto e = detail::refusal_of(*j, kind)) {
-            detail::reply_error(res, *e);
-            return done(e->status());
+        // The ended job's reply: its status and body (the caller holds j->m).
+        const auto whole = [&svc, j, r, head, kind]() -> std::pair<int, nlohmann::json> {
+            if (auto e = detail::refusal_of(*j, kind)) return {e->status(), error_body(*e)};
+            const std::span<const token_id> answer = svc.shown(j->result->tokens, r.max_tokens);
+            std::string text = svc.text_of(answer);
+            const bool stopped = cut_at_stop(text, r.stop);
+            svc.stats.completion_tokens += answer.size();
+            return {200, completion_body(head, text, detail::finish_reason(*j->result, r.max_tokens, stopped),
+                                         {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})};
+        };
+        {  // An answer within whole_wait goes out whole, with its own status.
+            std::unique_lock lock(j->m);
+            if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
+                const auto [status, body] = whole();
+                if (status == 429) res.set_header("Retry-After", "1");
+                detail::reply_json(res, status, body);
+                return done(status);
+            }
         }
-        const std::span<const token_id> answer = svc.shown(j->result->tokens, r.max_tokens);
-        std::string text = svc.text_of(answer);
-        const bool stopped = cut_at_stop(text, r.stop);
-        svc.stats.completion_tokens += answer.size();
-        detail::reply_json(res, 200,
-                           completion_body(head, text, detail::finish_reason(*j->result, r.max_tokens, stopped),
-                                           {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())}));
-        return done(200);
+        // Longer: status 200 now and the JSON body when it is done, preceded by a space every 100 ms
+        // (JSON allows leading whitespace), so that a client that has gone is found (the second
+        // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
+        // A decode that fails after that is answered with the error object under the 200.
+        res.status = 200;
+        res.set_chunked_content_provider(
+            "application/json",
+            [j, whole, &svc](std::size_t, httplib::DataSink& sink) {
+                std::unique_lock lock(j->m);
+                if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
+                    lock.unlock();
+                    if (sink.write(" ", 1)) return true;
+                    j->cancel = true;  // the client has gone
+                    svc.sched.poke();
+                    return false;
+                }
+                const std::string body = dump(whole().second);
+                lock.unlock();
+                if (!sink.write(body.data(), body.size())) return false;
+                sink.done();
+                return true;
+            },
+            [&svc, j, route, received](bool success) {
+                if (!success) {
+                    j->cancel = true;
+                    svc.sched.poke();
+                }
+                svc.stats.request(route, success ? 200 : 499);
+                svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
+            });
+        return;
     }
 
     // Streamed: text goes out as the committed prefix grows; a heartbeat comment every 100 ms without
     // news finds a client that has gone (the second write after its close fails), which cancels the
     // sequence within about 0.2 s.
-    static constexpr auto heartbeat = std::chrono::milliseconds(100);
     struct stream_state {
         text_stream text;
         std::uint64_t seen = 0;

@@ -16,7 +16,7 @@ endif()
 find_package(Python3 COMPONENTS Interpreter QUIET)
 set(DLM_OPENAI_VENV ${PROJECT_SOURCE_DIR}/build/venv-openai CACHE PATH
     "Python venv with the openai package for dlm-server's client tests (made by scripts/setup-openai-venv.sh)")
-foreach(_case IN ITEMS curl load disconnect full-queue openai)
+foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}

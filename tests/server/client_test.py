@@ -8,6 +8,7 @@ talks to it, and stops it. Cases:
   load        64 requests from 16 concurrent clients (bounded in count and time), sampled with their own
               seeds and lengths, half of them streamed: every answer equals dlm-generate's single decode
   disconnect  a streaming client that leaves frees its sequence at the next forward
+  disconnect-whole  the same for a non-streamed request (the server sends spaces before its JSON)
   full-queue  a full queue answers 429 with Retry-After and an error object; the queued request completes
   openai      the official openai package (in a venv made by scripts/setup-openai-venv.sh): completions
               and chat completions, whole and streamed
@@ -41,10 +42,10 @@ PROMPTS = ["30 birds sit by a pond. 5 more birds arrive. Then 20 birds leave. Th
 
 
 class Server:
-    def __init__(self, exe, model, *flags):
+    def __init__(self, exe, model, *flags, env=None):
         # One CPU thread: on a busy 2-core machine OpenMP's second thread mostly waits (docs/cli.md).
         self.proc = subprocess.Popen([exe, "-m", model, "--port", "0", "-t", "1", *flags], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+                                     stderr=subprocess.STDOUT, text=True, env=env)
         # Its start-up lines (the preset it chose and why), then the one with the port.
         seen = ""
         for _ in range(20):
@@ -256,6 +257,33 @@ def case_disconnect(args):
     return 0
 
 
+def case_disconnect_whole(args):
+    """A non-streamed request whose client leaves after the server has committed to its 200 (it waits
+    0.5 s for a whole answer, then sends a space every 100 ms before the JSON): the sequence is freed
+    at once, not at --timeout. Baseline kernels and a second sequence in the batch make each decode
+    last about 2 s here."""
+    slow = {**os.environ, "DLM_ISA": "baseline"}
+    with Server(args.server, args.model, *LONG, "-np", "2", env=slow) as s:
+        other = {}
+        t = threading.Thread(target=lambda: other.update(r=s.post("/v1/completions", {"prompt": PROMPT}, 60)))
+        t.start()
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPT}).encode(), headers={"Content-Type": "application/json"})
+        wait_for("both sequences join the batch", lambda: json.loads(s.request("GET", "/health")[2])["active"] == 2)
+        r = c.getresponse()  # the headers come when the whole-answer wait is over
+        check(r.status == 200 and (r.getheader("Transfer-Encoding") or "").lower() == "chunked",
+              f"a long non-streamed answer: status {r.status}, headers {r.getheaders()}")
+        check(r.read1(1) == b" ", "no heartbeat space before the body")
+        leave(c)
+        wait_for("the sequence is freed", lambda: s.metric("dlm_sequences_cancelled_total") == 1, 5)
+        t.join(60)
+        st, _, text = other.get("r", (0, {}, ""))
+        check(st == 200, f"the other request: {st} {text[:200]}")
+        check(text.startswith(" ") and json.loads(text)["choices"][0]["text"] is not None,
+              f"the other request's body is not spaces + JSON: {text[:200]!r}")
+    return 0
+
+
 def case_full_queue(args):
     with Server(args.server, args.model, *LONG, "-np", "1", "--queue", "1") as s:
         first = open_stream(s, {"prompt": PROMPT})
@@ -318,7 +346,7 @@ def openai_client(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["curl", "load", "disconnect", "full-queue", "openai", "openai-client"])
+    p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "openai", "openai-client"])
     p.add_argument("--server")
     p.add_argument("--generate")
     p.add_argument("--model")
@@ -328,7 +356,8 @@ def main():
     p.add_argument("--url")
     p.add_argument("--expect")
     args = p.parse_args()
-    cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "full-queue": case_full_queue,
+    cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "disconnect-whole": case_disconnect_whole,
+             "full-queue": case_full_queue,
              "openai": case_openai, "openai-client": openai_client}
     return cases[args.case](args)
 
