@@ -114,6 +114,24 @@ inline const char* finish_reason(const sequence_result& r, index_t max_tokens, b
     return stopped || (r.answer_length < static_cast<index_t>(r.tokens.size()) && r.answer_length <= max_tokens) ? "stop" : "length";
 }
 
+/// Frees job `j`'s sequence at the engine's next forward boundary.
+template <class Service, class Job>
+void cancel(Service& svc, Job& j) {
+    j.cancel = true;
+    svc.sched.poke();
+}
+
+/// The release callback of a chunked response: a response that did not complete (the client left)
+/// cancels its sequence (499 in the metrics); either way the request and its latency are counted.
+template <class Service, class Job>
+auto on_release(Service& svc, std::shared_ptr<Job> j, std::string route, clock::time_point received) {
+    return [&svc, j = std::move(j), route = std::move(route), received](bool success) {
+        if (!success) cancel(svc, *j);
+        svc.stats.request(route, success ? 200 : 499);
+        svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
+    };
+}
+
 }  // namespace detail
 
 /// How often a response in progress writes something (an SSE comment, or a space before a JSON
@@ -200,8 +218,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
                 if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
                     lock.unlock();
                     if (sink.write(" ", 1)) return true;
-                    j->cancel = true;  // the client has gone
-                    svc.sched.poke();
+                    detail::cancel(svc, *j);  // the client has gone
                     return false;
                 }
                 const std::string body = dump(whole().second);
@@ -210,14 +227,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
                 sink.done();
                 return true;
             },
-            [&svc, j, route, received](bool success) {
-                if (!success) {
-                    j->cancel = true;
-                    svc.sched.poke();
-                }
-                svc.stats.request(route, success ? 200 : 499);
-                svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
-            });
+            detail::on_release(svc, j, route, received));
         return;
     }
 
@@ -269,10 +279,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
                 st->first = false;
             }
             if (ok && (ended || st->text.stopped())) {
-                if (!ended) {  // a stop string ended the answer: free the sequence now
-                    j->cancel = true;
-                    svc.sched.poke();
-                }
+                if (!ended) detail::cancel(svc, *j);  // a stop string ended the answer: free the sequence now
                 if (const auto e = ended ? detail::refusal_of(*j, head.kind) : std::nullopt) {
                     ok = send(sse_event(error_body(*e)));
                 } else {
@@ -287,20 +294,10 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
                 return ok;
             }
             if (ok && clock::now() - st->last_write > heartbeat) ok = send(": keep-alive\n\n");
-            if (!ok) {  // the client has gone
-                j->cancel = true;
-                svc.sched.poke();
-            }
+            if (!ok) detail::cancel(svc, *j);  // the client has gone
             return ok;
         },
-        [&svc, j, route, received](bool success) {
-            if (!success) {
-                j->cancel = true;
-                svc.sched.poke();
-            }
-            svc.stats.request(route, success ? 200 : 499);
-            svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
-        });
+        detail::on_release(svc, j, route, received));
 }
 
 /// Registers every route of dlm-server on `http`.
