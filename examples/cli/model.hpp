@@ -93,9 +93,7 @@ struct preset_choice {
 /// where the architecture was read (config.json, or a GGUF file's general.architecture).
 [[nodiscard]] inline preset_choice default_preset(io::architecture arch, const std::string& source) {
     using A = io::architecture;
-    std::string_view cls = io::architecture_name(arch);
-    for (const auto& f : io::detail::families)
-        if (f.arch == arch) cls = f.class_name;
+    const std::string_view cls = io::architecture_class(arch);
     const preset_id p = arch == A::sdar           ? preset_id::sdar
                         : arch == A::fast_dllm_v2 ? preset_id::fast_dllm_v2
                         : arch == A::llada2_moe   ? preset_id::llada2

@@ -46,7 +46,7 @@ template <storage_element T>
 [[nodiscard]] gemm_path resolve_gemm_path(gemm_path p, index_t m, index_t n, index_t k, const T* x, const T* w) noexcept {
     if (p == gemm_path::automatic) p = auto_gemm_path(m, n, k);
     if (p == gemm_path::skinny && !skinny_applies(m, k, x, w)) return gemm_path::cublas;
-    return p == gemm_path::automatic ? gemm_path::cublas : p;
+    return p;
 }
 
 /// Runs the linear layers of one stream_context by its gemm_path; owns the cublasLt plans (made when a

@@ -145,6 +145,17 @@ inline constexpr family families[] = {
     {architecture::lladamoe, "lladamoe", "LLaDAMoEModelLM"},
 };
 
+}  // namespace detail
+
+/// The Hugging Face class name of an architecture (its config.json `architectures` entry).
+[[nodiscard]] constexpr std::string_view architecture_class(architecture a) noexcept {
+    for (const detail::family& f : detail::families)
+        if (f.arch == a) return f.class_name;
+    return architecture_name(a);
+}
+
+namespace detail {
+
 [[nodiscard]] inline bool iequals(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
                return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
