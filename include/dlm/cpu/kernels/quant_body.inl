@@ -52,10 +52,11 @@ template <bool Signed>
 
 /// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles
 /// along k at w); A quantized and packed in tiles of `amr` rows (quant::activation_view), its
-/// quants at aq, scales at ascale, sums at asums.
+/// quants at aq, scales at ascale, sums at asums. Block s also prefetches the bytes
+/// [pf + s · pf_step, pf + (s + 1) · pf_step) into L2 (the next tile column; pf_step 0: none).
 template <io::gguf_type T, int MR>
 inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const std::int32_t* asums, int amr, const std::byte* w,
-                               index_t blocks, float* c, std::ptrdiff_t ldc, int n_valid) noexcept {
+                               index_t blocks, float* c, std::ptrdiff_t ldc, int n_valid, const char* pf, std::ptrdiff_t pf_step) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     constexpr int NV = q_vectors, quads = G.sub / 4, sums16 = G.block / 16;
     vfloat acc[MR][NV];
@@ -67,6 +68,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
         const std::byte* qs = w + G.header_bytes;
         const std::int8_t* a = aq + s * G.block * amr;
         const std::int32_t* sums = asums + s * sums16 * amr;
+        for (std::ptrdiff_t off = 0; off < pf_step; off += 64) __builtin_prefetch(pf + s * pf_step + off, 0, 2);
         vint ksum[MR][NV];
         #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r)
@@ -164,7 +166,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
 
 template <io::gguf_type T>
 using quant_kernel_fn = void (*)(const std::int8_t*, const float*, const std::int32_t*, int, const std::byte*, index_t, float*, std::ptrdiff_t,
-                                 int) noexcept;
+                                 int, const char*, std::ptrdiff_t) noexcept;
 template <io::gguf_type T, std::size_t... I>
 constexpr std::array<quant_kernel_fn<T>, sizeof...(I)> make_quant_kernels(std::index_sequence<I...>) {
     return {&quant_micro_kernel<T, static_cast<int>(I) + 1>...};
@@ -179,16 +181,23 @@ inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view&
     constexpr quant::tile_geometry G = quant::geometry(T);
     const std::size_t group_bytes = static_cast<std::size_t>(b.blocks) * static_cast<std::size_t>(G.tile_bytes());
     const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(b.blocks) * G.block * a.mr;
+    // While the row tiles run over one tile column, their blocks prefetch the next column's bytes
+    // into L2, a share per tile (as gemm_panels does for B): the weights come from DRAM.
+    const index_t tiles = (m + a.mr - 1) / a.mr;
+    const std::ptrdiff_t share = (static_cast<std::ptrdiff_t>(group_bytes) + tiles - 1) / tiles;
+    const std::ptrdiff_t pf_step = b.blocks > 0 ? (share + b.blocks - 1) / b.blocks : 0;
     for (index_t g = g0; g < g1; ++g) {
         const index_t col = g * quant::tile_rows;
         if (col >= n) break;
         const int n_valid = static_cast<int>(n - col < quant::tile_rows ? n - col : quant::tile_rows);
+        const bool last = g + 1 >= g1 || col + quant::tile_rows >= n;
+        const char* next = reinterpret_cast<const char*>(b.data + static_cast<std::size_t>(g + 1) * group_bytes);
         for (index_t i = 0; i < m; i += a.mr) {
             const index_t rows = m - i < a.mr ? m - i : a.mr, tile = i / a.mr;
             quant_kernels<T>[static_cast<std::size_t>(rows - 1)](a.q + tile * a_tile, a.scale + tile * b.blocks * a.mr,
                                                                  a.sums + tile * b.blocks * (G.block / 16) * a.mr, a.mr,
                                                                  b.data + static_cast<std::size_t>(g) * group_bytes, b.blocks, c + i * ldc + col,
-                                                                 ldc, n_valid);
+                                                                 ldc, n_valid, next + tile * share, last ? 0 : pf_step);
         }
     }
 }
