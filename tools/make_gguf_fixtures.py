@@ -22,6 +22,22 @@ own converter uses), never with dlm's code.
                                   llada_tiny reference of make_model_fixtures.py)
   tokenizer.gguf                  tests/data/tokenizer/tokenizer.json's vocabulary as tokenizer.ggml.*
                                   keys (pre "qwen2"), no tensors: the tokenizer test's input
+  lladamoe_tiny/                  a random LLaDA-MoE model in Hugging Face's layout (config.json in
+                                  LLaDAMoEConfig's keys, model.safetensors in bf16): every layer
+                                  experts, q/k norms, no shared expert and no expert bias, which is
+                                  what llama.cpp's llada-moe graph computes
+  lladamoe_tiny.{bf16,q8_0}.gguf  that model as llama.cpp's LLaDAMoEModel converter writes it: keys
+                                  llada-moe.* (expert_count, expert_used_count,
+                                  expert_feed_forward_length; no feed_forward_length, the config has
+                                  no intermediate_size), tensors blk.N.{attn_q_norm, attn_k_norm,
+                                  ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps} (the
+                                  experts stacked into one [experts, rows, cols] tensor each), no q/k
+                                  permutation; q8_0: every matrix Q8_0 but the router (F32, as
+                                  llama-quantize keeps ffn_gate_inp)
+  lladamoe_tiny.q8_0.dequantized.gguf
+                                  the q8_0 file's tensors dequantized by the gguf package, in F32:
+                                  the reference the Q8_0 experts are checked against
+  lladamoe_tiny.json              input ids of those checks
 
 The names, keys and LLaDA's q/k permutation are tools/write_gguf.py's (for a head of d rows, GGUF row
 2j + s holds Hugging Face row s*d/2 + j).
@@ -29,7 +45,7 @@ The names, keys and LLaDA's q/k permutation are tools/write_gguf.py's (for a hea
 Set up once (CPU wheels from PyPI):
     python3 -m venv build/venv && build/venv/bin/pip install gguf numpy safetensors torch transformers
 Usage:
-    build/venv/bin/python tools/make_gguf_fixtures.py [--llama-cpp /path/to/llama.cpp] [output_dir]
+    build/venv/bin/python tools/make_gguf_fixtures.py [--llama-cpp /path/to/llama.cpp] [--only lladamoe] [output_dir]
 """
 import argparse
 import importlib.metadata
@@ -155,6 +171,110 @@ def llada_q(out_dir, llama_cpp):
         json.dump(meta, f, indent=2)
 
 
+def lladamoe(out_dir):
+    """The LLaDA-MoE fixtures (see the top)."""
+    import torch
+    from safetensors.torch import save_file
+    vocab, hidden, heads, layers, experts, used, width = 64, 32, 2, 2, 4, 2, 64
+    head_dim = hidden // heads
+    config = {"architectures": ["LLaDAMoEModelLM"], "model_type": "lladamoe", "vocab_size": vocab, "hidden_size": hidden,
+              "num_attention_heads": heads, "num_key_value_heads": heads, "num_hidden_layers": layers,
+              "dense_intermediate_size": 64, "expert_intermediate_size": width, "num_experts": experts,
+              "num_experts_per_tok": used, "moe_layer_freq": [1] * layers, "shared_expert_intermediate_size": None,
+              "moe_router_enable_expert_bias": False, "moe_router_score_function": "softmax", "norm_topk_prob": False,
+              "routed_scaling_factor": 1, "qk_layernorm": True, "attention_bias": False, "hidden_act": "silu",
+              "rms_norm_eps": 1e-6, "rope_theta": 50000.0, "rope_scaling": None, "partial_rotary_factor": 1.0,
+              "max_position_embeddings": 256, "tie_word_embeddings": False, "mask_token_id": vocab - 1,
+              "eos_token_id": vocab - 2, "torch_dtype": "bfloat16"}
+    rng = np.random.default_rng(15)
+
+    def mat(rows, cols):
+        return (rng.standard_normal((rows, cols)) / cols ** 0.5).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    hf = {"model.embed_tokens.weight": rng.standard_normal((vocab, hidden)).astype(np.float32)}
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        hf[p + "input_layernorm.weight"] = norm(hidden)
+        for x in "qkvo":
+            hf[p + f"self_attn.{x}_proj.weight"] = mat(hidden, hidden)
+        hf[p + "self_attn.q_norm.weight"] = norm(head_dim)
+        hf[p + "self_attn.k_norm.weight"] = norm(head_dim)
+        hf[p + "post_attention_layernorm.weight"] = norm(hidden)
+        hf[p + "mlp.gate.weight"] = mat(experts, hidden)
+        for e in range(experts):
+            hf[p + f"mlp.experts.{e}.gate_proj.weight"] = mat(width, hidden)
+            hf[p + f"mlp.experts.{e}.up_proj.weight"] = mat(width, hidden)
+            hf[p + f"mlp.experts.{e}.down_proj.weight"] = mat(hidden, width)
+    hf["model.norm.weight"] = norm(hidden)
+    hf["lm_head.weight"] = mat(vocab, hidden)
+    # bf16 values, so the bf16 safetensors, the bf16 GGUF and the quantizer's input are the same numbers
+    hf = {k: torch.from_numpy(v).to(torch.bfloat16).float().numpy() for k, v in hf.items()}
+    folder = os.path.join(out_dir, "lladamoe_tiny")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    save_file({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in hf.items()}, os.path.join(folder, "model.safetensors"))
+
+    # LLaDAMoEModel's tensors: Qwen2-MoE names, the experts of a layer stacked per matrix, no permutation
+    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+             "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate": "ffn_gate_inp"}
+    tensors = {"token_embd.weight": hf["model.embed_tokens.weight"]}
+    for l in range(layers):
+        for part, stem in names.items():
+            tensors[f"blk.{l}.{stem}.weight"] = hf[f"model.layers.{l}.{part}.weight"]
+        for part, stem in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")):
+            tensors[f"blk.{l}.{stem}.weight"] = np.stack([hf[f"model.layers.{l}.mlp.experts.{e}.{part}.weight"] for e in range(experts)])
+    tensors["output_norm.weight"] = hf["model.norm.weight"]
+    tensors["output.weight"] = hf["lm_head.weight"]
+
+    def write_moe(path, kind):
+        w = gguf.GGUFWriter(path, "llada-moe")
+        w.add_block_count(layers)
+        w.add_context_length(config["max_position_embeddings"])
+        w.add_embedding_length(hidden)
+        w.add_head_count(heads)
+        w.add_head_count_kv(heads)
+        w.add_rope_freq_base(config["rope_theta"])
+        w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+        w.add_expert_count(experts)
+        w.add_expert_used_count(used)
+        w.add_expert_feed_forward_length(width)
+        w.add_mask_token_id(config["mask_token_id"])  # the converter writes LLaDA-MoE's 156895; the tiny vocabulary has 64
+        w.add_causal_attention(False)
+        w.add_diffusion_shift_logits(False)
+        w.add_eos_token_id(config["eos_token_id"])
+        for name, t in tensors.items():
+            t = kind(name, t)
+            if isinstance(t, tuple):
+                w.add_tensor(name, t[0], raw_dtype=t[1])
+            else:
+                w.add_tensor(name, t)
+        finish(w)
+
+    def bf16(name, t):
+        return t.astype(np.float32) if t.ndim == 1 else (gguf.quants.quantize(t, T.BF16), T.BF16)
+
+    def q8_0(name, t):
+        return t.astype(np.float32) if t.ndim == 1 or "ffn_gate_inp" in name else (gguf.quants.quantize(t, T.Q8_0), T.Q8_0)
+
+    write_moe(os.path.join(out_dir, "lladamoe_tiny.bf16.gguf"), bf16)
+    q8 = os.path.join(out_dir, "lladamoe_tiny.q8_0.gguf")
+    write_moe(q8, q8_0)
+    deq, _ = read_tensors(q8)
+    write_moe(os.path.join(out_dir, "lladamoe_tiny.q8_0.dequantized.gguf"), lambda name, t: deq[name].astype(np.float32))
+
+    g = torch.Generator().manual_seed(15)
+    ids = torch.randint(0, vocab - 2, (24,), generator=g)
+    ids[10:18] = vocab - 1
+    with open(os.path.join(out_dir, "lladamoe_tiny.json"), "w") as f:
+        json.dump({"generator": f"tools/make_gguf_fixtures.py (gguf {importlib.metadata.version('gguf')}, torch {torch.__version__})",
+                   "input_ids": ids.tolist()}, f, indent=2)
+
+
 def tokenizer_fixture(out_dir):
     with open(os.path.join(ROOT, "tests", "data", "tokenizer", "tokenizer.json"), encoding="utf-8") as f:
         tok = json.load(f)
@@ -166,13 +286,17 @@ def tokenizer_fixture(out_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", help="a llama.cpp checkout with build/bin/llama-quantize, for the K-quant fixtures")
+    ap.add_argument("--only", choices=["lladamoe"], help="write only these fixtures")
     ap.add_argument("out_dir", nargs="?", default=os.path.join(ROOT, "tests", "data", "gguf"))
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
+    if a.only == "lladamoe":
+        return lladamoe(a.out_dir)
     tiny("llada_tiny", "llada", (("f32", T.F32), ("f16", T.F16), ("bf16", T.BF16)), a.out_dir)
     tiny("dream_tiny", "dream", (("f32", T.F32), ("bf16", T.BF16)), a.out_dir)
     tokenizer_fixture(a.out_dir)
     llada_q(a.out_dir, a.llama_cpp)
+    lladamoe(a.out_dir)
 
 
 if __name__ == "__main__":

@@ -47,12 +47,23 @@ namespace dlm::cpu {
         case tensor_role::gate_proj: return blk("ffn_gate.weight");
         case tensor_role::up_proj: return blk("ffn_up.weight");
         case tensor_role::down_proj: return blk("ffn_down.weight");
+        case tensor_role::q_norm: return blk("attn_q_norm.weight");
+        case tensor_role::k_norm: return blk("attn_k_norm.weight");
         case tensor_role::final_norm: return "output_norm.weight";
         case tensor_role::lm_head: return "output.weight";
-        default: break;  // roles llama.cpp's llada and dream files do not have
     }
     return "?";
 }
+
+/// The GGUF tensors of a mixture-of-experts layer (llada-moe, io/gguf_model.hpp): the router and
+/// the experts' stacked matrices, gate and up either apart or fused.
+struct gguf_expert_tensors {
+    const io::gguf_tensor* router = nullptr;   ///< ffn_gate_inp: experts rows of hidden
+    const io::gguf_tensor* gate = nullptr;     ///< ffn_gate_exps: experts × width rows of hidden (nullptr when fused)
+    const io::gguf_tensor* up = nullptr;       ///< ffn_up_exps, as gate
+    const io::gguf_tensor* gate_up = nullptr;  ///< ffn_gate_up_exps: experts × 2·width rows (gate rows, then up rows, per expert)
+    const io::gguf_tensor* down = nullptr;     ///< ffn_down_exps: experts × hidden rows of width
+};
 
 class gguf_source {
 public:
@@ -96,11 +107,66 @@ public:
         });
     }
 
+    /// Layer `l`'s expert tensors, their ggml shapes checked against the config (tensor_error names
+    /// a missing or misshapen one).
+    [[nodiscard]] gguf_expert_tensors expert_tensors(index_t l) const {
+        const io::moe_config& m = *c_.moe;
+        const std::int64_t h = c_.hidden_size, f = m.expert_intermediate_size, e = m.num_experts;
+        const auto get = [&](const char* stem, std::vector<std::int64_t> want) -> const io::gguf_tensor& {
+            const std::string name = io::gguf_tensor_name(stem, l, true);
+            const io::gguf_tensor& t = f_.header().tensor(name);
+            if (t.shape != want)
+                throw tensor_error(f_.path(), name, "shape " + io::shape_string(t.shape) + " (ggml order, row length first) does not fit the metadata, which needs " +
+                                                        io::shape_string(want));
+            return t;
+        };
+        gguf_expert_tensors x;
+        x.router = &get("ffn_gate_inp.weight", {h, e});
+        if (f_.header().find_tensor(io::gguf_tensor_name("ffn_gate_up_exps.weight", l, true))) {
+            x.gate_up = &get("ffn_gate_up_exps.weight", {h, 2 * f, e});
+        } else {
+            x.gate = &get("ffn_gate_exps.weight", {h, f, e});
+            x.up = &get("ffn_up_exps.weight", {h, f, e});
+        }
+        x.down = &get("ffn_down_exps.weight", {f, h, e});
+        for (const io::gguf_tensor* t : {x.router, x.gate, x.up, x.gate_up, x.down})
+            if (t && !io::gguf_plain_dtype(t->type)) check_quantized(*t);
+        return x;
+    }
+    /// Rows [row0, row0 + rows) of `t` (a 3-D tensor's rows run expert after expert) as f32.
+    void read_rows(const io::gguf_tensor& t, std::int64_t row0, std::int64_t rows, float* dst) const {
+        const std::int64_t cols = t.cols();
+        const std::span<const std::byte> src = stored_rows(t, row0, rows);
+        const std::size_t row_bytes = io::gguf_row_bytes(t.type, cols);
+        for (std::int64_t i = 0; i < rows; ++i) {
+            const std::span<const std::byte> row = src.subspan(static_cast<std::size_t>(i) * row_bytes, row_bytes);
+            float* out = dst + i * cols;
+            if (const auto d = io::gguf_plain_dtype(t.type)) {
+                io::convert_to_f32(*d, row, std::span<float>(out, static_cast<std::size_t>(cols)));
+                continue;
+            }
+#if DLM_CPU_GGUF_HAVE_QUANT
+            quant::dequantize_row(t.type, row.data(), out, cols);
+#endif
+        }
+    }
+    /// The stored bytes of rows [row0, row0 + rows) of `t` (a quantized tensor's blocks).
+    [[nodiscard]] std::span<const std::byte> stored_rows(const io::gguf_tensor& t, std::int64_t row0, std::int64_t rows) const {
+        const std::size_t row_bytes = io::gguf_row_bytes(t.type, t.cols());
+        return t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes);
+    }
+    /// Drops rows already packed from the resident set (as read() does for the dense tensors).
+    void release_rows(const io::gguf_tensor& t, std::int64_t row0, std::int64_t rows) const { f_.release(stored_rows(t, row0, rows)); }
+
     /// The tensors the model does not use: refused (a file this config does not describe), except
     /// rope_freqs.weight (a table llama.cpp's converters may add; dlm computes its own).
     void check_all_used() const {
         std::set<std::string> used{"rope_freqs.weight"};
         for (const auto& [role, layer] : weight_order(c_)) used.insert(gguf_tensor_name(role, layer));
+        for (index_t l = 0; l < c_.num_layers; ++l)
+            if (c_.moe && c_.moe->is_moe_layer(l))
+                for (const char* stem : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight"})
+                    used.insert(io::gguf_tensor_name(stem, l, true));
         for (const io::gguf_tensor& t : f_.header().tensors())
             if (!used.contains(t.name))
                 throw tensor_error(f_.path(), t.name, "not a tensor of the " + std::string(io::architecture_name(c_.arch)) + " model the metadata describes (" +

@@ -28,6 +28,7 @@
 #include "../io/model_config.hpp"
 #include "../io/safetensors.hpp"
 #include "gemm.hpp"
+#include "gguf_source.hpp"
 #include "memory.hpp"
 #include "ops.hpp"
 #include "weight_sources.hpp"
@@ -88,6 +89,64 @@ public:
         for (index_t x = 0; x < e.m_.num_experts; ++x)
             expert(p + "experts." + std::to_string(x) + ".", f, e.gate_up_[static_cast<std::size_t>(x)], e.down_[static_cast<std::size_t>(x)]);
         if (s > 0) expert(shared, s, e.shared_gate_up_, e.shared_down_);
+        return e;
+    }
+
+    /// Layer `layer`'s experts from a llada-moe GGUF file (io/gguf_model.hpp): each expert's
+    /// matrices held as the file stores them (GGUF blocks of a type dlm multiplies, or F32/F16/BF16)
+    /// unless `type` converts them; the router in f32. Expert x of a stacked tensor is its rows
+    /// [x · rows, (x + 1) · rows).
+    static moe_mlp load_gguf(const gguf_source& src, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
+        moe_mlp e(c);
+        const gguf_expert_tensors t = src.expert_tensors(layer);
+        const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, n = e.m_.num_experts;
+        std::vector<float> buf;
+        e.router_ = packed_matrix(n, h, io::dtype::f32);
+        buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(h));
+        src.read_rows(*t.router, 0, n, buf.data());
+        e.router_.set_rows(0, buf.data(), n);
+        e.bias_.assign(static_cast<std::size_t>(n), 0.f);
+        // One expert's matrix from `parts` (tensor, first row, rows), stacked in that order.
+        struct part {
+            const io::gguf_tensor* t;
+            std::int64_t row0, rows;
+        };
+        auto matrix = [&](std::initializer_list<part> parts, index_t k) {
+            index_t total = 0;
+            weight_layout layout{io::dtype::f32, {}};
+            bool blocks = !type, same_plain = true;
+            const auto first = io::gguf_plain_dtype(parts.begin()->t->type);
+            for (const part& p : parts) {
+                total += static_cast<index_t>(p.rows);
+                const auto plain = io::gguf_plain_dtype(p.t->type);
+                if (plain) blocks = false;
+                else layout.parts.push_back({static_cast<index_t>(p.rows), p.t->type});
+                same_plain = same_plain && plain && first && *plain == *first;
+            }
+            if (!blocks) layout = {type ? *type : same_plain ? *first : io::dtype::f32, {}};
+            packed_matrix m(total, k, layout);
+            index_t at = 0;
+            for (const part& p : parts) {
+                if (blocks) {
+                    m.set_blocks(at, src.stored_rows(*p.t, p.row0, p.rows).data(), static_cast<index_t>(p.rows));
+                } else {
+                    buf.resize(static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(k));
+                    src.read_rows(*p.t, p.row0, p.rows, buf.data());
+                    m.set_rows(at, buf.data(), static_cast<index_t>(p.rows));
+                }
+                src.release_rows(*p.t, p.row0, p.rows);
+                at += static_cast<index_t>(p.rows);
+            }
+            return m;
+        };
+        e.gate_up_.resize(static_cast<std::size_t>(n));
+        e.down_.resize(static_cast<std::size_t>(n));
+        for (index_t x = 0; x < n; ++x) {
+            const auto ux = static_cast<std::size_t>(x);
+            e.gate_up_[ux] = t.gate_up ? matrix({{t.gate_up, 2 * std::int64_t{x} * f, 2 * std::int64_t{f}}}, h)
+                                       : matrix({{t.gate, std::int64_t{x} * f, f}, {t.up, std::int64_t{x} * f, f}}, h);
+            e.down_[ux] = matrix({{t.down, std::int64_t{x} * h, h}}, f);
+        }
         return e;
     }
 
@@ -306,17 +365,19 @@ private:
     std::vector<float> weights_;
 };
 
-/// Layer `l`'s experts from the transformer's weight source: a safetensors checkpoint, or random
-/// weights (benchmarks). Other sources (weights in memory, GGUF files) have no experts: invalid_parameter.
+/// Layer `l`'s experts from the transformer's weight source: a safetensors checkpoint, a llada-moe
+/// GGUF file, or random weights (benchmarks). Weights in memory have no experts: invalid_parameter.
 template <class Source>
 [[nodiscard]] moe_mlp load_moe(Source& src, const io::model_config& c, index_t l, const load_options& opt) {
     if constexpr (requires { src.checkpoint(); }) {
         return moe_mlp::load(src.checkpoint(), c, l, opt.weight_dtype);
+    } else if constexpr (std::is_same_v<Source, gguf_source>) {
+        return moe_mlp::load_gguf(src, c, l, opt.weight_dtype);
     } else if constexpr (std::is_same_v<Source, random_source>) {
         return moe_mlp::random(c, 0x5eed0000u + static_cast<std::uint64_t>(l), opt.weight_dtype.value_or(src.dtype(tensor_role::o_proj, l)));
     } else {
         throw invalid_parameter("weights", "layer " + std::to_string(l) + " is a mixture-of-experts layer: its experts load from a "
-                                           "safetensors checkpoint (transformer::load) or are random (transformer::random)");
+                                           "safetensors checkpoint or a GGUF file (transformer::load) or are random (transformer::random)");
     }
 }
 
@@ -329,6 +390,21 @@ template <class Source>
             type = src.checkpoint().info("model.layers." + std::to_string(l) + ".mlp.experts.0.gate_proj.weight").type;
     } else if constexpr (std::is_same_v<Source, random_source>) {
         if (!opt.weight_dtype) type = src.dtype(tensor_role::o_proj, l);
+    } else if constexpr (std::is_same_v<Source, gguf_source>) {
+        // As stored (blocks or plain) unless converted: the file's bytes of the experts, the router in f32.
+        const gguf_expert_tensors t = src.expert_tensors(l);
+        const io::moe_config& m = *c.moe;
+        std::size_t b = packed_matrix::bytes_for(m.num_experts, c.hidden_size, io::dtype::f32) + sizeof(float) * static_cast<std::size_t>(m.num_experts);
+        for (const io::gguf_tensor* x : {t.gate, t.up, t.gate_up, t.down}) {
+            if (!x) continue;
+            const auto rows = static_cast<index_t>(x->shape[1]), cols = static_cast<index_t>(x->cols());  // one expert's
+            const auto plain = io::gguf_plain_dtype(x->type);
+            const weight_layout held = opt.weight_dtype ? weight_layout{*opt.weight_dtype, {}}
+                                       : plain          ? weight_layout{*plain, {}}
+                                                        : weight_layout{io::dtype::f32, {{rows, x->type}}};
+            b += static_cast<std::size_t>(m.num_experts) * packed_matrix::bytes_for(rows, cols, held);
+        }
+        return b;
     }
     return moe_mlp::bytes_for(c, type);
 }

@@ -1,7 +1,8 @@
 // dlm/io/gguf_model.hpp — the model a GGUF file holds, as llama.cpp's converter writes it
-// (convert_hf_to_gguf.py: LLaDAModel, DreamModel; gguf-py constants.py: keys and tensor names).
+// (convert_hf_to_gguf.py: LLaDAModel, DreamModel, LLaDAMoEModel; gguf-py constants.py: keys and
+// tensor names).
 //
-//   general.architecture            "llada" or "dream" (anything else is refused by name)
+//   general.architecture            "llada", "dream" or "llada-moe" (anything else is refused by name)
 //   {arch}.block_count              layers                  {arch}.embedding_length     hidden size
 //   {arch}.feed_forward_length      MLP width               {arch}.context_length       max context
 //   {arch}.attention.head_count     heads                   {arch}.attention.head_count_kv   KV heads
@@ -16,6 +17,16 @@
 // embedding). LLaDAModel.modify_tensors permutes the rows of attn_q/attn_k (weights and biases) per
 // head, for ggml's adjacent-pair RoPE: GGUF row h·d + 2j + s holds Hugging Face row h·d + s·d/2 + j
 // (d the head size, j < d/2, s ∈ {0, 1}); llada_unpermuted_row undoes it. Dream is not permuted.
+//
+// llada-moe (LLaDA-MoE-7B-A1B; llama.cpp's LLM_ARCH_LLADA_MOE): every layer a mixture of experts,
+// as llama.cpp's graph computes it: softmax over the router logits, the k best experts weighted by
+// their (unnormalised) probabilities, no shared expert and no expert bias (the converter writes
+// neither). Keys {arch}.expert_count, .expert_used_count, .expert_feed_forward_length (absent:
+// feed_forward_length / expert_used_count, as llama.cpp); feed_forward_length is optional.
+// Tensors blk.N.{attn_q_norm, attn_k_norm} (per-head RMSNorm, [head size]), ffn_gate_inp (the
+// router, ggml {hidden, experts}), ffn_gate_exps and ffn_up_exps ({hidden, expert width, experts};
+// or ffn_gate_up_exps, {hidden, 2 · width, experts}, gate rows first) and ffn_down_exps ({width,
+// hidden, experts}) in place of ffn_gate/ffn_up/ffn_down; not permuted (ggml's NEOX RoPE).
 #pragma once
 
 #include <algorithm>
@@ -71,6 +82,42 @@ struct gguf_keys {
     return static_cast<token_id>(id);
 }
 
+/// A llada-moe file's experts (see the top): c.moe, and c.intermediate_size (feed_forward_length,
+/// else the experts' width; no layer is dense). Refuses a gating function other than softmax and
+/// normalised or scaled expert weights, which llama.cpp's llada-moe graph does not compute.
+inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_config& c) {
+    moe_config m;
+    m.num_experts = k.size("expert_count");
+    m.experts_per_token = k.size("expert_used_count");
+    if (m.experts_per_token > m.num_experts)
+        h.fail_key(k.key("expert_used_count"), std::to_string(m.experts_per_token) + " is more than " + k.key("expert_count") + " " +
+                                                   std::to_string(m.num_experts));
+    if (h.has(k.key("expert_feed_forward_length"))) {
+        m.expert_intermediate_size = k.size("expert_feed_forward_length");
+    } else {
+        const index_t ff = k.size("feed_forward_length");
+        if (ff % m.experts_per_token != 0)
+            h.fail_key(k.key("feed_forward_length"), "the file has no " + k.key("expert_feed_forward_length") + ", and " + std::to_string(ff) +
+                                                         " is not a multiple of " + k.key("expert_used_count") + " " +
+                                                         std::to_string(m.experts_per_token) + " (llama.cpp's fallback width)");
+        m.expert_intermediate_size = ff / m.experts_per_token;
+    }
+    c.intermediate_size = h.has(k.key("feed_forward_length")) ? k.size("feed_forward_length") : m.expert_intermediate_size;
+    m.score = moe_config::scoring::softmax;
+    m.normalize = false;
+    m.routed_scaling = 1.0;
+    const std::string graph = "; llama.cpp's llada-moe graph, which dlm computes, takes softmax weights as they are";
+    if (h.has(k.key("expert_gating_func")) && h.integer(k.key("expert_gating_func"), 0) != 1)
+        h.fail_key(k.key("expert_gating_func"), std::to_string(h.integer(k.key("expert_gating_func"), 0)) + " is not softmax (1)" + graph);
+    if (h.has(k.key("expert_weights_norm")) && h.boolean(k.key("expert_weights_norm")))
+        h.fail_key(k.key("expert_weights_norm"), "true: normalised expert weights" + graph);
+    if (h.has(k.key("expert_weights_scale")) && h.number(k.key("expert_weights_scale")) != 0.0 && h.number(k.key("expert_weights_scale")) != 1.0)
+        h.fail_key(k.key("expert_weights_scale"), "scaled expert weights" + graph);
+    if (h.has(k.key("expert_shared_count")) && h.integer(k.key("expert_shared_count"), 0) != 0)
+        h.fail_key(k.key("expert_shared_count"), "shared experts; llama.cpp's llada-moe graph, which dlm computes, has none");
+    c.moe = m;
+}
+
 }  // namespace detail
 
 /// The model_config of a GGUF file's metadata. Throws file_error naming the key (missing, mistyped,
@@ -80,14 +127,19 @@ struct gguf_keys {
     model_config c;
     if (arch == "llada") c.arch = architecture::llada;
     else if (arch == "dream") c.arch = architecture::dream;
+    else if (arch == "llada-moe") c.arch = architecture::lladamoe;
     else
-        h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada' and 'dream' "
-                                           "(llama.cpp's LLaDAModel and DreamModel converters)");
+        h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada', 'dream' "
+                                           "and 'llada-moe' (llama.cpp's LLaDAModel, DreamModel and LLaDAMoEModel converters)");
     const detail::gguf_keys k{h, arch};
     const std::string origin = "GGUF key '";
     c.num_layers = k.size("block_count");
     c.hidden_size = k.size("embedding_length");
-    c.intermediate_size = k.size("feed_forward_length");
+    if (c.arch == architecture::lladamoe) {
+        detail::read_gguf_experts(h, k, c);
+    } else {
+        c.intermediate_size = k.size("feed_forward_length");
+    }
     c.num_heads = k.size("attention.head_count");
     c.num_kv_heads = k.size_or("attention.head_count_kv", c.num_heads);
     c.max_context = k.size_or("context_length", c.arch == architecture::llada ? 4096 : 32768);
@@ -127,14 +179,17 @@ struct gguf_keys {
                                             " rows of token_embd.weight");
     c.tie_word_embeddings = h.find_tensor("output.weight") == nullptr;
     c.qkv_bias = h.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.qk_norm = h.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
     c.logits_shift = h.has("diffusion.shift_logits") ? h.boolean("diffusion.shift_logits") : c.arch != architecture::llada;
     c.causal = false;
     if (h.has(k.key("attention.causal")) && h.boolean(k.key("attention.causal")))
-        h.fail_key(k.key("attention.causal"), "true: a causal model; dlm reads the bidirectional diffusion models 'llada' and 'dream'");
+        h.fail_key(k.key("attention.causal"), "true: a causal model; dlm reads the bidirectional diffusion models 'llada', 'dream' and 'llada-moe'");
 
     const bool mask_given = h.has("tokenizer.ggml.mask_token_id");
     c.mask_id = mask_given ? detail::gguf_token(h, "tokenizer.ggml.mask_token_id", c.vocab_size)
-                           : c.arch == architecture::llada ? llada_default_mask_id : dream_default_mask_id;
+                : c.arch == architecture::llada    ? llada_default_mask_id
+                : c.arch == architecture::lladamoe ? llada2_default_mask_id  // 156895, as the converter writes
+                                                   : dream_default_mask_id;
     if (c.mask_id >= c.vocab_size)
         h.fail_key("tokenizer.ggml.mask_token_id", "missing, and the family's default mask id " + std::to_string(c.mask_id) +
                                                        " is outside the vocabulary of " + std::to_string(c.vocab_size));
