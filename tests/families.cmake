@@ -21,9 +21,14 @@ endfunction()
 
 family_cli_model(sdar_tiny)
 set(_sdar "-m|${CMAKE_CURRENT_BINARY_DIR}/sdar_tiny_cli")
+# The prompt is 10 tokens: blocks of 4 from position 0, so block 0 holds the prompt's last 2 tokens
+# and 2 slots, and the last block the remaining 2 of the 16 slots (SDAR's layout, sdar_block_mask).
 cli_case("generate --preset sdar: the model's block_size, SDAR's defaults" dlm-generate
          ARGS "${_sdar}|--preset|sdar|-p|Tom has 3 apples|-n|16|--stats"
-         EXPECT "sdar: 16 forwards, steps per block \\[4 4 4 4\\]")
+         EXPECT "sdar: 16 forwards, steps per block \\[2 4 4 4 2\\]")
+cli_case("generate --preset sdar: any gen length (blocks on multiples of 4 from position 0)" dlm-generate
+         ARGS "${_sdar}|--preset|sdar|-p|Tom has 3 apples|-n|14|--stats"
+         EXPECT "sdar: [0-9]+ forwards, steps per block \\[2 4 4 4\\]")
 cli_case("generate --preset sdar --threshold 0.3 --temp 0" dlm-generate
          ARGS "${_sdar}|--preset|sdar|-p|Tom has 3 apples|-n|16|--threshold|0.3|--temp|0|--stats" EXPECT "sdar: [0-9]+ forwards")
 cli_case("eval --preset sdar" dlm-eval

@@ -159,13 +159,45 @@ TEST_CASE("sdar_tiny: logits equal SDAR's modeling code under its block-diffusio
 TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_diffusion_generate") {
     // The fixture's draws are greedy (tools/make_family_fixtures.py): temperature 0 here, with the
     // confidence of the greedy token under softmax(logits), the reference's x0_p at temperature 1.
-    replay_fixtures("sdar_tiny", {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json"}, 4,  // the model's block_size
+    // trajectory_sdar_unaligned_prompt: a 6-token prompt, so the first block [4, 8) holds two prompt
+    // tokens and two slots (sdar_block_mask's align_blocks), and 18 slots.
+    replay_fixtures("sdar_tiny", {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json", "trajectory_sdar_unaligned_prompt.json"},
+                    4,  // the model's block_size
                     [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
                         return presets::sdar<transformer>(m, {}, {},
                                                           dynamic_threshold_schedule{p.at("denoising_steps").get<index_t>(),
                                                                                      p.at("confidence_threshold").get<double>()},
                                                           presets::sdar_sampler{0.f});
                     });
+}
+
+TEST_CASE("sdar preset: a prompt that is not whole blocks shares its last block with the first slots") {
+    auto m = transformer::load(families_dir / "sdar_tiny");
+    const auto t = read_json(families_dir / "sdar_tiny" / "trajectory_sdar_unaligned_prompt.json");
+    const auto& p = t.at("params");
+    const dynamic_threshold_schedule schedule{p.at("denoising_steps").get<index_t>(), p.at("confidence_threshold").get<double>()};
+    // Blocks from the prompt's end instead (block_diffusion_mask without align_blocks; 16 slots, a
+    // multiple of the block): other commits from the first forward on, so the fixture tells them apart.
+    auto shifted = decoder<transformer, block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, presets::sdar_sampler>(
+        m, block_diffusion_mask{4}, {}, schedule, presets::sdar_sampler{0.f});
+    nlohmann::json t16 = t;
+    t16["gen_length"] = 16;
+    const auto got = replay(shifted, t16);
+    REQUIRE_FALSE(got.empty());
+    CHECK(got.front() != reference_forwards(t).front());
+    // The aligned layout itself: block 0 is [4, 8) with two slots, the last block ends at the canvas end.
+    const canvas_layout l{6, 17, 4, false, 2};
+    CHECK(l.block_count() == 5);
+    CHECK(l.block_begin(0) == 4);
+    CHECK(l.slots_in_block(0) == 2);
+    CHECK(l.block_of(6) == 0);
+    CHECK(l.block_of(8) == 1);
+    CHECK(l.block_end(4) == 23);
+    CHECK(l.slots_in_block(4) == 3);
+    const sdar_block_mask mask{4};
+    CHECK(mask.key_end(l, 3) == 4);  // a whole prompt block sees itself
+    CHECK(mask.key_end(l, 5) == 8);  // a prompt position of block 0 sees the block's slots
+    CHECK(mask.key_end(l, 9) == 12);
 }
 
 TEST_CASE("fast_dllm_v2_tiny: Fast_dLLM_QwenForCausalLM's config.json and checkpoint load (Qwen2 block, bd_size, shifted rows)") {

@@ -289,7 +289,23 @@ def make_sdar(ref, out, generator):
             "forwards": commits_per_denoising_forward(rec.calls),
             "store_forwards": sum(1 for c in rec.calls if c[2]),
             "final": x[0, prompt_len:].tolist()})
-    print(f"sdar_tiny: {len(cases)} logits case(s), 2 trajectories")
+    # A prompt that is not whole blocks: the reference starts the first block at position 4, so it holds
+    # two prompt tokens and two slots; 18 slots end the canvas on a block boundary (24).
+    prompt = torch.randint(0, EOS2, (1, 6), generator=generator)
+    params = dict(confidence_threshold=0.85, denoising_steps=4)
+    rec = Recorder(model)
+    with greedy_multinomial(), torch.no_grad():
+        x = generate.block_diffusion_generate(rec, {"input_ids": prompt}, MASK, gen_length=18, block_length=block, temperature=1.0,
+                                              remasking_strategy="low_confidence_dynamic", stopping_criteria_idx=[EOS2, EOS], **params)
+    write_json(os.path.join(target, "trajectory_sdar_unaligned_prompt.json"), {
+        "reference": describe(os.path.join(ref, "generate.py")),
+        "function": "block_diffusion_generate", "prompt": prompt[0].tolist(), "gen_length": 18,
+        "block_length": block, "params": dict(params, temperature=1.0, remasking_strategy="low_confidence_dynamic",
+                                              stopping_criteria_idx=[EOS2, EOS]),
+        "forwards": commits_per_denoising_forward(rec.calls),
+        "store_forwards": sum(1 for c in rec.calls if c[2]),
+        "final": x[0, 6:].tolist()})
+    print(f"sdar_tiny: {len(cases)} logits case(s), 3 trajectories")
 
 
 def commits_between_canvases(calls, final):

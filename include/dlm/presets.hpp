@@ -77,9 +77,11 @@ struct sdar_sampler : categorical_sampler {
 /// block size (config.json block_size, 4 in the published checkpoints), prompt and blocks
 /// block-causal, exact K/V of every finished block (the reference's store_kv forward, here produced
 /// by the next block's first forward: the same K/V, one forward fewer per block), per block
-/// `steps` = block_length planned steps with threshold 0.85, stop after a block holding EOS.
+/// `steps` = block_length planned steps with threshold 0.85, stop after a block holding EOS. Blocks
+/// lie on multiples of the block length from position 0, as the reference lays them (sdar_block_mask):
+/// a prompt that is not whole blocks shares its last block with the first slots.
 template <class Model>
-using sdar = decoder<Model, block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
+using sdar = decoder<Model, sdar_block_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
 
 /// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
 /// bd_size (32), prompt and blocks block-causal with the exact block cache, each block's first slot

@@ -142,6 +142,8 @@ std::vector<sequence_state<KvCache>> prepare_batch(Model& model, const Mask& mas
                                                std::to_string(std::numeric_limits<index_t>::max()) +
                                                ", the most canvas positions dlm can index");
         s.layout = {static_cast<index_t>(prompt.size()), gen_length, block_length, model.logits_shift()};
+        if constexpr (requires { mask.align_blocks; })
+            if (mask.align_blocks) s.layout.lead = s.layout.prompt_length % block_length;
         if constexpr (requires { model.max_context(); }) {
             if (s.layout.size() > model.max_context())
                 throw invalid_parameter(which, "prompt length " + std::to_string(prompt.size()) + " + gen_length " +
@@ -151,7 +153,7 @@ std::vector<sequence_state<KvCache>> prepare_batch(Model& model, const Mask& mas
         s.canvas = prompt;
         s.canvas.resize(static_cast<std::size_t>(s.layout.size()), mask_id);
         if (cfg) s.uncond_canvas.assign(static_cast<std::size_t>(s.layout.size()), mask_id);  // LLaDA: un_x[prompt_index] = mask_id
-        s.masked_at_block_start = block_length;
+        s.masked_at_block_start = s.layout.slots_in_block(0);
         const auto g = static_cast<std::size_t>(gen_length);
         s.result.tokens.assign(g, mask_id);
         s.result.commit_forward.assign(g, -1);
@@ -193,8 +195,9 @@ void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_co
         s.result.stats.steps_per_block.push_back(s.cursor.step_in_block);
         bool stop = s.cursor.block + 1 >= s.layout.block_count();
         if constexpr (requires { schedule.stop_after_block(ctx, std::span<const token_id>{}); }) {
-            const auto block = std::span<const token_id>(s.canvas).subspan(
-                static_cast<std::size_t>(s.layout.block_begin(s.cursor.block)), static_cast<std::size_t>(s.layout.block_length));
+            const index_t b = s.cursor.block, first = std::max(s.layout.block_begin(b), s.layout.prompt_length);  // its slots only
+            const auto block = std::span<const token_id>(s.canvas).subspan(static_cast<std::size_t>(first),
+                                                                           static_cast<std::size_t>(s.layout.block_end(b) - first));
             if (!stop && schedule.stop_after_block(ctx, block)) {
                 stop = true;
                 s.result.stopped_early = true;
@@ -210,7 +213,7 @@ void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_co
             s.kv.reset();
         } else {
             s.cursor = {s.cursor.block + 1, 0};
-            s.masked_at_block_start = s.layout.block_length;
+            s.masked_at_block_start = s.layout.slots_in_block(s.cursor.block);
         }
     } else if (s.cursor.step_in_block > max_steps_per_slot * s.layout.block_length) {
         throw contract_error(std::string(who) + ": the schedule left block " + std::to_string(s.cursor.block) + " unfinished after " +
