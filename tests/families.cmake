@@ -21,8 +21,8 @@ endfunction()
 
 family_cli_model(sdar_tiny)
 set(_sdar "-m|${CMAKE_CURRENT_BINARY_DIR}/sdar_tiny_cli")
-# The prompt is 10 tokens: blocks of 4 from position 0, so block 0 holds the prompt's last 2 tokens
-# and 2 slots, and the last block the remaining 2 of the 16 slots (SDAR's layout, sdar_block_mask).
+# The prompt is 14 tokens: blocks of 4 from position 0, so block 0 holds the prompt's last 2 tokens
+# and 2 slots, and the last block the remaining 2 of the 16 slots (SDAR's layout, aligned_block_diffusion_mask).
 cli_case("generate --preset sdar: the model's block_size, SDAR's defaults" dlm-generate
          ARGS "${_sdar}|--preset|sdar|-p|Tom has 3 apples|-n|16|--stats"
          EXPECT "sdar: 16 forwards, steps per block \\[2 4 4 4 2\\]")
@@ -45,7 +45,7 @@ family_cli_model(llada2_tiny)
 set(_llada2 "-m|${CMAKE_CURRENT_BINARY_DIR}/llada2_tiny_cli")
 cli_case("generate --preset llada2: mixture of experts, steps per block, threshold 0.95" dlm-generate
          ARGS "${_llada2}|--preset|llada2|-p|Tom has 3 apples|-n|16|--block-length|8|--stats"
-         EXPECT "llada2: [0-9]+ forwards, steps per block \\[[0-9]+ [0-9]+\\]")
+         EXPECT "llada2: [0-9]+ forwards, steps per block \\[[0-9]+ [0-9]+ [0-9]+\\]")  # 14-token prompt: blocks [8, 16) (2 slots), [16, 24), [24, 30)
 cli_case("eval --preset llada2" dlm-eval
          ARGS "${_llada2}|--preset|llada2|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--block-length|8|--limit|2|--no-progress"
          EXPECT "forwards/problem")

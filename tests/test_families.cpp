@@ -160,7 +160,7 @@ TEST_CASE("sdar preset: the same commits, forward by forward, as SDAR's block_di
     // The fixture's draws are greedy (tools/make_family_fixtures.py): temperature 0 here, with the
     // confidence of the greedy token under softmax(logits), the reference's x0_p at temperature 1.
     // trajectory_sdar_unaligned_prompt: a 6-token prompt, so the first block [4, 8) holds two prompt
-    // tokens and two slots (sdar_block_mask's align_blocks), and 18 slots.
+    // tokens and two slots (aligned_block_diffusion_mask's align_blocks), and 18 slots.
     replay_fixtures("sdar_tiny", {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json", "trajectory_sdar_unaligned_prompt.json"},
                     4,  // the model's block_size
                     [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
@@ -194,7 +194,7 @@ TEST_CASE("sdar preset: a prompt that is not whole blocks shares its last block 
     CHECK(l.block_of(8) == 1);
     CHECK(l.block_end(4) == 23);
     CHECK(l.slots_in_block(4) == 3);
-    const sdar_block_mask mask{4};
+    const aligned_block_diffusion_mask mask{4};
     CHECK(mask.key_end(l, 3) == 4);  // a whole prompt block sees itself
     CHECK(mask.key_end(l, 5) == 8);  // a prompt position of block 0 sees the block's slots
     CHECK(mask.key_end(l, 9) == 12);
@@ -253,9 +253,11 @@ TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diff
 }
 
 TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeModelLM.generate()") {
-    replay_fixtures("llada2_tiny", {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json"}, std::nullopt,
-                    [](transformer& m, const nlohmann::json& t, const nlohmann::json& p) {
-                        return presets::llada2<transformer>(m, block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
+    // trajectory_llada2_unaligned_prompt: an 11-token prompt, so block 1 [8, 16) holds 3 prompt tokens
+    // and 5 slots; 21 slots end the canvas on a block boundary.
+    replay_fixtures("llada2_tiny", {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json", "trajectory_llada2_unaligned_prompt.json"},
+                    std::nullopt, [](transformer& m, const nlohmann::json& t, const nlohmann::json& p) {
+                        return presets::llada2<transformer>(m, aligned_block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
                                                             presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()});
                     });
 }

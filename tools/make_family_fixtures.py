@@ -475,7 +475,30 @@ def make_llada2(ref, out, generator):
             "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block,
             "params": dict(params, temperature=0.0, block_length=block, eos_id=EOS),
             "forwards": forwards, "final": answer[0].tolist()})
-    print(f"llada2_tiny: {len(cases)} logits case(s), 2 trajectories")
+    # A prompt that is not whole blocks (11 tokens: block 1 holds 3 prompt tokens and 5 slots), 21
+    # slots so that the canvas ends on a block boundary (32).
+    prompt = torch.randint(0, EOS2, (1, block + 3), generator=generator)
+    calls = []
+
+    def recorded(input_ids=None, attention_mask=None, **kw):
+        calls.append(input_ids[0].tolist())
+        out = inner(input_ids=input_ids, attention_mask=attention_mask.float(), **kw)
+        out.logits[..., MASK] = float("-inf")
+        return out
+    model.forward = recorded
+    params = dict(threshold=0.95, steps=block)
+    try:
+        with torch.no_grad():
+            answer = model.generate(prompt.clone(), temperature=0.0, block_length=block, gen_length=3 * block - 3, eos_id=EOS,
+                                    mask_id=MASK, **params)
+    finally:
+        del model.forward
+    write_json(os.path.join(target, "trajectory_llada2_unaligned_prompt.json"), {
+        "reference": describe(os.path.join(folder, "modeling_llada2_moe.py")), "function": "LLaDA2MoeModelLM.generate",
+        "prompt": prompt[0].tolist(), "gen_length": 3 * block - 3, "block_length": block,
+        "params": dict(params, temperature=0.0, block_length=block, eos_id=EOS),
+        "forwards": commits_between_canvases(calls, prompt[0].tolist() + answer[0].tolist()), "final": answer[0].tolist()})
+    print(f"llada2_tiny: {len(cases)} logits case(s), 3 trajectories")
 
 
 # -- LLaDA-MoE ------------------------------------------------------------------------------------

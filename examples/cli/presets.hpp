@@ -76,7 +76,8 @@ struct settings {
 
     const std::string n = o.spelling("--gen-length") + " " + std::to_string(s.gen_length) +
                           (!o.gen_length && hints.gen_length > 0 ? " (the model's dlm_gen_length)" : "");
-    if (s.has_blocks() && preset != P::sdar && s.gen_length % s.block_length != 0) {  // sdar: blocks on multiples from position 0
+    const bool aligned = preset == P::sdar || preset == P::llada2;  // blocks on multiples from position 0, any gen length
+    if (s.has_blocks() && !aligned && s.gen_length % s.block_length != 0) {
         const std::string origin = o.block_length ? "" : hints.block_length > 0 ? " (the model's dlm_block_length)" : " (the preset's default)";
         throw invalid_parameter(o.block_length ? o.spelling("--block-length") : "--block-length",
                                 std::to_string(s.block_length) + origin + " must divide " + n + "; pass --block-length or -n");
@@ -118,7 +119,7 @@ inline bidirectional_mask policy(std::type_identity<bidirectional_mask>, const s
 inline semi_ar_mask policy(std::type_identity<semi_ar_mask>, const settings& s) { return {s.block_length}; }
 inline block_causal_mask policy(std::type_identity<block_causal_mask>, const settings& s) { return {s.block_length}; }
 inline block_diffusion_mask policy(std::type_identity<block_diffusion_mask>, const settings& s) { return {s.block_length}; }
-inline sdar_block_mask policy(std::type_identity<sdar_block_mask>, const settings& s) { return sdar_block_mask{s.block_length}; }
+inline aligned_block_diffusion_mask policy(std::type_identity<aligned_block_diffusion_mask>, const settings& s) { return aligned_block_diffusion_mask{s.block_length}; }
 
 template <class Cache>
     requires kv_cache_policy<Cache>

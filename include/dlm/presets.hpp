@@ -78,10 +78,10 @@ struct sdar_sampler : categorical_sampler {
 /// block-causal, exact K/V of every finished block (the reference's store_kv forward, here produced
 /// by the next block's first forward: the same K/V, one forward fewer per block), per block
 /// `steps` = block_length planned steps with threshold 0.85, stop after a block holding EOS. Blocks
-/// lie on multiples of the block length from position 0, as the reference lays them (sdar_block_mask):
+/// lie on multiples of the block length from position 0, as the reference lays them (aligned_block_diffusion_mask):
 /// a prompt that is not whole blocks shares its last block with the first slots.
 template <class Model>
-using sdar = decoder<Model, sdar_block_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
+using sdar = decoder<Model, aligned_block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
 
 /// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
 /// bd_size (32), prompt and blocks block-causal with the exact block cache, each block's first slot
@@ -95,11 +95,12 @@ struct llada2_schedule : dynamic_threshold_schedule {
 };
 
 /// LLaDA2.0 / 2.1 (LLaDA2MoeModelLM.generate, modeling_llada2_moe.py): blocks of 32 laid from the
-/// canvas start, prompt included, block-causal (its block_diffusion_attention_mask); every forward there
-/// recomputes the prefix, which under this mask is exactly what the cache holds; steps = block length,
+/// canvas start, prompt included, block-causal (its block_diffusion_attention_mask), decoding from the
+/// block that holds the prompt's end (aligned_block_diffusion_mask); every forward there recomputes
+/// the prefix, which under this mask is exactly what the cache holds; steps = block length,
 /// threshold 0.95, greedy (temperature 0), stop after a block holding EOS.
 template <class Model>
-using llada2 = decoder<Model, block_diffusion_mask, prefix_cache, llada2_schedule, categorical_sampler>;
+using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2_schedule, categorical_sampler>;
 
 template <class Model>
 using fast_dllm_v2 = decoder<Model, block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;

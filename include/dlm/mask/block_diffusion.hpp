@@ -52,14 +52,15 @@ struct block_diffusion_mask {
 static_assert(attention_mask<block_diffusion_mask>);
 static_assert(mask_has_block_length_option<block_diffusion_mask>);
 
-/// SDAR's attention as its generate.py lays it out: block_diffusion_mask with align_blocks (the
-/// first generation block starts on the last multiple of B inside the prompt).
-struct sdar_block_mask : block_diffusion_mask {
-    constexpr sdar_block_mask() noexcept : block_diffusion_mask{{}, true} {}
-    constexpr explicit sdar_block_mask(std::optional<index_t> b) noexcept : block_diffusion_mask{b, true} {}
+/// The block-diffusion references' attention as their generate functions lay it out (SDAR's
+/// generate.py, LLaDA2MoeModelLM.generate): block_diffusion_mask with align_blocks, the first
+/// generation block starting on the last multiple of B inside the prompt.
+struct aligned_block_diffusion_mask : block_diffusion_mask {
+    constexpr aligned_block_diffusion_mask() noexcept : block_diffusion_mask{{}, true} {}
+    constexpr explicit aligned_block_diffusion_mask(std::optional<index_t> b) noexcept : block_diffusion_mask{b, true} {}
 };
 
-static_assert(attention_mask<sdar_block_mask>);
-static_assert(mask_has_block_length_option<sdar_block_mask>);
+static_assert(attention_mask<aligned_block_diffusion_mask>);
+static_assert(mask_has_block_length_option<aligned_block_diffusion_mask>);
 
 }  // namespace dlm
