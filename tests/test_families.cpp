@@ -220,7 +220,11 @@ TEST_CASE("fast_dllm_v2_tiny: logits equal Fast-dLLM v2's modeling code under it
 }
 
 TEST_CASE("fast_dllm_v2 preset: the same commits, forward by forward, as Fast-dLLM v2's generate()") {
-    replay_fixtures("fast_dllm_v2_tiny", {"trajectory_fast_dllm_v2_threshold.json", "trajectory_fast_dllm_v2_low_threshold.json"},
+    // trajectory_fast_dllm_v2_unaligned_prompt: an 11-token prompt, so block 0 is [8, 16) with 3 prompt
+    // tokens and 5 slots, decoded by sub-blocks from position 8 without a first slot of its own.
+    replay_fixtures("fast_dllm_v2_tiny",
+                    {"trajectory_fast_dllm_v2_threshold.json", "trajectory_fast_dllm_v2_low_threshold.json",
+                     "trajectory_fast_dllm_v2_unaligned_prompt.json"},
                     8,  // the model's bd_size
                     [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
                         return presets::fast_dllm_v2<transformer>(

@@ -334,14 +334,18 @@ class V2Recorder:
         return out
 
 
-def v2_commits(calls, canvas_size):
+def v2_commits(calls, canvas_size, prompt_len=0):
     """Per forward: a denoising forward commits the slots masked in its window and unmasked in the next
     call over the same start; a storing forward (the prompt's, or a finished block's) commits the next
     block's first slot by argmax, seen as the first id of the next window. Slots past the canvas (the
-    token after the last block) are dropped."""
+    token after the last block) are dropped. The prompt's storing forward of a prompt that is not whole
+    blocks (it stores the whole blocks only, and the next window starts inside the prompt) commits
+    nothing and is left out: dlm stores those K/V in the first block's first forward."""
     forwards = []
     for i, (start, ids, store) in enumerate(calls):
         later = calls[i + 1:]
+        if store and start + len(ids) < prompt_len:
+            continue
         if store:
             nxt = next((c for c in later if c[0] == start + len(ids)), None)
             at = start + len(ids)
@@ -407,7 +411,27 @@ def make_fast_dllm_v2(ref, out, generator):
                        "use_block_cache": False, "stop_token": EOS},
             "forwards": v2_commits(rec.calls, total), "reference_forwards": len(rec.calls),
             "final": x[0, prompt_len:total].tolist()})
-    print(f"fast_dllm_v2_tiny: {len(cases)} logits case(s), 2 trajectories")
+    # A prompt that is not whole blocks (11 tokens): the reference stores the first 8, fills the block
+    # [8, 16) up with 5 masks and decodes them by sub-blocks from position 8, without a first slot of
+    # its own; 3 blocks then end at 32, so 21 slots.
+    prompt = torch.randint(0, EOS2, (1, block + 3), generator=generator)
+    rec = V2Recorder(model)
+    model.forward = rec
+    try:
+        with torch.no_grad():
+            result = model.generate(prompt.clone(), max_new_tokens=3 * block, mask_id=MASK, threshold=0.9,
+                                    small_block_size=sub, block_size=block, stop_token=EOS, temperature=0)
+    finally:
+        del model.forward
+    x = result[0] if isinstance(result, tuple) else result
+    write_json(os.path.join(target, "trajectory_fast_dllm_v2_unaligned_prompt.json"), {
+        "reference": describe(os.path.join(ref, "modeling.py")), "function": "Fast_dLLM_QwenForCausalLM.generate",
+        "prompt": prompt[0].tolist(), "gen_length": 4 * block - (block + 3), "block_length": block,
+        "params": {"threshold": 0.9, "small_block_size": sub, "block_size": block, "temperature": 0,
+                   "use_block_cache": False, "stop_token": EOS},
+        "forwards": v2_commits(rec.calls, 4 * block, block + 3), "reference_forwards": len(rec.calls),
+        "final": x[0, block + 3:4 * block].tolist()})
+    print(f"fast_dllm_v2_tiny: {len(cases)} logits case(s), 3 trajectories")
 
 
 # -- LLaDA2 ---------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ struct settings {
 
     const std::string n = o.spelling("--gen-length") + " " + std::to_string(s.gen_length) +
                           (!o.gen_length && hints.gen_length > 0 ? " (the model's dlm_gen_length)" : "");
-    const bool aligned = preset == P::sdar || preset == P::llada2;  // blocks on multiples from position 0, any gen length
+    const bool aligned = preset == P::sdar || preset == P::llada2 || preset == P::fast_dllm_v2;  // blocks from position 0, any gen length
     if (s.has_blocks() && !aligned && s.gen_length % s.block_length != 0) {
         const std::string origin = o.block_length ? "" : hints.block_length > 0 ? " (the model's dlm_block_length)" : " (the preset's default)";
         throw invalid_parameter(o.block_length ? o.spelling("--block-length") : "--block-length",

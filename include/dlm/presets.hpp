@@ -83,10 +83,6 @@ struct sdar_sampler : categorical_sampler {
 template <class Model>
 using sdar = decoder<Model, aligned_block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
 
-/// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
-/// bd_size (32), prompt and blocks block-causal with the exact block cache, each block's first slot
-/// from the previous block's last row, then sub-blocks of 8 with threshold 0.9 (the v2 evaluation's
-/// defaults), greedy (temperature 0), stop after a block holding EOS.
 /// LLaDA2's schedule (LLaDA2MoeModelLM.generate): `steps` 32 per block (0: the block length) with
 /// threshold 0.95, stop after a block holding EOS.
 struct llada2_schedule : dynamic_threshold_schedule {
@@ -102,7 +98,13 @@ struct llada2_schedule : dynamic_threshold_schedule {
 template <class Model>
 using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2_schedule, categorical_sampler>;
 
+/// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
+/// bd_size (32), prompt and blocks block-causal with the exact block cache, blocks aligned to
+/// position 0 (a prompt that is not whole blocks fills its last block up with slots, decoded without
+/// a first slot of their own), each later block's first slot from the previous block's last row,
+/// then sub-blocks of 8 with threshold 0.9 (the v2 evaluation's defaults), greedy (temperature 0),
+/// stop after a block holding EOS.
 template <class Model>
-using fast_dllm_v2 = decoder<Model, block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;
+using fast_dllm_v2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;
 
 }  // namespace dlm::presets

@@ -53,8 +53,8 @@ static_assert(attention_mask<block_diffusion_mask>);
 static_assert(mask_has_block_length_option<block_diffusion_mask>);
 
 /// The block-diffusion references' attention as their generate functions lay it out (SDAR's
-/// generate.py, LLaDA2MoeModelLM.generate): block_diffusion_mask with align_blocks, the first
-/// generation block starting on the last multiple of B inside the prompt.
+/// generate.py, LLaDA2MoeModelLM.generate, Fast_dLLM_QwenForCausalLM.generate): block_diffusion_mask
+/// with align_blocks, the first generation block starting on the last multiple of B inside the prompt.
 struct aligned_block_diffusion_mask : block_diffusion_mask {
     constexpr aligned_block_diffusion_mask() noexcept : block_diffusion_mask{{}, true} {}
     constexpr explicit aligned_block_diffusion_mask(std::optional<index_t> b) noexcept : block_diffusion_mask{b, true} {}

@@ -13,7 +13,9 @@ namespace dlm {
 /// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate and generation_functions.batch_sample):
 ///   * a block's first step commits its first slot alone: the reference predicts it from the
 ///     previous block's (or the prompt's) last row in the forward that stores that block's K/V,
-///     and commits it by argmax before decoding the block (`next_token = logits[:, -1:].argmax()`);
+///     and commits it by argmax before decoding the block (`next_token = logits[:, -1:].argmax()`).
+///     A block that begins inside the prompt (canvas_layout::lead) has no such slot: the reference
+///     fills the prompt's last block up with masks and decodes them by sub-blocks from its start;
 ///   * later steps decode the first sub-block of `sub_block` slots that still has masked slots:
 ///     commit every masked slot of it whose confidence is strictly above `threshold`, and always the
 ///     most confident one;
