@@ -274,37 +274,26 @@ def make_sdar(ref, out, generator):
     write_json(os.path.join(target, "expected.json"), expected)
 
     prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
-    for name, params in {"sdar_dynamic": dict(confidence_threshold=0.85, denoising_steps=4),
-                         "sdar_low_threshold": dict(confidence_threshold=0.3, denoising_steps=2)}.items():
+    # The third: a prompt that is not whole blocks; the reference starts the first block at position 4,
+    # so it holds two prompt tokens and two slots; 18 slots end the canvas on a block boundary (24).
+    for name, params, n in (("sdar_dynamic", dict(confidence_threshold=0.85, denoising_steps=4), gen),
+                            ("sdar_low_threshold", dict(confidence_threshold=0.3, denoising_steps=2), gen),
+                            ("sdar_unaligned_prompt", dict(confidence_threshold=0.85, denoising_steps=4), 18)):
+        if name == "sdar_unaligned_prompt":
+            prompt = torch.randint(0, EOS2, (1, 6), generator=generator)
         rec = Recorder(model)
         with greedy_multinomial(), torch.no_grad():
-            x = generate.block_diffusion_generate(rec, {"input_ids": prompt}, MASK, gen_length=gen, block_length=block,
+            x = generate.block_diffusion_generate(rec, {"input_ids": prompt}, MASK, gen_length=n, block_length=block,
                                                   temperature=1.0, remasking_strategy="low_confidence_dynamic",
                                                   stopping_criteria_idx=[EOS2, EOS], **params)
         write_json(os.path.join(target, f"trajectory_{name}.json"), {
             "reference": describe(os.path.join(ref, "generate.py")),
-            "function": "block_diffusion_generate", "prompt": prompt[0].tolist(), "gen_length": gen,
+            "function": "block_diffusion_generate", "prompt": prompt[0].tolist(), "gen_length": n,
             "block_length": block, "params": dict(params, temperature=1.0, remasking_strategy="low_confidence_dynamic",
                                                   stopping_criteria_idx=[EOS2, EOS]),
             "forwards": commits_per_denoising_forward(rec.calls),
             "store_forwards": sum(1 for c in rec.calls if c[2]),
-            "final": x[0, prompt_len:].tolist()})
-    # A prompt that is not whole blocks: the reference starts the first block at position 4, so it holds
-    # two prompt tokens and two slots; 18 slots end the canvas on a block boundary (24).
-    prompt = torch.randint(0, EOS2, (1, 6), generator=generator)
-    params = dict(confidence_threshold=0.85, denoising_steps=4)
-    rec = Recorder(model)
-    with greedy_multinomial(), torch.no_grad():
-        x = generate.block_diffusion_generate(rec, {"input_ids": prompt}, MASK, gen_length=18, block_length=block, temperature=1.0,
-                                              remasking_strategy="low_confidence_dynamic", stopping_criteria_idx=[EOS2, EOS], **params)
-    write_json(os.path.join(target, "trajectory_sdar_unaligned_prompt.json"), {
-        "reference": describe(os.path.join(ref, "generate.py")),
-        "function": "block_diffusion_generate", "prompt": prompt[0].tolist(), "gen_length": 18,
-        "block_length": block, "params": dict(params, temperature=1.0, remasking_strategy="low_confidence_dynamic",
-                                              stopping_criteria_idx=[EOS2, EOS]),
-        "forwards": commits_per_denoising_forward(rec.calls),
-        "store_forwards": sum(1 for c in rec.calls if c[2]),
-        "final": x[0, 6:].tolist()})
+            "final": x[0, prompt.shape[1]:].tolist()})
     print(f"sdar_tiny: {len(cases)} logits case(s), 3 trajectories")
 
 
@@ -477,8 +466,13 @@ def make_llada2(ref, out, generator):
 
     prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
     inner = model.forward
-    for name, params in {"llada2_threshold": dict(threshold=0.95, steps=block),
-                         "llada2_low_threshold": dict(threshold=0.3, steps=4)}.items():
+    # The third: a prompt that is not whole blocks (11 tokens: block 1 holds 3 prompt tokens and 5
+    # slots), 21 slots so that the canvas ends on a block boundary (32).
+    for name, params, n in (("llada2_threshold", dict(threshold=0.95, steps=block), gen),
+                            ("llada2_low_threshold", dict(threshold=0.3, steps=4), gen),
+                            ("llada2_unaligned_prompt", dict(threshold=0.95, steps=block), 3 * block - 3)):
+        if name == "llada2_unaligned_prompt":
+            prompt = torch.randint(0, EOS2, (1, block + 3), generator=generator)
         calls = []
 
         def recorded(input_ids=None, attention_mask=None, **kw):
@@ -489,39 +483,16 @@ def make_llada2(ref, out, generator):
         model.forward = recorded
         try:
             with torch.no_grad():
-                answer = model.generate(prompt.clone(), temperature=0.0, block_length=block, gen_length=gen, eos_id=EOS,
+                answer = model.generate(prompt.clone(), temperature=0.0, block_length=block, gen_length=n, eos_id=EOS,
                                         mask_id=MASK, **params)
         finally:
             del model.forward
         forwards = commits_between_canvases(calls, prompt[0].tolist() + answer[0].tolist())
         write_json(os.path.join(target, f"trajectory_{name}.json"), {
             "reference": describe(os.path.join(folder, "modeling_llada2_moe.py")), "function": "LLaDA2MoeModelLM.generate",
-            "prompt": prompt[0].tolist(), "gen_length": gen, "block_length": block,
+            "prompt": prompt[0].tolist(), "gen_length": n, "block_length": block,
             "params": dict(params, temperature=0.0, block_length=block, eos_id=EOS),
             "forwards": forwards, "final": answer[0].tolist()})
-    # A prompt that is not whole blocks (11 tokens: block 1 holds 3 prompt tokens and 5 slots), 21
-    # slots so that the canvas ends on a block boundary (32).
-    prompt = torch.randint(0, EOS2, (1, block + 3), generator=generator)
-    calls = []
-
-    def recorded(input_ids=None, attention_mask=None, **kw):
-        calls.append(input_ids[0].tolist())
-        out = inner(input_ids=input_ids, attention_mask=attention_mask.float(), **kw)
-        out.logits[..., MASK] = float("-inf")
-        return out
-    model.forward = recorded
-    params = dict(threshold=0.95, steps=block)
-    try:
-        with torch.no_grad():
-            answer = model.generate(prompt.clone(), temperature=0.0, block_length=block, gen_length=3 * block - 3, eos_id=EOS,
-                                    mask_id=MASK, **params)
-    finally:
-        del model.forward
-    write_json(os.path.join(target, "trajectory_llada2_unaligned_prompt.json"), {
-        "reference": describe(os.path.join(folder, "modeling_llada2_moe.py")), "function": "LLaDA2MoeModelLM.generate",
-        "prompt": prompt[0].tolist(), "gen_length": 3 * block - 3, "block_length": block,
-        "params": dict(params, temperature=0.0, block_length=block, eos_id=EOS),
-        "forwards": commits_between_canvases(calls, prompt[0].tolist() + answer[0].tolist()), "final": answer[0].tolist()})
     print(f"llada2_tiny: {len(cases)} logits case(s), 3 trajectories")
 
 
