@@ -269,8 +269,10 @@ TEST_CASE("server scheduler: requests joining a running batch get exactly their 
             });
         if (i % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // join mid-decode
     }
+    // Every job first: the decoder and its model are the scheduler thread's until the batch is done
+    // (generating alone here while it still decodes later jobs raced on the scripted model's log).
+    for (const auto& j : jobs) wait_end(*j);
     for (std::uint64_t i = 0; i < jobs.size(); ++i) {
-        wait_end(*jobs[i]);
         REQUIRE(jobs[i]->end == job_end::finished);
         const sequence_result alone = d.generate(jobs[i]->prompt, {.gen_length = 16, .seed = 100 + i});
         CHECK(jobs[i]->result->tokens == alone.tokens);
