@@ -39,11 +39,13 @@ struct canvas_layout {
     [[nodiscard]] DLM_HOST_DEVICE constexpr index_t block_of(index_t p) const noexcept {
         return p < prompt_length ? -1 : (p - prompt_length + lead) / block_length;
     }
-    /// Generation slots of block `b`.
-    [[nodiscard]] DLM_HOST_DEVICE constexpr index_t slots_in_block(index_t b) const noexcept {
+    /// First generation slot of block `b` (block 0's first positions may be the prompt's).
+    [[nodiscard]] DLM_HOST_DEVICE constexpr index_t first_slot(index_t b) const noexcept {
         const index_t begin = block_begin(b);
-        return block_end(b) - (begin > prompt_length ? begin : prompt_length);
+        return begin > prompt_length ? begin : prompt_length;
     }
+    /// Generation slots of block `b`.
+    [[nodiscard]] DLM_HOST_DEVICE constexpr index_t slots_in_block(index_t b) const noexcept { return block_end(b) - first_slot(b); }
     /// The output row whose logits predict slot `p`.
     [[nodiscard]] DLM_HOST_DEVICE constexpr index_t row_for_slot(index_t p) const noexcept {
         return shift ? p - 1 : p;

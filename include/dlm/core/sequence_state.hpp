@@ -195,9 +195,9 @@ void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_co
         s.result.stats.steps_per_block.push_back(s.cursor.step_in_block);
         bool stop = s.cursor.block + 1 >= s.layout.block_count();
         if constexpr (requires { schedule.stop_after_block(ctx, std::span<const token_id>{}); }) {
-            const index_t b = s.cursor.block, first = std::max(s.layout.block_begin(b), s.layout.prompt_length);  // its slots only
-            const auto block = std::span<const token_id>(s.canvas).subspan(static_cast<std::size_t>(first),
-                                                                           static_cast<std::size_t>(s.layout.block_end(b) - first));
+            const index_t b = s.cursor.block;  // its slots only
+            const auto block = std::span<const token_id>(s.canvas).subspan(static_cast<std::size_t>(s.layout.first_slot(b)),
+                                                                           static_cast<std::size_t>(s.layout.slots_in_block(b)));
             if (!stop && schedule.stop_after_block(ctx, block)) {
                 stop = true;
                 s.result.stopped_early = true;

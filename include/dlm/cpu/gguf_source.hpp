@@ -87,16 +87,7 @@ public:
         const std::int64_t cols = width(t);
         const std::size_t row_bytes = io::gguf_row_bytes(t.type, cols);
         for_rows(r, t, row0, rows, [&](std::int64_t i, std::int64_t from) {
-            const std::span<const std::byte> src = t.bytes.subspan(static_cast<std::size_t>(from) * row_bytes, row_bytes);
-            float* out = dst + i * cols;
-            if (const auto d = io::gguf_plain_dtype(t.type)) {
-                io::convert_to_f32(*d, src, std::span<float>(out, static_cast<std::size_t>(cols)));
-                return;
-            }
-            check_quantized(t);
-#if DLM_CPU_GGUF_HAVE_QUANT
-            quant::dequantize_row(t.type, src.data(), out, cols);
-#endif
+            row_to_f32(t, t.bytes.subspan(static_cast<std::size_t>(from) * row_bytes, row_bytes), dst + i * cols, cols);
         });
     }
     void read_blocks(tensor_role r, index_t l, index_t row0, index_t rows, std::byte* dst) const {
@@ -138,17 +129,8 @@ public:
         const std::int64_t cols = t.cols();
         const std::span<const std::byte> src = stored_rows(t, row0, rows);
         const std::size_t row_bytes = io::gguf_row_bytes(t.type, cols);
-        for (std::int64_t i = 0; i < rows; ++i) {
-            const std::span<const std::byte> row = src.subspan(static_cast<std::size_t>(i) * row_bytes, row_bytes);
-            float* out = dst + i * cols;
-            if (const auto d = io::gguf_plain_dtype(t.type)) {
-                io::convert_to_f32(*d, row, std::span<float>(out, static_cast<std::size_t>(cols)));
-                continue;
-            }
-#if DLM_CPU_GGUF_HAVE_QUANT
-            quant::dequantize_row(t.type, row.data(), out, cols);
-#endif
-        }
+        for (std::int64_t i = 0; i < rows; ++i)
+            row_to_f32(t, src.subspan(static_cast<std::size_t>(i) * row_bytes, row_bytes), dst + i * cols, cols);
     }
     /// The stored bytes of rows [row0, row0 + rows) of `t` (a quantized tensor's blocks).
     [[nodiscard]] std::span<const std::byte> stored_rows(const io::gguf_tensor& t, std::int64_t row0, std::int64_t rows) const {
@@ -189,6 +171,16 @@ private:
         const std::size_t row_bytes = io::gguf_row_bytes(t.type, width(t));
         if (!perm || (row0 % c_.head_dim == 0 && rows % c_.head_dim == 0))  // whole heads: the same rows, reordered
             f_.release(t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes));
+    }
+
+    /// One stored row of `t` (`cols` elements) as f32: converted, or dequantized (a type without a
+    /// kernel refused by name).
+    void row_to_f32(const io::gguf_tensor& t, std::span<const std::byte> row, float* out, std::int64_t cols) const {
+        if (const auto d = io::gguf_plain_dtype(t.type)) return io::convert_to_f32(*d, row, std::span<float>(out, static_cast<std::size_t>(cols)));
+        check_quantized(t);
+#if DLM_CPU_GGUF_HAVE_QUANT
+        quant::dequantize_row(t.type, row.data(), out, cols);
+#endif
     }
 
     void check_quantized(const io::gguf_tensor& t) const {

@@ -45,6 +45,40 @@ struct moe_timing {
     std::int64_t calls = 0;
 };
 
+namespace detail {
+
+/// Rows [row0, row0 + rows) of a GGUF tensor: one part of an expert's matrix.
+struct gguf_part {
+    const io::gguf_tensor* t;
+    std::int64_t row0, rows;
+};
+/// Expert x's gate and up rows (f each) in a llada-moe file: the fused tensor's, or gate's then up's.
+[[nodiscard]] inline std::vector<gguf_part> gate_up_parts(const gguf_expert_tensors& t, index_t x, index_t f) {
+    if (t.gate_up) return {{t.gate_up, 2 * std::int64_t{x} * f, 2 * std::int64_t{f}}};
+    return {{t.gate, std::int64_t{x} * f, f}, {t.up, std::int64_t{x} * f, f}};
+}
+/// Expert x's down rows (h) in a llada-moe file.
+[[nodiscard]] inline std::vector<gguf_part> down_parts(const gguf_expert_tensors& t, index_t x, index_t h) {
+    return {{t.down, std::int64_t{x} * h, h}};
+}
+/// How an expert's matrix stacked from `parts` is held: in GGUF blocks when every part is blocks and
+/// no type was requested; else the requested type, else the parts' common plain type, else f32.
+[[nodiscard]] inline weight_layout gguf_held_layout(const std::vector<gguf_part>& parts, std::optional<io::dtype> type) {
+    if (type) return {*type, {}};
+    weight_layout blocks{io::dtype::f32, {}};
+    const std::optional<io::dtype> first = io::gguf_plain_dtype(parts.front().t->type);
+    bool same = true;
+    for (const gguf_part& p : parts) {
+        const std::optional<io::dtype> plain = io::gguf_plain_dtype(p.t->type);
+        if (!plain) blocks.parts.push_back({static_cast<index_t>(p.rows), p.t->type});
+        same = same && plain && first && *plain == *first;
+    }
+    if (blocks.parts.size() == parts.size()) return blocks;
+    return {same ? *first : io::dtype::f32, {}};
+}
+
+}  // namespace detail
+
 class moe_mlp {
 public:
     moe_mlp() = default;
@@ -106,28 +140,17 @@ public:
         src.read_rows(*t.router, 0, n, buf.data());
         e.router_.set_rows(0, buf.data(), n);
         e.bias_.assign(static_cast<std::size_t>(n), 0.f);
+        // Every expert is held alike: the layouts of expert 0's parts.
+        const weight_layout gu_layout = detail::gguf_held_layout(detail::gate_up_parts(t, 0, f), type),
+                            down_layout = detail::gguf_held_layout(detail::down_parts(t, 0, h), type);
         // One expert's matrix from `parts` (tensor, first row, rows), stacked in that order.
-        struct part {
-            const io::gguf_tensor* t;
-            std::int64_t row0, rows;
-        };
-        auto matrix = [&](std::initializer_list<part> parts, index_t k) {
+        auto matrix = [&](const std::vector<detail::gguf_part>& parts, index_t k, const weight_layout& layout) {
             index_t total = 0;
-            weight_layout layout{io::dtype::f32, {}};
-            bool blocks = !type, same_plain = true;
-            const auto first = io::gguf_plain_dtype(parts.begin()->t->type);
-            for (const part& p : parts) {
-                total += static_cast<index_t>(p.rows);
-                const auto plain = io::gguf_plain_dtype(p.t->type);
-                if (plain) blocks = false;
-                else layout.parts.push_back({static_cast<index_t>(p.rows), p.t->type});
-                same_plain = same_plain && plain && first && *plain == *first;
-            }
-            if (!blocks) layout = {type ? *type : same_plain ? *first : io::dtype::f32, {}};
+            for (const detail::gguf_part& p : parts) total += static_cast<index_t>(p.rows);
             packed_matrix m(total, k, layout);
             index_t at = 0;
-            for (const part& p : parts) {
-                if (blocks) {
+            for (const detail::gguf_part& p : parts) {
+                if (layout.quantized()) {
                     m.set_blocks(at, src.stored_rows(*p.t, p.row0, p.rows).data(), static_cast<index_t>(p.rows));
                 } else {
                     buf.resize(static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(k));
@@ -143,9 +166,8 @@ public:
         e.down_.resize(static_cast<std::size_t>(n));
         for (index_t x = 0; x < n; ++x) {
             const auto ux = static_cast<std::size_t>(x);
-            e.gate_up_[ux] = t.gate_up ? matrix({{t.gate_up, 2 * std::int64_t{x} * f, 2 * std::int64_t{f}}}, h)
-                                       : matrix({{t.gate, std::int64_t{x} * f, f}, {t.up, std::int64_t{x} * f, f}}, h);
-            e.down_[ux] = matrix({{t.down, std::int64_t{x} * h, h}}, f);
+            e.gate_up_[ux] = matrix(detail::gate_up_parts(t, x, f), h, gu_layout);
+            e.down_[ux] = matrix(detail::down_parts(t, x, h), f, down_layout);
         }
         return e;
     }
@@ -391,19 +413,14 @@ template <class Source>
     } else if constexpr (std::is_same_v<Source, random_source>) {
         if (!opt.weight_dtype) type = src.dtype(tensor_role::o_proj, l);
     } else if constexpr (std::is_same_v<Source, gguf_source>) {
-        // As stored (blocks or plain) unless converted: the file's bytes of the experts, the router in f32.
+        // As load_gguf holds them: every expert in the layouts of expert 0's parts, the router in f32.
         const gguf_expert_tensors t = src.expert_tensors(l);
         const io::moe_config& m = *c.moe;
-        std::size_t b = packed_matrix::bytes_for(m.num_experts, c.hidden_size, io::dtype::f32) + sizeof(float) * static_cast<std::size_t>(m.num_experts);
-        for (const io::gguf_tensor* x : {t.gate, t.up, t.gate_up, t.down}) {
-            if (!x) continue;
-            const auto rows = static_cast<index_t>(x->shape[1]), cols = static_cast<index_t>(x->cols());  // one expert's
-            const auto plain = io::gguf_plain_dtype(x->type);
-            const weight_layout held = opt.weight_dtype ? weight_layout{*opt.weight_dtype, {}}
-                                       : plain          ? weight_layout{*plain, {}}
-                                                        : weight_layout{io::dtype::f32, {{rows, x->type}}};
-            b += static_cast<std::size_t>(m.num_experts) * packed_matrix::bytes_for(rows, cols, held);
-        }
+        const index_t h = c.hidden_size, f = m.expert_intermediate_size;
+        std::size_t b = packed_matrix::bytes_for(m.num_experts, h, io::dtype::f32) + sizeof(float) * static_cast<std::size_t>(m.num_experts);
+        b += static_cast<std::size_t>(m.num_experts) *
+             (packed_matrix::bytes_for(2 * f, h, detail::gguf_held_layout(detail::gate_up_parts(t, 0, f), opt.weight_dtype)) +
+              packed_matrix::bytes_for(h, f, detail::gguf_held_layout(detail::down_parts(t, 0, h), opt.weight_dtype)));
         return b;
     }
     return moe_mlp::bytes_for(c, type);
