@@ -241,6 +241,16 @@ TEST_CASE("tokenizer errors: SentencePiece vocabularies and unknown pre-tokenize
               }),
               "key 'tokenizer.ggml.pre': pre-tokenizer 'deepseek-coder' is not one dlm knows the regex of"));
     CHECK(has(tok_error([](io::gguf_writer& w) { w.add_string("tokenizer.ggml.model", "gpt2"); }), "key 'tokenizer.ggml.pre'"));
+    // A GGUF string need not be UTF-8: a bad merge is still named, its bad bytes quoted as U+FFFD
+    // (found by fuzz: gguf, which saw the error path itself throw).
+    CHECK(has(tok_error([](io::gguf_writer& w) {
+                  w.add_string("tokenizer.ggml.model", "gpt2");
+                  w.add_string("tokenizer.ggml.pre", "gpt-2");
+                  const std::vector<std::string> tokens = {"a", "b"}, merges = {"a\xff\xfe" "b"};
+                  w.add_strings("tokenizer.ggml.tokens", tokens);
+                  w.add_strings("tokenizer.ggml.merges", merges);
+              }),
+              "expected \"left right\", got \"a\xef\xbf\xbd\xef\xbf\xbd" "b\""));
 }
 
 TEST_CASE("corrupted bytes of a model file give dlm::error and nothing else") {

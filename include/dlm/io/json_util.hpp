@@ -35,9 +35,11 @@ namespace dlm::io::detail {
 /// "string", "number", ...: a JSON value's kind, for error messages.
 [[nodiscard]] inline std::string json_kind(const nlohmann::json& v) { return v.type_name(); }
 
-/// A JSON value as an error message quotes it: compact, and cut after 60 characters.
+/// A JSON value as an error message quotes it: compact, and cut after 60 characters. Strings that
+/// are not UTF-8 (a GGUF vocabulary's bytes go into JSON unchecked) are quoted with U+FFFD in place
+/// of their bad bytes rather than failing inside the error path.
 [[nodiscard]] inline std::string json_quote(const nlohmann::json& v) {
-    std::string s = v.dump();
+    std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (s.size() > 60) s = s.substr(0, 57) + "...";
     return s;
 }
