@@ -18,6 +18,10 @@
 //             which 4 kept, one shared expert, vocabulary 157184) with 64 of its 256 experts: the
 //             same work per token (about 1.4B active parameters) in 4.9B parameters, so that it
 //             fits a 24 GB machine in bf16
+//   sdar-30b-a3b-16e  SDAR-30B-A3B-Chat's block (Qwen3-30B-A3B: d 2048, 48 layers, 32 heads of 128 / 4
+//             KV, q/k norms, experts of 768, 8 per token, norm_topk_prob, vocabulary 151936,
+//             block_size 4) with 16 of its 128 experts: the same work per token (about 3.3B active
+//             parameters) in 5.1B parameters (9.5 GiB in bf16)
 #pragma once
 
 #include <optional>
@@ -83,6 +87,17 @@ inline nlohmann::json llada2_config(int d, int layers, int heads, int kv_heads, 
             {"use_qk_norm", true}, {"use_qkv_bias", false}, {"vocab_size", vocab}, {"torch_dtype", "bfloat16"}};
 }
 
+/// config.json of an SDAR-MoE model (SDAR's keys plus Qwen3-MoE's expert keys).
+inline nlohmann::json sdar_moe_config(int d, int layers, int heads, int kv_heads, int head_dim, int mlp, int experts, int per_token,
+                                      int expert_mlp, int vocab, int block) {
+    nlohmann::json j = sdar_config(d, layers, heads, kv_heads, head_dim, mlp, vocab, block);
+    j["architectures"] = {"SDARMoeForCausalLM"};
+    j["model_type"] = "sdar_moe";
+    j.update({{"num_experts", experts}, {"num_experts_per_tok", per_token}, {"moe_intermediate_size", expert_mlp}, {"norm_topk_prob", true},
+              {"decoder_sparse_step", 1}, {"mlp_only_layers", nlohmann::json::array()}});
+    return j;
+}
+
 [[nodiscard]] inline std::vector<named_shape> shapes() {
     return {
         {"tiny", llada_config(48, 2, 6, 2, 80, 300, true, 299, 1, 10000.0, 4096), 1},
@@ -93,6 +108,7 @@ inline nlohmann::json llada2_config(int d, int layers, int heads, int kv_heads, 
         {"dream-7b", dream_config(3584, 28, 28, 4, 18944, 152064, false, 151666, 151643, 1000000.0, 131072), 4},
         {"sdar-4b", sdar_config(2560, 36, 32, 8, 128, 9728, 151936, 4), 2},
         {"llada2-mini-64e", llada2_config(2048, 20, 16, 4, 128, 5120, 64, 8, 512, 8, 4, 157184), 1},
+        {"sdar-30b-a3b-16e", sdar_moe_config(2048, 48, 32, 4, 128, 6144, 16, 8, 768, 151936, 4), 1},
     };
 }
 

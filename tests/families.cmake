@@ -34,6 +34,11 @@ cli_case("generate --preset sdar --threshold 0.3 --temp 0" dlm-generate
 cli_case("eval --preset sdar" dlm-eval
          ARGS "${_sdar}|--preset|sdar|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--limit|2|--no-progress" EXPECT "forwards/problem")
 
+family_cli_model(sdar_moe_tiny)
+cli_case("generate --preset sdar on SDAR-MoE: Qwen3-MoE experts, the model's block_size" dlm-generate
+         ARGS "-m|${CMAKE_CURRENT_BINARY_DIR}/sdar_moe_tiny_cli|--preset|sdar|-p|Tom has 3 apples|-n|16|--stats"
+         EXPECT "sdar: 16 forwards, steps per block \\[2 4 4 4 2\\]")
+
 family_cli_model(fast_dllm_v2_tiny)
 set(_v2 "-m|${CMAKE_CURRENT_BINARY_DIR}/fast_dllm_v2_tiny_cli")
 cli_case("generate --preset fast-dllm-v2: the model's bd_size, sub-blocks, threshold 0.9" dlm-generate
@@ -56,7 +61,7 @@ cli_case("generate --preset llada on LLaDA-MoE: bidirectional mixture of experts
          EXPECT "llada: 16 forwards")
 
 # Without --preset the programs decode with the model's preset (cli::default_preset): the family's own
-# for SDAR, Fast-dLLM v2 and LLaDA2, autoregressive for Qwen2, cdlm for LLaDA and LLaDA-MoE; --stats,
+# for SDAR (and SDAR-MoE), Fast-dLLM v2 and LLaDA2, autoregressive for Qwen2, cdlm for LLaDA and LLaDA-MoE; --stats,
 # dlm-eval and dlm-server say which and why, an explicit --preset wins, and the flags are checked
 # against the preset chosen.
 # default_preset_case(<name> <model folder> <extra args a|b> <expected regex%%...> [RC n])
@@ -66,6 +71,8 @@ endfunction()
 set(_b "${CMAKE_CURRENT_BINARY_DIR}")
 default_preset_case("SDAR folder decodes with sdar" ${_b}/sdar_tiny_cli ""
                     "preset: sdar, the default for SDARForCausalLM \\(config.json architectures\\)%%sdar: [0-9]+ forwards")
+default_preset_case("SDAR-MoE folder decodes with sdar" ${_b}/sdar_moe_tiny_cli ""
+                    "preset: sdar, the default for SDARMoeForCausalLM \\(config.json architectures\\)%%sdar: [0-9]+ forwards")
 default_preset_case("Fast-dLLM v2 folder decodes with fast-dllm-v2" ${_b}/fast_dllm_v2_tiny_cli ""
                     "preset: fast-dllm-v2, the default for Fast_dLLM_QwenForCausalLM%%fast-dllm-v2: [0-9]+ forwards")
 default_preset_case("LLaDA2 folder decodes with llada2" ${_b}/llada2_tiny_cli "|--block-length|8"

@@ -117,6 +117,7 @@ TEST_CASE("cli: without --preset the model's architecture picks it, and the flag
     using A = dlm::io::architecture;
     const auto preset_of = [](A a) { return cli::default_preset(a, "config.json architectures").preset; };
     CHECK(preset_of(A::sdar) == preset_id::sdar);
+    CHECK(preset_of(A::sdar_moe) == preset_id::sdar);
     CHECK(preset_of(A::fast_dllm_v2) == preset_id::fast_dllm_v2);
     CHECK(preset_of(A::llada2_moe) == preset_id::llada2);
     CHECK(preset_of(A::qwen2) == preset_id::autoregressive);

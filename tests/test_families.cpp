@@ -200,6 +200,78 @@ TEST_CASE("sdar preset: a prompt that is not whole blocks shares its last block 
     CHECK(mask.key_end(l, 9) == 12);
 }
 
+TEST_CASE("sdar_moe_tiny: SDARMoeForCausalLM's config.json and checkpoint load (Qwen3-MoE experts, mlp_only_layers)") {
+    const auto m = transformer::load(families_dir / "sdar_moe_tiny");
+    const io::model_config& c = m.config();
+    CHECK(c.arch == io::architecture::sdar_moe);
+    CHECK(io::architecture_class(c.arch) == "SDARMoeForCausalLM");
+    CHECK(c.qk_norm);
+    CHECK(c.head_dim == 24);
+    REQUIRE(c.moe.has_value());
+    CHECK(c.moe->score == io::moe_config::scoring::softmax);
+    CHECK(c.moe->normalize == io::moe_config::normalization::always);  // norm_topk_prob
+    CHECK(c.moe->num_experts == 8);
+    CHECK(c.moe->experts_per_token == 2);
+    CHECK(c.moe->shared_intermediate_size == 0);
+    CHECK_FALSE(c.moe->is_moe_layer(0));  // mlp_only_layers [0]
+    CHECK(c.moe->is_moe_layer(1));
+    CHECK(c.moe->is_moe_layer(2));
+    CHECK(m.mask_id() == 299);
+    CHECK_FALSE(m.logits_shift());
+    REQUIRE(c.decoding.block_length.value.has_value());
+    CHECK(*c.decoding.block_length.value == 4);
+    // decoder_sparse_step: experts on every second layer (1, 3, ...), as Qwen3MoeDecoderLayer places them.
+    auto j = read_json(families_dir / "sdar_moe_tiny" / "config.json");
+    j["decoder_sparse_step"] = 2;
+    j["mlp_only_layers"] = nlohmann::json::array();
+    const io::model_config stepped = io::parse_config(j, "config.json");
+    CHECK_FALSE(stepped.moe->is_moe_layer(0));
+    CHECK(stepped.moe->is_moe_layer(1));
+    CHECK_FALSE(stepped.moe->is_moe_layer(2));
+    j["norm_topk_prob"] = false;
+    CHECK(io::parse_config(j, "config.json").moe->normalize == io::moe_config::normalization::none);
+}
+
+TEST_CASE("sdar_moe_tiny: logits equal SDAR's model with Qwen3-MoE's sparse block under its block-diffusion mask") {
+    auto m = transformer::load(families_dir / "sdar_moe_tiny");
+    cpu::moe_timing timing;
+    m.time_experts(&timing);
+    const double diff = logits_diff(m, "sdar_moe_tiny", block_diffusion_mask{}, "block_diffusion");
+    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
+    CHECK(timing.calls == 2);  // two expert layers after the dense one, one forward
+}
+
+TEST_CASE("sdar_moe_tiny: one expert per token gets weight 1 under norm_topk_prob, its softmax score without") {
+    // Qwen3-MoE divides the picked scores by their sum for any k (LLaDA2 only when k > 1), so with
+    // k = 1 the two settings of norm_topk_prob give different logits.
+    namespace fs = std::filesystem;
+    const auto e = read_json(families_dir / "sdar_moe_tiny" / "expected.json");
+    std::vector<std::vector<float>> logits;
+    for (const bool norm : {true, false}) {
+        const fs::path dir = fs::temp_directory_path() / ("dlm_sdar_moe_k1_" + std::to_string(norm));
+        fs::create_directories(dir);
+        fs::copy_file(families_dir / "sdar_moe_tiny" / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+        auto j = read_json(families_dir / "sdar_moe_tiny" / "config.json");
+        j["num_experts_per_tok"] = 1;
+        j["norm_topk_prob"] = norm;
+        std::ofstream(dir / "config.json") << j.dump();
+        auto m = transformer::load(dir);
+        logits.push_back(full_logits(m, block_diffusion_mask{}, e));
+        fs::remove_all(dir);
+    }
+    CHECK(max_rel_diff(logits[0], logits[1]) > 1e-3);
+}
+
+TEST_CASE("sdar preset on SDAR-MoE: the same commits, forward by forward, as SDAR's block_diffusion_generate") {
+    replay_fixtures("sdar_moe_tiny", {"trajectory_sdar_dynamic.json", "trajectory_sdar_low_threshold.json", "trajectory_sdar_unaligned_prompt.json"},
+                    4, [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {
+                        return presets::sdar<transformer>(m, {}, {},
+                                                          dynamic_threshold_schedule{p.at("denoising_steps").get<index_t>(),
+                                                                                     p.at("confidence_threshold").get<double>()},
+                                                          presets::sdar_sampler{0.f});
+                    });
+}
+
 TEST_CASE("fast_dllm_v2_tiny: Fast_dLLM_QwenForCausalLM's config.json and checkpoint load (Qwen2 block, bd_size, shifted rows)") {
     const auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
     const io::model_config& c = m.config();
@@ -274,7 +346,7 @@ TEST_CASE("lladamoe_tiny: LLaDAMoEModelLM's config.json and checkpoint load (moe
     REQUIRE(c.moe.has_value());
     CHECK(c.moe->score == io::moe_config::scoring::softmax);
     CHECK(c.moe->bias_in_weights);
-    CHECK_FALSE(c.moe->normalize);
+    CHECK(c.moe->normalize == io::moe_config::normalization::none);
     CHECK_FALSE(c.moe->is_moe_layer(0));  // moe_layer_freq [0, 1, 1]
     CHECK(c.moe->is_moe_layer(2));
     CHECK(c.moe->shared_intermediate_size == 48);
@@ -316,9 +388,16 @@ TEST_CASE("families: what dlm does not compute is refused by the key that asks f
     refused("lladamoe_tiny", "moe_layer_freq", nlohmann::json::array({0, 1}), "key 'moe_layer_freq'");
     refused("lladamoe_tiny", "clip_qkv", 8.0, "key 'clip_qkv'");
     refused("fast_dllm_v2_tiny", "bd_size", 0, "key 'bd_size'");
+    refused("sdar_moe_tiny", "decoder_sparse_step", 0, "key 'decoder_sparse_step'");
+    refused("sdar_moe_tiny", "mlp_only_layers", nlohmann::json::array({3}), "key 'mlp_only_layers'");  // 3 layers
+    refused("sdar_moe_tiny", "num_experts_per_tok", 9, "key 'num_experts_per_tok'");
+    refused("sdar_moe_tiny", "attention_bias", true, "key 'attention_bias'");
     auto j = read_json(families_dir / "sdar_tiny" / "config.json");
     j.erase("mask_token_id");
     CHECK_THROWS_WITH_AS((void)io::parse_config(j, "config.json"), doctest::Contains("key 'mask_token_id'"), file_error);
+    j = read_json(families_dir / "sdar_moe_tiny" / "config.json");
+    j.erase("norm_topk_prob");  // the references disagree on its default
+    CHECK_THROWS_WITH_AS((void)io::parse_config(j, "config.json"), doctest::Contains("key 'norm_topk_prob'"), file_error);
     // Experts load from a checkpoint or are random; weights in memory have none.
     const io::model_config moe = transformer::load(families_dir / "llada2_tiny").config();
     CHECK_THROWS_WITH_AS(transformer(moe, cpu::random_weights(moe, 1)), doctest::Contains("mixture-of-experts"), invalid_parameter);

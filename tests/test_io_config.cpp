@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench/shapes.hpp"
 #include "dlm/io/model_config.hpp"
 #include "io_test_util.hpp"
 
@@ -417,4 +418,20 @@ TEST_CASE("decoding keys: dlm_gen_length, dlm_block_length, where mask and EOS i
     const model_config llada = load_config(configs / "llada-8b-instruct");  // no tokenizer.json: none
     CHECK_FALSE(llada.decoding.end_of_turn_ids.value.has_value());
     CHECK(llada.decoding.eos_ids_origin.find("config.json key 'eos_token_id'") != std::string::npos);
+}
+
+TEST_CASE("every benchmark shape's config.json is one dlm reads (bench/shapes.hpp)") {
+    for (const auto& shape : dlm::bench::shapes()) {
+        CAPTURE(shape.name);
+        const model_config c = parse_config(shape.config, shape.name);
+        CHECK(c.vocab_size > 0);
+        if (shape.name == "sdar-30b-a3b-16e") {
+            CHECK(c.arch == architecture::sdar_moe);
+            REQUIRE(c.moe.has_value());
+            CHECK(c.moe->num_experts == 16);
+            CHECK(c.moe->experts_per_token == 8);
+            CHECK(c.moe->expert_intermediate_size == 768);
+            for (dlm::index_t l = 0; l < c.num_layers; ++l) CHECK(c.moe->is_moe_layer(l));
+        }
+    }
 }

@@ -8,6 +8,12 @@ Usage (each reference is a checkout made outside the repository; nothing of it i
   --sdar DIR   a checkout of github.com/JetAstra/SDAR: imports
                DIR/training/model/SDAR-4B-Chat/{configuration_sdar,modeling_sdar}.py (the modeling code
                published with the checkpoints) and DIR/generate.py (block_diffusion_generate).
+  --sdar-moe DIR   the same SDAR checkout: SDAR-MoE (SDARMoeForCausalLM), whose published
+               modeling_sdar_moe.py is on the Hugging Face hub only, is built as that file is: SDAR's
+               model with transformers' Qwen3MoeSparseMoeBlock as the MLP of every layer that
+               Qwen3-MoE gives experts (the SDAR team's JetEngine port, Labman42/JetEngine
+               jetengine/models/sdar_moe.py, routes the same way: softmax, top-k, normalised);
+               the checkpoint names each expert (mlp.experts.E.{gate,up,down}_proj.weight, mlp.gate.weight).
   --llada2 DIR   a checkout of github.com/ZHZisZZ/dllm (it keeps LLaDA2.0's published Hugging Face modeling
                code): imports DIR/dllm/pipelines/llada2/models/{configuration,modeling}_llada2_moe.py, the model and
                LLaDA2MoeModelLM.generate().
@@ -43,199 +49,54 @@ Shims (the references were written for transformers 4.5x on CUDA; nothing in the
 Checked with torch 2.15.0 and transformers 5.24.0.
 """
 import argparse
-import contextlib
-import importlib.util
-import json
 import os
-import subprocess
 import sys
-import types
-import typing
 
 import torch
 
-VOCAB, MASK, EOS, EOS2 = 300, 299, 297, 296
-
-
-# -- loading the references ------------------------------------------------------------------------
-def describe(path):
-    """Where a reference came from: the file relative to its git checkout, and the commit when known."""
-    root = os.path.dirname(os.path.abspath(path))
-    try:
-        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-        return {"file": os.path.relpath(path, top), "commit": commit}
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return {"file": os.path.basename(path), "commit": "unknown (not a git checkout)"}
-
-
-def install_shims():
-    """The CPU stand-ins listed in the module docstring (transformers is imported first: it probes for
-    flash_attn at import time and must find none)."""
-    import transformers.activations  # noqa: F401
-    import transformers.modeling_utils  # noqa: F401
-    import transformers.utils
-    if not hasattr(transformers.utils, "LossKwargs"):
-        class LossKwargs(typing.TypedDict, total=False):
-            num_items_in_batch: typing.Optional[torch.Tensor]
-        transformers.utils.LossKwargs = LossKwargs
-
-    def rms_norm_fn(x, weight, bias=None, eps=1e-6, **_):
-        assert bias is None
-        x32 = x.float()
-        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-    def flash_attn_func(q, k, v, causal=False, softmax_scale=None, **_):  # [b, l, h, d] like flash-attn
-        out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                               is_causal=causal, scale=softmax_scale, enable_gqa=True)
-        return out.transpose(1, 2)
-
-    fa = types.ModuleType("flash_attn")
-    fa.flash_attn_func = flash_attn_func
-    fa.flash_attn_varlen_func = None
-    mods = {"flash_attn": fa}
-    for name in ("flash_attn.ops", "flash_attn.ops.triton", "flash_attn.ops.triton.layer_norm", "flash_attn.bert_padding"):
-        mods[name] = types.ModuleType(name)
-    mods["flash_attn.ops.triton.layer_norm"].rms_norm_fn = rms_norm_fn
-    for f in ("index_first_axis", "pad_input", "unpad_input"):
-        setattr(mods["flash_attn.bert_padding"], f, None)
-    sys.modules.update(mods)
-    from transformers.cache_utils import DynamicCache
-    if not hasattr(DynamicCache, "__getitem__"):  # transformers 5: cache[layer] -> (keys, values) is gone
-        DynamicCache.__getitem__ = lambda self, i: (self.layers[i].keys, self.layers[i].values)
-    import transformers.utils.import_utils as import_utils
-    if not hasattr(import_utils, "is_torch_fx_available"):  # gone in transformers 5; LLaDA2 asks
-        import_utils.is_torch_fx_available = lambda: False
-    import transformers.modeling_rope_utils as rope
-    if "default" not in rope.ROPE_INIT_FUNCTIONS:  # transformers 5 moved plain RoPE out of the table
-        def default_rope(config, device=None, *_, **__):
-            dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-            dim = int(dim * getattr(config, "partial_rotary_factor", 1.0))
-            inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-            return inv_freq.to(device), 1.0
-        rope.ROPE_INIT_FUNCTIONS["default"] = default_rope
-    try:
-        import transformers.modeling_attn_mask_utils  # noqa: F401
-    except ImportError:  # transformers 5 removed it; SDAR's forward never calls it (_update_causal_mask is unused)
-        stub = types.ModuleType("transformers.modeling_attn_mask_utils")
-        stub.AttentionMaskConverter = type("AttentionMaskConverter", (), {})
-
-        def prepare_4d(mask, *_, **__):  # the scripts pass 4-D masks, which these helpers return as they are
-            if mask is not None and mask.dim() != 4:
-                raise NotImplementedError("make_family_fixtures.py passes 4-D attention masks only")
-            return mask
-        stub._prepare_4d_causal_attention_mask = prepare_4d
-        stub._prepare_4d_causal_attention_mask_for_sdpa = prepare_4d
-        sys.modules[stub.__name__] = stub
-
-
-def import_package(folder, package, modules):
-    """Imports `modules` of `folder` as submodules of a made-up package (their relative imports work)."""
-    pkg = types.ModuleType(package)
-    pkg.__path__ = [folder]
-    sys.modules[package] = pkg
-    out = []
-    for m in modules:
-        spec = importlib.util.spec_from_file_location(f"{package}.{m}", os.path.join(folder, m + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        out.append(module)
-    return out
-
-
-def import_file(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@contextlib.contextmanager
-def greedy_multinomial():
-    """torch.multinomial(probs, 1) -> argmax, for the duration of a reference generate call."""
-    saved = torch.multinomial
-    torch.multinomial = lambda probs, num_samples=1, **_: probs.argmax(dim=-1, keepdim=True)
-    try:
-        yield
-    finally:
-        torch.multinomial = saved
-
-
-# -- weights and outputs ---------------------------------------------------------------------------
-def randomize(model, generator):
-    """Peaked logits: unit-variance embeddings, fan-in scaled matrices (x2), norms near 1."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
-            elif name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=generator))
-            elif "embed" in name:
-                p.copy_(torch.randn(p.shape, generator=generator))
-            else:
-                p.copy_(2.0 * torch.randn(p.shape, generator=generator) / p.shape[-1] ** 0.5)
-
-
-def save_checkpoint(model, folder, dtype=torch.float32):
-    from safetensors.torch import save_file
-    tensors = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
-
-
-def write_json(path, obj):
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-
-
-def write_logits(folder, name, logits):
-    path = os.path.join(folder, f"logits_{name}.f32")
-    logits.detach().to(torch.float32).contiguous().numpy().tofile(path)
-    return os.path.basename(path)
-
-
-def block_diffusion_mask(total, block):
-    """The references' mask: tril(ones(blocks, blocks)) repeated `block` times along both axes."""
-    blocks = (total + block - 1) // block
-    m = torch.tril(torch.ones(blocks, blocks)).repeat_interleave(block, 0).repeat_interleave(block, 1)
-    return m[:total, :total]
-
-
-class Recorder:
-    """Wraps a reference model: bans the mask id from the logits and records every call's window."""
-
-    def __init__(self, model):
-        self.model, self.calls = model, []
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-    def __call__(self, input_ids, position_ids=None, store_kv=False, **kw):
-        start = int(position_ids[0, 0]) if position_ids is not None else 0
-        self.calls.append((start, input_ids[0].tolist(), bool(store_kv)))
-        out = self.model(input_ids, position_ids=position_ids, store_kv=store_kv, **kw)
-        if out.logits is not None:
-            out.logits[..., MASK] = float("-inf")
-        return out
-
-
-def commits_per_denoising_forward(calls):
-    """What each denoising forward committed: the slots masked in its window and unmasked in the next
-    call over the same start (the next denoising step or the store forward)."""
-    forwards = []
-    for i, (start, ids, store) in enumerate(calls):
-        if store:
-            continue
-        nxt = next(c for c in calls[i + 1:] if c[0] == start)
-        forwards.append([[start + j, b] for j, (a, b) in enumerate(zip(ids, nxt[1])) if a == MASK and b != MASK])
-    return forwards
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from family_fixtures_common import (EOS, EOS2, MASK, VOCAB, Recorder, block_diffusion_mask,  # noqa: E402
+                                    commits_per_denoising_forward, describe, greedy_multinomial, import_file,
+                                    import_package, install_shims, randomize, save_checkpoint, write_json, write_logits)
 
 
 # -- SDAR ------------------------------------------------------------------------------------------
-def make_sdar(ref, out, generator):
+SDAR_MOE_KEYS = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+                     decoder_sparse_step=1, mlp_only_layers=[0], output_router_logits=False, router_aux_loss_coef=0.001)
+
+
+def add_qwen3_moe_blocks(model, cfg):
+    """SDAR-MoE: SDAR's model with Qwen3-MoE's sparse block (transformers' Qwen3MoeSparseMoeBlock) as the
+    MLP of the layers Qwen3MoeDecoderLayer gives one, which is what SDARMoeForCausalLM is (the published
+    modeling_sdar_moe.py is not on GitHub; the SDAR team's JetEngine port computes the same routing)."""
+    from transformers import Qwen3MoeConfig
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+    qcfg = Qwen3MoeConfig(**{k: cfg[k] for k in ("hidden_size", "hidden_act", "num_experts", "num_experts_per_tok",
+                                                 "moe_intermediate_size", "norm_topk_prob")})
+    for i, layer in enumerate(model.model.layers):
+        if i not in cfg["mlp_only_layers"] and (i + 1) % cfg["decoder_sparse_step"] == 0:
+            layer.mlp = Qwen3MoeSparseMoeBlock(qcfg)
+
+
+def per_expert_names(state):
+    """transformers 5 holds a layer's experts as two 3-D tensors; the published checkpoints name each
+    expert's matrices (mlp.experts.E.{gate,up,down}_proj.weight), as transformers' loader expects."""
+    out = {}
+    for k, v in state.items():
+        if k.endswith("mlp.experts.gate_up_proj"):
+            half = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[k[:-len("gate_up_proj")] + f"{e}.gate_proj.weight"] = v[e, :half]
+                out[k[:-len("gate_up_proj")] + f"{e}.up_proj.weight"] = v[e, half:]
+        elif k.endswith("mlp.experts.down_proj"):
+            for e in range(v.shape[0]):
+                out[k[:-len("down_proj")] + f"{e}.down_proj.weight"] = v[e]
+        else:
+            out[k] = v
+    return out
+
+
+def make_sdar(ref, out, generator, moe=False):
     install_shims()
     folder = os.path.join(ref, "training", "model", "SDAR-4B-Chat")
     configuration, modeling = import_package(folder, "sdar_ref", ["configuration_sdar", "modeling_sdar"])
@@ -247,16 +108,23 @@ def make_sdar(ref, out, generator):
                tie_word_embeddings=False, torch_dtype="float32", use_sliding_window=False, vocab_size=VOCAB,
                attention_dropout=0.0, debug=False, ep_size=1, fuse_cross_entropy=True, max_window_layers=2,
                micro_forward=False, skip_checkpoint=False, use_cache=False, use_deepep=False)
+    if moe:  # SDAR-30B-A3B-Chat's keys, tiny: a dense first layer (mlp_only_layers), then two expert layers
+        cfg.update(architectures=["SDARMoeForCausalLM"], model_type="sdar_moe", num_hidden_layers=3,
+                   max_window_layers=3, **SDAR_MOE_KEYS)
     # pad_token_id: transformers 5 no longer defaults it, SDARModel reads it (the padding row of the embedding)
-    config = configuration.SDARConfig(pad_token_id=None, **{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
+    skip = ("architectures", "model_type", *SDAR_MOE_KEYS)
+    config = configuration.SDARConfig(pad_token_id=None, **{k: v for k, v in cfg.items() if k not in skip})
     config._attn_implementation = "sdpa"
     model = modeling.SDARForCausalLM(config).eval()
+    if moe:
+        add_qwen3_moe_blocks(model, cfg)
     randomize(model, generator)
-    target = os.path.join(out, "sdar_tiny")
+    fixture = "sdar_moe_tiny" if moe else "sdar_tiny"
+    target = os.path.join(out, fixture)
     os.makedirs(target, exist_ok=True)
     write_json(os.path.join(target, "config.json"), cfg)
     write_json(os.path.join(target, "generation_config.json"), {"bos_token_id": EOS2, "eos_token_id": [EOS2, EOS]})
-    save_checkpoint(model, target)
+    save_checkpoint(model, target, rename=per_expert_names if moe else None)
 
     prompt_len, gen, block = 8, 16, 4
     ids = torch.randint(0, EOS2, (1, prompt_len + gen), generator=generator)
@@ -269,6 +137,7 @@ def make_sdar(ref, out, generator):
     cases = {"block_diffusion": write_logits(target, "block_diffusion", logits)}
     expected = {"generator": f"tools/make_family_fixtures.py (torch {torch.__version__})",
                 "reference": describe(os.path.join(folder, "modeling_sdar.py")),
+                **({"moe_block": f"transformers {transformers_version()} Qwen3MoeSparseMoeBlock"} if moe else {}),
                 "input_ids": ids[0].tolist(), "prompt_length": prompt_len, "gen_length": gen, "block_length": block,
                 "vocab_size": VOCAB, "cases": cases}
     write_json(os.path.join(target, "expected.json"), expected)
@@ -294,7 +163,12 @@ def make_sdar(ref, out, generator):
             "forwards": commits_per_denoising_forward(rec.calls),
             "store_forwards": sum(1 for c in rec.calls if c[2]),
             "final": x[0, prompt.shape[1]:].tolist()})
-    print(f"sdar_tiny: {len(cases)} logits case(s), 3 trajectories")
+    print(f"{fixture}: {len(cases)} logits case(s), 3 trajectories")
+
+
+def transformers_version():
+    import transformers
+    return transformers.__version__
 
 
 def commits_between_canvases(calls, final):
@@ -567,6 +441,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sdar", help="checkout of github.com/JetAstra/SDAR")
+    parser.add_argument("--sdar-moe", help="checkout of github.com/JetAstra/SDAR (its model with Qwen3-MoE's experts)")
     parser.add_argument("--llada2", help="checkout of github.com/ZHZisZZ/dllm (LLaDA2's modeling code)")
     parser.add_argument("--lladamoe", help="checkout of github.com/ZHZisZZ/dllm (LLaDA-MoE's modeling code); needs --llada")
     parser.add_argument("--llada", help="checkout of github.com/ML-GSAI/LLaDA (generate.py)")
@@ -577,6 +452,8 @@ def main():
     torch.manual_seed(0)
     if args.sdar:
         make_sdar(args.sdar, args.out, torch.Generator().manual_seed(15))
+    if args.sdar_moe:
+        make_sdar(args.sdar_moe, args.out, torch.Generator().manual_seed(19), moe=True)
     if args.fast_dllm_v2:
         make_fast_dllm_v2(args.fast_dllm_v2, args.out, torch.Generator().manual_seed(16))
     if args.llada2:
@@ -585,7 +462,7 @@ def main():
         if not args.llada:
             parser.error("--lladamoe needs --llada (LLaDA's generate.py)")
         make_lladamoe(args.lladamoe, args.llada, args.out, torch.Generator().manual_seed(18))
-    if not (args.sdar or args.fast_dllm_v2 or args.llada2 or args.lladamoe):
+    if not (args.sdar or args.sdar_moe or args.fast_dllm_v2 or args.llada2 or args.lladamoe):
         parser.error("name at least one reference checkout")
 
 

@@ -87,18 +87,18 @@ struct preset_choice {
 };
 
 /// The preset of a model when --preset is not given: a natively block-causal family's own decoder
-/// (SDARForCausalLM sdar, Fast_dLLM_QwenForCausalLM fast-dllm-v2, LLaDA2MoeModelLM llada2),
+/// (SDARForCausalLM and SDARMoeForCausalLM sdar, Fast_dLLM_QwenForCausalLM fast-dllm-v2, LLaDA2MoeModelLM llada2),
 /// autoregressive for a causal Qwen2ForCausalLM, and cdlm, dlm's default, for the bidirectional
 /// LLaDA, Dream and LLaDA-MoE models (whose CDLM students the shipped models are). `source` names
 /// where the architecture was read (config.json, or a GGUF file's general.architecture).
 [[nodiscard]] inline preset_choice default_preset(io::architecture arch, const std::string& source) {
     using A = io::architecture;
     const std::string_view cls = io::architecture_class(arch);
-    const preset_id p = arch == A::sdar           ? preset_id::sdar
-                        : arch == A::fast_dllm_v2 ? preset_id::fast_dllm_v2
-                        : arch == A::llada2_moe   ? preset_id::llada2
-                        : arch == A::qwen2        ? preset_id::autoregressive
-                                                  : preset_id::cdlm;
+    const preset_id p = arch == A::sdar || arch == A::sdar_moe ? preset_id::sdar
+                        : arch == A::fast_dllm_v2                 ? preset_id::fast_dllm_v2
+                        : arch == A::llada2_moe                   ? preset_id::llada2
+                        : arch == A::qwen2                        ? preset_id::autoregressive
+                                                                  : preset_id::cdlm;
     // LLaDA, LLaDA-MoE and Dream layouts: dlm's CDLM students are LLaDA checkpoints, so cdlm; the
     // family's own reference decoder is one flag away.
     const char* reference = arch == A::dream ? "dream" : "llada";

@@ -1,10 +1,11 @@
-// dlm/cpu/moe.hpp — the mixture-of-experts MLP of the CPU transformer (LLaDA2.x), as the reference
+// dlm/cpu/moe.hpp — the mixture-of-experts MLP of the CPU transformer (LLaDA2.x, LLaDA-MoE, SDAR-MoE), as the reference
 // computes it (io/moe_config.hpp says how a config routes):
 //
 //   logits = x · Wrᵀ (f32)           scores = sigmoid(logits) | softmax(logits)
 //   pick     the k best experts by score (+ expert_bias when the config has one), among the
 //            `top_groups` groups whose two best experts score highest
-//   weights  the picked (unbiased) scores, divided by their sum + 1e-20 when k > 1, × routed_scaling
+//   weights  the picked (unbiased) scores, divided by their sum + 1e-20 when k > 1 (LLaDA2), by their
+//            plain sum (SDAR-MoE's norm_topk_prob) or not at all (LLaDA-MoE), × routed_scaling
 //   y        Σ_j weight_j · expert_j(x)  (+ the shared experts' MLP of x)
 //
 // Each expert is a SiLU-gated MLP held as packed_matrix in its checkpoint's element type (gate|up
@@ -85,14 +86,15 @@ public:
 
     /// Layer `layer`'s experts from a checkpoint in LLaDA2's names (model.layers.N.mlp.{gate.weight,
     /// gate.expert_bias, experts.E.{gate,up,down}_proj.weight, shared_experts.*}) or LLaDA-MoE's
-    /// (model.layers.N.mlp.{gate.weight, expert_bias, experts.E.*}, model.layers.N.shared_expert.*), each matrix held in
+    /// (model.layers.N.mlp.{gate.weight, expert_bias, experts.E.*}, model.layers.N.shared_expert.*;
+    /// SDAR-MoE's are these without bias and shared expert), each matrix held in
     /// its stored type unless `type` is given (the router in f32, as the reference computes it). A
     /// missing expert_bias is zero, as transformers initialises the buffer. Throws tensor_error
     /// naming a missing or misshapen tensor.
     static moe_mlp load(const io::checkpoint& ck, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
         moe_mlp e(c);
         const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
-        const bool llada2 = c.arch == io::architecture::llada2_moe;  // else LLaDA-MoE's names
+        const bool llada2 = c.arch == io::architecture::llada2_moe;  // else LLaDA-MoE's (and SDAR-MoE's) names
         const std::string bias_name = p + (llada2 ? "gate.expert_bias" : "expert_bias");
         const std::string shared = llada2 ? p + "shared_experts." : "model.layers." + std::to_string(layer) + ".shared_expert.";
         const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, s = e.m_.shared_intermediate_size;
@@ -355,7 +357,10 @@ private:
             });
             float sum = 0.f;
             for (index_t j = 0; j < k; ++j) sum += s[order[static_cast<std::size_t>(j)]];  // used only when normalising (LLaDA2: no bias in the weights)
-            const float norm = m_.normalize && k > 1 ? sum + 1e-20f : 1.f;
+            using norm_rule = io::moe_config::normalization;
+            const float norm = m_.normalize == norm_rule::always               ? sum
+                               : m_.normalize == norm_rule::several && k > 1 ? sum + 1e-20f
+                                                                             : 1.f;
             for (index_t j = 0; j < k; ++j) {
                 const index_t e = order[static_cast<std::size_t>(j)];
                 picks_[static_cast<std::size_t>(r * k + j)] = e;

@@ -104,7 +104,7 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     }
     c.intermediate_size = h.has(k.key("feed_forward_length")) ? k.size("feed_forward_length") : m.expert_intermediate_size;
     m.score = moe_config::scoring::softmax;
-    m.normalize = false;
+    m.normalize = moe_config::normalization::none;
     m.routed_scaling = 1.0;
     const std::string graph = "; llama.cpp's llada-moe graph, which dlm computes, takes softmax weights as they are";
     if (h.has(k.key("expert_gating_func")) && h.integer(k.key("expert_gating_func"), 0) != 1)

@@ -1,6 +1,6 @@
 // dlm/io/model_config.hpp — a Hugging Face config.json, read into the sizes and traits dlm needs.
 //
-// Three families are understood:
+// These families are understood:
 //   llada  model_type "llada", architectures ["LLaDAModelLM"]: LLaDA-8B and models in its layout
 //          (d_model, n_heads, n_kv_heads, n_layers, mlp_hidden_size, vocab_size / embedding_size,
 //          max_sequence_length, weight_tying, include_bias / include_qkv_bias, mask_token_id).
@@ -19,6 +19,9 @@
 //   lladamoe  model_type "lladamoe", architectures ["LLaDAMoEModelLM"]: LLaDA-MoE-7B-A1B (inclusionAI),
 //          bidirectional like LLaDA; the OLMoE-style block (q/k RMSNorm per head, softmax-routed experts
 //          on the layers moe_layer_freq marks, dense_intermediate_size elsewhere); mask id 156895.
+//   sdar_moe  model_type "sdar_moe", architectures ["SDARMoeForCausalLM"]: SDAR-30B-A3B and kin, the
+//          SDAR block with Qwen3-MoE's experts (moe_config.hpp) on the layers decoder_sparse_step and
+//          mlp_only_layers mark.
 // Keys that are absent take the default of the family's own configuration class (LLaDAConfig,
 // DreamConfig, Qwen2Config). Anything else is refused by name: an unknown architecture, a missing or
 // ill-typed key, inconsistent sizes, or a feature dlm's transformer does not implement.
@@ -47,7 +50,7 @@
 
 namespace dlm::io {
 
-enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe, lladamoe };  // qwen2 = Qwen2ForCausalLM (autoregressive)
+enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe, lladamoe, sdar_moe };  // qwen2 = Qwen2ForCausalLM (autoregressive)
 
 [[nodiscard]] constexpr std::string_view architecture_name(architecture a) noexcept {
     switch (a) {
@@ -58,6 +61,7 @@ enum class architecture { llada, dream, qwen2, sdar, fast_dllm_v2, llada2_moe, l
         case architecture::fast_dllm_v2: return "fast_dllm_v2";
         case architecture::llada2_moe: return "llada2_moe";
         case architecture::lladamoe: return "lladamoe";
+        case architecture::sdar_moe: return "sdar_moe";
     }
     return "?";
 }
@@ -143,6 +147,7 @@ inline constexpr family families[] = {
     {architecture::fast_dllm_v2, "Fast_dLLM_Qwen", "Fast_dLLM_QwenForCausalLM"},
     {architecture::llada2_moe, "llada2_moe", "LLaDA2MoeModelLM"},
     {architecture::lladamoe, "lladamoe", "LLaDAMoEModelLM"},
+    {architecture::sdar_moe, "sdar_moe", "SDARMoeForCausalLM"},
 };
 
 }  // namespace detail
@@ -178,7 +183,8 @@ namespace detail {
     described += "]";
     const std::string known =
         "dlm loads model_type 'llada' (LLaDAModelLM), 'Dream' (DreamModel), 'qwen2' (Qwen2ForCausalLM), 'sdar' (SDARForCausalLM), "
-        "'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM), 'llada2_moe' (LLaDA2MoeModelLM) and 'lladamoe' (LLaDAMoEModelLM)";
+        "'Fast_dLLM_Qwen' (Fast_dLLM_QwenForCausalLM), 'llada2_moe' (LLaDA2MoeModelLM), 'lladamoe' (LLaDAMoEModelLM) and "
+        "'sdar_moe' (SDARMoeForCausalLM)";
     if (!model_type && classes.empty()) throw file_error(source, "config has neither 'model_type' nor 'architectures'; " + known);
     for (const family& f : families) {
         const bool type_matches = model_type && iequals(*model_type, f.model_type);
@@ -305,7 +311,8 @@ inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
 
 /// SDAR (configuration_sdar.py, SDARConfig): the Qwen2 key names, head_dim defaulting to 128,
 /// attention_bias (false) instead of Qwen2's fixed q/k/v biases, q/k RMSNorm always, block_size the
-/// block length it was trained and decodes with (SDAR generate.py's block_length).
+/// block length it was trained and decodes with (SDAR generate.py's block_length). SDAR-MoE
+/// (SDARMoeForCausalLM) is the same block with Qwen3-MoE's experts (moe_config.hpp).
 inline void parse_sdar(const config_reader& r, model_config& c) {
     read_qwen_sizes(r, c);
     c.vocab_size = r.integer_or("vocab_size", 151936);
@@ -328,6 +335,7 @@ inline void parse_sdar(const config_reader& r, model_config& c) {
     c.logits_shift = false;  // block diffusion: row p predicts slot p (generate.py samples the block's own rows)
     c.causal = false;
     read_block_size_key(r, "block_size", c);
+    if (c.arch == architecture::sdar_moe) c.moe = parse_sdar_moe(r, c.num_layers);
     const char* block = "dlm runs the SDAR (Qwen3) block: plain RoPE, q/k RMSNorm, SiLU-gated MLP, no sliding window";
     r.require("hidden_act", "silu", block);
     r.require("use_sliding_window", false, block);
@@ -439,8 +447,9 @@ inline void check_token(const std::string& source, const char* key, token_id id,
         detail::parse_llada(r, c);
         keys = {"d_model", "n_heads", "n_kv_heads", "n_layers", "mlp_hidden_size",
                 r.has("embedding_size") ? "embedding_size" : "vocab_size", "max_sequence_length"};
-    } else if (c.arch == architecture::sdar || c.arch == architecture::llada2_moe || c.arch == architecture::lladamoe) {
-        if (c.arch == architecture::sdar) detail::parse_sdar(r, c);
+    } else if (c.arch == architecture::sdar || c.arch == architecture::sdar_moe || c.arch == architecture::llada2_moe ||
+               c.arch == architecture::lladamoe) {
+        if (c.arch == architecture::sdar || c.arch == architecture::sdar_moe) detail::parse_sdar(r, c);
         else if (c.arch == architecture::llada2_moe) detail::parse_llada2(r, c);
         else detail::parse_lladamoe(r, c);
         keys = {"hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
@@ -452,7 +461,7 @@ inline void check_token(const std::string& source, const char* key, token_id id,
     }
     // LLaDA-MoE's attention takes hidden_size / heads whatever head_dim says.
     detail::check_sizes(r, c, keys,
-                        c.arch == architecture::sdar || (c.arch != architecture::llada && c.arch != architecture::lladamoe && r.has("head_dim")));
+                        c.arch == architecture::sdar || c.arch == architecture::sdar_moe || (c.arch != architecture::llada && c.arch != architecture::lladamoe && r.has("head_dim")));
     if (c.arch == architecture::llada2_moe) detail::read_partial_rotary(r, c, 0.5);
     if (c.arch == architecture::lladamoe) detail::read_partial_rotary(r, c, 1.0);
     detail::read_length_hints(r, c.decoding);

@@ -16,6 +16,13 @@
 //   0 = dense MLP of dense_intermediate_size). Scores: softmax of the router logits (f32), plus
 //   expert_bias when moe_router_enable_expert_bias; the k best are picked and weighted by those same
 //   (biased) values, not normalised (the block fixes norm_topk_prob to false) and not scaled.
+//
+// SDAR-MoE (model_type "sdar_moe", SDARMoeForCausalLM: Qwen3-MoE's sparse block, as transformers'
+// Qwen3MoeSparseMoeBlock and the SDAR team's own JetEngine port compute it): num_experts,
+//   num_experts_per_tok, moe_intermediate_size, norm_topk_prob, decoder_sparse_step (1: every layer)
+//   and mlp_only_layers (dense layers of intermediate_size). Scores: softmax of the router logits
+//   (f32); the k best are weighted by their scores, divided by their sum when norm_topk_prob (for any
+//   k, with no epsilon); no shared expert, no bias, no scaling.
 #pragma once
 
 #include <string>
@@ -39,7 +46,10 @@ struct moe_config {
     scoring score = scoring::softmax;
     bool selection_bias = false;   ///< a per-expert bias added to the scores for picking only (expert_bias)
     bool bias_in_weights = false;  ///< the picked experts are weighted by score + bias (LLaDA-MoE), not the score alone
-    bool normalize = true;         ///< picked weights divided by their sum (+1e-20) when k > 1
+    /// How the picked weights are divided by their sum: never; by sum + 1e-20 when k > 1 (LLaDA2);
+    /// by the plain sum for any k (Qwen3-MoE's norm_topk_prob: SDAR-MoE).
+    enum class normalization { none, several, always };
+    normalization normalize = normalization::several;
     double routed_scaling = 1.0;   ///< the routed experts' sum times this
     std::vector<char> layers;      ///< per layer, whether it has experts (LLaDA-MoE's moe_layer_freq); empty: first_dense_layers decides
 
@@ -65,7 +75,7 @@ inline moe_config parse_llada2_moe(const config_reader& r, index_t layers) {
     m.routed_scaling = r.number_or("routed_scaling_factor", 2.5);
     m.score = moe_config::scoring::sigmoid;
     m.selection_bias = true;  // LLaDA2MoeGate always holds expert_bias
-    m.normalize = true;
+    m.normalize = moe_config::normalization::several;
     const char* gate = "dlm computes LLaDA2MoeGate: sigmoid scores, expert_bias for the pick, weights normalised";
     r.require("score_function", "sigmoid", gate);
     r.require("norm_topk_prob", true, gate);
@@ -103,7 +113,7 @@ inline moe_config parse_lladamoe_moe(const config_reader& r, index_t num_layers)
     m.shared_intermediate_size = r.integer_or("shared_expert_intermediate_size", 0);
     m.score = moe_config::scoring::softmax;
     m.selection_bias = m.bias_in_weights = r.boolean_or("moe_router_enable_expert_bias", false);
-    m.normalize = false;
+    m.normalize = moe_config::normalization::none;
     m.routed_scaling = 1.0;
     for (const char* key : {"num_experts", "num_experts_per_tok", "expert_intermediate_size"})
         if (r.integer(key) < 1) r.fail(key, std::to_string(r.integer(key)) + " must be positive");
@@ -118,6 +128,40 @@ inline moe_config parse_lladamoe_moe(const config_reader& r, index_t num_layers)
         const auto v = json_int64(e);
         if (!v) r.fail("moe_layer_freq", "entries must be integers, found " + json_quote(e));
         m.layers.push_back(*v != 0 ? 1 : 0);
+    }
+    return m;
+}
+
+/// SDARMoeConfig's MoE keys (Qwen3MoeConfig's names). The sizes and norm_topk_prob are required:
+/// the published configs hold them, and SDAR-MoE's ports disagree on what an absent norm_topk_prob
+/// means (transformers' Qwen3MoeConfig: false; JetEngine always normalises).
+inline moe_config parse_sdar_moe(const config_reader& r, index_t num_layers) {
+    moe_config m;
+    m.num_experts = r.integer("num_experts");
+    m.experts_per_token = r.integer("num_experts_per_tok");
+    m.expert_intermediate_size = r.integer("moe_intermediate_size");
+    for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size"})
+        if (r.integer(key) < 1) r.fail(key, std::to_string(r.integer(key)) + " must be positive");
+    if (m.experts_per_token > m.num_experts)
+        r.fail("num_experts_per_tok", std::to_string(m.experts_per_token) + " is more than num_experts " + std::to_string(m.num_experts));
+    if (!r.has("norm_topk_prob"))
+        r.fail("norm_topk_prob", "missing: SDAR-MoE's references disagree on its default (transformers' Qwen3-MoE: false, "
+                                 "JetEngine: always normalised); the published configs say true");
+    m.normalize = r.boolean_or("norm_topk_prob", true) ? moe_config::normalization::always : moe_config::normalization::none;
+    m.score = moe_config::scoring::softmax;
+    const index_t step = r.integer_or("decoder_sparse_step", 1);
+    if (step < 1) r.fail("decoder_sparse_step", std::to_string(step) + " must be positive");
+    m.layers.assign(static_cast<std::size_t>(num_layers), 0);
+    for (index_t l = 0; l < num_layers; ++l) m.layers[static_cast<std::size_t>(l)] = (l + 1) % step == 0 ? 1 : 0;
+    if (r.has("mlp_only_layers")) {
+        const auto& only = r.object().at("mlp_only_layers");
+        if (!only.is_array()) r.fail("mlp_only_layers", "expected a list of layer indices, found " + json_quote(only));
+        for (const auto& e : only) {
+            const auto v = json_int64(e);
+            if (!v || *v < 0 || *v >= num_layers)
+                r.fail("mlp_only_layers", "entries must be layer indices in [0, " + std::to_string(num_layers) + "), found " + json_quote(e));
+            m.layers[static_cast<std::size_t>(*v)] = 0;
+        }
     }
     return m;
 }
