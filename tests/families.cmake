@@ -43,6 +43,9 @@ family_cli_model(fast_dllm_v2_tiny)
 set(_v2 "-m|${CMAKE_CURRENT_BINARY_DIR}/fast_dllm_v2_tiny_cli")
 cli_case("generate --preset fast-dllm-v2: the model's bd_size, sub-blocks, threshold 0.9" dlm-generate
          ARGS "${_v2}|--preset|fast-dllm-v2|-p|Tom has 3 apples|-n|16|--stats" EXPECT "fast-dllm-v2: [0-9]+ forwards")
+cli_case("generate --preset fast-dllm-v2-block-cache: the sub-block cache" dlm-generate
+         ARGS "${_v2}|--preset|fast-dllm-v2-block-cache|-p|Tom has 3 apples|-n|16|--stats"
+         EXPECT "preset: fast-dllm-v2-block-cache%%fast-dllm-v2-block-cache: [0-9]+ forwards")
 cli_case("eval --preset fast-dllm-v2" dlm-eval
          ARGS "${_v2}|--preset|fast-dllm-v2|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--limit|2|--no-progress" EXPECT "forwards/problem")
 

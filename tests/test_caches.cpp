@@ -1,7 +1,10 @@
 // KV-cache policies: the exact forward each one plans, hand-computed.
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include <dlm/cache/caches.hpp>
+#include <dlm/mask/block_diffusion.hpp>
 
 using namespace dlm;
 
@@ -63,4 +66,39 @@ TEST_CASE("Fast-dLLM caches: full refresh at block start, then the block (+ suff
     CHECK(d.plan(m, shifted, {0, 2}) == forward_plan{2, 7, 2, 6, 0, 0, 11});
     CHECK_FALSE(approx_prefix_cache::is_exact);
     CHECK_FALSE(dual_cache::is_exact);
+}
+
+TEST_CASE("sub_block_cache: full forwards over the block until a sub-block's first slot is committed, then that sub-block alone") {
+    const sub_block_cache c{4};
+    const aligned_block_diffusion_mask m{8};
+    const token_id M = 99;
+    // Prompt 8, 16 slots, blocks of 8 from position 0: block 1 = [16, 24), shifted (slot p from row p - 1).
+    const canvas_layout l{8, 16, 8, true, 0};
+    std::vector<token_id> canvas(24, M);
+    for (index_t p = 0; p < 16; ++p) canvas[static_cast<std::size_t>(p)] = 1;
+    const canvas_view v{canvas, M};
+    // Step 0 (stores block 0, commits slot 16 alone) and step 1 (the reference's first block-cache
+    // forward): the whole block, its K/V stored.
+    CHECK(c.plan(m, l, {1, 0}, v) == forward_plan{8, 24, 15, 23, 8, 24, 24});
+    canvas[16] = 1;
+    CHECK(c.plan(m, l, {1, 1}, v) == forward_plan{15, 24, 15, 23, 16, 24, 24});
+    // Sub-block [16, 20) has its first slot: rows [16, 20), logits rows [16, 19) for slots 17..19;
+    // keys [0, 16) and [20, 24) from the cache, nothing stored.
+    canvas[17] = 1;
+    CHECK(c.plan(m, l, {1, 2}, v) == forward_plan{16, 20, 16, 19, 0, 0, 24});
+    // Sub-block [20, 24) with its first slot masked: a full forward again.
+    canvas[18] = canvas[19] = 1;
+    CHECK(c.plan(m, l, {1, 3}, v) == forward_plan{15, 24, 15, 23, 16, 24, 24});
+    canvas[20] = 1;
+    CHECK(c.plan(m, l, {1, 4}, v) == forward_plan{20, 24, 20, 23, 0, 0, 24});
+    // A prompt that is not whole blocks (11 tokens): block 0 = [8, 16) begins inside the prompt, so its
+    // first forward is already a denoising one, and sub-block [8, 12) starts with a prompt token.
+    const canvas_layout u{11, 13, 8, true, 3};
+    std::vector<token_id> c2(24, M);
+    for (index_t p = 0; p < 11; ++p) c2[static_cast<std::size_t>(p)] = 1;
+    const canvas_view v2{c2, M};
+    CHECK(c.plan(m, u, {0, 0}, v2) == forward_plan{0, 16, 7, 15, 0, 16, 16});
+    CHECK(c.plan(m, u, {0, 1}, v2) == forward_plan{8, 12, 8, 11, 0, 0, 16});
+    CHECK_FALSE(sub_block_cache::is_exact);
+    static_assert(kv_cache_policy<sub_block_cache>);
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -114,6 +115,17 @@ sequence_result same_trajectory(Decoder& d, const nlohmann::json& t) {
     CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
     CHECK(r.tokens == t.at("final").get<tvec>());
     return r;
+}
+
+/// A mixture-of-experts fixture's logits under its family's block-diffusion mask: within 1e-4 of the
+/// reference's, with `expert_layers` MoE calls in the one forward.
+void check_moe_logits(const char* fixture, std::int64_t expert_layers) {
+    auto m = transformer::load(families_dir / fixture);
+    cpu::moe_timing timing;
+    m.time_experts(&timing);
+    const double diff = logits_diff(m, fixture, block_diffusion_mask{}, "block_diffusion");
+    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
+    CHECK(timing.calls == expert_layers);
 }
 
 /// Replays each trajectory fixture `names` of `family` (same_trajectory) with the decoder that
@@ -233,12 +245,7 @@ TEST_CASE("sdar_moe_tiny: SDARMoeForCausalLM's config.json and checkpoint load (
 }
 
 TEST_CASE("sdar_moe_tiny: logits equal SDAR's model with Qwen3-MoE's sparse block under its block-diffusion mask") {
-    auto m = transformer::load(families_dir / "sdar_moe_tiny");
-    cpu::moe_timing timing;
-    m.time_experts(&timing);
-    const double diff = logits_diff(m, "sdar_moe_tiny", block_diffusion_mask{}, "block_diffusion");
-    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
-    CHECK(timing.calls == 2);  // two expert layers after the dense one, one forward
+    check_moe_logits("sdar_moe_tiny", 2);  // two expert layers after the dense one
 }
 
 TEST_CASE("sdar_moe_tiny: one expert per token gets weight 1 under norm_topk_prob, its softmax score without") {
@@ -304,6 +311,34 @@ TEST_CASE("fast_dllm_v2 preset: the same commits, forward by forward, as Fast-dL
                     });
 }
 
+TEST_CASE("fast_dllm_v2_block_cache preset: the same commits, forward by forward, as batch_sample with use_block_cache") {
+    // Fast-dLLM v2's sub-block cache (sub_block_cache): while the decoded sub-block's first slot is
+    // committed, a forward recomputes that sub-block only, over the block's K/V of its last full forward.
+    const char* names[] = {"trajectory_fast_dllm_v2_block_cache.json", "trajectory_fast_dllm_v2_block_cache_low_threshold.json",
+                           "trajectory_fast_dllm_v2_block_cache_unaligned_prompt.json"};
+    auto m = transformer::load(families_dir / "fast_dllm_v2_tiny");
+    int differ_without_cache = 0;
+    for (const char* name : names) {
+        CAPTURE(name);
+        const auto t = read_json(families_dir / "fast_dllm_v2_tiny" / name);
+        const auto& p = t.at("params");
+        const index_t sub = p.at("small_block_size").get<index_t>();
+        REQUIRE(t.at("sub_block_forwards").get<int>() > 0);  // the fixture exercises the sub-block forwards
+        presets::fast_dllm_v2_block_cache<transformer> d(m, {}, sub_block_cache{sub}, sub_block_threshold_schedule{p.at("threshold").get<double>(), sub});
+        const sequence_result r = same_trajectory(d, t);
+        presets::fast_dllm_v2<transformer> plain(m, {}, {}, sub_block_threshold_schedule{p.at("threshold").get<double>(), sub});
+        sequence_result rp;
+        if (replay(plain, t, &rp) != reference_forwards(t)) ++differ_without_cache;
+        // Fewer rows per forward than without it (a sub-block forward computes 4 rows, a block forward 9).
+        CHECK(static_cast<double>(r.stats.rows_computed) / static_cast<double>(r.stats.forwards) <
+              static_cast<double>(rp.stats.rows_computed) / static_cast<double>(rp.stats.forwards));
+    }
+    CHECK(differ_without_cache > 0);  // the cache's approximation shows in the reference's commits
+    // The cache and the schedule must cut the block alike.
+    CHECK_THROWS_AS((presets::fast_dllm_v2_block_cache<transformer>(m, {}, sub_block_cache{4}, sub_block_threshold_schedule{0.9, 8})),
+                    invalid_parameter);
+}
+
 TEST_CASE("llada2_tiny: LLaDA2MoeModelLM's config.json and checkpoint load (fused qkv, q/k norms, partial RoPE, experts)") {
     const auto m = transformer::load(families_dir / "llada2_tiny");
     const io::model_config& c = m.config();
@@ -320,12 +355,7 @@ TEST_CASE("llada2_tiny: LLaDA2MoeModelLM's config.json and checkpoint load (fuse
 }
 
 TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diffusion mask") {
-    auto m = transformer::load(families_dir / "llada2_tiny");
-    cpu::moe_timing timing;
-    m.time_experts(&timing);
-    const double diff = logits_diff(m, "llada2_tiny", block_diffusion_mask{}, "block_diffusion");
-    CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
-    CHECK(timing.calls == 2);  // two mixture-of-experts layers, one forward
+    check_moe_logits("llada2_tiny", 2);  // two mixture-of-experts layers
 }
 
 TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeModelLM.generate()") {

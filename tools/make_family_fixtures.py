@@ -24,7 +24,10 @@ Usage (each reference is a checkout made outside the repository; nothing of it i
   --fast-dllm-v2 DIR   a folder holding Fast-dLLM v2's published Hugging Face files, configuration.py and
                modeling.py of Efficient-Large-Model/Fast_dLLM_v2_7B (e.g. the copy kept in
                github.com/Satgoy152/DualDiffusion under FastDLLM_inferencing/Fast_dLLM_v2_7B): the model and
-               its generate() (sub-block threshold decoding, use_block_cache off).
+               its generate() (sub-block threshold decoding, use_block_cache off); with
+  --fast-dllm-v2-batch-sample FILE   Fast-dLLM's v2/generation_functions.py (the evaluation's batch_sample;
+               NVlabs/Fast-dLLM's v2 folder, e.g. as kept in a fork): three more trajectories with
+               use_block_cache=True (the sub-block cache), recorded on the same model.
 
 For each family the script builds a tiny random configuration in the family's config.json format (few
 layers, small widths, a 300-token vocabulary with the family's mask id remapped to 299 and EOS to 297),
@@ -51,6 +54,7 @@ Checked with torch 2.15.0 and transformers 5.24.0.
 import argparse
 import os
 import sys
+import types
 
 import torch
 
@@ -183,27 +187,31 @@ def commits_between_canvases(calls, final):
 
 # -- Fast-dLLM v2 ----------------------------------------------------------------------------------
 class V2Recorder:
-    """Records each forward of Fast-dLLM v2's generate(): window start (the cache length), window ids,
-    whether it stores the window's K/V; bans the mask id from the logits."""
+    """Records each forward of Fast-dLLM v2's generate() or batch_sample(): window start (the cache
+    length, plus replace_position for a sub-block forward of the block cache), window ids, whether it
+    stores the window's K/V; bans the mask id from the logits."""
 
     def __init__(self, model):
         self.calls, self.inner = [], model.forward
 
     def __call__(self, input_ids=None, past_key_values=None, update_past_key_values=False, **kw):
         start = past_key_values.get_seq_length() if past_key_values is not None else 0
+        start += kw.get("replace_position") or 0
         self.calls.append((start, input_ids[0].tolist(), bool(update_past_key_values)))
         out = self.inner(input_ids=input_ids, past_key_values=past_key_values, update_past_key_values=update_past_key_values, **kw)
         out.logits[..., MASK] = float("-inf")
         return out
 
 
-def v2_commits(calls, canvas_size, prompt_len=0):
+def v2_commits(calls, canvas_size, prompt_len=0, final=None):
     """Per forward: a denoising forward commits the slots masked in its window and unmasked in the next
-    call over the same start; a storing forward (the prompt's, or a finished block's) commits the next
-    block's first slot by argmax, seen as the first id of the next window. Slots past the canvas (the
-    token after the last block) are dropped. The prompt's storing forward of a prompt that is not whole
-    blocks (it stores the whole blocks only, and the next window starts inside the prompt) commits
-    nothing and is left out: dlm stores those K/V in the first block's first forward."""
+    call whose window overlaps it (the next denoising step, of the block or of the same sub-block, or
+    the store forward; none: `final`, the whole canvas); a storing forward (the prompt's, or a
+    finished block's) commits the next block's first slot by argmax, seen as the first id of the next
+    window. Slots past the canvas (the token after the last block) are dropped. The prompt's storing
+    forward of a prompt that is not whole blocks (it stores the whole blocks only, and the next window
+    starts inside the prompt) commits nothing and is left out: dlm stores those K/V in the first
+    block's first forward."""
     forwards = []
     for i, (start, ids, store) in enumerate(calls):
         later = calls[i + 1:]
@@ -213,15 +221,49 @@ def v2_commits(calls, canvas_size, prompt_len=0):
             nxt = next((c for c in later if c[0] == start + len(ids)), None)
             at = start + len(ids)
             forwards.append([[at, nxt[1][0]]] if nxt is not None and at < canvas_size else [])
-        else:
-            nxt = next(c for c in later if c[0] == start)
-            forwards.append([[start + j, b] for j, (a, b) in enumerate(zip(ids, nxt[1])) if a == MASK and b != MASK])
+            continue
+        end = start + len(ids)
+        nxt = next((c for c in later if c[0] < end and c[0] + len(c[1]) > start), None)
+        after = {p: b for p, b in enumerate(final)} if nxt is None else {nxt[0] + j: b for j, b in enumerate(nxt[1])}
+        forwards.append([[start + j, after[start + j]] for j, a in enumerate(ids)
+                         if a == MASK and start + j in after and after[start + j] != MASK])
     while forwards and not forwards[-1]:
         forwards.pop()
     return forwards
 
 
-def make_fast_dllm_v2(ref, out, generator):
+class PadTokenizer:
+    """batch_sample reads tokenizer.pad_token_id only (to pad finished rows of a batch)."""
+    pad_token_id = EOS
+
+
+def v2_block_cache_trajectories(model, batch_sample_file, target, prompts, block, sub, gen_for):
+    """Trajectories of the v2 evaluation's batch_sample with use_block_cache=True (one sequence)."""
+    gen_module = import_file(batch_sample_file, "fast_dllm_v2_generation")
+    batch_sample = types.MethodType(gen_module.Fast_dLLM_QwenForCausalLM.batch_sample, model)
+    for name, (prompt, threshold) in prompts.items():
+        n = prompt.shape[1]
+        canvas = (n // block + gen_for // block) * block
+        rec = V2Recorder(model)
+        model.forward = rec
+        try:
+            with torch.no_grad():
+                result = batch_sample(prompt.clone(), PadTokenizer(), block, gen_for, sub, n, torch.tensor([n]), mask_id=MASK,
+                                      threshold=threshold, stop_token=EOS, use_block_cache=True, temperature=0.0)
+        finally:
+            del model.forward
+        x = (result[0] if isinstance(result, tuple) else result)[0][:canvas].tolist()
+        write_json(os.path.join(target, f"trajectory_{name}.json"), {
+            "reference": describe(batch_sample_file), "function": "Fast_dLLM_QwenForCausalLM.batch_sample",
+            "prompt": prompt[0].tolist(), "gen_length": canvas - n, "block_length": block,
+            "params": {"threshold": threshold, "small_block_size": sub, "block_size": block, "temperature": 0,
+                       "use_block_cache": True, "stop_token": EOS},
+            "forwards": v2_commits(rec.calls, canvas, n, x), "reference_forwards": len(rec.calls),
+            "sub_block_forwards": sum(1 for c in rec.calls if not c[2] and len(c[1]) < block),
+            "final": x[n:canvas]})
+
+
+def make_fast_dllm_v2(ref, out, generator, batch_sample_file=None):
     install_shims()
     configuration, modeling = import_package(ref, "fast_dllm_v2_ref", ["configuration", "modeling"])
     block, sub = 8, 4
@@ -294,7 +336,13 @@ def make_fast_dllm_v2(ref, out, generator):
                    "use_block_cache": False, "stop_token": EOS},
         "forwards": v2_commits(rec.calls, 4 * block, block + 3), "reference_forwards": len(rec.calls),
         "final": x[0, block + 3:4 * block].tolist()})
-    print(f"fast_dllm_v2_tiny: {len(cases)} logits case(s), 3 trajectories")
+    if batch_sample_file:  # the sub-block cache, from the evaluation's batch_sample
+        g = torch.Generator().manual_seed(20)
+        v2_block_cache_trajectories(model, batch_sample_file, target, {
+            "fast_dllm_v2_block_cache": (torch.randint(0, EOS2, (1, prompt_len), generator=g), 0.9),
+            "fast_dllm_v2_block_cache_low_threshold": (torch.randint(0, EOS2, (1, prompt_len), generator=g), 0.2),
+            "fast_dllm_v2_block_cache_unaligned_prompt": (torch.randint(0, EOS2, (1, block + 3), generator=g), 0.9)}, block, sub, gen)
+    print(f"fast_dllm_v2_tiny: {len(cases)} logits case(s), {6 if batch_sample_file else 3} trajectories")
 
 
 # -- LLaDA2 ---------------------------------------------------------------------------------------
@@ -446,6 +494,8 @@ def main():
     parser.add_argument("--lladamoe", help="checkout of github.com/ZHZisZZ/dllm (LLaDA-MoE's modeling code); needs --llada")
     parser.add_argument("--llada", help="checkout of github.com/ML-GSAI/LLaDA (generate.py)")
     parser.add_argument("--fast-dllm-v2", help="folder with Fast-dLLM v2's configuration.py and modeling.py")
+    parser.add_argument("--fast-dllm-v2-batch-sample", help="Fast-dLLM's v2/generation_functions.py (batch_sample): adds the "
+                                                            "use_block_cache trajectories; needs --fast-dllm-v2")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                                       "families"))
     args = parser.parse_args()
@@ -455,7 +505,7 @@ def main():
     if args.sdar_moe:
         make_sdar(args.sdar_moe, args.out, torch.Generator().manual_seed(19), moe=True)
     if args.fast_dllm_v2:
-        make_fast_dllm_v2(args.fast_dllm_v2, args.out, torch.Generator().manual_seed(16))
+        make_fast_dllm_v2(args.fast_dllm_v2, args.out, torch.Generator().manual_seed(16), args.fast_dllm_v2_batch_sample)
     if args.llada2:
         make_llada2(args.llada2, args.out, torch.Generator().manual_seed(17))
     if args.lladamoe:

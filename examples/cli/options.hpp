@@ -30,9 +30,9 @@
 namespace dlm::cli {
 
 /// The compile-time presets of dlm/presets.hpp, by their command-line names.
-enum class preset_id { autoregressive, llada, dream, fast_dllm, fast_dllm_dual, cdlm, cd4lm, sdar, fast_dllm_v2, llada2 };
-inline constexpr std::array<std::string_view, 10> preset_names = {"autoregressive", "llada", "dream", "fast-dllm",    "fast-dllm-dual",
-                                                                  "cdlm",           "cd4lm", "sdar",  "fast-dllm-v2", "llada2"};
+enum class preset_id { autoregressive, llada, dream, fast_dllm, fast_dllm_dual, cdlm, cd4lm, sdar, fast_dllm_v2, llada2, fast_dllm_v2_block_cache };
+inline constexpr std::array<std::string_view, 11> preset_names = {
+    "autoregressive", "llada", "dream", "fast-dllm", "fast-dllm-dual", "cdlm", "cd4lm", "sdar", "fast-dllm-v2", "llada2", "fast-dllm-v2-block-cache"};
 
 [[nodiscard]] inline std::string_view name_of(preset_id p) noexcept { return preset_names[static_cast<std::size_t>(p)]; }
 
@@ -232,7 +232,8 @@ struct flag {
              o.dtype = v == "keep" ? std::string() : std::string(v);
          }},
         {"Decoding", "--preset", "NAME",
-         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm, cd4lm, sdar, fast-dllm-v2 or llada2 (default: the model's: "
+         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm, cd4lm, sdar, fast-dllm-v2, fast-dllm-v2-block-cache or llada2 "
+         "(default: the model's: "
          "sdar, fast-dllm-v2 and llada2 for their families, autoregressive for Qwen2, else cdlm)", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
         {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
@@ -243,7 +244,8 @@ struct flag {
         {"Decoding", "--steps, --diffusion-steps", "N", "llada, dream: forwards in total (default: gen-length); sdar, llada2: planned steps per block (default: block-length)", B,
          [](options& o, auto f, auto v) { o.steps = to_integer<index_t>(f, v, 1, 1 << 24); }},
         {"Decoding", "--threshold", "P",
-         "confidence threshold in (0, 1]: fast-dllm, fast-dllm-dual, cdlm, fast-dllm-v2 (default 0.9), cd4lm, llada2 (default 0.95), sdar (default 0.85)", B,
+         "confidence threshold in (0, 1]: fast-dllm, fast-dllm-dual, cdlm, fast-dllm-v2(-block-cache) (default 0.9), cd4lm, llada2 (default 0.95), "
+         "sdar (default 0.85)", B,
          [](options& o, auto f, auto v) { o.threshold = in_range(f, v, 0, 1, true); }},
         {"Decoding", "--diffusion-algorithm, --alg", "ALG",
          "dream: origin (default), maskgit_plus, topk_margin, entropy; llada: maskgit_plus (low-confidence remasking, "
@@ -372,15 +374,15 @@ inline void check_applicable(const options& o, std::string_view canonical, std::
 
 inline void check_preset_flags(const options& o) {
     using P = preset_id;
-    const auto blocks = {P::llada, P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm, P::sdar, P::fast_dllm_v2, P::llada2};
+    const auto blocks = {P::llada, P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm, P::sdar, P::fast_dllm_v2, P::fast_dllm_v2_block_cache, P::llada2};
     check_applicable(o, "--block-length", blocks, "its mask has no blocks to size");
     check_applicable(o, "--steps", {P::llada, P::dream, P::sdar, P::llada2}, "its schedule decides the number of forwards");
-    check_applicable(o, "--threshold", {P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm, P::sdar, P::fast_dllm_v2, P::llada2},
+    check_applicable(o, "--threshold", {P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm, P::sdar, P::fast_dllm_v2, P::fast_dllm_v2_block_cache, P::llada2},
                      "its schedule has no threshold");
     check_applicable(o, "--diffusion-eps", {P::dream}, "only Dream's timestep schedule has eps");
     check_applicable(o, "--diffusion-alg-temp", {P::dream}, "only Dream's schedule draws slots with a temperature");
     check_applicable(o, "--diffusion-algorithm", {P::llada, P::dream}, "its schedule ranks slots by probability");
-    const auto sampled = {P::llada, P::dream, P::fast_dllm, P::fast_dllm_dual, P::cd4lm, P::sdar, P::fast_dllm_v2, P::llada2};
+    const auto sampled = {P::llada, P::dream, P::fast_dllm, P::fast_dllm_dual, P::cd4lm, P::sdar, P::fast_dllm_v2, P::fast_dllm_v2_block_cache, P::llada2};
     const char* greedy = "it samples greedily";
     if (o.temperature && *o.temperature != 0.f) check_applicable(o, "--temp", sampled, greedy);
     if (o.top_k && *o.top_k != 0) check_applicable(o, "--top-k", sampled, greedy);

@@ -76,7 +76,8 @@ struct settings {
 
     const std::string n = o.spelling("--gen-length") + " " + std::to_string(s.gen_length) +
                           (!o.gen_length && hints.gen_length > 0 ? " (the model's dlm_gen_length)" : "");
-    const bool aligned = preset == P::sdar || preset == P::llada2 || preset == P::fast_dllm_v2;  // blocks from position 0, any gen length
+    const bool aligned = preset == P::sdar || preset == P::llada2 || preset == P::fast_dllm_v2 ||
+                         preset == P::fast_dllm_v2_block_cache;  // blocks from position 0, any gen length
     if (s.has_blocks() && !aligned && s.gen_length % s.block_length != 0) {
         const std::string origin = o.block_length ? "" : hints.block_length > 0 ? " (the model's dlm_block_length)" : " (the preset's default)";
         throw invalid_parameter(o.block_length ? o.spelling("--block-length") : "--block-length",
@@ -106,6 +107,7 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
         case preset_id::sdar: return f(std::type_identity<presets::sdar<Model>>{});
         case preset_id::fast_dllm_v2: return f(std::type_identity<presets::fast_dllm_v2<Model>>{});
         case preset_id::llada2: return f(std::type_identity<presets::llada2<Model>>{});
+        case preset_id::fast_dllm_v2_block_cache: return f(std::type_identity<presets::fast_dllm_v2_block_cache<Model>>{});
         case preset_id::cd4lm: break;
     }
     return f(std::type_identity<presets::cd4lm<Model>>{});
@@ -124,6 +126,7 @@ inline aligned_block_diffusion_mask policy(std::type_identity<aligned_block_diff
 template <class Cache>
     requires kv_cache_policy<Cache>
 Cache policy(std::type_identity<Cache>, const settings&) { return {}; }
+inline sub_block_cache policy(std::type_identity<sub_block_cache>, const settings&) { return {}; }  // sub-blocks of 8, as the schedule's
 
 inline next_slot_schedule policy(std::type_identity<next_slot_schedule>, const settings&) { return {}; }
 inline llada_schedule policy(std::type_identity<llada_schedule>, const settings& s) {
@@ -192,8 +195,9 @@ template <class D>
     if (s.preset == P::dream) out += ", eps " + num(s.eps) + (s.alg_temp > 0 ? ", alg-temp " + num(s.alg_temp) : "");
     if (s.preset == P::sdar || s.preset == P::llada2) out += ", steps " + std::to_string(s.steps) + " per block";
     if (s.preset == P::fast_dllm_v2) out += ", sub-blocks of 8";
+    if (s.preset == P::fast_dllm_v2_block_cache) out += ", sub-blocks of 8 with the sub-block cache";
     if (s.preset == P::fast_dllm || s.preset == P::fast_dllm_dual || s.preset == P::cdlm || s.preset == P::cd4lm || s.preset == P::sdar ||
-        s.preset == P::fast_dllm_v2 || s.preset == P::llada2)
+        s.preset == P::fast_dllm_v2 || s.preset == P::fast_dllm_v2_block_cache || s.preset == P::llada2)
         out += ", threshold " + num(s.threshold);
     if (s.temperature > 0) out += ", temp " + num(s.temperature);
     if (s.top_k > 0) out += ", top-k " + std::to_string(s.top_k);

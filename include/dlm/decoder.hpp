@@ -69,7 +69,8 @@ class decoder {
     static_assert(mask_has_finality_trait<Mask>,
                   "dlm::decoder: the Mask policy must declare `static constexpr bool committed_kv_is_final`.");
     static_assert(cache_has_plan<Cache>,
-                  "dlm::decoder: the Cache policy must provide `forward_plan plan(const Mask&, const canvas_layout&, const block_cursor&) const`.");
+                  "dlm::decoder: the Cache policy must provide `forward_plan plan(const Mask&, const canvas_layout&, const block_cursor&) const` "
+                  "(or with a trailing `const canvas_view&`).");
     static_assert(cache_has_exactness_trait<Cache> && cache_has_storage_trait<Cache>,
                   "dlm::decoder: the Cache policy must declare `static constexpr bool is_exact` and `needs_storage`.");
     static_assert(schedule_has_select<Schedule>,
@@ -89,6 +90,11 @@ public:
     explicit decoder(Model& model, Mask mask = {}, Cache cache = {}, Schedule schedule = {}, Sampler sampler = {})
         : model_(&model), mask_(mask), cache_(cache), schedule_(schedule), sampler_(sampler) {
         if constexpr (requires { sampler_.validate(); }) sampler_.validate();
+        // A cache that recomputes one sub-block must cut the block where the schedule decodes it.
+        if constexpr (requires { cache_.sub_block == schedule_.sub_block; })
+            if (cache_.sub_block != schedule_.sub_block)
+                throw invalid_parameter("sub_block", "the cache recomputes sub-blocks of " + std::to_string(cache_.sub_block) +
+                                                         " but the schedule decodes sub-blocks of " + std::to_string(schedule_.sub_block));
     }
 
     [[nodiscard]] const Mask& mask() const noexcept { return mask_; }

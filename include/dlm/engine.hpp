@@ -217,7 +217,7 @@ private:
             if (s.done || e->cancelled) continue;
             forward_plan plan;
             try {
-                plan = dec_->cache().plan(dec_->mask(), s.layout, s.cursor);
+                plan = plan_forward(dec_->cache(), dec_->mask(), s.layout, s.cursor, canvas_view{s.canvas, s.result.settings.mask_id.value});
                 detail::check_plan(plan, s.layout, who);
             } catch (const error& x) {
                 fail(*e, x);
@@ -283,10 +283,13 @@ private:
         const std::span<const token_id> banned(banned_);
 
         cands_.clear();
+        std::size_t masked = 0;  // in the block; a plan may return the rows of some of them only (sub_block_cache)
         const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
         for (index_t p = b_begin; p < b_end; ++p) {
             if (s.canvas[static_cast<std::size_t>(p)] != mask_id) continue;
+            ++masked;
             const index_t row = s.layout.row_for_slot(p);
+            if (row < plan.logits_begin || row >= plan.logits_end) continue;
             const slot_choice c = e.sampler.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
                                                    ctx.key(rng_stream::sampling, p), banned);
             if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
@@ -317,7 +320,7 @@ private:
         s.result.stats.rows_computed += plan.window_size();
         stepped_ = s.cursor;
         s.cursor.step_in_block += 1;
-        detail::advance(s, e.schedule, ctx, cands_.size() - chosen_.size(), mask_id, who);
+        detail::advance(s, e.schedule, ctx, masked - chosen_.size(), mask_id, who);
         if (s.done) s.uncond_kv.reset();
         while (e.prefix < s.result.tokens.size() && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
     }

@@ -107,4 +107,10 @@ using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2
 template <class Model>
 using fast_dllm_v2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;
 
+/// Fast-dLLM v2 with its sub-block cache (batch_sample / generate() with use_block_cache=True): as
+/// fast_dllm_v2, but while a sub-block's first slot is committed a forward recomputes that sub-block
+/// only, over the block's K/V from its last full forward (sub_block_cache; approximate).
+template <class Model>
+using fast_dllm_v2_block_cache = decoder<Model, aligned_block_diffusion_mask, sub_block_cache, sub_block_threshold_schedule, categorical_sampler>;
+
 }  // namespace dlm::presets

@@ -83,9 +83,46 @@ struct dual_cache {
     }
 };
 
+/// Fast-dLLM v2's sub-block cache (`use_block_cache=True` of batch_sample / generate()), on top of the
+/// exact prefix cache: a block's K/V are kept from its last full forward, and while the first slot of
+/// the sub-block being decoded (the one holding the block's first masked slot) is committed, a forward
+/// recomputes only that sub-block's rows, attending to the cached prefix, the cached rest of the block
+/// and its own fresh K/V. A full forward over the block (which stores the block's K/V) runs when
+/// that first slot is still masked and at each block's first denoising forward (the reference starts
+/// every block without a block cache): step 0, and step 1 after a step 0 that committed the block's
+/// first slot alone (sub_block_threshold_schedule; a block that begins inside the prompt has none).
+/// Approximate: the rest of the block is seen as it was at the last full forward. `sub_block` must be
+/// the schedule's (the decoder checks).
+struct sub_block_cache {
+    static constexpr bool is_exact = false;
+    static constexpr bool needs_storage = true;
+    index_t sub_block = 8;
+
+    template <attention_mask Mask>
+    [[nodiscard]] forward_plan plan(const Mask& mask, const canvas_layout& l, const block_cursor& cur, const canvas_view& canvas) const {
+        forward_plan full = prefix_cache{}.plan(mask, l, cur);  // the whole block's rows (and the finished block's store at step 0)
+        const index_t begin = l.block_begin(cur.block), end = l.block_end(cur.block);
+        if (!full.stores()) full.store_begin = begin;  // contiguous with a finished block's store: [its begin, end)
+        full.store_end = std::max(full.store_end, end);
+        full.window_begin = std::min(full.window_begin, full.store_begin);
+        full.window_end = std::max(full.window_end, end);
+        const bool first_slot_alone = l.first_slot(cur.block) == begin;  // step 0 committed the block's first slot
+        if (cur.step_in_block < (first_slot_alone ? 2 : 1)) return full;
+        index_t first = begin;
+        while (first < end && !canvas.masked(first)) ++first;
+        if (first == end || sub_block < 2) return full;
+        const index_t s = begin + (first - begin) / sub_block * sub_block, e = std::min(s + sub_block, end);
+        if (canvas.masked(s)) return full;
+        // Rows [s, e): with the shift, rows [s, e - 1) predict the sub-block's slots after its first
+        // (committed); without it rows [s, e) predict [s, e).
+        return {s, e, s, l.shift ? e - 1 : e, 0, 0, std::max(e, mask.key_end(l, e - 1))};
+    }
+};
+
 static_assert(kv_cache_policy<no_cache>);
 static_assert(kv_cache_policy<prefix_cache>);
 static_assert(kv_cache_policy<approx_prefix_cache>);
 static_assert(kv_cache_policy<dual_cache>);
+static_assert(kv_cache_policy<sub_block_cache>);
 
 }  // namespace dlm

@@ -13,14 +13,27 @@
 
 namespace dlm {
 
-/// Hook: `c.plan(mask, layout, cursor)` — the forward to run for a sequence at `cursor`.
+/// Hook: `c.plan(mask, layout, cursor)` — the forward to run for a sequence at `cursor` — or
+/// `c.plan(mask, layout, cursor, canvas)` for a policy whose forwards depend on what is committed.
 /// Checked with the bidirectional mask; a policy may constrain which masks it accepts.
 template <class C>
 concept cache_has_plan = requires(const C& c, const canvas_layout& l, const block_cursor& cur) {
     { c.plan(bidirectional_mask{}, l, cur) } -> std::same_as<forward_plan>;
 } || requires(const C& c, const canvas_layout& l, const block_cursor& cur) {
     { c.plan(block_causal_mask{}, l, cur) } -> std::same_as<forward_plan>;
+} || requires(const C& c, const canvas_layout& l, const block_cursor& cur, const canvas_view& v) {
+    { c.plan(block_causal_mask{}, l, cur, v) } -> std::same_as<forward_plan>;
 };
+
+/// The forward `cache` plans for a sequence: with its canvas when the policy asks for it.
+template <class C, class Mask>
+[[nodiscard]] forward_plan plan_forward(const C& cache, const Mask& mask, const canvas_layout& l, const block_cursor& cur,
+                                        const canvas_view& canvas) {
+    if constexpr (requires { cache.plan(mask, l, cur, canvas); })
+        return cache.plan(mask, l, cur, canvas);
+    else
+        return cache.plan(mask, l, cur);
+}
 
 /// Trait: `C::is_exact` — does this cache reproduce a full recompute exactly? An exact cache needs a
 /// mask whose committed K/V are final (the decoder refuses the other combinations at compile time).

@@ -1,6 +1,8 @@
 // dlm/cache/plan.hpp — what one model forward computes for one sequence.
 #pragma once
 
+#include <span>
+
 #include "../core/layout.hpp"
 
 namespace dlm {
@@ -28,6 +30,13 @@ struct forward_plan {
     [[nodiscard]] constexpr index_t logits_rows() const noexcept { return logits_end - logits_begin; }
     [[nodiscard]] constexpr bool stores() const noexcept { return store_end > store_begin; }
     friend constexpr bool operator==(const forward_plan&, const forward_plan&) = default;
+};
+
+/// The canvas a plan may look at (a cache whose forwards depend on what is committed: sub_block_cache).
+struct canvas_view {
+    std::span<const token_id> tokens;
+    token_id mask_id = 0;
+    [[nodiscard]] constexpr bool masked(index_t p) const noexcept { return tokens[static_cast<std::size_t>(p)] == mask_id; }
 };
 
 /// The output rows whose logits predict the slots of block `b`: [begin - shift, end - shift).

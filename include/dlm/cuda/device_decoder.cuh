@@ -63,6 +63,9 @@ class device_decoder {
                   "mask)` and `cudaStream_t stream()` (dlm::cuda::basic_transformer does); other models run with dlm::decoder.");
     static_assert(attention_mask<Mask>, "dlm::cuda::device_decoder: the Mask must model dlm::attention_mask.");
     static_assert(kv_cache_policy<Cache>, "dlm::cuda::device_decoder: the Cache must model dlm::kv_cache_policy.");
+    static_assert(requires(const Cache& c, const Mask& m, const canvas_layout& l, const block_cursor& cur) { c.plan(m, l, cur); },
+                  "dlm::cuda::device_decoder samples every masked slot of the block each forward: a cache that plans from the canvas "
+                  "(sub_block_cache) runs on dlm::decoder.");
     static_assert(!dlm::detail::reuses_exact_kv<Cache>() || dlm::detail::kv_final_under<Mask>(),
                   DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
     static_assert(device_schedule<Schedule>::supported,
