@@ -18,7 +18,7 @@
 //             which 4 kept, one shared expert, vocabulary 157184) with 64 of its 256 experts: the
 //             same work per token (about 1.4B active parameters) in 4.9B parameters, so that it
 //             fits a 24 GB machine in bf16
-//   sdar-30b-a3b-16e  SDAR-30B-A3B-Chat's block (Qwen3-30B-A3B: d 2048, 48 layers, 32 heads of 128 / 4
+//   sdar-30b-a3b-16e  SDAR-30B-A3B's block at the sizes of Qwen3-30B-A3B, its base (d 2048, 48 layers, 32 heads of 128 / 4
 //             KV, q/k norms, experts of 768, 8 per token, norm_topk_prob, vocabulary 151936,
 //             block_size 4) with 16 of its 128 experts: the same work per token (about 3.3B active
 //             parameters) in 5.1B parameters (9.5 GiB in bf16)

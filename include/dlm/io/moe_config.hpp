@@ -133,7 +133,7 @@ inline moe_config parse_lladamoe_moe(const config_reader& r, index_t num_layers)
 }
 
 /// SDARMoeConfig's MoE keys (Qwen3MoeConfig's names). The sizes and norm_topk_prob are required:
-/// the published configs hold them, and SDAR-MoE's ports disagree on what an absent norm_topk_prob
+/// Qwen3-MoE configs hold them, and SDAR-MoE's ports disagree on what an absent norm_topk_prob
 /// means (transformers' Qwen3MoeConfig: false; JetEngine always normalises).
 inline moe_config parse_sdar_moe(const config_reader& r, index_t num_layers) {
     moe_config m;
@@ -146,7 +146,7 @@ inline moe_config parse_sdar_moe(const config_reader& r, index_t num_layers) {
         r.fail("num_experts_per_tok", std::to_string(m.experts_per_token) + " is more than num_experts " + std::to_string(m.num_experts));
     if (!r.has("norm_topk_prob"))
         r.fail("norm_topk_prob", "missing: SDAR-MoE's references disagree on its default (transformers' Qwen3-MoE: false, "
-                                 "JetEngine: always normalised); the published configs say true");
+                                 "JetEngine: always normalised); Qwen3-30B-A3B, SDAR-30B-A3B's base, says true");
     m.normalize = r.boolean_or("norm_topk_prob", true) ? moe_config::normalization::always : moe_config::normalization::none;
     m.score = moe_config::scoring::softmax;
     const index_t step = r.integer_or("decoder_sparse_step", 1);
