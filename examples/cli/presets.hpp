@@ -125,8 +125,7 @@ inline aligned_block_diffusion_mask policy(std::type_identity<aligned_block_diff
 
 template <class Cache>
     requires kv_cache_policy<Cache>
-Cache policy(std::type_identity<Cache>, const settings&) { return {}; }
-inline sub_block_cache policy(std::type_identity<sub_block_cache>, const settings&) { return {}; }  // sub-blocks of 8, as the schedule's
+Cache policy(std::type_identity<Cache>, const settings&) { return {}; }  // sub_block_cache: sub-blocks of 8, as the schedule's
 
 inline next_slot_schedule policy(std::type_identity<next_slot_schedule>, const settings&) { return {}; }
 inline llada_schedule policy(std::type_identity<llada_schedule>, const settings& s) {
