@@ -255,6 +255,20 @@ TEST_CASE("errors: a canvas past 2^31 positions is refused, not overflowed") {
     CHECK(m.log().empty());
 }
 
+TEST_CASE("errors: a prompt holding the mask token is refused before any forward, naming prompts[i]") {
+    // The mask marks the slots to decode; in a prompt (a user's "<|mdm_mask|>") it would stay a hole.
+    dlm::testing::scripted_model m(32, 31, {30}, false, dlm_test::context_hash());
+    presets::cdlm<dlm::testing::scripted_model> d(m, block_causal_mask{8});
+    try {
+        (void)d.generate(prompts_t{tvec{1, 2}, tvec{5, 31, 6}}, {8, 0});
+        FAIL("a prompt holding the mask id 31 was decoded");
+    } catch (const invalid_parameter& e) {
+        CHECK(e.parameter() == "prompts[1]");
+        CHECK(std::string(e.what()).find("token 1 is the mask id 31") != std::string::npos);
+    }
+    CHECK(m.log().empty());
+}
+
 // ---- logits: NaN and infinities are reported with the sequence, the forward and the row ----
 
 namespace {

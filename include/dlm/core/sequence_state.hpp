@@ -131,10 +131,14 @@ std::vector<sequence_state<KvCache>> prepare_batch(Model& model, const Mask& mas
         const auto& prompt = prompts[i];
         const std::string which = "prompts[" + std::to_string(i) + "]";
         if (prompt.empty()) throw invalid_parameter(which, "is empty; a prompt needs at least one token");
-        for (std::size_t j = 0; j < prompt.size(); ++j)
+        for (std::size_t j = 0; j < prompt.size(); ++j) {
             if (prompt[j] < 0 || prompt[j] >= vocab)
                 throw invalid_parameter(which, "token " + std::to_string(j) + " is " + std::to_string(prompt[j]) +
                                                    ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+            if (prompt[j] == mask_id)  // the mask marks the slots to decode: in a prompt it would never be filled
+                throw invalid_parameter(which, "token " + std::to_string(j) + " is the mask id " + std::to_string(mask_id) +
+                                                   ", which marks the slots to decode; a prompt cannot hold it");
+        }
         auto& s = seqs[i];
         if (prompt.size() > static_cast<std::size_t>(std::numeric_limits<index_t>::max() - gen_length))
             throw invalid_parameter(which, "prompt length " + std::to_string(prompt.size()) + " + gen_length " +
