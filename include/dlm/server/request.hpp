@@ -193,7 +193,7 @@ inline void check_applies(const std::string& field, bool applies, const request_
 
     completion_request r;
     r.kind = kind;
-    bool has_input = false;
+    bool has_input = false, has_stream_options = false;
     std::optional<index_t> max_tokens;
     for (const auto& [key, v] : j.items()) {
         if (key == "model") {
@@ -234,6 +234,7 @@ inline void check_applies(const std::string& field, bool applies, const request_
         } else if (key == "stream_options") {
             if (v.is_null()) continue;
             if (!v.is_object()) refuse(key, "must be an object {\"include_usage\": bool}");
+            has_stream_options = true;
             for (const auto& [k, x] : v.items()) {
                 if (k != "include_usage") refuse("stream_options." + k, "unknown field");
                 r.include_usage = boolean("stream_options.include_usage", x);
@@ -261,6 +262,7 @@ inline void check_applies(const std::string& field, bool applies, const request_
     }
     if (!has_input) refuse(kind == endpoint::chat ? "messages" : "prompt", "is required");
     if (r.stream_canvas && !r.stream) refuse("stream_canvas", "needs \"stream\": true");
+    if (has_stream_options && !r.stream) refuse("stream_options", "applies to a streamed answer only: set \"stream\": true, or leave it out");
 
     // The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens).
     r.max_tokens = max_tokens.value_or(rules.default_max_tokens);
