@@ -239,6 +239,16 @@ TEST_CASE("tokenizer: errors name the file and what is wrong") {
     refused("no_model.json", [](json& j) { j.erase("model"); }, {"missing key 'model'"});
     refused("bad_id.json", [](json& j) { j["model"]["vocab"]["Ġthe"] = "x"; }, {"vocab", "expected an id"});
     refused("decoder.json", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"decoder", "WordPiece"});
+    // An id far past the number of tokens would size the id tables (4.2 GB at 134,217,728; a
+    // std::bad_alloc further on): refused, naming the file, the token and the id, before any of it.
+    refused("huge_id.json", [](json& j) { j["model"]["vocab"]["ow"] = 134217728; }, {"token \"ow\" has id 134217728", "lists 2014 tokens"});
+    refused("largest_id.json", [](json& j) { j["model"]["vocab"]["ow"] = 2147483646; }, {"has id 2147483646"});
+    const tokenizer gap = tokenizer::parse([] {  // a hole below the bound still loads
+        json j = base_json();
+        j["model"]["vocab"]["ow"] = 3014;
+        return j;
+    }(), "gap");
+    CHECK(gap.token_to_id("ow") == 3014);
 }
 
 TEST_CASE("tokenizer: long inputs stay fast") {

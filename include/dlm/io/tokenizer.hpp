@@ -238,10 +238,27 @@ private:
         }
     }
 
+    /// Ids may leave holes, but the tables are sized by the largest id: an id further than
+    /// max_id_gap past the number of tokens listed is refused before anything is sized by it.
+    static constexpr std::size_t max_id_gap = 65536;
+
     void index_added_tokens() {
+        const std::size_t listed = model_.vocab().size() + added_.size();
+        const auto check = [&](const std::string& token, token_id id) {
+            if (static_cast<std::size_t>(id) >= listed + max_id_gap)
+                throw file_error(source_, "token " + detail::json_quote(nlohmann::json(token)) + " has id " + std::to_string(id) + ", but the file lists " +
+                                              std::to_string(listed) + " tokens; dlm takes ids below " + std::to_string(listed + max_id_gap) +
+                                              " (the number of tokens + " + std::to_string(max_id_gap) + "), as its id tables are sized by the largest id");
+        };
         std::size_t size = 0;
-        for (const auto& [token, id] : model_.vocab()) size = std::max(size, static_cast<std::size_t>(id) + 1);
-        for (const auto& t : added_) size = std::max(size, static_cast<std::size_t>(t.id) + 1);
+        for (const auto& [token, id] : model_.vocab()) {
+            check(token, id);
+            size = std::max(size, static_cast<std::size_t>(id) + 1);
+        }
+        for (const auto& t : added_) {
+            check(t.content, t.id);
+            size = std::max(size, static_cast<std::size_t>(t.id) + 1);
+        }
         id_to_token_.assign(size, {});
         present_.assign(size, false);
         special_.assign(size, false);
