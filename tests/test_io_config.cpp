@@ -350,6 +350,32 @@ TEST_CASE("rope: conflicting thetas are refused, naming both keys") {
     expect_refused(j, {"'rope_parameters.full_attention.rope_theta'", "'rope_parameters.sliding_attention.rope_theta'"});
 }
 
+TEST_CASE("rope and epsilon: a base whose f32 frequencies vanish, or an epsilon that swamps the norm, is refused by key") {
+    json j = fixture("dream-v0-instruct-7b");
+    j["rope_theta"] = 1e308;  // every frequency but the first is 0 in f32: no position information
+    expect_refused(j, {"key 'rope_theta'", "at most 1e12", "1e+308"});
+    j["rope_theta"] = 1.0;
+    expect_refused(j, {"key 'rope_theta'", "above 1"});
+    j["rope_theta"] = 1e12;  // the bound itself passes
+    CHECK(parse_config(j, "cfg.json").rope_theta == 1e12);
+    j = fixture("dream-v0-instruct-7b");
+    j.erase("rope_theta");
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e300}};
+    expect_refused(j, {"key 'rope_parameters.rope_theta'", "at most 1e12"});
+    j = fixture("dream-v0-instruct-7b");
+    j["rms_norm_eps"] = 1e300;
+    expect_refused(j, {"key 'rms_norm_eps'", "at most 1"});
+    j["rms_norm_eps"] = 0.5;
+    CHECK(parse_config(j, "cfg.json").rms_norm_eps == 0.5);
+    // A config made in code is held to the same bounds when a transformer is built from it.
+    auto c = parse_config(fixture("dream-v0-instruct-7b"), "cfg.json");
+    c.rope_theta = 1e308;
+    CHECK_THROWS_WITH_AS(dlm::io::check_model_config(c), doctest::Contains("config.rope_theta"), dlm::invalid_parameter);
+    c.rope_theta = 1e4;
+    c.rms_norm_eps = 2;
+    CHECK_THROWS_WITH_AS(dlm::io::check_model_config(c), doctest::Contains("config.rms_norm_eps"), dlm::invalid_parameter);
+}
+
 TEST_CASE("rope: a missing theta takes the default of the family's configuration class, and says so") {
     json q = fixture("qwen2-transformers5");
     q.erase("rope_parameters");

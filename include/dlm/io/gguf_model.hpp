@@ -159,14 +159,14 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
         h.fail_key(k.key("rope.scaling.type"), "'" + std::string(h.string(k.key("rope.scaling.type"))) + "' is not supported (dlm runs plain RoPE)");
     if (h.has(k.key("rope.freq_base"))) {
         c.rope_theta = h.number(k.key("rope.freq_base"));
-        if (!(c.rope_theta > 0)) h.fail_key(k.key("rope.freq_base"), "must be positive");
+        if (const std::string why = rope_theta_problem(c.rope_theta); !why.empty()) h.fail_key(k.key("rope.freq_base"), why);
         c.rope_theta_source = origin + k.key("rope.freq_base") + "'";
     } else {
         c.rope_theta_source = "10000 (the file has no " + k.key("rope.freq_base") + "; llama.cpp's default)";
     }
     const std::string eps_key = k.key("attention.layer_norm_rms_epsilon");
     c.rms_norm_eps = h.has(eps_key) ? h.number(eps_key) : c.arch == architecture::llada ? 1e-5 : 1e-6;
-    if (!(c.rms_norm_eps > 0)) h.fail_key(eps_key, "must be positive");
+    if (!(c.rms_norm_eps > 0 && c.rms_norm_eps <= max_rms_norm_eps)) h.fail_key(eps_key, "must be in (0, 1], got " + std::to_string(c.rms_norm_eps));
 
     const gguf_tensor& emb = h.tensor("token_embd.weight");
     if (emb.shape.size() != 2 || emb.shape[0] != c.hidden_size)

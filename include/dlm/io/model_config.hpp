@@ -108,9 +108,18 @@ struct model_config {
     decoding_hints decoding;
 };
 
+namespace detail {
+/// rms_norm_eps from a config: positive, finite and at most max_rms_norm_eps, else refused by the key.
+[[nodiscard]] inline double rms_norm_eps_of(const config_reader& r, double fallback) {
+    const double eps = r.number_or("rms_norm_eps", fallback);
+    if (eps > max_rms_norm_eps) r.fail("rms_norm_eps", json_quote(r.object().at("rms_norm_eps")) + " must be at most 1 (an epsilon guards a division; 1e-5 and 1e-6 are usual)");
+    return eps;
+}
+}  // namespace detail
+
 /// Refuses a config no transformer can be built from, whoever made it (a loader, a test, a named
 /// shape): sizes not positive, heads not grouped evenly, an odd head_dim (rotary embeddings rotate
-/// pairs), a non-positive rope_theta, a negative epsilon, a mask id outside the vocabulary. Throws
+/// pairs), a rope_theta outside (1, 1e12], an epsilon outside [0, 1], a mask id outside the vocabulary. Throws
 /// invalid_parameter naming the config field.
 inline void check_model_config(const model_config& c) {
     auto positive = [](const char* name, index_t v) {
@@ -126,8 +135,9 @@ inline void check_model_config(const model_config& c) {
     if (c.num_heads % c.num_kv_heads != 0)
         throw invalid_parameter("config.num_kv_heads", std::to_string(c.num_kv_heads) + " does not divide num_heads " + std::to_string(c.num_heads));
     if (c.head_dim % 2 != 0) throw invalid_parameter("config.head_dim", "rotary embeddings need an even head_dim, got " + std::to_string(c.head_dim));
-    if (!(c.rope_theta > 0)) throw invalid_parameter("config.rope_theta", "must be positive");
-    if (!(c.rms_norm_eps >= 0)) throw invalid_parameter("config.rms_norm_eps", "must be >= 0");
+    if (const std::string why = rope_theta_problem(c.rope_theta); !why.empty()) throw invalid_parameter("config.rope_theta", why);
+    if (!(c.rms_norm_eps >= 0 && c.rms_norm_eps <= max_rms_norm_eps))
+        throw invalid_parameter("config.rms_norm_eps", "must be in [0, 1], got " + std::to_string(c.rms_norm_eps));
     if (c.mask_id < 0 || c.mask_id >= c.vocab_size)
         throw invalid_parameter("config.mask_id", std::to_string(c.mask_id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
 }
@@ -235,7 +245,7 @@ inline void parse_llada(const config_reader& r, model_config& c) {
         parse_rope(r, 10000.0, "LLaDA's configuration class (configuration_llada.py) defaults rope_theta to 10000");
     c.rope_theta = rope.theta;
     c.rope_theta_source = rope.source;
-    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
+    c.rms_norm_eps = rms_norm_eps_of(r, 1e-5);
     c.max_context = r.integer_or("max_sequence_length", 1024);
     c.tie_word_embeddings = r.boolean_or("weight_tying", true);
     if (r.boolean_or("include_bias", false))
@@ -288,7 +298,7 @@ inline void parse_qwen2_layout(const config_reader& r, model_config& c) {
             : "transformers' Qwen2Config defaults it to 10000 (4.x: rope_theta=10000.0; 5.x: RotaryEmbeddingConfigMixin.default_theta)");
     c.rope_theta = rope.theta;
     c.rope_theta_source = rope.source;
-    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
+    c.rms_norm_eps = rms_norm_eps_of(r, 1e-6);
     c.max_context = r.integer_or("max_position_embeddings", 32768);
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
     c.qkv_bias = true;  // Qwen2 and Dream attention always carry q/k/v biases
@@ -320,7 +330,7 @@ inline void parse_sdar(const config_reader& r, model_config& c) {
     const rope_settings rope = parse_rope(r, 10000.0, "SDARConfig (configuration_sdar.py) defaults rope_theta to 10000");
     c.rope_theta = rope.theta;
     c.rope_theta_source = rope.source;
-    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
+    c.rms_norm_eps = rms_norm_eps_of(r, 1e-6);
     c.max_context = r.integer_or("max_position_embeddings", 32768);
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
     if (r.boolean_or("attention_bias", false))
@@ -349,7 +359,7 @@ inline void parse_llada2(const config_reader& r, model_config& c) {
     const rope_settings rope = parse_rope(r, 10000.0, "LLaDA2MoeConfig defaults rope_theta to 10000");
     c.rope_theta = rope.theta;
     c.rope_theta_source = rope.source;
-    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
+    c.rms_norm_eps = rms_norm_eps_of(r, 1e-5);
     c.max_context = r.integer_or("max_position_embeddings", 16384);
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
     c.qkv_bias = r.boolean_or("use_qkv_bias", false);
@@ -375,7 +385,7 @@ inline void parse_lladamoe(const config_reader& r, model_config& c) {
     const rope_settings rope = parse_rope(r, 10000.0, "LLaDAMoEConfig has no usable default (rope_theta=-1); transformers' 10000");
     c.rope_theta = rope.theta;
     c.rope_theta_source = rope.source;
-    c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-5);
+    c.rms_norm_eps = rms_norm_eps_of(r, 1e-5);
     c.max_context = r.integer_or("max_position_embeddings", 4096);
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
     c.qkv_bias = false;

@@ -12,6 +12,7 @@
 // ambiguous (transformers 5 would silently prefer rope_parameters) and is refused, naming both.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,23 @@ struct rope_settings {
     double theta = 10000.0;
     std::string source;
 };
+
+/// The rotary bases dlm takes: above 1 (the frequencies theta^(-2i/d) fall with i) and at most
+/// 1e12, so that every frequency is a normal f32 number (the smallest is above 1e-12) and no
+/// position's angle is lost. A base outside, as 1e308 (whose f32 frequencies are all 0 but the
+/// first: no position information, answers that silently degrade), is refused by the key.
+inline constexpr double min_rope_theta = 1.0, max_rope_theta = 1e12;
+
+/// Why `theta` cannot be a rotary base; empty when it can.
+[[nodiscard]] inline std::string rope_theta_problem(double theta) {
+    if (std::isfinite(theta) && theta > min_rope_theta && theta <= max_rope_theta) return {};
+    return "must be a finite number above 1 and at most 1e12 (dlm's bound, so that every rotary frequency is a normal f32 "
+           "number), got " + detail::json_quote(nlohmann::json(theta));
+}
+
+/// The largest rms_norm_eps dlm takes: an epsilon is a guard against division by zero, far below the
+/// activations' mean square (1e-5, 1e-6 in the models dlm runs); one above 1 would swamp it.
+inline constexpr double max_rms_norm_eps = 1.0;
 
 namespace detail {
 
@@ -58,7 +76,7 @@ inline void read_rope_dict(const config_reader& r, const std::string& key, const
     if (const nlohmann::json* t = member("rope_theta")) {
         if (!t->is_number()) r.fail(key + ".rope_theta", "expected a number, found " + json_kind(*t) + " " + json_quote(*t));
         const double v = t->get<double>();
-        if (!std::isfinite(v) || v <= 0) r.fail(key + ".rope_theta", json_quote(*t) + " must be a positive finite number");
+        if (const std::string why = rope_theta_problem(v); !why.empty()) r.fail(key + ".rope_theta", why);
         thetas.push_back({key + ".rope_theta", v});
     }
 }
@@ -80,7 +98,11 @@ inline void read_rope_key(const config_reader& r, const char* key, std::vector<r
 /// the architecture uses when no key gives one, and `default_note` names that class.
 [[nodiscard]] inline rope_settings parse_rope(const config_reader& r, double family_default, const std::string& default_note) {
     std::vector<rope_theta_candidate> thetas;
-    if (r.has("rope_theta")) thetas.push_back({"rope_theta", r.number_or("rope_theta", family_default)});
+    if (r.has("rope_theta")) {
+        const double v = r.number_or("rope_theta", family_default);
+        if (const std::string why = rope_theta_problem(v); !why.empty()) r.fail("rope_theta", why);
+        thetas.push_back({"rope_theta", v});
+    }
     read_rope_key(r, "rope_parameters", thetas);
     read_rope_key(r, "rope_scaling", thetas);
     if (thetas.empty())
