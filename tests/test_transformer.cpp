@@ -540,3 +540,29 @@ TEST_CASE("errors name what is wrong") {
         CHECK_THROWS_WITH_AS(run(m, bidirectional_mask{}, canvas, l, full_plan(l), &c), doctest::Contains("another model"), contract_error);
     }
 }
+
+TEST_CASE("the weight-size check counts shapes past 2^31 rows in 64 bits, and prints the right figure") {
+    auto c = small_config(io::architecture::llada, false, false);
+    c.num_heads = c.num_kv_heads = 1 << 16;
+    c.head_dim = 1 << 16;  // q = k = v = 2^32 rows: 0 in 32-bit arithmetic
+    const std::uint64_t q = std::uint64_t{1} << 32, h = static_cast<std::uint64_t>(c.hidden_size), pw = cpu::panel_width;
+    const std::uint64_t h_rows = (h + pw - 1) / pw * pw;  // o_proj's h rows, rounded up to whole panels
+    // Per layer: q/k/v (3q rows, multiples of the panel width) and o (h rows of q columns), f32, plus
+    // the small matrices and vectors whose figures never overflowed.
+    const std::uint64_t big = 3 * q * h * 4 + h_rows * q * 4;
+    using cpu::packed_matrix;
+    const std::uint64_t small = packed_matrix::bytes_for(2 * c.intermediate_size, c.hidden_size, io::dtype::f32) +
+                                packed_matrix::bytes_for(c.hidden_size, c.intermediate_size, io::dtype::f32) + 2 * h * sizeof(float);
+    const std::uint64_t whole = 2 * packed_matrix::bytes_for(c.vocab_size, c.hidden_size, io::dtype::f32) + h * sizeof(float);
+    const std::uint64_t expected = static_cast<std::uint64_t>(c.num_layers) * (big + small) + whole;
+    try {
+        (void)transformer::random(c, 1, io::dtype::f32);
+        FAIL("a model of " << expected << " bytes was built");
+    } catch (const memory_error& e) {
+        CHECK(e.needed() == expected);
+        CHECK(std::string(e.what()).find(std::to_string(expected) + " bytes") != std::string::npos);
+    }
+    // Without the memory check, the rows that cannot be indexed are refused by name before anything is allocated.
+    CHECK_THROWS_WITH_AS((void)transformer::random(c, 1, io::dtype::f32, 1.0f, false), doctest::Contains("(num_heads + 2 num_kv_heads) x head_dim = 12884901888"),
+                         invalid_parameter);
+}

@@ -91,6 +91,14 @@ struct bf16_value {
 struct bf16_bits {
     std::uint16_t operator()(float x) const noexcept { return to_bf16_daz(x); }
 };
+/// a·b and a + b, or the largest 64-bit number when they would pass it (byte counts of shapes too
+/// large to hold are refused by the memory check, never wrapped around to a small one).
+[[nodiscard]] constexpr std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
+    return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+[[nodiscard]] constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
 }  // namespace detail
 
 /// C[m × n] (=|+=) A[m × kdim] · B (f32), serial (callers parallelize around it): the attention's
@@ -144,8 +152,10 @@ public:
             throw contract_error("packed_matrix: quantized parts hold " + std::to_string(quant_.rows()) + " rows, not " + std::to_string(n));
     }
     /// Bytes a matrix of this shape and layout holds, before allocating it.
-    [[nodiscard]] static std::size_t bytes_for(index_t n, index_t k, const weight_layout& layout) {
-        return layout.quantized() ? quant::matrix::bytes_for(k, layout.parts) : bytes_for(n, k, layout.type);
+    /// Bytes an n x k matrix held as `layout` takes, in 64 bits (a shape past 2^31 is counted, not
+    /// overflowed; a product past 2^64 saturates at its maximum).
+    [[nodiscard]] static std::size_t bytes_for(std::int64_t n, std::int64_t k, const weight_layout& layout) {
+        return layout.quantized() ? quant::matrix::bytes_for(static_cast<index_t>(k), layout.parts) : bytes_for(n, k, layout.type);
     }
     [[nodiscard]] bool quantized() const noexcept { return quant_.rows() > 0; }
     [[nodiscard]] const quant::matrix& quantized_matrix() const noexcept { return quant_; }
@@ -213,10 +223,11 @@ public:
         return f32_.size() * sizeof(float) + h16_.size() * sizeof(std::uint16_t) + quant_.bytes();
     }
     /// Bytes a matrix of this shape and type holds, before allocating it.
-    [[nodiscard]] static std::size_t bytes_for(index_t n, index_t k, io::dtype type) noexcept {
-        const std::size_t g = type == io::dtype::bf16 ? 2 : 1;
-        return static_cast<std::size_t>((n + panel_width - 1) / panel_width) * ((static_cast<std::size_t>(k) + g - 1) / g) *
-               static_cast<std::size_t>(panel_width) * g * io::dtype_size(type);
+    [[nodiscard]] static std::size_t bytes_for(std::int64_t n, std::int64_t k, io::dtype type) noexcept {
+        const std::uint64_t g = type == io::dtype::bf16 ? 2 : 1;
+        const auto panels = static_cast<std::uint64_t>((n + panel_width - 1) / panel_width);
+        return detail::saturating_mul(detail::saturating_mul(panels, (static_cast<std::uint64_t>(k) + g - 1) / g),
+                                      static_cast<std::uint64_t>(panel_width) * g * io::dtype_size(type));
     }
     [[nodiscard]] panel_view view() const noexcept { return {f32_.data(), panel_stride(), panel_width}; }
     [[nodiscard]] panel_view16 view16() const noexcept { return {h16_.data(), panel_stride(), panel_width * group()}; }

@@ -293,12 +293,14 @@ private:
     /// them in block types dlm multiplies and no type was requested; else in the requested type,
     /// else the parts' stored type, else (parts stored in different types) f32.
     template <class Source>
-    weight_layout held_type(Source& src, const load_options& opt, std::initializer_list<std::pair<tensor_role, index_t>> parts, index_t l) const {
+    weight_layout held_type(Source& src, const load_options& opt, std::initializer_list<std::pair<tensor_role, std::int64_t>> parts,
+                            index_t l) const {
         if (opt.weight_dtype) return {*opt.weight_dtype, {}};
         if constexpr (requires { src.quant_type(tensor_role::q_proj, l); }) {
             std::vector<quant::part_spec> blocks;
             for (auto [r, rows] : parts)
-                if (const auto t = src.quant_type(r, l); t && quant::has_kernel(*t)) blocks.push_back({rows, *t});
+                if (const auto t = src.quant_type(r, l); t && quant::has_kernel(*t) && rows <= std::numeric_limits<index_t>::max())
+                    blocks.push_back({static_cast<index_t>(rows), *t});
             if (blocks.size() == parts.size()) return {io::dtype::f32, blocks};
         }
         const io::dtype first = src.dtype(parts.begin()->first, l);
@@ -344,13 +346,17 @@ private:
     template <class Source>
     void build(Source& src, const load_options& opt) {
         const io::model_config& c = config_;
-        const index_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+        // Shapes in 64 bits: a product of config sizes may pass 2^31, and must be counted, not wrapped.
+        const std::int64_t h = c.hidden_size, q = std::int64_t{c.num_heads} * c.head_dim, kv = std::int64_t{c.num_kv_heads} * c.head_dim,
+                           f = c.intermediate_size;
         using R = tensor_role;
+        using detail::saturating_add, detail::saturating_mul;
         // Types and bytes first: nothing is allocated for a model that cannot fit.
         const weight_layout t_emb = held_type(src, opt, {{R::embedding, c.vocab_size}}, 0);
         const weight_layout t_head = c.tie_word_embeddings ? t_emb : held_type(src, opt, {{R::lm_head, c.vocab_size}}, 0);
         std::vector<weight_layout> t_qkv, t_o, t_gu, t_down;
-        std::size_t bytes = packed_matrix::bytes_for(c.vocab_size, h, t_emb) + (c.tie_word_embeddings ? 0 : packed_matrix::bytes_for(c.vocab_size, h, t_head));
+        std::uint64_t bytes = saturating_add(packed_matrix::bytes_for(c.vocab_size, h, t_emb),
+                                             c.tie_word_embeddings ? 0 : packed_matrix::bytes_for(c.vocab_size, h, t_head));
         std::set<std::string> types{t_emb.name(), t_head.name()};
         for (index_t l = 0; l < c.num_layers; ++l) {
             t_qkv.push_back(held_type(src, opt, {{R::q_proj, q}, {R::k_proj, kv}, {R::v_proj, kv}}, l));
@@ -358,18 +364,43 @@ private:
             const bool experts = c.moe && c.moe->is_moe_layer(l);  // no dense MLP: cpu/moe.hpp's experts
             t_gu.push_back(experts ? t_o.back() : held_type(src, opt, {{R::gate_proj, f}, {R::up_proj, f}}, l));
             t_down.push_back(experts ? t_o.back() : held_type(src, opt, {{R::down_proj, h}}, l));
-            bytes += packed_matrix::bytes_for(q + 2 * kv, h, t_qkv.back()) + packed_matrix::bytes_for(h, q, t_o.back()) +
-                     (experts ? moe_bytes(src, c, l, opt)
-                              : packed_matrix::bytes_for(2 * f, h, t_gu.back()) + packed_matrix::bytes_for(h, f, t_down.back())) +
-                     sizeof(float) * static_cast<std::size_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0) + (c.qk_norm ? 2 * c.head_dim : 0));
+            const std::uint64_t mlp = experts ? moe_bytes(src, c, l, opt)
+                                              : saturating_add(packed_matrix::bytes_for(2 * f, h, t_gu.back()), packed_matrix::bytes_for(h, f, t_down.back()));
+            const auto vectors = static_cast<std::uint64_t>(2 * h + (c.qkv_bias ? q + 2 * kv : 0) + (c.qk_norm ? 2 * std::int64_t{c.head_dim} : 0));
+            for (const std::uint64_t b : {packed_matrix::bytes_for(q + 2 * kv, h, t_qkv.back()), packed_matrix::bytes_for(h, q, t_o.back()), mlp,
+                                          saturating_mul(sizeof(float), vectors)})
+                bytes = saturating_add(bytes, b);
             types.insert({t_qkv.back().name(), t_o.back().name(), t_gu.back().name(), t_down.back().name()});
         }
-        bytes += sizeof(float) * static_cast<std::size_t>(h);
+        bytes = saturating_add(bytes, sizeof(float) * static_cast<std::uint64_t>(h));
         weight_bytes_ = bytes;
         weight_type_ = types.size() == 1 ? *types.begin() : "mixed";
         if (opt.check_memory)
             check_fits("the model's weights (" + weight_type_ + ", " + std::to_string(c.num_layers) + " layers)", bytes,
                        "hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16) or free memory");
+        check_rows_fit(q + 2 * kv, 2 * f);
+        build_layers(src, opt, t_emb, t_head, t_qkv, t_o, t_gu, t_down);
+    }
+
+    /// The stacked matrices' rows are indexed in 32 bits: a config whose q/k/v or gate/up rows pass
+    /// 2^31 - 1 is refused by name (when the memory check is off, or the machine has the memory).
+    void check_rows_fit(std::int64_t qkv_rows, std::int64_t gate_up_rows) const {
+        constexpr std::int64_t most = std::numeric_limits<index_t>::max();
+        if (qkv_rows > most)
+            throw invalid_parameter("config.num_heads", "(num_heads + 2 num_kv_heads) x head_dim = " + std::to_string(qkv_rows) + " rows pass " +
+                                                            std::to_string(most) + ", the most a matrix dlm holds can index");
+        if (gate_up_rows > most)
+            throw invalid_parameter("config.intermediate_size", "2 x intermediate_size = " + std::to_string(gate_up_rows) + " rows pass " +
+                                                                    std::to_string(most) + ", the most a matrix dlm holds can index");
+    }
+
+    /// Allocates and fills the layers in the types build() chose and checked.
+    template <class Source>
+    void build_layers(Source& src, const load_options& opt, const weight_layout& t_emb, const weight_layout& t_head, const std::vector<weight_layout>& t_qkv,
+                      const std::vector<weight_layout>& t_o, const std::vector<weight_layout>& t_gu, const std::vector<weight_layout>& t_down) {
+        const io::model_config& c = config_;
+        const index_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, f = c.intermediate_size;
+        using R = tensor_role;
 
         std::vector<float> buf;
         embedding_ = packed_matrix(c.vocab_size, h, t_emb);
