@@ -102,6 +102,9 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "x", "stream": "yes"})") == "stream");
     CHECK(refused(R"({"prompt": "x", "stream_canvas": true})") == "stream_canvas");
     CHECK(refused(R"({"prompt": "x", "stream_options": {"x": 1}})") == "stream_options.x");
+    CHECK(refused(R"({"prompt": "x", "stream_options": {"include_usage": true}})") == "stream_options");  // not streamed: as OpenAI
+    CHECK(refused(R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": false}})") == "stream_options");
+    CHECK(refused(R"({"prompt": "x", "stream_options": null})").empty());
     CHECK(refused(R"({"prompt": "x", "n": 2})") == "n");
     CHECK(refused(R"({"messages": []})", endpoint::chat) == "messages");
     CHECK(refused(R"({"messages": [{"role": "robot", "content": "x"}]})", endpoint::chat) == "messages[0].role");
@@ -206,9 +209,52 @@ TEST_CASE("server metrics: Prometheus text with cumulative histogram buckets") {
     CHECK(t.find("dlm_request_duration_seconds_count 3\n") != std::string::npos);
 }
 
+TEST_CASE("server metrics: vLLM's names, types, bucket bounds and model_name label beside dlm's own") {
+    metrics m;
+    m.model_name = "LLaDA-8B \"x\"";
+    m.vllm.prompt_tokens += 7;
+    m.vllm.generation_tokens += 5;
+    m.vllm.finish(finish_reason::stop);
+    m.vllm.finish(finish_reason::stop);
+    m.vllm.finish(finish_reason::length);
+    m.vllm.first_token.observe(0.0005);
+    m.vllm.first_token.observe(3000);
+    m.vllm.inter_token.observe(0.06);
+    m.vllm.e2e.observe(0.4);
+    const std::string t = m.render(2, 5);
+    const std::string l = R"(model_name="LLaDA-8B \"x\"")";
+    const auto has = [&](const std::string& line) {
+        INFO(line);
+        CHECK(t.find(line) != std::string::npos);
+    };
+    has("dlm_queue_length 2\n");  // dlm's own stay
+    has("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{" + l + "} 5\n");
+    has("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{" + l + "} 2\n");
+    has("# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{" + l + "} 7\n");
+    has("# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{" + l + "} 5\n");
+    has("vllm:request_success_total{" + l + ",finished_reason=\"stop\"} 2\n");
+    has("vllm:request_success_total{" + l + ",finished_reason=\"length\"} 1\n");
+    has("vllm:request_success_total{" + l + ",finished_reason=\"abort\"} 0\n");
+    has("# TYPE vllm:time_to_first_token_seconds histogram\n");
+    has("vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.001\"} 1\n");
+    has("vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"2560\"} 1\n");  // vLLM's last bound
+    has("vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"+Inf\"} 2\n");
+    has("vllm:time_to_first_token_seconds_count{" + l + "} 2\n");
+    has("vllm:inter_token_latency_seconds_bucket{" + l + ",le=\"0.05\"} 0\n");
+    has("vllm:inter_token_latency_seconds_bucket{" + l + ",le=\"0.075\"} 1\n");
+    has("vllm:time_per_output_token_seconds_count{" + l + "} 1\n");  // the superseded name, as vLLM still emits it
+    has("vllm:e2e_request_latency_seconds_bucket{" + l + ",le=\"0.3\"} 0\n");
+    has("vllm:e2e_request_latency_seconds_bucket{" + l + ",le=\"0.5\"} 1\n");
+    has("vllm:e2e_request_latency_seconds_sum{" + l + "} 0.4\n");
+    has("# TYPE vllm:request_queue_time_seconds histogram\n");
+}
+
 TEST_CASE("server flags: dlm-server's own, dlm-generate's decoding flags, and each program refuses the other's") {
     const std::vector<std::string_view> args{"--port", "0", "-np", "4", "--queue", "2", "--timeout", "1.5", "--preset", "llada", "--steps", "16"};
     const auto o = cli::parse_args(args, cli::program::server);
+    const std::vector<std::string_view> no_queue{"--queue", "0"};  // none waits: the batch's places only
+    CHECK(cli::parse_args(no_queue, cli::program::server).queue == 0);
+    CHECK(cli::help_text(cli::program::server).find("0: none waits") != std::string::npos);
     CHECK(o.port == 0);
     CHECK(o.parallel == 4);
     CHECK(o.queue == 2);
@@ -331,8 +377,77 @@ TEST_CASE("server scheduler: a full queue refuses, a cancelled or late job ends 
     CHECK(bad->end == job_end::refused);
     CHECK(!bad->error_param.empty());
 
+    auto masked = job_for({1, mask_id, 2}, 5, 16);  // a prompt holding the mask token (<|mdm_mask|>)
+    REQUIRE(sched.submit(masked));
+    wait_end(*masked);
+    CHECK(masked->end == job_end::refused);
+    CHECK(masked->error_param == "prompts[0]");  // the server answers 400 naming prompt / messages
+    CHECK(masked->error_message.find("mask id 31") != std::string::npos);
+
     auto after = job_for({3, 4}, 6, 16);  // the scheduler still serves
     REQUIRE(sched.submit(after));
     wait_end(*after);
     CHECK(after->result->tokens == d.generate(after->prompt, {.gen_length = 16, .seed = 6}).tokens);
+}
+
+TEST_CASE("server scheduler: a burst into an idle batch holds max_active + max_queue requests, and vLLM's metrics count them") {
+    scripted_model m(32, mask_id, {eos_id}, false, dlm_test::context_hash());
+    decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{16}, presets::llada_sampler(1.0f));
+    engine<decoder_t> eng(d);
+    metrics stats;
+    // The engine thread waits in on_start until the burst is in: every request arrives before it
+    // could take one from the queue, as when a burst lands faster than it wakes.
+    std::atomic<bool> hold{true};
+    const auto held = [&hold] {
+        while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    std::vector<std::shared_ptr<scheduler_t::job>> jobs;
+    {
+        scheduler_t sched(eng, {.max_active = 1, .max_queue = 2}, &stats, held);
+        for (std::uint64_t i = 0; i < 3; ++i) {
+            jobs.push_back(job_for({static_cast<token_id>(1 + i), 2, 3}, 10 + i));
+            jobs.back()->max_tokens = 8;
+            CHECK_MESSAGE(sched.submit(jobs.back()), "request " << i << " of 1 running + 2 queued");
+        }
+        CHECK_FALSE(sched.submit(job_for({4, 2, 3}, 13)));  // the fourth: 429
+        hold = false;
+        for (const auto& j : jobs) wait_end(*j);
+        auto later = job_for({5, 2, 3}, 14);  // places free again once they ended
+        REQUIRE(sched.submit(later));
+        wait_end(*later);
+        jobs.push_back(later);
+    }
+    std::uint64_t prompt = 0, generated = 0, stop = 0;
+    for (const auto& j : jobs) {
+        REQUIRE(j->end == job_end::finished);
+        const sequence_result& r = *j->result;
+        const std::size_t cap = j->max_tokens > 0 ? j->max_tokens : r.tokens.size();
+        prompt += j->prompt.size();
+        generated += std::min(static_cast<std::size_t>(r.answer_length), cap);
+        stop += static_cast<std::size_t>(r.answer_length) < r.tokens.size() && static_cast<std::size_t>(r.answer_length) <= cap;
+    }
+    CHECK(stats.vllm.prompt_tokens == prompt);
+    CHECK(stats.vllm.generation_tokens == generated);
+    CHECK(stats.vllm.finished[0] == stop);
+    CHECK(stats.vllm.finished[0] + stats.vllm.finished[1] == jobs.size());
+    CHECK(stats.vllm.e2e.count() == jobs.size());
+    CHECK(stats.vllm.queue_time.count() == jobs.size());
+    CHECK(stats.vllm.first_token.count() <= jobs.size());  // a sequence with no answer token has no first token
+    CHECK(stats.vllm.first_token.count() > 0);
+    const std::string t = stats.render(0, 0);
+    CHECK(t.find("vllm:prompt_tokens_total{model_name=\"dlm\"} " + std::to_string(prompt) + "\n") != std::string::npos);
+    CHECK(t.find("vllm:e2e_request_latency_seconds_count{model_name=\"dlm\"} 4\n") != std::string::npos);
+
+    // --queue 0: none waits; a request is taken only while the batch has a place.
+    hold = true;
+    scheduler_t none(eng, {.max_active = 2, .max_queue = 0}, nullptr, held);
+    auto a = job_for({1, 2}, 1), b = job_for({2, 3}, 2);
+    CHECK(none.submit(a));
+    CHECK(none.submit(b));
+    CHECK_FALSE(none.submit(job_for({3, 4}, 3)));
+    hold = false;
+    wait_end(*a);
+    wait_end(*b);
+    CHECK(a->end == job_end::finished);
+    CHECK(b->end == job_end::finished);
 }

@@ -320,7 +320,7 @@ struct flag {
          [](options& o, auto f, auto v) { o.alias = as_path(f, v); }},
         {"Server", "-np, --parallel", "N", "sequences decoded together in the running batch at most (default 8)", S,
          [](options& o, auto f, auto v) { o.parallel = to_integer<index_t>(f, v, 1, 4096); }},
-        {"Server", "--queue", "N", "requests waiting to join the batch at most; more get 429 (default 32)", S,
+        {"Server", "--queue", "N", "requests waiting for a place in the batch at most; more get 429 (default 32; 0: none waits)", S,
          [](options& o, auto f, auto v) { o.queue = to_integer<index_t>(f, v, 0, 1 << 20); }},
         {"Server", "--max-body", "BYTES", "request body bytes at most; more get 413 (default 1048576)", S,
          [](options& o, auto f, auto v) { o.max_body = to_integer<std::size_t>(f, v, 64, std::size_t{1} << 30); }},

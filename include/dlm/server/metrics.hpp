@@ -1,12 +1,15 @@
 // dlm/server/metrics.hpp — dlm-server's counters, gauges and latency histograms, rendered in
-// Prometheus' text exposition format (GET /metrics).
+// Prometheus' text exposition format (GET /metrics): dlm's own (dlm_*), and beside them the names
+// vLLM exposes (vllm:*, with vLLM's bucket bounds and its model_name label), so that dashboards and
+// routers written for vLLM read dlm-server as they read vLLM.
 //
 //   dlm::server::metrics m;
 //   m.request("/v1/completions", 200);  m.completion_tokens += 12;  m.latency.observe(0.4);
 //   std::string text = m.render(queue_length, active_sequences);
 //
 // Thread-safe: HTTP threads and the engine thread update it; counters are atomics, histograms and
-// the per-route request counts take a lock.
+// the per-route request counts take a lock. The vllm:* figures are recorded by the scheduler
+// (scheduler.hpp), at forward boundaries.
 #pragma once
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,17 +38,20 @@ public:
         ++count_;
     }
 
-    /// The text lines of metric `name` (with its HELP and TYPE lines).
-    [[nodiscard]] std::string render(const std::string& name, const std::string& help) const {
+    /// The text lines of metric `name` (with its HELP and TYPE lines); `labels` (`model_name="x"`,
+    /// already escaped) go on every line.
+    [[nodiscard]] std::string render(const std::string& name, const std::string& help, const std::string& labels = {}) const {
         const std::lock_guard lock(m_);
         std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+        const std::string before_le = labels.empty() ? "{" : "{" + labels + ",";
+        const std::string own = labels.empty() ? "" : "{" + labels + "}";
         std::uint64_t cumulative = 0;
         for (std::size_t i = 0; i <= bounds_.size(); ++i) {
             cumulative += counts_[i];
-            out += name + "_bucket{le=\"" + (i < bounds_.size() ? number(bounds_[i]) : std::string("+Inf")) + "\"} " +
+            out += name + "_bucket" + before_le + "le=\"" + (i < bounds_.size() ? number(bounds_[i]) : std::string("+Inf")) + "\"} " +
                    std::to_string(cumulative) + "\n";
         }
-        out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+        out += name + "_sum" + own + " " + number(sum_) + "\n" + name + "_count" + own + " " + std::to_string(count_) + "\n";
         return out;
     }
 
@@ -72,6 +79,47 @@ private:
     return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300};
 }
 
+/// vLLM's bounds (vllm/v1/metrics/loggers.py): time to first token,
+[[nodiscard]] inline std::vector<double> vllm_first_token_buckets() {
+    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+/// time between tokens (inter_token_latency, time_per_output_token),
+[[nodiscard]] inline std::vector<double> vllm_token_latency_buckets() {
+    return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+/// and whole requests (e2e_request_latency, request_queue_time).
+[[nodiscard]] inline std::vector<double> vllm_request_latency_buckets() {
+    return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+/// `v` as a Prometheus label value: backslash, double quote and newline escaped.
+[[nodiscard]] inline std::string label_value(std::string_view v) {
+    std::string out;
+    for (const char c : v) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') out += "\\n";
+        else out += c;
+    }
+    return out;
+}
+
+/// Why a sequence ended, as vLLM's finished_reason label says it.
+enum class finish_reason { stop, length, abort };
+
+/// What vLLM's engine metrics count, recorded by the scheduler at forward boundaries. A "token" is
+/// an answer token the engine committed in order (the committed prefix: what a stream can send).
+struct vllm_stats {
+    std::atomic<std::uint64_t> prompt_tokens{0};      ///< vllm:prompt_tokens: prompts of the sequences that joined the batch
+    std::atomic<std::uint64_t> generation_tokens{0};  ///< vllm:generation_tokens: answer tokens of the ended sequences
+    std::atomic<std::uint64_t> finished[3] = {0, 0, 0};  ///< vllm:request_success by finish_reason
+    histogram first_token{vllm_first_token_buckets()};     ///< received to the first answer token committed
+    histogram inter_token{vllm_token_latency_buckets()};   ///< between forwards that grew the committed prefix
+    histogram e2e{vllm_request_latency_buckets()};         ///< received to the sequence's end
+    histogram queue_time{vllm_request_latency_buckets()};  ///< received to joining the batch
+
+    void finish(finish_reason why) { ++finished[static_cast<int>(why)]; }
+};
+
 struct metrics {
     std::atomic<std::uint64_t> prompt_tokens{0};      ///< prompt tokens of the requests decoded
     std::atomic<std::uint64_t> completion_tokens{0};  ///< answer tokens sent
@@ -80,6 +128,8 @@ struct metrics {
     histogram latency{latency_buckets()};             ///< request received to last byte queued
     histogram first_text{latency_buckets()};          ///< request received to the first streamed text
     histogram queue_wait{latency_buckets()};          ///< request received to joining the batch
+    vllm_stats vllm;                                  ///< vLLM's names (the scheduler records them)
+    std::string model_name = "dlm";                   ///< the model_name label of the vllm: metrics (dlm-server: the model's id)
 
     /// Counts one answered request by route and HTTP status.
     void request(const std::string& route, int status) {
@@ -110,6 +160,36 @@ struct metrics {
         out += latency.render("dlm_request_duration_seconds", "Time from receiving a request to its last byte.");
         out += first_text.render("dlm_time_to_first_text_seconds", "Time from receiving a streamed request to its first text.");
         out += queue_wait.render("dlm_queue_wait_seconds", "Time a request waited before joining the batch.");
+        return out + render_vllm(queue_length, active_sequences);
+    }
+
+    /// The vllm:* lines alone: vLLM's names, types, bucket bounds and model_name label.
+    [[nodiscard]] std::string render_vllm(std::size_t queue_length, std::size_t active_sequences) const {
+        const std::string labels = "model_name=\"" + label_value(model_name) + "\"";
+        std::string out;
+        const auto head = [&](const char* name, const char* help, const char* type) {
+            out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+        };
+        const auto sample = [&](const char* name, const std::string& extra, std::uint64_t v) {
+            out += std::string(name) + "{" + labels + extra + "} " + std::to_string(v) + "\n";
+        };
+        head("vllm:num_requests_running", "Number of requests in model execution batches.", "gauge");
+        sample("vllm:num_requests_running", "", active_sequences);
+        head("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge");
+        sample("vllm:num_requests_waiting", "", queue_length);
+        head("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter");
+        sample("vllm:prompt_tokens_total", "", vllm.prompt_tokens);
+        head("vllm:generation_tokens_total", "Number of generation tokens processed.", "counter");
+        sample("vllm:generation_tokens_total", "", vllm.generation_tokens);
+        head("vllm:request_success_total", "Count of successfully processed requests.", "counter");
+        const char* reasons[] = {"stop", "length", "abort"};
+        for (int i = 0; i < 3; ++i) sample("vllm:request_success_total", std::string(",finished_reason=\"") + reasons[i] + "\"", vllm.finished[i]);
+        out += vllm.first_token.render("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels);
+        out += vllm.inter_token.render("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels);
+        // vLLM still emits the superseded name beside its replacement, with the same observations.
+        out += vllm.inter_token.render("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", labels);
+        out += vllm.e2e.render("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels);
+        out += vllm.queue_time.render("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", labels);
         return out;
     }
 

@@ -13,6 +13,7 @@
 // boundary, without touching any other sequence.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -49,12 +50,15 @@ struct basic_job {
     Policies policies{};
     bool want_updates = false;  ///< publish the committed prefix as it grows (a stream); else only the end
     bool want_canvas = false;   ///< publish the canvas after every forward (stream_canvas)
+    std::size_t max_tokens = 0; ///< the answer is cut there (the request's max_tokens); 0: the whole canvas
     clock::time_point received = clock::now();
     clock::time_point deadline = clock::time_point::max();
 
     /// Set by the HTTP thread when its client has gone (or a stop string ended the answer); the
     /// sequence is freed at the next forward boundary.
     std::atomic<bool> cancel{false};
+    /// Set with `cancel` when a stop string ended the answer (the metrics count it as "stop", not "abort").
+    std::atomic<bool> stop_string{false};
 
     // Written by the engine thread under `m`; `version` counts the updates, `cv` announces them.
     mutable std::mutex m;
@@ -64,6 +68,8 @@ struct basic_job {
     std::vector<token_id> canvas;  ///< the answer's slots after the last forward (want_canvas only)
     std::int64_t forwards = 0;     ///< forwards this sequence took part in (as of the last update)
     std::int64_t stepped = 0;      ///< the same, kept by the engine thread alone
+    std::size_t committed = 0;     ///< engine thread alone: answer tokens committed in order, as of the last forward
+    clock::time_point last_token{};  ///< engine thread alone: when `committed` last grew
     bool joined = false;           ///< it joined the batch
     job_end end = job_end::none;
     std::optional<sequence_result> result;  ///< end == finished
@@ -77,6 +83,9 @@ struct basic_job {
     }
 };
 
+/// How many requests the scheduler holds: max_active decoding plus max_queue waiting for a place;
+/// submit() refuses the next one. max_queue 0: none waits, a request is taken only while the batch
+/// has room.
 struct scheduler_limits {
     std::size_t max_active = 8;   ///< sequences in the running batch at most
     std::size_t max_queue = 32;   ///< requests waiting to join at most; more get 429
@@ -101,11 +110,13 @@ public:
     scheduler(const scheduler&) = delete;
     scheduler& operator=(const scheduler&) = delete;
 
-    /// Queues `j`; false when the queue is full (the caller answers 429).
+    /// Queues `j`; false when max_active + max_queue requests are held already (the caller answers
+    /// 429). A request counts as running from the moment the engine thread takes it from the queue,
+    /// so a burst into an idle batch is counted as the batch will hold it, not as it waits to be woken.
     [[nodiscard]] bool submit(std::shared_ptr<job> j) {
         {
             const std::lock_guard lock(m_);
-            if (stopping_ || queue_.size() >= limits_.max_queue) return false;
+            if (stopping_ || queue_.size() + running_count_ >= limits_.max_active + limits_.max_queue) return false;
             queue_.push_back(std::move(j));
         }
         cv_.notify_one();
@@ -159,6 +170,7 @@ private:
                 joining.push_back(std::move(queue_.front()));
                 queue_.pop_front();
             }
+            running_count_ = running_.size() + joining.size();
         }
         for (auto& j : dropped) finish(*j, j->cancel ? job_end::failed : job_end::timed_out, {}, "left the queue before joining the batch");
         for (auto& j : joining) {
@@ -171,7 +183,12 @@ private:
                     ++j->version;
                 }
                 j->cv.notify_all();
-                if (metrics_) metrics_->queue_wait.observe(std::chrono::duration<double>(now - j->received).count());
+                if (metrics_) {
+                    const double waited = std::chrono::duration<double>(now - j->received).count();
+                    metrics_->queue_wait.observe(waited);
+                    metrics_->vllm.queue_time.observe(waited);
+                    metrics_->vllm.prompt_tokens += j->prompt.size();
+                }
             } catch (const invalid_parameter& e) {
                 finish(*j, job_end::refused, e.parameter(), e.rule());
             } catch (const std::exception& e) {
@@ -182,10 +199,12 @@ private:
 
     /// Publishes each running job's committed prefix (and canvas), and hands back finished results.
     void publish() {
+        const auto now = clock::now();
         for (auto& [id, j] : running_) {
             ++j->stepped;
-            if (!j->want_updates && !j->want_canvas) continue;  // waits for the end only: no wake-up per forward
             const auto prefix = engine_.committed_prefix(id);
+            record_tokens(*j, prefix.size(), now);
+            if (!j->want_updates && !j->want_canvas) continue;  // waits for the end only: no wake-up per forward
             if (prefix.size() == j->prefix.size() && !j->want_canvas) continue;
             {
                 const std::lock_guard lock(j->m);
@@ -208,12 +227,44 @@ private:
                 j.prefix.assign(result.tokens.begin(), result.tokens.begin() + result.answer_length);
                 j.forwards = j.stepped;
                 j.end = timed_out_.erase(id) ? job_end::timed_out : job_end::finished;
+                record_end(j, result, now);
                 j.result = std::move(result);
                 ++j.version;
             }
             j.cv.notify_all();
             running_.erase(it);
         }
+    }
+
+    /// vLLM's token timings: the first answer token committed in order (time to first token), then
+    /// the time between forwards that grew the committed prefix (inter-token latency).
+    void record_tokens(job& j, std::size_t committed, clock::time_point now) {
+        if (j.max_tokens > 0) committed = std::min(committed, j.max_tokens);
+        if (!metrics_ || committed <= j.committed) return;
+        if (j.committed == 0) metrics_->vllm.first_token.observe(std::chrono::duration<double>(now - j.received).count());
+        else metrics_->vllm.inter_token.observe(std::chrono::duration<double>(now - j.last_token).count());
+        j.committed = committed;
+        j.last_token = now;
+    }
+
+    /// vLLM's end-of-request figures, for a sequence the engine handed back (a failed one is no success).
+    void record_end(const job& j, const sequence_result& r, clock::time_point now) {
+        if (!metrics_ || r.failed()) return;
+        const std::size_t cap = j.max_tokens > 0 ? j.max_tokens : r.tokens.size();
+        const auto answer = static_cast<std::size_t>(r.answer_length);
+        metrics_->vllm.generation_tokens += r.cancelled() || j.end == job_end::timed_out ? std::min(j.committed, cap) : std::min(answer, cap);
+        metrics_->vllm.e2e.observe(std::chrono::duration<double>(now - j.received).count());
+        if (r.cancelled() || j.end == job_end::timed_out)
+            metrics_->vllm.finish(j.stop_string && j.end != job_end::timed_out ? finish_reason::stop : finish_reason::abort);
+        else
+            metrics_->vllm.finish(answer < r.tokens.size() && answer <= cap ? finish_reason::stop : finish_reason::length);
+    }
+
+    /// The running count submit() reads, after the engine thread changed running_.
+    void sync_running() {
+        active_ = running_.size();
+        const std::lock_guard lock(m_);
+        running_count_ = running_.size();
     }
 
     void run() {
@@ -233,7 +284,7 @@ private:
                     if (metrics_) ++metrics_->sequences_cancelled;
                 }
             }
-            active_ = running_.size();
+            sync_running();
             try {
                 if (!engine_.idle()) {
                     engine_.step();
@@ -248,7 +299,7 @@ private:
                 running_.clear();
                 (void)engine_.take_finished();
             }
-            active_ = running_.size();
+            sync_running();
         }
         // Stopping: everything still here ends.
         std::deque<std::shared_ptr<job>> left;
@@ -271,6 +322,7 @@ private:
     std::condition_variable cv_;
     std::deque<std::shared_ptr<job>> queue_;
     bool stopping_ = false;
+    std::size_t running_count_ = 0;  ///< under m_: jobs taken from the queue and not yet ended
     std::atomic<std::size_t> active_{0};
     // Engine thread only.
     std::map<sequence_id, std::shared_ptr<job>> running_;
