@@ -401,13 +401,18 @@ TEST_CASE("server scheduler: a burst into an idle batch holds max_active + max_q
     const auto held = [&hold] {
         while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     };
+    struct release_on_exit {  // declared after a scheduler, so that a failed REQUIRE lets it stop
+        std::atomic<bool>& hold;
+        ~release_on_exit() { hold = false; }
+    };
     std::vector<std::shared_ptr<scheduler_t::job>> jobs;
     {
         scheduler_t sched(eng, {.max_active = 1, .max_queue = 2}, &stats, held);
+        const release_on_exit release{hold};
         for (std::uint64_t i = 0; i < 3; ++i) {
             jobs.push_back(job_for({static_cast<token_id>(1 + i), 2, 3}, 10 + i));
             jobs.back()->max_tokens = 8;
-            CHECK_MESSAGE(sched.submit(jobs.back()), "request " << i << " of 1 running + 2 queued");
+            REQUIRE_MESSAGE(sched.submit(jobs.back()), "request " << i << " of 1 running + 2 queued");
         }
         CHECK_FALSE(sched.submit(job_for({4, 2, 3}, 13)));  // the fourth: 429
         hold = false;
@@ -441,9 +446,10 @@ TEST_CASE("server scheduler: a burst into an idle batch holds max_active + max_q
     // --queue 0: none waits; a request is taken only while the batch has a place.
     hold = true;
     scheduler_t none(eng, {.max_active = 2, .max_queue = 0}, nullptr, held);
+    const release_on_exit release{hold};
     auto a = job_for({1, 2}, 1), b = job_for({2, 3}, 2);
-    CHECK(none.submit(a));
-    CHECK(none.submit(b));
+    REQUIRE(none.submit(a));
+    REQUIRE(none.submit(b));
     CHECK_FALSE(none.submit(job_for({3, 4}, 3)));
     hold = false;
     wait_end(*a);
