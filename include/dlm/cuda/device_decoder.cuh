@@ -39,10 +39,20 @@
 #include <type_traits>
 #include <vector>
 
-#include "../decoder.hpp"
+#include "../cache/compatibility.hpp"
+#include "../core/result.hpp"
+#include "../engine/prepare.hpp"
+#include "../engine/sequence_state.hpp"
+#include "../mask/concept.hpp"
+#include "../model/concept.hpp"
 #include "runtime.cuh"
 #include "sampling.cuh"
 #include "selection.cuh"
+
+namespace dlm {
+template <class Model, class Mask, class Cache, class Schedule, class Sampler>
+class decoder;  // decoder.hpp; device_decoder_t maps its policies, nothing here needs the host loop
+}  // namespace dlm
 
 namespace dlm::cuda {
 
@@ -66,8 +76,8 @@ class device_decoder {
     static_assert(requires(const Cache& c, const Mask& m, const canvas_layout& l, const block_cursor& cur) { c.plan(m, l, cur); },
                   "dlm::cuda::device_decoder samples every masked slot of the block each forward: a cache that plans from the canvas "
                   "(sub_block_cache) runs on dlm::decoder.");
-    static_assert(!dlm::detail::reuses_exact_kv<Cache>() || dlm::detail::kv_final_under<Mask>(),
-                  DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
+    static_assert(dlm::detail::cache_fits_mask<Cache, Mask>, DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
+    DLM_CHECK_ALL_OPTIONAL_HOOKS("dlm::cuda::device_decoder", Model, Mask, Cache, Schedule, Sampler);
     static_assert(device_schedule<Schedule>::supported,
                   "dlm::cuda::device_decoder: this schedule has no device implementation. Specialize dlm::cuda::device_schedule for it, "
                   "or decode with dlm::decoder, which selects on the host.");
@@ -149,8 +159,7 @@ public:
                 active.push_back(static_cast<index_t>(i));
                 const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
                                        s.result.settings.seed.value, eos, end_of_turn};
-                bool ban_eos = false;
-                if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
+                const bool ban_eos = schedule_suppresses_eos(schedule_, ctx);
                 selection_task t;
                 t.seed = ctx.seed;
                 t.first = static_cast<index_t>(slots.size());
