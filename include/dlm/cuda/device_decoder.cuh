@@ -39,6 +39,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../cache/caches.hpp"
 #include "../cache/compatibility.hpp"
 #include "../core/result.hpp"
 #include "../engine/prepare.hpp"
