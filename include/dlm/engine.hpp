@@ -12,8 +12,9 @@
 //
 // It is the one decoding loop of the host decoder: `decoder::generate` (decoder.hpp, the layer above)
 // adds its prompts, steps until idle and takes the results. `Decoder` is any type with the decoder's
-// policy types and accessors (model(), mask(), cache(), schedule(), sampler()). A sequence decodes the same alone, in any batch, and whenever it joins,
-// as long as the model's forward is batch-invariant (dlm's CPU transformer is; docs/determinism.md).
+// policy types and accessors (model(), mask(), cache(), schedule(), sampler()). A sequence decodes the
+// same alone, in any batch, and whenever it joins, as long as the model's forward is batch-invariant
+// (dlm's CPU transformer is; docs/determinism.md).
 // Single-threaded: one owner thread calls every member.
 #pragma once
 
