@@ -5,7 +5,7 @@
 #                                      the CUDA tests (ctest -L cuda) and the benchmark, draw the roofline
 #   scripts/gpu-check.sh --pack-deps   (on a machine with the Debian packages) pack the header-only
 #                                      dependencies into build/gpu-deps.tar.gz, for a GPU machine that
-#                                      has the CUDA toolkit but not Eigen3, nlohmann_json or doctest
+#                                      has the CUDA toolkit but not nlohmann_json or doctest
 #
 # Results go to $OUT when it is set (the device machine's return folder), else to build/gpu-check/:
 #   results.md    date, GPU, toolchain, test summary, benchmark output, phase times and time-outs
@@ -31,10 +31,8 @@ deps_tar=build/gpu-deps.tar.gz
 if [[ "${1:-}" == "--pack-deps" ]]; then
     set -e
     stage=$(mktemp -d)
-    mkdir -p "$stage/include" "$stage/share/eigen3" "$stage/share/cmake" "$stage/lib/cmake"
-    cp -r /usr/include/eigen3 "$stage/include/" && rm -rf "$stage/include/eigen3/unsupported"
+    mkdir -p "$stage/include" "$stage/share/cmake" "$stage/lib/cmake"
     cp -r /usr/include/nlohmann /usr/include/doctest "$stage/include/"
-    cp -r /usr/share/eigen3/cmake "$stage/share/eigen3/"
     cp -r /usr/share/cmake/nlohmann_json "$stage/share/cmake/"
     cp -r /usr/lib/cmake/doctest "$stage/lib/cmake/"
     # doctest's exported targets name /usr; make them relative to where the folder is unpacked.
@@ -110,7 +108,7 @@ else
     ((rc == 124)) && timed_out build "$build_s"
     echo "gpu-check.sh: the build failed; see build.log" | tee -a "$results"
     if grep -qE "dlm::cpu \(loaders, CPU model\) is not available|Could not find a package configuration file provided by \"doctest\"" "$out/build.log"; then
-        echo "gpu-check.sh: Eigen3, nlohmann_json or doctest is missing here: run 'scripts/gpu-check.sh --pack-deps' where they are" \
+        echo "gpu-check.sh: nlohmann_json or doctest is missing here: run 'scripts/gpu-check.sh --pack-deps' where they are" \
             "installed and bring $deps_tar along" | tee -a "$results"
     fi
     tail -40 "$out/build.log" >>"$results"

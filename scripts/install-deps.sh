@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing dlm needs, on Debian 12 (bookworm) or a derivative:
-#   cmake (>= 3.25, for CMakePresets.json v6), g++ (C++20), make, libeigen3-dev, doctest-dev,
+#   cmake (>= 3.25, for CMakePresets.json v6), g++ (C++20), make, doctest-dev,
 #   nlohmann-json3-dev, and for the fuzz targets (tests/fuzz/) clang with its libFuzzer runtime
 #   (libclang-rt-14-dev: bookworm's clang is 14, and --no-install-recommends leaves the runtime out),
 #   and for dlm-server (docs/server.md) cpp-httplib (libcpp-httplib-dev, found through pkg-config),
@@ -11,7 +11,7 @@
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libcpp-httplib-dev pkg-config
+packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libcpp-httplib-dev pkg-config
           curl python3-venv)
 min_cmake=3.25
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <dlm/cuda/cuda.cuh>  // first: it keeps Eigen's CUDA support off (EIGEN_NO_CUDA) for the CPU model
+#include <dlm/cuda/cuda.cuh>
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
 

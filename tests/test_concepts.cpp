@@ -89,6 +89,34 @@ struct model_without_forward {
 struct model_without_shift : archetype::model {
     void logits_shift() const {}
 };
+// Optional hooks misspelled (a near name of a known hook) or of another form: never called, so refused.
+struct mask_with_misspelled_hook : archetype::mask {
+    bool align_block = true;  // align_blocks
+};
+struct mask_with_mistyped_hook : archetype::mask {
+    index_t block_length = 8;  // the option is std::optional<index_t>
+};
+struct cache_with_misspelled_hook : archetype::cache {
+    index_t sub_blocks = 8;  // sub_block
+};
+struct schedule_with_misspelled_hook : archetype::schedule {
+    bool stop_after_blocks(const step_context&, std::span<const token_id>) const { return true; }  // stop_after_block
+};
+struct schedule_with_mistyped_hook : archetype::schedule {
+    bool stop_after_block(const step_context&) const { return true; }  // the block's tokens are missing
+};
+struct sampler_with_misspelled_hook : archetype::sampler {
+    void validates() const {}  // validate
+};
+struct sampler_with_mistyped_hook : archetype::sampler {
+    void validate(int) const {}  // validate() takes nothing
+};
+struct model_with_misspelled_hook : archetype::model {
+    index_t max_context_length() const { return 16; }  // max_context
+};
+struct model_with_mistyped_hook : archetype::model {
+    index_t max_context = 16;  // a function: index_t max_context() const
+};
 }  // namespace broken
 
 TEST_CASE("archetypes model every concept") {
@@ -119,6 +147,24 @@ TEST_CASE("a type missing a hook models no concept") {
     static_assert(!model_has_forward<broken::model_without_forward>);
     static_assert(!language_model<broken::model_without_shift>);
     static_assert(!language_model<int>);
+    CHECK(true);
+}
+
+TEST_CASE("a policy with a misspelled or mistyped optional hook models no concept") {
+    static_assert(mask_hooks_known<archetype::mask> && mask_hooks_known<aligned_block_diffusion_mask>);
+    static_assert(!attention_mask<broken::mask_with_misspelled_hook> && mask_hook_misnamed<broken::mask_with_misspelled_hook>);
+    static_assert(!attention_mask<broken::mask_with_mistyped_hook> && mask_hook_mistyped<broken::mask_with_mistyped_hook>);
+    static_assert(cache_hooks_known<archetype::cache> && cache_hooks_known<sub_block_cache>);
+    static_assert(!kv_cache_policy<broken::cache_with_misspelled_hook>);
+    static_assert(schedule_hooks_known<archetype::schedule> && schedule_hooks_known<sub_block_threshold_schedule>);
+    static_assert(!unmask_schedule<broken::schedule_with_misspelled_hook> && schedule_hook_misnamed<broken::schedule_with_misspelled_hook>);
+    static_assert(!unmask_schedule<broken::schedule_with_mistyped_hook> && schedule_hook_mistyped<broken::schedule_with_mistyped_hook>);
+    static_assert(sampler_hooks_known<archetype::sampler> && sampler_hooks_known<categorical_sampler>);
+    static_assert(!token_sampler<broken::sampler_with_misspelled_hook>);
+    static_assert(!token_sampler<broken::sampler_with_mistyped_hook>);
+    static_assert(model_hooks_known<archetype::model> && model_hooks_known<dlm::testing::scripted_model>);
+    static_assert(!language_model<broken::model_with_misspelled_hook>);
+    static_assert(!language_model<broken::model_with_mistyped_hook>);
     CHECK(true);
 }
 

@@ -13,6 +13,7 @@
 
 #include <dlm/cuda/device_decoder.cuh>
 #include <dlm/cuda/gemm.cuh>
+#include <dlm/presets.hpp>
 
 using namespace dlm;
 

@@ -339,8 +339,25 @@ int compare_with_full_recompute(transformer& m, const Mask& mask, canvas_layout 
 
 }  // namespace
 
-TEST_CASE("exact prefix cache: same logits as a full recompute, block-causal and causal, on every kernel path") {
-  for (const kernel_path& path : kernel_paths()) {
+namespace {
+
+/// The kernel path (isa, type, quant) when this run tests it: the CPU runs the instruction set and
+/// DLM_TEST_KERNEL_PATHS (all, or best: only the best instruction set's) selects it; else none.
+std::optional<kernel_path> selected_path(cpu::isa isa, io::dtype type, std::optional<cpu::quant::file_type> quant) {
+    for (const kernel_path& p : kernel_paths())
+        if (p.isa == isa && p.type == type && p.quant == quant) return p;
+    return std::nullopt;
+}
+
+/// Exact prefix cache = full recompute on one kernel path (one ctest test per path, so that ctest
+/// spreads the paths over the cores).
+void exact_prefix_cache_on(cpu::isa isa, io::dtype type, std::optional<cpu::quant::file_type> quant) {
+    const std::optional<kernel_path> selected = selected_path(isa, type, quant);
+    if (!selected) {
+        MESSAGE("skipped: " << cpu::isa_name(isa) << " is not run here (this CPU lacks it, or DLM_TEST_KERNEL_PATHS=best)");
+        return;
+    }
+    const kernel_path& path = *selected;
     CAPTURE(cpu::isa_name(path.isa));
     CAPTURE(path.name());
     const isa_scope on(path.isa);
@@ -358,7 +375,7 @@ TEST_CASE("exact prefix cache: same logits as a full recompute, block-causal and
         INFO("causal, per-token cache, shifted rows");
         CHECK(compare_with_full_recompute<prefix_cache>(dream, causal_mask{}, {33, 40, 1, true}, 3, 1) == 40);
     }
-    if (path.quant) continue;  // the fixtures' widths are not whole blocks
+    if (path.quant) return;  // the fixtures' widths are not whole blocks
     {
         INFO("causal, real fixture");
         auto m = transformer::load(models_dir / "dream_tiny", {.weight_dtype = path.type});
@@ -369,8 +386,28 @@ TEST_CASE("exact prefix cache: same logits as a full recompute, block-causal and
         auto m = transformer::load(models_dir / "llada_tiny", {.weight_dtype = path.type});
         CHECK(compare_with_full_recompute<prefix_cache>(m, block_causal_mask{4}, {8, 16, 4, false}, 5, 3) == 12);
     }
-  }
 }
+
+}  // namespace
+
+// One case per kernel path: instruction set x weight type (an element type or a GGUF file type).
+#define DLM_EXACT_PREFIX_CACHE_CASE(which, label, type, quant)                                                           \
+    TEST_CASE("exact prefix cache: same logits as a full recompute, block-causal and causal, on " #which " " label) { \
+        exact_prefix_cache_on(cpu::isa::which, io::dtype::type, quant);                                                  \
+    }
+#define DLM_EXACT_PREFIX_CACHE_CASES(which)                                                              \
+    DLM_EXACT_PREFIX_CACHE_CASE(which, "f32", f32, std::nullopt)                                         \
+    DLM_EXACT_PREFIX_CACHE_CASE(which, "bf16", bf16, std::nullopt)                                       \
+    DLM_EXACT_PREFIX_CACHE_CASE(which, "f16", f16, std::nullopt)                                         \
+    DLM_EXACT_PREFIX_CACHE_CASE(which, "Q8_0", f32, cpu::quant::file_type::q8_0)                         \
+    DLM_EXACT_PREFIX_CACHE_CASE(which, "Q4_0", f32, cpu::quant::file_type::q4_0)                         \
+    DLM_EXACT_PREFIX_CACHE_CASE(which, "Q4_K_M", f32, cpu::quant::file_type::q4_k_m)
+DLM_EXACT_PREFIX_CACHE_CASES(baseline)
+DLM_EXACT_PREFIX_CACHE_CASES(avx2)
+DLM_EXACT_PREFIX_CACHE_CASES(avx512)
+DLM_EXACT_PREFIX_CACHE_CASES(avx512_bf16)
+#undef DLM_EXACT_PREFIX_CACHE_CASES
+#undef DLM_EXACT_PREFIX_CACHE_CASE
 
 TEST_CASE("Fast-dLLM caches: the refresh forward equals a full recompute") {
     auto m = transformer::load(models_dir / "llada_tiny");

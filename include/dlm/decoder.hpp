@@ -5,7 +5,9 @@
 // Every decoder of a masked-diffusion LM (and plain autoregressive decoding) is the same loop over a
 // canvas [prompt | MASK ...]: plan a forward (Cache), run it with the attention mask (Mask), draw a
 // token and confidence for each masked slot of the active block (Sampler), commit some of them
-// (Schedule), and move to the next block when the active one has no masked slot left.
+// (Schedule), and move to the next block when the active one has no masked slot left. The loop itself
+// is dlm::engine (engine.hpp, the layer below); the decoder names the policies, checks at compile time
+// that they fit, and generate() runs an engine to the end.
 #pragma once
 
 #include <algorithm>
@@ -17,38 +19,16 @@
 #include <vector>
 
 #include "cache/caches.hpp"
+#include "cache/compatibility.hpp"
 #include "core/error.hpp"
 #include "core/result.hpp"
-#include "core/sequence_state.hpp"
+#include "engine.hpp"
 #include "mask/masks.hpp"
 #include "model/concept.hpp"
 #include "sampler/samplers.hpp"
 #include "schedule/concept.hpp"
 
 namespace dlm {
-
-namespace detail {
-template <class C>
-constexpr bool reuses_exact_kv() {
-    if constexpr (cache_has_exactness_trait<C> && cache_has_storage_trait<C>) return C::is_exact && C::needs_storage;
-    else return false;
-}
-template <class M>
-constexpr bool kv_final_under() {
-    if constexpr (mask_has_finality_trait<M>) return M::committed_kv_is_final;
-    else return true;
-}
-}  // namespace detail
-
-/// The message of both decoders (host and CUDA) when an exact KV cache meets a mask whose keys
-/// change; a macro because static_assert takes only a string literal in C++20.
-#define DLM_EXACT_CACHE_NEEDS_FINAL_KV(who)                                                                                  \
-    who ": an exact KV cache needs a mask under which committed keys and values are final (causal_mask or block_causal_mask). " \
-        "Under a bidirectional mask every key changes whenever any slot is committed, so reusing cached K/V would not be "     \
-        "exact: use no_cache, or Fast-dLLM's approximate approx_prefix_cache or dual_cache."
-
-template <class Decoder>
-class engine;  // engine.hpp: the step-wise loop that generate() runs
 
 template <class Model, class Mask, class Cache, class Schedule, class Sampler>
 class decoder {
@@ -78,7 +58,9 @@ class decoder {
     static_assert(sampler_has_sample<Sampler>,
                   "dlm::decoder: the Sampler policy must provide `slot_choice sample(std::span<const float>, const random_key&, std::span<const token_id>) const`.");
     // Where policies must agree.
-    static_assert(!detail::reuses_exact_kv<Cache>() || detail::kv_final_under<Mask>(), DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::decoder"));
+    static_assert(detail::cache_fits_mask<Cache, Mask>, DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::decoder"));
+    // Optional hooks: each one a policy has is one the loop knows, in its known form.
+    DLM_CHECK_ALL_OPTIONAL_HOOKS("dlm::decoder", Model, Mask, Cache, Schedule, Sampler);
 
 public:
     using model_type = Model;
@@ -89,12 +71,8 @@ public:
 
     explicit decoder(Model& model, Mask mask = {}, Cache cache = {}, Schedule schedule = {}, Sampler sampler = {})
         : model_(&model), mask_(mask), cache_(cache), schedule_(schedule), sampler_(sampler) {
-        if constexpr (requires { sampler_.validate(); }) sampler_.validate();
-        // A cache that recomputes one sub-block must cut the block where the schedule decodes it.
-        if constexpr (requires { cache_.sub_block == schedule_.sub_block; })
-            if (cache_.sub_block != schedule_.sub_block)
-                throw invalid_parameter("sub_block", "the cache recomputes sub-blocks of " + std::to_string(cache_.sub_block) +
-                                                         " but the schedule decodes sub-blocks of " + std::to_string(schedule_.sub_block));
+        sampler_validate(sampler_);
+        detail::check_sub_blocks(cache_, schedule_);
     }
 
     [[nodiscard]] const Mask& mask() const noexcept { return mask_; }
@@ -144,5 +122,3 @@ private:
 };
 
 }  // namespace dlm
-
-#include "engine.hpp"  // after decoder: the engine is generic over it, and generate() runs it

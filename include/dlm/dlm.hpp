@@ -1,5 +1,5 @@
 // dlm/dlm.hpp — the umbrella header: the decoder, every shipped policy and the presets.
-// The CPU model and loaders (dlm::cpu, dlm::io) have their own headers, since they need Eigen and
+// The CPU model and loaders (dlm::cpu, dlm::io) have their own headers, since they need
 // nlohmann_json.
 #pragma once
 

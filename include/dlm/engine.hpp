@@ -10,9 +10,11 @@
 //       for (auto& [done, result] : eng.take_finished()) ...
 //   }
 //
-// It is the one decoding loop of the host decoder: `decoder::generate` adds its prompts, steps until
-// idle and takes the results. A sequence decodes the same alone, in any batch, and whenever it joins,
-// as long as the model's forward is batch-invariant (dlm's CPU transformer is; docs/determinism.md).
+// It is the one decoding loop of the host decoder: `decoder::generate` (decoder.hpp, the layer above)
+// adds its prompts, steps until idle and takes the results. `Decoder` is any type with the decoder's
+// policy types and accessors (model(), mask(), cache(), schedule(), sampler()). A sequence decodes the
+// same alone, in any batch, and whenever it joins, as long as the model's forward is batch-invariant
+// (dlm's CPU transformer is; docs/determinism.md).
 // Single-threaded: one owner thread calls every member.
 #pragma once
 
@@ -27,24 +29,16 @@
 #include <utility>
 #include <vector>
 
+#include "cache/compatibility.hpp"
 #include "core/error.hpp"
 #include "core/result.hpp"
-#include "core/sequence_state.hpp"
-#include "decoder.hpp"
+#include "engine/prepare.hpp"
+#include "engine/sequence_state.hpp"
+#include "model/concept.hpp"
+#include "sampler/concept.hpp"
+#include "schedule/concept.hpp"
 
 namespace dlm {
-
-namespace detail {
-/// Why classifier-free guidance cannot run with this cache ("" when it can).
-template <class Cache>
-std::string cfg_refusal() {
-    if constexpr (reuses_exact_kv<Cache>())
-        return "classifier-free guidance is not available with an exact KV cache: its unconditional canvas masks the prompt, "
-               "which an exact cache's plans do not account for; use a preset with no cache or an approximate one (llada, "
-               "dream, fast_dllm, fast_dllm_dual, cd4lm)";
-    else return "";
-}
-}  // namespace detail
 
 template <class Decoder>
 class engine {
@@ -83,7 +77,7 @@ public:
         const mask_type& mask = p.mask ? *p.mask : dec_->mask();
         const schedule_type& schedule = p.schedule ? *p.schedule : dec_->schedule();
         const sampler_type& sampler = p.sampler ? *p.sampler : dec_->sampler();
-        if constexpr (requires { sampler.validate(); }) sampler.validate();
+        sampler_validate(sampler);
         auto states = prepare(mask, schedule, std::span<const std::vector<token_id>>(&prompt, 1), options);
         return enqueue(std::move(states.front()), options, schedule, sampler);
     }
@@ -198,14 +192,7 @@ private:
     }
 
     /// Ends a sequence with status failed; called inside the handler of `why`.
-    static void fail(entry& e, const error& why) {
-        e.st.done = true;
-        e.st.kv.reset();
-        e.st.uncond_kv.reset();
-        e.st.result.status = sequence_status::failed;
-        e.st.result.message = why.what();
-        e.st.result.error = std::current_exception();
-    }
+    static void fail(entry& e, const error& why) { detail::fail(e.st, why); }
 
     /// Plans every running sequence's forward (a broken plan fails that sequence) and sizes the logits.
     void plan_all() {
@@ -274,8 +261,7 @@ private:
         const auto index = static_cast<index_t>(e.id & 0x7fffffffu);
         const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
                                settings.seed.value, eos, settings.end_of_turn_ids.value};
-        bool ban_eos = false;
-        if constexpr (requires { e.schedule.suppress_eos(ctx); }) ban_eos = e.schedule.suppress_eos(ctx);
+        const bool ban_eos = schedule_suppresses_eos(e.schedule, ctx);
         // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
         // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
         banned_.assign(1, mask_id);

@@ -3,7 +3,8 @@
 //   dlm::presets::cdlm<Model> dec(model);              // reference defaults
 //   dlm::presets::llada<Model> dec(model, {32}, {}, {256});  // or any policy options
 //
-// Defaults, and where each comes from, are listed in docs/policies.md.
+// Only aliases: every policy they name lives in its axis folder. Defaults, and where each comes
+// from, are listed in docs/policies.md.
 #pragma once
 
 #include "cache/caches.hpp"
@@ -21,19 +22,11 @@
 
 namespace dlm::presets {
 
-/// Categorical sampling with LLaDA's confidence: p(token) under the raw (untempered) softmax.
-struct llada_sampler : categorical_sampler {
-    llada_sampler() noexcept { confidence = confidence_source::raw; }
-    explicit llada_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
-        : categorical_sampler{temperature_, top_k_, top_p_, confidence_source::raw} {}
-};
-
-/// CDLM's schedule: Fast-dLLM's threshold rule inside the block (tau 0.9), stopping after a block
-/// that holds EOS.
-struct cdlm_schedule : threshold_schedule {
-    cdlm_schedule() noexcept : threshold_schedule{0.9, true} {}
-    explicit cdlm_schedule(double tau_) noexcept : threshold_schedule{tau_, true} {}
-};
+// The reference policies the presets below name; they live with their axis (sampler/, schedule/).
+using dlm::cdlm_schedule;
+using dlm::llada2_schedule;
+using dlm::llada_sampler;
+using dlm::sdar_sampler;
 
 /// Any autoregressive LM: causal mask, exact per-token KV cache, next slot, greedy.
 template <class Model>
@@ -65,14 +58,6 @@ using cdlm = decoder<Model, block_causal_mask, prefix_cache, cdlm_schedule, gree
 template <class Model>
 using cd4lm = decoder<Model, semi_ar_mask, no_cache, cd4lm_schedule, llada_sampler>;
 
-/// SDAR's sampler: generate.py's defaults, temperature 1 (torch.multinomial), no top-k / top-p; the
-/// confidence is the drawn token's probability under the distribution sampled from.
-struct sdar_sampler : categorical_sampler {
-    sdar_sampler() noexcept { temperature = 1.f; }
-    explicit sdar_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
-        : categorical_sampler{temperature_, top_k_, top_p_} {}
-};
-
 /// SDAR generate.py (block_diffusion_generate, remasking 'low_confidence_dynamic'): the model's
 /// block size (config.json block_size, 4 in the published checkpoints), prompt and blocks
 /// block-causal, exact K/V of every finished block (the reference's store_kv forward, here produced
@@ -82,13 +67,6 @@ struct sdar_sampler : categorical_sampler {
 /// a prompt that is not whole blocks shares its last block with the first slots.
 template <class Model>
 using sdar = decoder<Model, aligned_block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
-
-/// LLaDA2's schedule (LLaDA2MoeModelLM.generate): `steps` 32 per block (0: the block length) with
-/// threshold 0.95, stop after a block holding EOS.
-struct llada2_schedule : dynamic_threshold_schedule {
-    llada2_schedule() noexcept : dynamic_threshold_schedule{0, 0.95, true} {}
-    llada2_schedule(index_t steps_, double threshold_) noexcept : dynamic_threshold_schedule{steps_, threshold_, true} {}
-};
 
 /// LLaDA2.0 / 2.1 (LLaDA2MoeModelLM.generate, modeling_llada2_moe.py): blocks of 32 laid from the
 /// canvas start, prompt included, block-causal (its block_diffusion_attention_mask), decoding from the

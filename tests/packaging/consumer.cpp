@@ -1,15 +1,15 @@
 // The program every packaging consumer builds: it decodes with dlm::presets::cdlm on the scripted
 // model and returns non-zero unless the result is the one the script implies. Built with
-// DLM_CONSUMER_CPU, it also uses what dlm::cpu brings (Eigen, nlohmann_json).
+// DLM_CONSUMER_CPU, it also uses what dlm::cpu brings (nlohmann_json).
 #include <dlm/dlm.hpp>
 #include <dlm/testing/scripted_model.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <span>
 #include <vector>
 
 #ifdef DLM_CONSUMER_CPU
-#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 #endif
 
@@ -48,10 +48,10 @@ int main() {
     }
 
 #ifdef DLM_CONSUMER_CPU
-    // The dependency chain dlm::cpu -> Eigen3, nlohmann_json: both usable from the consumer.
-    const Eigen::Map<const Eigen::VectorXf> confidence(r.commit_confidence.data(), gen_length);
-    if (!(confidence.minCoeff() > 0.9f)) {
-        std::fprintf(stderr, "a committed confidence is %f, expected > 0.9\n", static_cast<double>(confidence.minCoeff()));
+    // The dependency chain dlm::cpu -> nlohmann_json: usable from the consumer.
+    const float lowest = *std::min_element(r.commit_confidence.begin(), r.commit_confidence.end());
+    if (!(lowest > 0.9f)) {
+        std::fprintf(stderr, "a committed confidence is %f, expected > 0.9\n", static_cast<double>(lowest));
         ++wrong;
     }
     const nlohmann::json tokens = r.tokens;

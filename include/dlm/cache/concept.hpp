@@ -9,7 +9,8 @@
 #include <type_traits>
 
 #include "../mask/masks.hpp"
-#include "plan.hpp"
+#include "../core/hooks.hpp"
+#include "../core/plan.hpp"
 
 namespace dlm {
 
@@ -48,9 +49,29 @@ concept cache_has_storage_trait = requires {
     { std::bool_constant<C::needs_storage>{} };
 };
 
+// Optional hooks of a cache: this is the one list (core/hooks.hpp says how it is checked). The
+// canvas_view form of plan (above) is the other form of the required hook.
+
+/// `index_t sub_block` — the cache recomputes sub-blocks of this many slots; the schedule must
+/// decode the same sub-blocks (cache/compatibility.hpp).
+template <class C>
+concept cache_has_sub_block = requires(const C& c) {
+    { c.sub_block } -> std::convertible_to<index_t>;
+};
+
+#define DLM_CACHE_HOOKS "`index_t sub_block` (and plan's form with a trailing `const canvas_view&`)"
+
+template <class C>
+concept cache_hook_misnamed = DLM_HAS_MEMBER_NAMED(C, sub_blocks) || DLM_HAS_MEMBER_NAMED(C, sub_block_size);
+template <class C>
+concept cache_hook_mistyped = DLM_HAS_MEMBER_NAMED(C, sub_block) && !cache_has_sub_block<C>;
+/// Every member named like a cache hook is one, in its known form.
+template <class C>
+concept cache_hooks_known = !cache_hook_misnamed<C> && !cache_hook_mistyped<C>;
+
 /// A KV-cache policy.
 template <class C>
 concept kv_cache_policy =
-    std::copyable<C> && cache_has_plan<C> && cache_has_exactness_trait<C> && cache_has_storage_trait<C>;
+    std::copyable<C> && cache_has_plan<C> && cache_has_exactness_trait<C> && cache_has_storage_trait<C> && cache_hooks_known<C>;
 
 }  // namespace dlm

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../cache/plan.hpp"
+#include "plan.hpp"
 #include "defaults.hpp"
 
 namespace dlm {

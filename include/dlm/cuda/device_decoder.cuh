@@ -39,10 +39,21 @@
 #include <type_traits>
 #include <vector>
 
-#include "../decoder.hpp"
+#include "../cache/caches.hpp"
+#include "../cache/compatibility.hpp"
+#include "../core/result.hpp"
+#include "../engine/prepare.hpp"
+#include "../engine/sequence_state.hpp"
+#include "../mask/concept.hpp"
+#include "../model/concept.hpp"
 #include "runtime.cuh"
 #include "sampling.cuh"
 #include "selection.cuh"
+
+namespace dlm {
+template <class Model, class Mask, class Cache, class Schedule, class Sampler>
+class decoder;  // decoder.hpp; device_decoder_t maps its policies, nothing here needs the host loop
+}  // namespace dlm
 
 namespace dlm::cuda {
 
@@ -66,14 +77,14 @@ class device_decoder {
     static_assert(requires(const Cache& c, const Mask& m, const canvas_layout& l, const block_cursor& cur) { c.plan(m, l, cur); },
                   "dlm::cuda::device_decoder samples every masked slot of the block each forward: a cache that plans from the canvas "
                   "(sub_block_cache) runs on dlm::decoder.");
-    static_assert(!dlm::detail::reuses_exact_kv<Cache>() || dlm::detail::kv_final_under<Mask>(),
-                  DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
+    static_assert(dlm::detail::cache_fits_mask<Cache, Mask>, DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
+    DLM_CHECK_ALL_OPTIONAL_HOOKS("dlm::cuda::device_decoder", Model, Mask, Cache, Schedule, Sampler);
     static_assert(device_schedule<Schedule>::supported,
                   "dlm::cuda::device_decoder: this schedule has no device implementation. Specialize dlm::cuda::device_schedule for it, "
                   "or decode with dlm::decoder, which selects on the host.");
     static_assert(device_sampler<Sampler>::supported,
                   "dlm::cuda::device_decoder: this sampler has no device implementation (greedy_sampler, categorical_sampler and "
-                  "presets::llada_sampler have one); decode with dlm::decoder, which samples on the host.");
+                  "llada_sampler have one); decode with dlm::decoder, which samples on the host.");
 
 public:
     using model_type = Model;
@@ -105,90 +116,26 @@ public:
                                                         " slots per block, got " + std::to_string(stride_) + "; use smaller blocks or dlm::decoder");
         const std::span<const token_id> eos = settings.eos_ids.value, end_of_turn = settings.end_of_turn_ids.value;
         const cudaStream_t stream = model_->stream();
-        // The ban list [mask id, EOS...] (a slot bans its first 1 or 1 + n_eos entries), then the ids
-        // CD4LM's guard defers [EOS..., end of turn...].
-        std::vector<token_id> ids{mask_id_};
-        ids.insert(ids.end(), eos.begin(), eos.end());
-        ids.insert(ids.end(), eos.begin(), eos.end());
-        ids.insert(ids.end(), end_of_turn.begin(), end_of_turn.end());
-        ids_.reserve(ids.size(), "banned and deferred token ids");
-        upload(ids_.data(), ids.data(), ids.size(), stream, "banned and deferred token ids");
-        const auto n_eos = static_cast<index_t>(eos.size());
-        const token_id* deferred = ids_.data() + 1 + n_eos;
+        upload_token_ids(eos, end_of_turn, stream);
+        const token_id* deferred = ids_.data() + 1 + eos.size();
         const int n_deferred = static_cast<int>(eos.size() + end_of_turn.size());
         const index_t vocab = model_->vocab_size();
         decode_result out;
-        std::vector<forward_request<kv_type>> requests;
-        std::vector<index_t> active, positions, committed_positions;
-        std::vector<slot_task> slots;
-        std::vector<selection_task> tasks;
-        std::vector<step_context> contexts;
+        staged_step st;
         const auto clock_start = std::chrono::steady_clock::now();
         bool cancelled = false;
 
         while (!cancelled) {
-            active.clear();
-            requests.clear();
-            slots.clear();
-            tasks.clear();
-            contexts.clear();
-            positions.clear();
-            index_t logits_row0 = 0;
-            for (std::size_t i = 0; i < seqs.size(); ++i) {
-                sequence& s = seqs[i];
-                if (s.done) continue;
-                forward_plan plan;
-                try {
-                    plan = cache_.plan(mask_, s.layout, s.cursor);
-                    dlm::detail::check_plan(plan, s.layout, who);
-                } catch (const error& x) {  // a broken plan fails its sequence alone, as with dlm::decoder
-                    dlm::detail::fail(s, x);
-                    continue;
-                }
-                requests.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
-                active.push_back(static_cast<index_t>(i));
-                const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
-                                       s.result.settings.seed.value, eos, end_of_turn};
-                bool ban_eos = false;
-                if constexpr (requires { schedule_.suppress_eos(ctx); }) ban_eos = schedule_.suppress_eos(ctx);
-                selection_task t;
-                t.seed = ctx.seed;
-                t.first = static_cast<index_t>(slots.size());
-                t.forward = ctx.forward;
-                for (index_t p = s.layout.block_begin(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
-                    if (s.canvas[static_cast<std::size_t>(p)] != mask_id_) continue;
-                    slots.push_back({ctx.seed, logits_row0 + s.layout.row_for_slot(p) - plan.logits_begin, p, ctx.forward, ban_eos ? 1 + n_eos : 1});
-                    positions.push_back(p);
-                }
-                t.count = static_cast<index_t>(slots.size()) - t.first;
-                device_schedule<Schedule>::prepare(schedule_, ctx, t);
-                tasks.push_back(t);
-                contexts.push_back(ctx);
-                logits_row0 += plan.logits_rows();
-            }
-            if (active.empty()) break;
+            st.clear();
+            for (std::size_t i = 0; i < seqs.size(); ++i)
+                if (!seqs[i].done) stage(seqs[i], static_cast<index_t>(i), eos, end_of_turn, st);
+            if (st.active.empty()) break;
 
             const auto t0 = std::chrono::steady_clock::now();
-            run_step(std::span<const forward_request<kv_type>>(requests), vocab, slots, tasks, deferred, n_deferred, stream);
+            run_step(std::span<const forward_request<kv_type>>(st.requests), vocab, st.slots, st.tasks, deferred, n_deferred, stream);
             out.stats.model_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             ++out.stats.forwards;
-
-            for (std::size_t r = 0; r < active.size() && !cancelled; ++r) {
-                sequence& s = seqs[static_cast<std::size_t>(active[r])];
-                committed_positions.clear();
-                const block_cursor stepped = s.cursor;
-                try {
-                    commit(s, active[r], contexts[r], tasks[r], requests[r].plan, headers_host_.data()[r],
-                           records_host_.data() + r * static_cast<std::size_t>(stride_), positions, committed_positions);
-                } catch (const error& x) {  // one failure ends its own sequence only, as with dlm::decoder
-                    dlm::detail::fail(s, x);
-                    continue;
-                }
-                if (on_step) {
-                    const step_event ev{active[r], contexts[r].forward, stepped, s.layout, s.canvas, committed_positions, &s.result};
-                    if (on_step(ev) == step_action::cancel) cancelled = true;
-                }
-            }
+            cancelled = commit_step(seqs, st, on_step);
         }
         const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
         out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
@@ -232,6 +179,92 @@ private:
 
     using sequence = dlm::detail::sequence_state<kv_type>;
     static constexpr const char* who = "dlm::cuda::device_decoder";
+
+    /// The host side of one step, rebuilt before each forward: the running sequences (`active`, in
+    /// batch order), their requests, their masked slots (one sampling task each, `positions` their
+    /// canvas positions), one selection task and step context per sequence.
+    struct staged_step {
+        std::vector<forward_request<kv_type>> requests;
+        std::vector<index_t> active, positions, committed;
+        std::vector<slot_task> slots;
+        std::vector<selection_task> tasks;
+        std::vector<step_context> contexts;
+        index_t logits_row0 = 0;  // the first logits row of the next staged sequence
+        void clear() {
+            requests.clear();
+            active.clear();
+            positions.clear();
+            slots.clear();
+            tasks.clear();
+            contexts.clear();
+            logits_row0 = 0;
+        }
+    };
+
+    /// Uploads the ban list [mask id, EOS...] (a slot bans its first 1 or 1 + n_eos entries), then the
+    /// ids CD4LM's guard defers [EOS..., end of turn...].
+    void upload_token_ids(std::span<const token_id> eos, std::span<const token_id> end_of_turn, cudaStream_t stream) {
+        std::vector<token_id> ids{mask_id_};
+        ids.insert(ids.end(), eos.begin(), eos.end());
+        ids.insert(ids.end(), eos.begin(), eos.end());
+        ids.insert(ids.end(), end_of_turn.begin(), end_of_turn.end());
+        ids_.reserve(ids.size(), "banned and deferred token ids");
+        upload(ids_.data(), ids.data(), ids.size(), stream, "banned and deferred token ids");
+    }
+
+    /// Stages sequence `i`'s step into `st`: its plan (a broken plan fails the sequence alone, as with
+    /// dlm::decoder), its request, a sampling task per masked slot of its block, its selection task.
+    void stage(sequence& s, index_t i, std::span<const token_id> eos, std::span<const token_id> end_of_turn, staged_step& st) {
+        forward_plan plan;
+        try {
+            plan = cache_.plan(mask_, s.layout, s.cursor);
+            dlm::detail::check_plan(plan, s.layout, who);
+        } catch (const error& x) {
+            dlm::detail::fail(s, x);
+            return;
+        }
+        st.requests.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
+        st.active.push_back(i);
+        const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
+                               s.result.settings.seed.value, eos, end_of_turn};
+        const index_t banned = schedule_suppresses_eos(schedule_, ctx) ? 1 + static_cast<index_t>(eos.size()) : 1;
+        selection_task t;
+        t.seed = ctx.seed;
+        t.first = static_cast<index_t>(st.slots.size());
+        t.forward = ctx.forward;
+        for (index_t p = s.layout.block_begin(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
+            if (s.canvas[static_cast<std::size_t>(p)] != mask_id_) continue;
+            st.slots.push_back({ctx.seed, st.logits_row0 + s.layout.row_for_slot(p) - plan.logits_begin, p, ctx.forward, banned});
+            st.positions.push_back(p);
+        }
+        t.count = static_cast<index_t>(st.slots.size()) - t.first;
+        device_schedule<Schedule>::prepare(schedule_, ctx, t);
+        st.tasks.push_back(t);
+        st.contexts.push_back(ctx);
+        st.logits_row0 += plan.logits_rows();
+    }
+
+    /// After the device selection: commits each staged sequence's chosen slots (a failure ends its own
+    /// sequence only, as with dlm::decoder) and calls `on_step`. True when the callback cancelled.
+    bool commit_step(std::vector<sequence>& seqs, staged_step& st, const step_callback& on_step) {
+        for (std::size_t r = 0; r < st.active.size(); ++r) {
+            sequence& s = seqs[static_cast<std::size_t>(st.active[r])];
+            st.committed.clear();
+            const block_cursor stepped = s.cursor;
+            try {
+                commit(s, st.active[r], st.contexts[r], st.tasks[r], st.requests[r].plan, headers_host_.data()[r],
+                       records_host_.data() + r * static_cast<std::size_t>(stride_), st.positions, st.committed);
+            } catch (const error& x) {
+                dlm::detail::fail(s, x);
+                continue;
+            }
+            if (on_step) {
+                const step_event ev{st.active[r], st.contexts[r].forward, stepped, s.layout, s.canvas, st.committed, &s.result};
+                if (on_step(ev) == step_action::cancel) return true;
+            }
+        }
+        return false;
+    }
 
     /// One sequence's step after the device selection: commits the chosen slots (`rec`, `h.count` of
     /// them) into its canvas and result, then advances it. Throws dlm::numeric_error (a non-finite

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../cache/plan.hpp"
+#include "../core/plan.hpp"
 #include "element.cuh"
 #include "runtime.cuh"
 

@@ -15,7 +15,7 @@
 // the thread has already seen cannot win, so its Philox draw and two logs are skipped: the same
 // choice as drawing every entry, at a fraction of the cost once a thread has seen a likely token.
 //
-// Supported samplers: greedy_sampler, categorical_sampler and presets::llada_sampler without top-k or
+// Supported samplers: greedy_sampler, categorical_sampler and llada_sampler without top-k or
 // top-p filtering (those need a sort of the row; use dlm::decoder for them).
 #pragma once
 
@@ -29,7 +29,6 @@
 #include <math_constants.h>
 
 #include "../core/rng.hpp"
-#include "../presets.hpp"
 #include "../sampler/samplers.hpp"
 #include "runtime.cuh"
 
@@ -70,7 +69,7 @@ struct device_sampler<categorical_sampler> {
 };
 
 template <>
-struct device_sampler<presets::llada_sampler> : device_sampler<categorical_sampler> {};
+struct device_sampler<llada_sampler> : device_sampler<categorical_sampler> {};
 
 /// One masked slot to sample: its sequence's seed, its row in the stacked logits, its canvas position
 /// and the sequence's forward index (the coordinates of its random numbers), and how many entries of

@@ -9,7 +9,7 @@
 // BlockRadixSort), whose first k entries are the top k with ties to the lower position — the order of
 // the host's detail::top_k_by. The chosen slots come out in the order the host schedule lists them.
 //
-// Implemented: threshold_schedule and presets::cdlm_schedule (Fast-dLLM / CDLM threshold),
+// Implemented: threshold_schedule and cdlm_schedule (Fast-dLLM / CDLM threshold),
 // factor_schedule (Fast-dLLM factor), llada_schedule (low-confidence and random remasking),
 // dream_schedule (origin, maskgit_plus, topk_margin, entropy; alg_temp too), cd4lm_schedule (CAD) and
 // next_slot_schedule. Up to `max_selection_slots` masked slots per block.
@@ -27,7 +27,11 @@
 #include <math_constants.h>
 
 #include "../core/rng.hpp"
-#include "../presets.hpp"
+#include "../schedule/cd4lm.hpp"
+#include "../schedule/dream.hpp"
+#include "../schedule/llada.hpp"
+#include "../schedule/next_slot.hpp"
+#include "../schedule/threshold.hpp"
 #include "runtime.cuh"
 #include "sampling.cuh"
 
@@ -223,10 +227,10 @@ struct device_schedule<threshold_schedule> {
 };
 
 template <>
-struct device_schedule<presets::cdlm_schedule> {
+struct device_schedule<cdlm_schedule> {
     static constexpr bool supported = true;
-    static void prepare(const presets::cdlm_schedule&, const step_context&, selection_task&) {}
-    __device__ static void select(const presets::cdlm_schedule& s, const selection_task& t, selector& sel) {
+    static void prepare(const cdlm_schedule&, const step_context&, selection_task&) {}
+    __device__ static void select(const cdlm_schedule& s, const selection_task& t, selector& sel) {
         device_schedule<threshold_schedule>::select(s, t, sel);
     }
 };

@@ -54,7 +54,7 @@ public:
 
     /// From in-memory f32 weights (tests): converted to T on the device. Throws invalid_parameter naming
     /// the config field or the weight that does not fit.
-    basic_transformer(io::model_config config, const cpu::transformer_weights& w) : basic_transformer(std::move(config)) {
+    basic_transformer(io::model_config config, const transformer_weights& w) : basic_transformer(std::move(config)) {
         weights_ = weights_from<T>(config_, w, ctx_.stream());
     }
 
@@ -68,7 +68,7 @@ public:
         const io::checkpoint ck = io::checkpoint::open(dir);
         t.weights_ = weights_from<T>(t.config_, ck, t.ctx_.stream());
         const io::architecture arch = t.config_.arch;
-        cpu::accept_stored_tied_head(ck, t.config_);
+        dlm::accept_stored_tied_head(ck, t.config_);
         if (arch != io::architecture::llada)
             for (index_t l = 0; l < t.config_.num_layers; ++l) {
                 const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
@@ -78,7 +78,7 @@ public:
         return t;
     }
 
-    /// Random weights made on the device (benchmarks): the distribution of cpu::random_weights.
+    /// Random weights made on the device (benchmarks): the distribution of dlm::random_weights.
     [[nodiscard]] static basic_transformer random(io::model_config config, std::uint64_t seed, float scale = 1.0f) {
         basic_transformer t(std::move(config));
         t.weights_ = random_weights<T>(t.config_, seed, scale, t.ctx_.stream());

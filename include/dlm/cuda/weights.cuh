@@ -1,9 +1,10 @@
 // dlm/cuda/weights.cuh — the CUDA transformer's weights in device memory, and the three ways to fill
-// them: in-memory f32 weights (cpu::transformer_weights), a Hugging Face checkpoint (each tensor's bytes
+// them: in-memory f32 weights (dlm::transformer_weights), a Hugging Face checkpoint (each tensor's bytes
 // copied as stored and converted on the device when its dtype is not the storage type), or random
 // values made on the device (benchmarks of 7B shapes need no file and no host copy).
 //
-// Tensor names and shapes are the CPU model's (cpu/weights.hpp): both backends load the same folders.
+// Tensor names and shapes are model/transformer_weights.hpp's, the CPU model's too: both backends load
+// the same folders.
 #pragma once
 
 #include <algorithm>
@@ -13,20 +14,14 @@
 #include <string>
 #include <vector>
 
-// Eigen is used in host code only (cpu::transformer_weights); keep its CUDA support off under nvcc.
-#ifndef EIGEN_NO_CUDA
-#define EIGEN_NO_CUDA
-#endif
-#include "../cpu/weights.hpp"
 #include "../io/model_config.hpp"
 #include "../io/safetensors.hpp"
+#include "../model/transformer_weights.hpp"
 #include "element.cuh"
 #include "kernels.cuh"
 #include "runtime.cuh"
 
 namespace dlm::cuda {
-
-using cpu::tensor_role;
 
 /// One decoder block on the device. Matrices in T, row-major [out, in]; q|k|v and gate|up stacked by
 /// rows; norms and biases in f32 (qkv_bias empty unless the config has biases).
@@ -61,7 +56,7 @@ namespace detail {
 
 [[nodiscard]] inline std::size_t element_count(const io::model_config& c, tensor_role role) {
     std::size_t n = 1;
-    for (const auto d : cpu::tensor_shape(c, role)) n *= static_cast<std::size_t>(d);
+    for (const auto d : dlm::tensor_shape(c, role)) n *= static_cast<std::size_t>(d);
     return n;
 }
 
@@ -93,7 +88,7 @@ void upload_as(D* dst, const void* src, io::dtype type, std::size_t n, device_bu
 /// Allocates every weight for `c` and fills each by calling `fill(role, layer, dst, count)` (work on
 /// `stream`, the model's), where dst
 /// is a device pointer (T* for matrices, float* for norms and biases) to `count` elements in the
-/// tensor's row-major order and shape cpu::tensor_shape(c, role).
+/// tensor's row-major order and shape dlm::tensor_shape(c, role).
 template <storage_element T, class Fill>
 device_weights<T> make_weights(const io::model_config& c, cudaStream_t stream, Fill&& fill) {
     const std::size_t h = static_cast<std::size_t>(c.hidden_size), q = static_cast<std::size_t>(c.num_heads) * c.head_dim,
@@ -155,7 +150,7 @@ device_weights<T> make_weights(const io::model_config& c, cudaStream_t stream, F
 
 /// Fill from in-memory f32 weights; shapes checked, errors name the weight ("weights.layers[1].k_proj").
 template <storage_element T>
-device_weights<T> weights_from(const io::model_config& c, const cpu::transformer_weights& src, cudaStream_t stream) {
+device_weights<T> weights_from(const io::model_config& c, const dlm::transformer_weights& src, cudaStream_t stream) {
     device_buffer<std::byte> staging;
     auto fill = [&]<class D>(tensor_role role, index_t l, D* dst, std::size_t n) {
         const std::string where = "weights.layers[" + std::to_string(l) + "].";
@@ -167,8 +162,8 @@ device_weights<T> weights_from(const io::model_config& c, const cpu::transformer
             data = p;
             have = count;
         };
-        const auto mat = [&](const std::string& nm, const cpu::matrix& m) { take(nm, m.data(), static_cast<std::size_t>(m.size())); };
-        const auto vec = [&](const std::string& nm, const cpu::vector& v) { take(nm, v.data(), static_cast<std::size_t>(v.size())); };
+        const auto mat = [&](const std::string& nm, const f32_matrix& m) { take(nm, m.data(), static_cast<std::size_t>(m.size())); };
+        const auto vec = [&](const std::string& nm, const f32_vector& v) { take(nm, v.data(), static_cast<std::size_t>(v.size())); };
         if (role == tensor_role::embedding) mat("weights.embedding", src.embedding);
         else if (role == tensor_role::final_norm) vec("weights.final_norm", src.final_norm);
         else if (role == tensor_role::lm_head) mat("weights.lm_head", src.lm_head);
@@ -176,7 +171,7 @@ device_weights<T> weights_from(const io::model_config& c, const cpu::transformer
             if (static_cast<std::size_t>(l) >= src.layers.size())
                 throw invalid_parameter("weights.layers", "holds " + std::to_string(src.layers.size()) + " layers, the config has " +
                                                               std::to_string(c.num_layers));
-            const cpu::layer_weights& L = src.layers[static_cast<std::size_t>(l)];
+            const dlm::layer_weights& L = src.layers[static_cast<std::size_t>(l)];
             switch (role) {
                 case tensor_role::attn_norm: vec(where + "attn_norm", L.attn_norm); break;
                 case tensor_role::q_proj: mat(where + "q_proj", L.q_proj); break;
@@ -195,7 +190,7 @@ device_weights<T> weights_from(const io::model_config& c, const cpu::transformer
         }
         if (have != n || n != detail::element_count(c, role))
             throw invalid_parameter(name, "holds " + std::to_string(have) + " values, the config needs " + std::to_string(n) + " (shape " +
-                                              io::shape_string(cpu::tensor_shape(c, role)) + ")");
+                                              io::shape_string(dlm::tensor_shape(c, role)) + ")");
         detail::upload_as(dst, data, io::dtype::f32, n, staging, stream);
     };
     return make_weights<T>(c, stream, fill);
@@ -207,9 +202,9 @@ template <storage_element T>
 device_weights<T> weights_from(const io::model_config& c, const io::checkpoint& ck, cudaStream_t stream) {
     device_buffer<std::byte> staging;
     auto fill = [&]<class D>(tensor_role role, index_t l, D* dst, std::size_t n) {
-        const std::string name = cpu::tensor_name(c.arch, role, l);
+        const std::string name = dlm::tensor_name(c.arch, role, l);
         const io::tensor_info& t = ck.info(name);
-        const auto expected = cpu::tensor_shape(c, role);
+        const auto expected = dlm::tensor_shape(c, role);
         if (!std::equal(t.shape.begin(), t.shape.end(), expected.begin(), expected.end()))
             throw tensor_error(t.file, t.name, "expected shape " + io::shape_string(expected) + ", found " + io::shape_string(t.shape));
         ck.mark_read(name);
@@ -219,7 +214,7 @@ device_weights<T> weights_from(const io::model_config& c, const io::checkpoint& 
 }
 
 /// Random weights made on the device: matrices uniform in ±scale·sqrt(3/fan_in), the embedding in ±1,
-/// norms 1 ± 0.1, biases ±0.1 (the distribution of cpu::random_weights; other values).
+/// norms 1 ± 0.1, biases ±0.1 (the distribution of dlm::random_weights; other values).
 template <storage_element T>
 device_weights<T> random_weights(const io::model_config& c, std::uint64_t seed, float scale, cudaStream_t stream) {
     std::uint32_t tensor = 0;
@@ -233,7 +228,7 @@ device_weights<T> random_weights(const io::model_config& c, std::uint64_t seed, 
             case tensor_role::k_bias:
             case tensor_role::v_bias: break;
             case tensor_role::embedding: spread = 1.0f; break;
-            default: spread = scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(cpu::tensor_shape(c, role)[1])));
+            default: spread = scale * static_cast<float>(std::sqrt(3.0 / static_cast<double>(dlm::tensor_shape(c, role)[1])));
         }
         kernels::fill_uniform<D><<<kernels::stride_grid(n), 256, 0, stream>>>(dst, n, seed, tensor++, center, spread);
         check_launch("dlm::cuda fill_uniform (random weights)", stream);

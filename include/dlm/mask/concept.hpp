@@ -6,8 +6,10 @@
 #pragma once
 
 #include <concepts>
+#include <optional>
 #include <type_traits>
 
+#include "../core/hooks.hpp"
 #include "../core/layout.hpp"
 
 namespace dlm {
@@ -40,9 +42,43 @@ concept mask_has_finality_trait = requires {
     { std::bool_constant<M::committed_kv_is_final>{} };
 };
 
+// Optional hooks of a mask: this is the one list (core/hooks.hpp says how it is checked).
+
+/// `std::optional<index_t> block_length` — the block size is a user option; left unset, the decoder
+/// fills it with the model's block length (or the library's 32).
+template <class M>
+concept mask_has_block_length_option = requires(M m) {
+    { m.block_length } -> std::same_as<std::optional<index_t>&>;
+};
+/// `bool align_blocks` — lay the blocks on multiples of the block length from position 0
+/// (canvas_layout::lead), as the block-diffusion references do.
+template <class M>
+concept mask_has_align_blocks = requires(const M& m) {
+    { m.align_blocks } -> std::convertible_to<bool>;
+};
+
+#define DLM_MASK_HOOKS "`std::optional<index_t> block_length` and `bool align_blocks`"
+
+template <class M>
+concept mask_hook_misnamed = DLM_HAS_MEMBER_NAMED(M, align_block) || DLM_HAS_MEMBER_NAMED(M, aligned_blocks) ||
+                             DLM_HAS_MEMBER_NAMED(M, block_lengths) || DLM_HAS_MEMBER_NAMED(M, block_len);
+template <class M>
+concept mask_hook_mistyped = (DLM_HAS_MEMBER_NAMED(M, block_length) && !mask_has_block_length_option<M>) ||
+                             (DLM_HAS_MEMBER_NAMED(M, align_blocks) && !mask_has_align_blocks<M>);
+/// Every member named like a mask hook is one, in its known form.
+template <class M>
+concept mask_hooks_known = !mask_hook_misnamed<M> && !mask_hook_mistyped<M>;
+
 /// An attention mask policy.
 template <class M>
 concept attention_mask = std::copyable<M> && mask_has_allowed<M> && mask_has_key_end<M> &&
-                         mask_has_block_length<M> && mask_has_finality_trait<M>;
+                         mask_has_block_length<M> && mask_has_finality_trait<M> && mask_hooks_known<M>;
+
+/// The loop's call of the optional hook: does the mask lay its blocks from position 0?
+template <class M>
+[[nodiscard]] constexpr bool mask_aligns_blocks(const M& m) noexcept {
+    if constexpr (mask_has_align_blocks<M>) return static_cast<bool>(m.align_blocks);
+    else return false;
+}
 
 }  // namespace dlm

@@ -88,13 +88,6 @@ struct block_causal_mask {
     }
 };
 
-/// A mask whose block size is a user option exposes it as `std::optional<index_t> block_length`;
-/// left unset, the decoder fills it with the model's block length (or the library's 32).
-template <class M>
-concept mask_has_block_length_option = requires(M m) {
-    { m.block_length } -> std::same_as<std::optional<index_t>&>;
-};
-
 static_assert(attention_mask<causal_mask>);
 static_assert(attention_mask<bidirectional_mask>);
 static_assert(attention_mask<semi_ar_mask>);

@@ -4,8 +4,9 @@
 #include <concepts>
 #include <span>
 
-#include "../cache/plan.hpp"
+#include "../core/plan.hpp"
 #include "../core/defaults.hpp"
+#include "../core/hooks.hpp"
 #include "../mask/masks.hpp"
 
 namespace dlm {
@@ -65,9 +66,29 @@ template <class M>
     else return {};
 }
 
-/// A (diffusion or autoregressive) language model. Optional hook: `max_context()`, the longest
-/// canvas it accepts.
+// Optional hooks of a model: this is the one list (core/hooks.hpp says how it is checked).
+// `decoding_hints()` (above) is one; `max_context()` the other.
+
+/// `index_t max_context() const` — the longest canvas the model accepts.
 template <class M>
-concept language_model = model_has_traits<M> && model_has_kv_cache<M> && model_has_forward<M>;
+concept model_has_max_context = requires(const M& m) {
+    { m.max_context() } -> std::convertible_to<index_t>;
+};
+
+#define DLM_MODEL_HOOKS "`decoding_hints decoding_hints() const` and `index_t max_context() const`"
+
+template <class M>
+concept model_hook_misnamed = DLM_HAS_MEMBER_NAMED(M, max_context_length) || DLM_HAS_MEMBER_NAMED(M, context_length) ||
+                              DLM_HAS_MEMBER_NAMED(M, decoding_hint) || DLM_HAS_MEMBER_NAMED(M, decode_hints);
+template <class M>
+concept model_hook_mistyped = (DLM_HAS_MEMBER_NAMED(M, max_context) && !model_has_max_context<M>) ||
+                              (DLM_HAS_MEMBER_NAMED(M, decoding_hints) && !model_has_decoding_hints<M>);
+/// Every member named like a model hook is one, in its known form.
+template <class M>
+concept model_hooks_known = !model_hook_misnamed<M> && !model_hook_mistyped<M>;
+
+/// A (diffusion or autoregressive) language model.
+template <class M>
+concept language_model = model_has_traits<M> && model_has_kv_cache<M> && model_has_forward<M> && model_hooks_known<M>;
 
 }  // namespace dlm

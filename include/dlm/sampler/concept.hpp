@@ -4,6 +4,7 @@
 #include <concepts>
 #include <span>
 
+#include "../core/hooks.hpp"
 #include "../core/rng.hpp"
 
 namespace dlm {
@@ -26,8 +27,31 @@ concept sampler_has_sample =
         { s.sample(logits, key, banned) } -> std::same_as<slot_choice>;
     };
 
+// Optional hooks of a sampler: this is the one list (core/hooks.hpp says how it is checked).
+
+/// `void validate() const` — throw dlm::invalid_parameter for options the sampler cannot serve
+/// (called when a decoder is built and for each sequence's own sampler).
+template <class S>
+concept sampler_has_validate = requires(const S& s) { s.validate(); };
+
+#define DLM_SAMPLER_HOOKS "`void validate() const`"
+
+template <class S>
+concept sampler_hook_misnamed = DLM_HAS_MEMBER_NAMED(S, validates) || DLM_HAS_MEMBER_NAMED(S, validate_options);
+template <class S>
+concept sampler_hook_mistyped = DLM_HAS_MEMBER_NAMED(S, validate) && !sampler_has_validate<S>;
+/// Every member named like a sampler hook is one, in its known form.
+template <class S>
+concept sampler_hooks_known = !sampler_hook_misnamed<S> && !sampler_hook_mistyped<S>;
+
 /// A sampler policy.
 template <class S>
-concept token_sampler = std::copyable<S> && sampler_has_sample<S>;
+concept token_sampler = std::copyable<S> && sampler_has_sample<S> && sampler_hooks_known<S>;
+
+/// The loop's call of the optional hook.
+template <class S>
+void sampler_validate(const S& s) {
+    if constexpr (sampler_has_validate<S>) s.validate();
+}
 
 }  // namespace dlm

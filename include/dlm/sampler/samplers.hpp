@@ -167,4 +167,22 @@ private:
 static_assert(token_sampler<greedy_sampler>);
 static_assert(token_sampler<categorical_sampler>);
 
+/// Categorical sampling with LLaDA's confidence: p(token) under the raw (untempered) softmax.
+struct llada_sampler : categorical_sampler {
+    llada_sampler() noexcept { confidence = confidence_source::raw; }
+    explicit llada_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
+        : categorical_sampler{temperature_, top_k_, top_p_, confidence_source::raw} {}
+};
+
+/// SDAR's sampler: generate.py's defaults, temperature 1 (torch.multinomial), no top-k / top-p; the
+/// confidence is the drawn token's probability under the distribution sampled from.
+struct sdar_sampler : categorical_sampler {
+    sdar_sampler() noexcept { temperature = 1.f; }
+    explicit sdar_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
+        : categorical_sampler{temperature_, top_k_, top_p_} {}
+};
+
+static_assert(token_sampler<llada_sampler>);
+static_assert(token_sampler<sdar_sampler>);
+
 }  // namespace dlm

@@ -8,7 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "../cache/plan.hpp"
+#include "../core/hooks.hpp"
+#include "../core/plan.hpp"
 #include "../core/rng.hpp"
 
 namespace dlm {
@@ -49,14 +50,67 @@ concept schedule_has_select =
         { s.select(ctx, c, chosen) } -> std::same_as<void>;
     };
 
-/// An unmasking schedule. Optional hooks, used when present:
-///   `void validate(const canvas_layout&) const` — throw dlm::invalid_parameter for a layout the
-///       schedule cannot serve (called before the first forward);
-///   `bool suppress_eos(const step_context&) const` — ban EOS tokens from sampling at this step;
-///   `bool stop_after_block(const step_context&, std::span<const token_id> block) const` — end the
-///       sequence after the block just finished (its tokens given); remaining slots become EOS.
+// Optional hooks of a schedule: this is the one list (core/hooks.hpp says how it is checked).
+
+/// `void validate(const canvas_layout&) const` — throw dlm::invalid_parameter for a layout the
+/// schedule cannot serve (called before the first forward).
 template <class S>
-concept unmask_schedule = std::copyable<S> && schedule_has_select<S>;
+concept schedule_has_validate = requires(const S& s, const canvas_layout& l) { s.validate(l); };
+/// `bool suppress_eos(const step_context&) const` — ban EOS tokens from sampling at this step.
+template <class S>
+concept schedule_has_suppress_eos = requires(const S& s, const step_context& ctx) {
+    { s.suppress_eos(ctx) } -> std::convertible_to<bool>;
+};
+/// `bool stop_after_block(const step_context&, std::span<const token_id> block) const` — end the
+/// sequence after the block just finished (its tokens given); remaining slots become EOS.
+template <class S>
+concept schedule_has_stop_after_block = requires(const S& s, const step_context& ctx, std::span<const token_id> block) {
+    { s.stop_after_block(ctx, block) } -> std::convertible_to<bool>;
+};
+/// `index_t sub_block` — the schedule decodes a block by sub-blocks of this many slots; a cache with
+/// a sub_block of its own must agree (cache/compatibility.hpp).
+template <class S>
+concept schedule_has_sub_block = requires(const S& s) {
+    { s.sub_block } -> std::convertible_to<index_t>;
+};
+
+#define DLM_SCHEDULE_HOOKS                                                                                                       \
+    "`void validate(const canvas_layout&) const`, `bool suppress_eos(const step_context&) const`, "                              \
+    "`bool stop_after_block(const step_context&, std::span<const token_id>) const` and `index_t sub_block`"
+
+template <class S>
+concept schedule_hook_misnamed =
+    DLM_HAS_MEMBER_NAMED(S, validates) || DLM_HAS_MEMBER_NAMED(S, validate_layout) || DLM_HAS_MEMBER_NAMED(S, suppress_eos_ids) ||
+    DLM_HAS_MEMBER_NAMED(S, suppresses_eos) || DLM_HAS_MEMBER_NAMED(S, stop_after_blocks) || DLM_HAS_MEMBER_NAMED(S, stops_after_block) ||
+    DLM_HAS_MEMBER_NAMED(S, stop_at_block) || DLM_HAS_MEMBER_NAMED(S, sub_blocks) || DLM_HAS_MEMBER_NAMED(S, sub_block_size);
+template <class S>
+concept schedule_hook_mistyped = (DLM_HAS_MEMBER_NAMED(S, validate) && !schedule_has_validate<S>) ||
+                                 (DLM_HAS_MEMBER_NAMED(S, suppress_eos) && !schedule_has_suppress_eos<S>) ||
+                                 (DLM_HAS_MEMBER_NAMED(S, stop_after_block) && !schedule_has_stop_after_block<S>) ||
+                                 (DLM_HAS_MEMBER_NAMED(S, sub_block) && !schedule_has_sub_block<S>);
+/// Every member named like a schedule hook is one, in its known form.
+template <class S>
+concept schedule_hooks_known = !schedule_hook_misnamed<S> && !schedule_hook_mistyped<S>;
+
+/// An unmasking schedule: select, and any optional hook in its known form.
+template <class S>
+concept unmask_schedule = std::copyable<S> && schedule_has_select<S> && schedule_hooks_known<S>;
+
+/// The loop's calls of the optional hooks (the only place it asks whether one exists).
+template <class S>
+void schedule_validate(const S& s, const canvas_layout& l) {
+    if constexpr (schedule_has_validate<S>) s.validate(l);
+}
+template <class S>
+[[nodiscard]] bool schedule_suppresses_eos(const S& s, const step_context& ctx) {
+    if constexpr (schedule_has_suppress_eos<S>) return s.suppress_eos(ctx);
+    else return false;
+}
+template <class S>
+[[nodiscard]] bool schedule_stops_after_block(const S& s, const step_context& ctx, std::span<const token_id> block) {
+    if constexpr (schedule_has_stop_after_block<S>) return s.stop_after_block(ctx, block);
+    else return false;
+}
 
 namespace detail {
 

@@ -50,4 +50,13 @@ struct dynamic_threshold_schedule {
 
 static_assert(unmask_schedule<dynamic_threshold_schedule>);
 
+/// LLaDA2's schedule (LLaDA2MoeModelLM.generate): `steps` 32 per block (0: the block length) with
+/// threshold 0.95, stop after a block holding EOS.
+struct llada2_schedule : dynamic_threshold_schedule {
+    llada2_schedule() noexcept : dynamic_threshold_schedule{0, 0.95, true} {}
+    llada2_schedule(index_t steps_, double threshold_) noexcept : dynamic_threshold_schedule{steps_, threshold_, true} {}
+};
+
+static_assert(unmask_schedule<llada2_schedule>);
+
 }  // namespace dlm

@@ -71,4 +71,13 @@ struct factor_schedule {
 static_assert(unmask_schedule<threshold_schedule>);
 static_assert(unmask_schedule<factor_schedule>);
 
+/// CDLM's schedule: Fast-dLLM's threshold rule inside the block (tau 0.9), stopping after a block
+/// that holds EOS.
+struct cdlm_schedule : threshold_schedule {
+    cdlm_schedule() noexcept : threshold_schedule{0.9, true} {}
+    explicit cdlm_schedule(double tau_) noexcept : threshold_schedule{tau_, true} {}
+};
+
+static_assert(unmask_schedule<cdlm_schedule>);
+
 }  // namespace dlm

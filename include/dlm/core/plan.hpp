@@ -1,9 +1,10 @@
-// dlm/cache/plan.hpp — what one model forward computes for one sequence.
+// dlm/core/plan.hpp — where a sequence stands (block_cursor) and what one model forward computes for it
+// (forward_plan): the vocabulary shared by the cache policies, the models and the engine.
 #pragma once
 
 #include <span>
 
-#include "../core/layout.hpp"
+#include "layout.hpp"
 
 namespace dlm {
 

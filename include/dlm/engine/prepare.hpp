@@ -1,0 +1,185 @@
+// dlm/engine/prepare.hpp — before the first forward: the settings a decode resolves (user, model,
+// library) and the checked per-sequence states of a batch.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/defaults.hpp"
+#include "../core/error.hpp"
+#include "../core/result.hpp"
+#include "../mask/masks.hpp"
+#include "../model/concept.hpp"
+#include "sequence_state.hpp"
+
+namespace dlm::detail {
+
+namespace resolve {
+
+[[nodiscard]] inline std::string said_by(const std::string& origin) { return origin.empty() ? "" : " (" + origin + ")"; }
+
+template <class T>
+[[nodiscard]] resolved_setting<T> pick(const std::optional<T>& user, const char* user_name, const model_hint<T>& hint, T fallback,
+                                       const char* fallback_origin) {
+    if (user) return {*user, setting_source::user, user_name};
+    if (hint.value) return {*hint.value, setting_source::model, hint.origin};
+    return {std::move(fallback), setting_source::library, fallback_origin};
+}
+
+/// Token ids a user or model gave must be in the vocabulary.
+inline void check_ids(const char* what, const resolved_setting<std::vector<token_id>>& ids, index_t vocab) {
+    for (const token_id id : ids.value)
+        if (id < 0 || id >= vocab)
+            throw invalid_parameter(what, "token id " + std::to_string(id) + said_by(ids.origin) + " is outside the vocabulary [0, " +
+                                              std::to_string(vocab) + ")");
+}
+
+}  // namespace resolve
+
+/// The settings of a decode that the user may leave unset: the options (or the mask's own block
+/// length), else the model's hints, else the library defaults (core/defaults.hpp). Throws
+/// dlm::invalid_parameter naming the setting, and where a bad value came from.
+template <class Model, class Mask>
+[[nodiscard]] decoding_settings resolve_settings(const Model& model, const Mask& mask, const generation_options& o) {
+    const decoding_hints h = decoding_hints_of(model);
+    decoding_settings s;
+    s.gen_length = resolve::pick<index_t>(o.gen_length, "generation_options::gen_length", h.gen_length, default_gen_length,
+                                          "dlm::default_gen_length");
+    if (s.gen_length.value < 1)
+        throw invalid_parameter("gen_length", "must be >= 1, got " + std::to_string(s.gen_length.value) + resolve::said_by(s.gen_length.origin));
+    if constexpr (mask_has_block_length_option<Mask>) {
+        Mask m = mask;
+        s.block_length = resolve::pick<index_t>(mask.block_length, "the mask's block_length", h.block_length, default_block_length,
+                                                "dlm::default_block_length");
+        m.block_length = s.block_length.value;
+        try {
+            s.block_length.value = m.block_length_for(s.gen_length.value);
+        } catch (const invalid_parameter& e) {
+            if (s.block_length.source == setting_source::user) throw;
+            throw invalid_parameter(e.parameter(), e.rule() + resolve::said_by(s.block_length.origin) +
+                                                       "; set the mask's block_length or gen_length");
+        }
+    } else {
+        s.block_length = {mask.block_length_for(s.gen_length.value), setting_source::library, "fixed by the mask"};
+    }
+    const std::string mask_origin = h.mask_id_origin.empty() ? "the model's mask_id()" : h.mask_id_origin;
+    s.mask_id = {model.mask_id(), setting_source::model, mask_origin};
+    if (s.mask_id.value < 0 || s.mask_id.value >= model.vocab_size())
+        throw invalid_parameter("mask_id", "the model's mask id " + std::to_string(s.mask_id.value) + resolve::said_by(mask_origin) +
+                                               " is outside its vocabulary [0, " + std::to_string(model.vocab_size()) + ")");
+    const auto model_eos = model.eos_ids();
+    s.eos_ids = resolve::pick<std::vector<token_id>>(
+        o.eos_ids, "generation_options::eos_ids",
+        {std::vector<token_id>(model_eos.begin(), model_eos.end()), h.eos_ids_origin.empty() ? "the model's eos_ids()" : h.eos_ids_origin}, {},
+        "");
+    s.end_of_turn_ids = resolve::pick<std::vector<token_id>>(o.end_of_turn_ids, "generation_options::end_of_turn_ids",
+                                                             h.end_of_turn_ids, {}, "none: the model names no end-of-turn token");
+    resolve::check_ids("eos_ids", s.eos_ids, model.vocab_size());
+    resolve::check_ids("end_of_turn_ids", s.end_of_turn_ids, model.vocab_size());
+    return s;
+}
+
+/// Checks what the options ask of the batch as a whole (dlm::invalid_parameter): the batch, one seed
+/// per prompt, and classifier-free guidance (`cfg_refusal`: why this decoder cannot run it, "" when
+/// it can).
+inline void check_batch_options(std::span<const std::vector<token_id>> prompts, const generation_options& o,
+                                const std::string& cfg_refusal) {
+    if (prompts.empty()) throw invalid_parameter("prompts", "the batch is empty");
+    if (!o.seeds.empty() && o.seeds.size() != prompts.size())
+        throw invalid_parameter("seeds", "holds " + std::to_string(o.seeds.size()) + " seeds for " + std::to_string(prompts.size()) +
+                                             " prompts; give one per prompt, or none (derived from seed)");
+    if (!(o.cfg_scale >= 0.0) || !std::isfinite(o.cfg_scale))
+        throw invalid_parameter("cfg_scale", "must be a finite number >= 0, got " + std::to_string(o.cfg_scale));
+    if (o.cfg_scale > 0.0 && !cfg_refusal.empty()) throw invalid_parameter("cfg_scale", cfg_refusal);
+}
+
+/// Checks prompt `i` (its tokens, and its length against the index type and the model's context)
+/// and returns its canvas layout.
+template <class Model, class Mask>
+[[nodiscard]] canvas_layout checked_layout(const Model& model, const Mask& mask, const std::vector<token_id>& prompt, std::size_t i,
+                                           index_t gen_length, index_t block_length) {
+    const std::string which = "prompts[" + std::to_string(i) + "]";
+    const index_t vocab = model.vocab_size();
+    const token_id mask_id = model.mask_id();
+    if (prompt.empty()) throw invalid_parameter(which, "is empty; a prompt needs at least one token");
+    for (std::size_t j = 0; j < prompt.size(); ++j) {
+        if (prompt[j] < 0 || prompt[j] >= vocab)
+            throw invalid_parameter(which, "token " + std::to_string(j) + " is " + std::to_string(prompt[j]) +
+                                               ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+        if (prompt[j] == mask_id)  // the mask marks the slots to decode: in a prompt it would never be filled
+            throw invalid_parameter(which, "token " + std::to_string(j) + " is the mask id " + std::to_string(mask_id) +
+                                               ", which marks the slots to decode; a prompt cannot hold it");
+    }
+    const std::string lengths = "prompt length " + std::to_string(prompt.size()) + " + gen_length " + std::to_string(gen_length);
+    if (prompt.size() > static_cast<std::size_t>(std::numeric_limits<index_t>::max() - gen_length))
+        throw invalid_parameter(which, lengths + " exceeds " + std::to_string(std::numeric_limits<index_t>::max()) +
+                                           ", the most canvas positions dlm can index");
+    canvas_layout l{static_cast<index_t>(prompt.size()), gen_length, block_length, model.logits_shift()};
+    if (mask_aligns_blocks(mask)) l.lead = l.prompt_length % block_length;
+    if constexpr (model_has_max_context<Model>)
+        if (l.size() > model.max_context())
+            throw invalid_parameter(which, lengths + " exceeds the model's context of " + std::to_string(model.max_context()));
+    return l;
+}
+
+/// The seed of sequence `i`, and where it came from.
+[[nodiscard]] inline resolved_setting<std::uint64_t> seed_of(const generation_options& o, std::size_t i) {
+    if (!o.seeds.empty()) return {o.seeds[i], setting_source::user, "generation_options::seeds[" + std::to_string(i) + "]"};
+    return {sequence_seed(o.seed, i), setting_source::user,
+            i == 0 ? "generation_options::seed" : "sequence_seed(generation_options::seed, " + std::to_string(i) + ")"};
+}
+
+/// The state of a checked prompt before its first forward: the canvas [prompt | MASK...] (and the
+/// unconditional one with `cfg`), block 0 active, every slot uncommitted.
+template <class KvCache>
+[[nodiscard]] sequence_state<KvCache> initial_state(const std::vector<token_id>& prompt, const canvas_layout& l,
+                                                    const decoding_settings& settings, bool cfg) {
+    const token_id mask_id = settings.mask_id.value;
+    sequence_state<KvCache> s;
+    s.layout = l;
+    s.canvas = prompt;
+    s.canvas.resize(static_cast<std::size_t>(l.size()), mask_id);
+    if (cfg) s.uncond_canvas.assign(static_cast<std::size_t>(l.size()), mask_id);  // LLaDA: un_x[prompt_index] = mask_id
+    s.masked_at_block_start = l.slots_in_block(0);
+    const auto g = static_cast<std::size_t>(l.gen_length);
+    s.result.tokens.assign(g, mask_id);
+    s.result.commit_forward.assign(g, -1);
+    s.result.commit_confidence.assign(g, 0.f);
+    s.result.settings = settings;
+    return s;
+}
+
+/// Checks the batch, the options and every policy's options (dlm::invalid_parameter naming the one
+/// that is wrong) and builds one state per prompt, each holding the settings it decodes with.
+/// Nothing runs on the model. `cfg_refusal`: why this decoder cannot run classifier-free guidance
+/// ("" when it can).
+template <class KvCache, bool NeedsStorage, class Model, class Mask, class Schedule>
+std::vector<sequence_state<KvCache>> prepare_batch(Model& model, const Mask& mask, const Schedule& schedule,
+                                                   std::span<const std::vector<token_id>> prompts, const generation_options& o,
+                                                   const std::string& cfg_refusal = "this decoder does not implement classifier-free guidance") {
+    check_batch_options(prompts, o, cfg_refusal);
+    const bool cfg = o.cfg_scale > 0.0;
+    const decoding_settings settings = resolve_settings(model, mask, o);
+    std::vector<sequence_state<KvCache>> seqs;
+    seqs.reserve(prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        const canvas_layout l = checked_layout(model, mask, prompts[i], i, settings.gen_length.value, settings.block_length.value);
+        seqs.push_back(initial_state<KvCache>(prompts[i], l, settings, cfg));
+        seqs.back().result.settings.seed = seed_of(o, i);
+    }
+    // Policy options are checked once every prompt is known to be well formed.
+    for (auto& s : seqs) {
+        schedule_validate(schedule, s.layout);
+        if constexpr (NeedsStorage) {
+            s.kv.emplace(model.make_kv_cache(s.layout.size()));
+            if (cfg) s.uncond_kv.emplace(model.make_kv_cache(s.layout.size()));
+        }
+    }
+    return seqs;
+}
+
+}  // namespace dlm::detail
