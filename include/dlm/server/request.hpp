@@ -11,6 +11,7 @@
 // that nobody reads an answer believing an option was applied.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -178,6 +179,29 @@ inline void check_applies(const std::string& field, bool applies, const request_
 
 }  // namespace detail
 
+namespace detail {
+
+/// OpenAI's fields that dlm-server has no use for but that clients and gateways send with their default
+/// values (the SGLang model gateway adds "echo": false to completions and "logprobs": false to chat):
+/// accepted at that value, refused naming the field at any other.
+[[nodiscard]] inline bool is_neutral_openai_field(std::string_view key, endpoint kind) {
+    static constexpr std::string_view both[] = {"logprobs", "presence_penalty", "frequency_penalty", "logit_bias"};
+    static constexpr std::string_view completions[] = {"echo", "best_of", "suffix"};
+    static constexpr std::string_view chat[] = {"top_logprobs"};
+    const auto in = [&](const auto& list) { return std::find(std::begin(list), std::end(list), key) != std::end(list); };
+    return in(both) || (kind == endpoint::completions ? in(completions) : in(chat));
+}
+
+inline void check_neutral(const std::string& key, const nlohmann::json& v) {
+    const bool neutral = v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+                         ((key == "presence_penalty" || key == "frequency_penalty") && v.is_number() && v.get<double>() == 0) ||
+                         (key == "best_of" && v.is_number_integer() && v.get<std::int64_t>() == 1) ||
+                         (key == "logit_bias" && v.is_object() && v.empty()) || (key == "suffix" && v.is_string() && v.get_ref<const std::string&>().empty());
+    if (!neutral) refuse(key, "dlm-server does not support it; only its neutral value is accepted (null, false, 0, 1 for best_of, {} for logit_bias)");
+}
+
+}  // namespace detail
+
 /// Parses and checks a request body for `kind`. Throws request_error naming the field: 400 for
 /// malformed JSON, an unknown field, a value of the wrong type or out of range, an option the
 /// preset does not have; 404 (code "model_not_found") for another model than rules.model.
@@ -254,6 +278,8 @@ inline void check_applies(const std::string& field, bool applies, const request_
             if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
         } else if (key == "user") {
             (void)text(key, v);
+        } else if (is_neutral_openai_field(key, kind)) {
+            check_neutral(key, v);
         } else {
             refuse(key, "unknown field (dlm-server reads model, " + std::string(kind == endpoint::chat ? "messages" : "prompt") +
                             ", max_tokens, temperature, top_p, top_k, seed, stop, stream, stream_options, n, user, and dlm's "

