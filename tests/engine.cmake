@@ -1,2 +1,4 @@
 # The step-wise engine: joining a running batch, cancel, failure isolation, the committed prefix.
 dlm_test(test_engine test_engine.cpp CPU)
+# The prompt cache: its radix tree over token blocks, and exact K/V reuse across the engine's requests.
+dlm_test(test_prompt_cache test_prompt_cache.cpp CPU)

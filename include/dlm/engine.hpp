@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cache/compatibility.hpp"
+#include "cache/prompt_cache.hpp"
 #include "core/error.hpp"
 #include "core/result.hpp"
 #include "engine/prepare.hpp"
@@ -39,6 +40,15 @@
 #include "schedule/concept.hpp"
 
 namespace dlm {
+
+namespace detail {
+/// Whether an engine of this decoder can keep a prompt cache (dlm/cache/prompt_cache.hpp): an exact
+/// storing cache, a mask whose prompt K/V are known to be final, a model with the copy hooks.
+template <class Decoder>
+inline constexpr bool supports_prompt_cache = reuses_exact_kv<typename Decoder::cache_type>() &&
+                                              mask_has_prompt_blocks<typename Decoder::mask_type> &&
+                                              model_has_kv_copy<typename Decoder::model_type>;
+}  // namespace detail
 
 template <class Decoder>
 class engine {
@@ -68,7 +78,19 @@ public:
     using step_events = std::vector<step_report>;
 
     /// The decoder must outlive the engine; its policies are the defaults of every sequence.
-    explicit engine(Decoder& d) : dec_(&d) {}
+    /// `prompt_cache.bytes` > 0 keeps a prompt cache of that bound (dlm/cache/prompt_cache.hpp): the
+    /// exact K/V of prompt prefixes shared across the sequences added, answers unchanged. A decoder
+    /// that cannot reuse K/V exactly (no cache, an approximate cache, a bidirectional mask, a model
+    /// without copy_kv) throws dlm::invalid_parameter naming prompt_cache_bytes.
+    explicit engine(Decoder& d, const prompt_cache_options& prompt_cache = {}) : dec_(&d) {
+        if (prompt_cache.bytes == 0) return;
+        if constexpr (detail::supports_prompt_cache<Decoder>) pcache_.emplace(d.model(), prompt_cache);
+        else
+            throw invalid_parameter("prompt_cache_bytes",
+                                    "a prompt cache reuses exact K/V across requests, which needs an exact KV cache that stores K/V "
+                                    "(prefix_cache) under a causal, block-causal or block-diffusion mask and a model with copy_kv; this "
+                                    "decoder recomputes or approximates them (use the autoregressive, cdlm, sdar, llada2 or fast_dllm_v2 preset)");
+    }
 
     /// Checks a sequence like decoder::generate checks a batch of one (dlm::invalid_parameter names
     /// the option or policy option that is wrong; nothing runs on the model) and queues it: it joins
@@ -117,6 +139,9 @@ public:
             dec_->model().forward(std::span<const forward_request<kv_type>>(requests_), dec_->mask(), std::span<float>(logits_));
             stats_.model_seconds += seconds_since(t_forward);
             ++stats_.forwards;
+            if constexpr (detail::supports_prompt_cache<Decoder>)  // the prompt blocks this forward made final go into it
+                if (pcache_)
+                    for (const auto& [e, plan] : batch_) pcache_->after_forward(e->cached, plan, e->st.canvas, *e->st.kv);
             in_step_ = true;
             step_all(on_step);
             in_step_ = false;
@@ -152,6 +177,8 @@ public:
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
     /// Batched forwards, time in the model and time in the engine's own steps, since construction.
     [[nodiscard]] const decode_stats& stats() const noexcept { return stats_; }
+    /// The prompt cache (its counters, bytes and blocks held, bound), or null when the engine keeps none.
+    [[nodiscard]] const dlm::prompt_cache<model_type>* prompt_cache() const noexcept { return pcache_ ? &*pcache_ : nullptr; }
 
 private:
     using kv_type = typename model_type::kv_cache;
@@ -167,6 +194,8 @@ private:
         float cfg_factor = 0.f;  // > 0: classifier-free guidance with this factor (cfg_scale + 1)
         std::size_t prefix = 0;  // committed_prefix length
         bool cancelled = false;
+        typename dlm::prompt_cache<model_type>::ticket cached{};  // its hold on the prompt cache
+        bool looked_up = false;                                   // the prompt cache was consulted at its first plan
     };
 
     static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
@@ -205,6 +234,7 @@ private:
             forward_plan plan;
             try {
                 plan = plan_forward(dec_->cache(), dec_->mask(), s.layout, s.cursor, canvas_view{s.canvas, s.result.settings.mask_id.value});
+                if (pcache_) plan = use_prompt_cache(*e, plan);
                 detail::check_plan(plan, s.layout, who);
             } catch (const error& x) {
                 fail(*e, x);
@@ -311,10 +341,23 @@ private:
         while (e.prefix < s.result.tokens.size() && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
     }
 
+    /// At a sequence's first plan, copies the longest cached prefix of its prompt into its store; every
+    /// plan then leaves the reused positions out of its window.
+    forward_plan use_prompt_cache(entry& e, const forward_plan& plan) {
+        if constexpr (detail::supports_prompt_cache<Decoder>) {
+            if (!e.looked_up && e.st.kv) e.cached = pcache_->admit(dec_->mask(), e.st.layout, e.st.canvas, *e.st.kv);
+            e.looked_up = true;
+            return pcache_->skip_reused(plan, e.cached);
+        } else {
+            return plan;
+        }
+    }
+
     /// Moves every sequence that is done or cancelled from the batch to the finished list.
     void sweep() {
         std::erase_if(running_, [this](std::unique_ptr<entry>& e) {
             if (!e->st.done && !e->cancelled) return false;
+            if (pcache_) pcache_->release(e->cached);
             sequence& s = e->st;
             if (!s.done) {
                 s.result.status = sequence_status::cancelled;
@@ -331,6 +374,7 @@ private:
     }
 
     Decoder* dec_;
+    std::optional<dlm::prompt_cache<model_type>> pcache_;  // engaged when constructed with prompt_cache.bytes > 0
     sequence_id next_id_ = 0;
     std::vector<std::unique_ptr<entry>> running_, finished_;
     decode_stats stats_;

@@ -54,9 +54,37 @@ struct kv_cache {
     [[nodiscard]] float* value_block(index_t layer, index_t g) noexcept {
         return values.data() + (static_cast<std::size_t>(layer) * kv_heads + g) * static_cast<std::size_t>(capacity) * value_stride;
     }
+    [[nodiscard]] const float* key_block(index_t layer, index_t g) const noexcept { return const_cast<kv_cache*>(this)->key_block(layer, g); }
+    [[nodiscard]] const float* value_block(index_t layer, index_t g) const noexcept { return const_cast<kv_cache*>(this)->value_block(layer, g); }
     /// Forget everything stored.
     void clear() noexcept { std::fill(stored.begin(), stored.end(), 0); }
 };
+
+/// Copies the stored K/V of positions [src_begin, src_begin + count) of `src` to positions
+/// [dst_begin, dst_begin + count) of `dst` and marks them stored (the prompt cache's hook; keys are
+/// post-RoPE, so both ranges must be the same canvas positions). Bit-exact. Throws
+/// dlm::contract_error for stores of different shapes, a range outside either, or an unstored source.
+inline void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) {
+    const bool shape = src.layers == dst.layers && src.kv_heads == dst.kv_heads && src.head_dim == dst.head_dim;
+    const bool range = count >= 0 && src_begin >= 0 && dst_begin >= 0 && src_begin + count <= src.capacity && dst_begin + count <= dst.capacity;
+    if (!shape || !range)
+        throw contract_error("cpu::copy_kv: cannot copy " + std::to_string(count) + " positions from " + std::to_string(src_begin) +
+                             " of a store of " + std::to_string(src.capacity) + " to " + std::to_string(dst_begin) + " of a store of " +
+                             std::to_string(dst.capacity) + (shape ? "" : " (the stores' layers, heads or head size differ)"));
+    const auto first = src.stored.begin() + src_begin;
+    if (std::find(first, first + count, 0) != first + count)
+        throw contract_error("cpu::copy_kv: the source range holds positions whose K/V were never stored");
+    for (index_t l = 0; l < src.layers; ++l)
+        for (index_t g = 0; g < src.kv_heads; ++g) {
+            const float* sk = src.key_block(l, g);
+            float* dk = dst.key_block(l, g);
+            for (index_t i = 0; i < src.head_dim; ++i)
+                std::copy_n(sk + i * std::ptrdiff_t{src.key_stride} + src_begin, count, dk + i * std::ptrdiff_t{dst.key_stride} + dst_begin);
+            std::copy_n(src.value_block(l, g) + src_begin * std::ptrdiff_t{src.value_stride}, count * std::ptrdiff_t{src.value_stride},
+                        dst.value_block(l, g) + dst_begin * std::ptrdiff_t{dst.value_stride});
+        }
+    std::fill(dst.stored.begin() + dst_begin, dst.stored.begin() + dst_begin + count, 1);
+}
 
 /// The fresh K/V of one request's window for one layer, in the cache's layouts (position 0 = the
 /// window's first row).

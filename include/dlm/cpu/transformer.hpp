@@ -156,6 +156,15 @@ public:
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
     }
 
+    /// Bytes make_kv_cache(capacity) holds (the prompt cache's bound, dlm/cache/prompt_cache.hpp).
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
+        return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+    }
+    /// Copies stored K/V between two of this model's stores (cpu::copy_kv; the prompt cache's hook).
+    void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) const {
+        cpu::copy_kv(src, src_begin, dst, dst_begin, count);
+    }
+
     /// One batched forward (see dlm::forward_request and dlm::forward_plan): hidden states of each
     /// request's window rows, attention over [0, min(attend_end, mask.key_end(q))) with
     /// mask.allowed evaluated inline (window keys fresh, the others from the cache), fresh K/V of

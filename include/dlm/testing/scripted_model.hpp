@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -59,6 +60,21 @@ public:
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
         return {std::vector<token_id>(static_cast<std::size_t>(capacity), no_token),
                 std::vector<unsigned char>(static_cast<std::size_t>(capacity), 0)};
+    }
+
+    /// The prompt cache's hooks (dlm/cache/prompt_cache.hpp): a store's bytes, and a copy of stored
+    /// positions (their tokens) between stores; copying an unstored position is a contract_error.
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
+        return std::uint64_t(capacity) * (sizeof(token_id) + 1);
+    }
+    void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) const {
+        for (index_t i = 0; i < count; ++i) {
+            const auto s = static_cast<std::size_t>(src_begin + i), d = static_cast<std::size_t>(dst_begin + i);
+            if (s >= src.stored.size() || d >= dst.stored.size() || !src.stored[s])
+                throw contract_error("scripted_model::copy_kv: position " + std::to_string(src_begin + i) + " is not stored in the source");
+            dst.tokens[d] = src.tokens[s];
+            dst.stored[d] = 1;
+        }
     }
 
     template <attention_mask Mask>
