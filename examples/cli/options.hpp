@@ -326,7 +326,7 @@ struct flag {
          [](options& o, auto f, auto v) { o.parallel = to_integer<index_t>(f, v, 1, 4096); }},
         {"Server", "--queue", "N", "requests waiting to join the batch at most; more get 429 (default 32)", S,
          [](options& o, auto f, auto v) { o.queue = to_integer<index_t>(f, v, 0, 1 << 20); }},
-        {"Server", "--max-body", "BYTES", "request body bytes at most; more get 413 (default 1048576)", S,
+        {"Server", "--max-body", "BYTES", "request body bytes at most, as decoded (chunked bodies too); more get 413 (default 1048576)", S,
          [](options& o, auto f, auto v) { o.max_body = to_integer<std::size_t>(f, v, 64, std::size_t{1} << 30); }},
         {"Server", "--timeout", "SECONDS", "time a request may take in all, queue included; then it ends (default 300)", S,
          [](options& o, auto f, auto v) { o.timeout = in_range(f, v, 0, 86400, true); }},
