@@ -3,17 +3,17 @@
 #   cmake (>= 3.25, for CMakePresets.json v6), g++ (C++20), make, doctest-dev,
 #   nlohmann-json3-dev, and for the fuzz targets (tests/fuzz/) clang with its libFuzzer runtime
 #   (libclang-rt-14-dev: bookworm's clang is 14, and --no-install-recommends leaves the runtime out),
-#   and for dlm-server (docs/server.md) cpp-httplib (libcpp-httplib-dev, found through pkg-config),
-#   with curl and python3-venv for its client tests (the openai package goes into a venv made by
-#   scripts/setup-openai-venv.sh, never into the system Python), and the two routers its scale-out tests put
-#   in front of several replicas: haproxy and nginx-light (tests/server/scaleout_test.py).
+#   and for dlm-server's client tests (docs/server.md) curl and python3-venv (the openai package goes
+#   into a venv made by scripts/setup-openai-venv.sh, never into the system Python). dlm-server's HTTP
+#   layer is its own (server/http_*.hpp, POSIX sockets), so it needs no HTTP library.
+#   Its scale-out tests put two routers from Debian in front of several replicas: haproxy and nginx-light
+#   (tests/server/scaleout_test.py).
 # OpenMP needs no package of its own: GCC's (omp.h, libgomp) comes with g++.
 # Idempotent: installs only what is missing and runs `apt-get update` only when apt cannot find a
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libcpp-httplib-dev pkg-config
-          curl python3-venv haproxy nginx-light)
+packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev curl python3-venv haproxy nginx-light)
 min_cmake=3.25
 
 die() {

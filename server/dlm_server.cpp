@@ -4,22 +4,23 @@
 //   dlm-server -m MODEL_DIR --preset llada --port 9000 --parallel 16
 //   curl -s localhost:8080/v1/completions -d '{"prompt": "What is 3 + 4?"}'
 //
-// One engine thread runs the batch: requests join and leave it at forward boundaries; HTTP threads
-// hand requests in through a bounded queue and wait for (or stream) their results. Flags are
-// dlm-generate's (model, preset, decoding defaults) plus the server's (--host, --port, --parallel,
-// --queue, --max-body, --timeout). Exit status: 0 after SIGINT/SIGTERM, 1 a dlm error (model, port),
-// 2 a bad flag or value.
+// One engine thread runs the batch: requests join and leave it at forward boundaries; the HTTP
+// layer's worker threads hand requests in through a bounded queue and wait for (or stream) their
+// results, while its I/O thread reads every request under deadlines and size bounds and answers
+// /health, /ready and /metrics itself (server/http_server.hpp). Flags are dlm-generate's (model,
+// preset, decoding defaults) plus the server's (--host, --port, --parallel, --queue, --max-body,
+// --timeout, --max-connections, --header-timeout, --body-timeout, --drain-timeout). The port is bound
+// and /health answers before the model loads; "listening on" is printed once requests are served.
+// SIGINT/SIGTERM drains (new requests 503, in-flight ones finish within --drain-timeout, then are
+// cancelled). Exit status: 0 after SIGINT/SIGTERM, 1 a dlm error (model, port, threads), 2 a bad flag.
 #include <atomic>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
-#include <sys/socket.h>
+#include <unistd.h>
 
-// The model's headers (Eigen) before httplib.h: it brings <resolv.h>, whose `_res` macro would
-// rename a parameter of Eigen's.
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -29,10 +30,14 @@ namespace {
 
 using namespace dlm;
 
-httplib::Server* running_server = nullptr;
+server::http::server* running_server = nullptr;
+std::atomic<bool> serving{false};
 
+/// SIGINT/SIGTERM: before the model is loaded there is nothing to finish, so the process ends at
+/// once; after, the server drains (a second signal ends the grace period).
 extern "C" void on_signal(int) {
-    if (running_server) running_server->stop();
+    if (!serving || !running_server) ::_exit(0);
+    running_server->request_drain();
 }
 
 /// Whether `preset`'s policies have the option of dlm-generate's `flag`, by the CLI's own rule (a flag
@@ -67,7 +72,7 @@ server::request_rules rules_for(const cli::settings& s, const cli::loaded_model&
 }
 
 template <class Decoder>
-int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, const std::string& model_id) {
+int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, const std::string& model_id, server::http::server& http) {
     Decoder dec = cli::make_decoder<Decoder>(m.model, s);
     engine<Decoder> eng(dec);
     server::metrics stats;
@@ -76,43 +81,43 @@ int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, c
     server::service<Decoder> svc{m, s, rules_for(s, m, model_id), sched, stats, std::chrono::duration<double>(o.timeout),
                                  static_cast<std::int64_t>(std::time(nullptr))};
     svc.steps_given = o.was_given("--steps");
-
-    httplib::Server http;
-    // Every request waiting in the queue or the batch holds an HTTP thread; a few more serve
-    // /health, /metrics and the 429s while the batch is full.
-    const std::size_t threads = static_cast<std::size_t>(o.parallel + o.queue) + 8;
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_payload_max_length(o.max_body);
-    http.set_read_timeout(std::chrono::seconds(10));
-    http.set_keep_alive_timeout(2);
     server::add_routes(http, svc);
-
-    // cpp-httplib 0.11 listens with a backlog of 5 connections: 16 clients connecting at once overflow
-    // it, and the kernel resets some of them. The listening socket passes through the socket-options
-    // hook, so it is made to listen again with the system's limit once bound.
-    int listening = -1;
-    http.set_socket_options([&listening](int sock) {
-        httplib::default_socket_options(sock);
-        listening = sock;
-    });
-    const int port = o.port == 0 ? http.bind_to_any_port(o.host) : (http.bind_to_port(o.host, o.port) ? o.port : -1);
-    if (port < 0) throw error("dlm-server: cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
-    if (listening >= 0) ::listen(listening, SOMAXCONN);
-    running_server = &http;
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    std::cout << "dlm-server: " << cli::describe(s) << ", model " << model_id << ", listening on http://" << o.host << ":" << port
+    http.set_ready(true);
+    serving = true;
+    std::cout << "dlm-server: " << cli::describe(s) << ", model " << model_id << ", listening on http://" << o.host << ":" << http.port()
               << std::endl;
-    http.listen_after_bind();
-    running_server = nullptr;
+    // Returns once a signal has asked for the drain and the requests in flight have finished (or
+    // been cancelled after --drain-timeout: stopping the scheduler ends them with an error).
+    http.wait_drained(std::chrono::duration<double>(o.drain_timeout), [&sched] { sched.stop(); });
     sched.stop();
+    serving = false;  // a later signal ends the process at once
     std::cerr << "dlm-server: stopped" << std::endl;
     return 0;
+}
+
+/// The HTTP layer's bounds from the flags: every request waiting in the queue or the batch holds a
+/// worker thread, and a few more take the 429s while the queue is full.
+server::http::server_limits http_limits(const cli::options& o) {
+    server::http::server_limits l;
+    l.parser.max_body = o.max_body;
+    l.max_connections = o.max_connections;
+    l.header_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.header_timeout * 1000));
+    l.body_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.body_timeout * 1000));
+    l.workers = static_cast<std::size_t>(o.parallel + o.queue) + 4;
+    return l;
 }
 
 int run(const cli::options& o) {
     std::signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-stream is a failed write, not a signal
     cli::set_threads(o.threads);
+    // Bound first (a port in use, or threads that cannot start, end the program before the model
+    // loads); /health answers and /ready says 503 while it loads.
+    server::http::server http(http_limits(o), o.host, o.port);
+    running_server = &http;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    http.start();
+    std::cerr << "dlm-server: port " << http.port() << " bound, loading the model (/ready answers 503 until it is served)" << std::endl;
     cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
     cli::settings s;
     try {
@@ -127,7 +132,7 @@ int run(const cli::options& o) {
     if (!dir.has_filename()) dir = dir.parent_path();
     const std::string model_id = !o.alias.empty() ? o.alias : dir.filename().string();
     return cli::with_preset<cpu::transformer>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-        return serve<Decoder>(o, m, s, model_id);
+        return serve<Decoder>(o, m, s, model_id, http);
     });
 }
 

@@ -1,7 +1,9 @@
-// server/routes.hpp — dlm-server's HTTP routes on cpp-httplib: each request is parsed and checked
+// server/routes.hpp — dlm-server's HTTP routes (on server/http_server.hpp): each request is parsed and checked
 // (dlm/server/request.hpp), tokenized, handed to the engine thread (dlm/server/scheduler.hpp) and
 // answered whole or streamed as server-sent events (dlm/server/response.hpp, text_stream.hpp).
-// Generic over the preset's decoder type; dlm_server.cpp picks it at start.
+// Generic over the preset's decoder type; dlm_server.cpp picks it at start. The quick routes
+// (/health, /ready, /metrics, /v1/models, unknown routes) are answered on the HTTP layer's I/O
+// thread; the completions on a worker thread, which waits for (or streams) the engine's results.
 #pragma once
 
 #include <chrono>
@@ -12,10 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "cli/model.hpp"  // Eigen before httplib.h, whose <resolv.h> defines a macro `_res`
+#include "cli/model.hpp"
 #include "cli/presets.hpp"
-
-#include <httplib.h>
+#include "http_server.hpp"
 
 #include <dlm/engine.hpp>
 #include <dlm/server/metrics.hpp>
@@ -76,15 +77,13 @@ struct service {
 
 namespace detail {
 
-inline void reply_json(httplib::Response& res, int status, const nlohmann::json& body) {
-    res.status = status;
-    res.set_content(dump(body), "application/json");
+[[nodiscard]] inline http::response json_response(int status, const nlohmann::json& body) {
+    http::response r{status, "application/json", dump(body), {}};
+    if (status == 429) r.headers.emplace_back("Retry-After", "1");
+    return r;
 }
 
-inline void reply_error(httplib::Response& res, const request_error& e) {
-    if (e.status() == 429) res.set_header("Retry-After", "1");
-    reply_json(res, e.status(), error_body(e));
-}
+inline void reply_error(http::exchange& ex, const request_error& e) { ex.reply(json_response(e.status(), error_body(e))); }
 
 /// The request field an engine refusal is about ("gen_length" is the request's max_tokens, ...).
 inline std::string field_of(const std::string& engine_param, endpoint kind) {
@@ -121,7 +120,7 @@ void cancel(Service& svc, Job& j) {
     svc.sched.poke();
 }
 
-/// The release callback of a chunked response: a response that did not complete (the client left)
+/// The end of a response written in pieces: a response that did not complete (the client left)
 /// cancels its sequence (499 in the metrics); either way the request and its latency are counted.
 template <class Service, class Job>
 auto on_release(Service& svc, std::shared_ptr<Job> j, std::string route, clock::time_point received) {
@@ -143,7 +142,7 @@ inline constexpr auto whole_wait = std::chrono::milliseconds(500);
 
 /// One completion request, whole or streamed.
 template <class Decoder>
-void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Request& req, httplib::Response& res) {
+void handle_completion(service<Decoder>& svc, endpoint kind, const http::request& req, http::exchange& ex) {
     using job = typename service<Decoder>::job;
     const auto received = clock::now();
     const std::string route = kind == endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
@@ -175,10 +174,10 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
             if (auto e = detail::refusal_of(*j, kind)) throw *e;
         }
     } catch (const request_error& e) {
-        detail::reply_error(res, e);
+        detail::reply_error(ex, e);
         return done(e.status());
     } catch (const invalid_parameter& e) {  // a policy option the engine's policies refuse while being built
-        detail::reply_error(res, request_error(detail::field_of(e.parameter(), kind), e.rule()));
+        detail::reply_error(ex, request_error(detail::field_of(e.parameter(), kind), e.rule()));
         return done(400);
     }
     svc.stats.prompt_tokens += j->prompt.size();
@@ -201,8 +200,8 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
             std::unique_lock lock(j->m);
             if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
                 const auto [status, body] = whole();
-                if (status == 429) res.set_header("Retry-After", "1");
-                detail::reply_json(res, status, body);
+                lock.unlock();
+                ex.reply(detail::json_response(status, body));
                 return done(status);
             }
         }
@@ -210,10 +209,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
         // (JSON allows leading whitespace), so that a client that has gone is found (the second
         // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
         // A decode that fails after that is answered with the error object under the 200.
-        res.status = 200;
-        res.set_chunked_content_provider(
-            "application/json",
-            [j, whole, &svc](std::size_t, httplib::DataSink& sink) {
+        const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc](http::sink& sink) {
                 std::unique_lock lock(j->m);
                 if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
                     lock.unlock();
@@ -226,8 +222,8 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
                 if (!sink.write(body.data(), body.size())) return false;
                 sink.done();
                 return true;
-            },
-            detail::on_release(svc, j, route, received));
+            });
+        detail::on_release(svc, j, route, received)(whole_sent);
         return;
     }
 
@@ -241,11 +237,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
         clock::time_point last_write = clock::now();
     };
     auto st = std::make_shared<stream_state>(stream_state{text_stream(r.stop)});
-    res.status = 200;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [&svc, j, st, r, head, received](std::size_t, httplib::DataSink& sink) {
+    const bool stream_sent = ex.stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, [&svc, j, st, r, head, received](http::sink& sink) {
             const auto send = [&](const std::string& s) {
                 st->last_write = clock::now();
                 return sink.write(s.data(), s.size());
@@ -296,52 +288,43 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const httplib::Requ
             if (ok && clock::now() - st->last_write > heartbeat) ok = send(": keep-alive\n\n");
             if (!ok) detail::cancel(svc, *j);  // the client has gone
             return ok;
-        },
-        detail::on_release(svc, j, route, received));
+        });
+    detail::on_release(svc, j, route, received)(stream_sent);
 }
 
-/// Registers every route of dlm-server on `http`.
+/// The routes answered on the I/O thread (they never wait): /health (liveness), /ready (readiness:
+/// 503 while loading or draining), /metrics, /v1/models, and 404 for an unknown route; nullopt for
+/// the completions, which go to a worker thread.
 template <class Decoder>
-void add_routes(httplib::Server& http, service<Decoder>& svc) {
-    http.Post("/v1/completions", [&svc](const httplib::Request& req, httplib::Response& res) {
-        handle_completion(svc, endpoint::completions, req, res);
-    });
-    http.Post("/v1/chat/completions", [&svc](const httplib::Request& req, httplib::Response& res) {
-        handle_completion(svc, endpoint::chat, req, res);
-    });
-    http.Get("/v1/models", [&svc](const httplib::Request&, httplib::Response& res) {
-        detail::reply_json(res, 200, models_body(svc.rules.model, svc.started_at));
-        svc.stats.request("/v1/models", 200);
-    });
-    http.Get("/health", [&svc](const httplib::Request&, httplib::Response& res) {
-        detail::reply_json(res, 200, {{"status", "ok"}, {"active", svc.sched.active()}, {"queued", svc.sched.queue_length()}});
-        svc.stats.request("/health", 200);
-    });
-    http.Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) {
-        res.set_content(svc.stats.render(svc.sched.queue_length(), svc.sched.active()), "text/plain; version=0.0.4");
-        svc.stats.request("/metrics", 200);
-    });
-    // Refusals httplib makes itself (413 body too large, 404 no such route, 400 bad HTTP) get an
-    // OpenAI error object too.
-    http.set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return;
-        const std::string why = res.status == 413   ? "the request body is larger than the server's --max-body"
-                                : res.status == 404 ? "no route " + req.method + " " + req.path.substr(0, 100)
-                                                    : "the server cannot read this request";
-        detail::reply_json(res, res.status, error_body(why, "invalid_request_error", ""));
-        svc.stats.request("other", res.status);
-    });
-    http.set_exception_handler([&svc](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-            std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        detail::reply_json(res, 500, error_body(what, "server_error", ""));
-        svc.stats.request("other", 500);
-    });
+std::optional<http::response> quick_route(service<Decoder>& svc, const http::server& srv, const http::request& req) {
+    const bool get = req.method == "GET";
+    if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) return std::nullopt;
+    http::response res;
+    std::string route = req.path;
+    if (get && req.path == "/health") {
+        res = detail::json_response(200, {{"status", "ok"}, {"active", svc.sched.active()}, {"queued", svc.sched.queue_length()}});
+    } else if (get && req.path == "/ready") {
+        res = detail::json_response(srv.ready() ? 200 : 503, {{"status", srv.ready() ? "ready" : srv.draining() ? "draining" : "loading"}});
+    } else if (get && req.path == "/metrics") {
+        res = {200, "text/plain; version=0.0.4", svc.stats.render(svc.sched.queue_length(), svc.sched.active()), {}};
+    } else if (get && req.path == "/v1/models") {
+        res = detail::json_response(200, models_body(svc.rules.model, svc.started_at));
+    } else {
+        res = detail::json_response(404, error_body("no route " + req.method + " " + req.path.substr(0, 100), "invalid_request_error", ""));
+        route = "other";
+    }
+    svc.stats.request(route, res.status);
+    return res;
+}
+
+/// Hands dlm-server's routes to `srv`.
+template <class Decoder>
+void add_routes(http::server& srv, service<Decoder>& svc) {
+    srv.on_refusal = [&svc](int status) { svc.stats.request("other", status); };
+    srv.set_handlers([&svc, &srv](const http::request& req) { return quick_route(svc, srv, req); },
+                     [&svc](const http::request& req, http::exchange& ex) {
+                         handle_completion(svc, req.path == "/v1/chat/completions" ? endpoint::chat : endpoint::completions, req, ex);
+                     });
 }
 
 }  // namespace dlm::server

@@ -1,7 +1,9 @@
 # dlm-server: its pieces without a socket (test_server: request parsing and checks, streaming text,
 # bodies, metrics, flags, the scheduler on a scripted model), and the server itself with real
 # clients on 127.0.0.1 (tests/server/client_test.py: curl, a bounded load test, a disconnect, a full
-# queue, and the official openai package in a venv made by scripts/setup-openai-venv.sh). Each
+# queue, the official openai package in a venv made by scripts/setup-openai-venv.sh, and hostile
+# clients: chunked and encoded bodies, slowloris, the connection cap, HTTP/1.0, drain, start-up
+# failure, request ids). Each
 # client case starts and stops its own server on a free port; a case that cannot run here (no curl,
 # no PyPI) reports itself skipped, saying why.
 if(NOT DLM_HAVE_CPU)
@@ -16,7 +18,9 @@ endif()
 find_package(Python3 COMPONENTS Interpreter QUIET)
 set(DLM_OPENAI_VENV ${PROJECT_SOURCE_DIR}/build/venv-openai CACHE PATH
     "Python venv with the openai package for dlm-server's client tests (made by scripts/setup-openai-venv.sh)")
-foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai)
+# The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
+foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai chunked-limit gzip slowloris connection-cap http10
+                       drain startup-failure request-id)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}
@@ -28,7 +32,11 @@ foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai)
   endif()
   # The server tests use ports and processes of their own; they run alone so that their timings
   # (a disconnect noticed within seconds) hold on a busy 2-core machine.
-  set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL ON)
+  set(_timeout 60)  # the hostile-client cases: each about 10 s at most here
+  if(_case MATCHES "^(curl|load|disconnect|disconnect-whole|full-queue|openai)$")
+    set(_timeout 120)
+  endif()
+  set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT ${_timeout} RUN_SERIAL ON)
 endforeach()
 
 # Several replicas behind existing routers (tests/server/scaleout_test.py): HAProxy and nginx from Debian's

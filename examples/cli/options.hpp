@@ -121,6 +121,10 @@ struct options {
     index_t queue = 32;                    ///< requests waiting to join at most (more get 429)
     std::size_t max_body = 1 << 20;        ///< request body bytes at most (more get 413)
     double timeout = 300;                  ///< seconds a request may take in all (queue and decode)
+    std::size_t max_connections = 128;     ///< open HTTP connections at most (more: 503)
+    double header_timeout = 10;            ///< seconds a request's line and headers may take to arrive (then 408)
+    double body_timeout = 60;              ///< seconds its body may take after them (then 408)
+    double drain_timeout = 30;             ///< seconds in-flight requests get after SIGTERM before they are cancelled
 
     /// The spelling the user gave each flag, by the flag's canonical name ("--steps" may have been
     /// given as "--diffusion-steps"), so later errors name the flag as it was typed.
@@ -322,10 +326,18 @@ struct flag {
          [](options& o, auto f, auto v) { o.parallel = to_integer<index_t>(f, v, 1, 4096); }},
         {"Server", "--queue", "N", "requests waiting for a place in the batch at most; more get 429 (default 32; 0: none waits)", S,
          [](options& o, auto f, auto v) { o.queue = to_integer<index_t>(f, v, 0, 1 << 20); }},
-        {"Server", "--max-body", "BYTES", "request body bytes at most; more get 413 (default 1048576)", S,
+        {"Server", "--max-body", "BYTES", "request body bytes at most, as decoded (chunked bodies too); more get 413 (default 1048576)", S,
          [](options& o, auto f, auto v) { o.max_body = to_integer<std::size_t>(f, v, 64, std::size_t{1} << 30); }},
         {"Server", "--timeout", "SECONDS", "time a request may take in all, queue included; then it ends (default 300)", S,
          [](options& o, auto f, auto v) { o.timeout = in_range(f, v, 0, 86400, true); }},
+        {"Server", "--max-connections", "N", "open connections at most; past it a connection still sending its head is dropped, else 503 (default 128)", S,
+         [](options& o, auto f, auto v) { o.max_connections = to_integer<std::size_t>(f, v, 1, 65536); }},
+        {"Server", "--header-timeout", "SECONDS", "a request's line and headers must arrive within this, however slowly sent; else 408 (default 10)", S,
+         [](options& o, auto f, auto v) { o.header_timeout = in_range(f, v, 0, 3600, true); }},
+        {"Server", "--body-timeout", "SECONDS", "its body must arrive within this after them; else 408 (default 60)", S,
+         [](options& o, auto f, auto v) { o.body_timeout = in_range(f, v, 0, 3600, true); }},
+        {"Server", "--drain-timeout", "SECONDS", "after SIGTERM, time in-flight requests get to finish before they are cancelled (default 30)", S,
+         [](options& o, auto f, auto v) { o.drain_timeout = in_range(f, v, 0, 86400, false); }},
     };
     return table;
 }
@@ -469,8 +481,9 @@ inline void check_preset_flags(const options& o) {
     else if (prog == program::server)
         out += "usage: dlm-server [-m MODEL_DIR] [--preset NAME] [--host ADDR] [--port N] [options]\n\n"
                "Serves one model with one preset over HTTP: OpenAI's /v1/completions and /v1/chat/completions (streamed\n"
-               "with \"stream\": true), /v1/models, /health and /metrics (docs/server.md). The decoding flags set the\n"
-               "defaults a request may override where the preset allows it.\n";
+               "with \"stream\": true), /v1/models, /health (liveness), /ready (readiness) and /metrics (docs/server.md).\n"
+               "The decoding flags set the defaults a request may override where the preset allows it. SIGTERM drains:\n"
+               "new requests get 503, those in flight get --drain-timeout seconds, then the server exits 0.\n";
     else
         out += "usage: dlm-eval [-m MODEL_DIR] [--data FILE.jsonl] [options]\n\n"
                "Decodes every problem of a JSONL set with one preset and prints accuracy (the number after \"####\"),\n"

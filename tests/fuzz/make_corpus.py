@@ -188,4 +188,22 @@ for name, body in {
     put(t, name, json.dumps(body))
 put(t, "duplicate_key.json", '{"prompt": "x", "prompt": "y", "seed": 18446744073709551615}')
 
+# ---- http_request: raw bytes of HTTP/1.x requests (byte 0: the size of the pieces they are read in) ----
+t = "http_request"
+body = json.dumps({"prompt": "What is 3 + 4?", "max_tokens": 8})
+for name, (piece, raw) in {
+    "post_length": (0, f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\nX-Request-Id: abc-1\r\n\r\n{body}"),
+    "post_chunked_pipelined": (3, "POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                  "5;ext=1\r\n{\"a\":\r\n3\r\n 1}\r\n0\r\nTrailer-Field: x\r\n\r\n"
+                                  "GET /health HTTP/1.1\r\n\r\n"),
+    "get_http10": (1, "GET /v1/models?x=1 HTTP/1.0\nConnection: keep-alive\n\n"),
+    "gzip": (0, "POST /v1/completions HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\n\x1f\x8b\x08\x00"),
+    "both_framings": (2, "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+    "chunk_too_large": (5, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n"),
+    "expect_continue": (7, "POST /v1/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}"),
+    "http2_preface": (0, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+}.items():
+    put(t, name, bytes([piece]) + raw.encode("latin-1"))
+
 print(f"wrote {sum(1 for _ in out.rglob('*') if _.is_file())} seeds under {out}")
