@@ -18,6 +18,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <unistd.h>
 
@@ -74,8 +75,16 @@ server::request_rules rules_for(const cli::settings& s, const cli::loaded_model&
 template <class Decoder>
 int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, const std::string& model_id, server::http::server& http) {
     Decoder dec = cli::make_decoder<Decoder>(m.model, s);
-    engine<Decoder> eng(dec);
+    std::optional<engine<Decoder>> made;
+    try {
+        made.emplace(dec, prompt_cache_options{.bytes = static_cast<std::uint64_t>(o.prompt_cache_mib) << 20});
+    } catch (const invalid_parameter& e) {  // a prompt cache asked of a preset that cannot keep one exactly
+        std::cerr << "dlm-server: --prompt-cache: " << e.what() << '\n';
+        return 2;
+    }
+    engine<Decoder>& eng = *made;
     server::metrics stats;
+    stats.model_name = model_id;
     server::scheduler<engine<Decoder>> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
                                              [threads = o.threads] { cli::set_threads(threads); });
     server::service<Decoder> svc{m, s, rules_for(s, m, model_id), sched, stats, std::chrono::duration<double>(o.timeout),

@@ -162,6 +162,7 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const http::request
         j->policies = svc.policies_for(s);
         j->want_updates = r.stream;
         j->want_canvas = r.stream_canvas;
+        j->max_tokens = static_cast<std::size_t>(r.max_tokens);
         j->received = received;
         j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);
         if (!svc.sched.submit(j))
@@ -271,7 +272,10 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const http::request
                 st->first = false;
             }
             if (ok && (ended || st->text.stopped())) {
-                if (!ended) detail::cancel(svc, *j);  // a stop string ended the answer: free the sequence now
+                if (!ended) {  // a stop string ended the answer: free the sequence now
+                    j->stop_string = true;
+                    detail::cancel(svc, *j);
+                }
                 if (const auto e = ended ? detail::refusal_of(*j, head.kind) : std::nullopt) {
                     ok = send(sse_event(error_body(*e)));
                 } else {

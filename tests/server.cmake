@@ -65,3 +65,13 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties("server: the container recipe and the Kubernetes manifests check out"
                        PROPERTIES LABELS "server;scaleout" SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL ON)
 endif()
+
+# The prompt cache through the server (tests/server/prompt_cache_test.py): the same answers with and
+# without --prompt-cache, its hits and bytes in /metrics, and the refusal for a preset without exact K/V.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME "server: the prompt cache reuses shared prefixes with the same answers and reports them in /metrics"
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/prompt_cache_test.py
+                   --server $<TARGET_FILE:dlm-server> --model ${DLM_MODELS_DIR}/ar)
+  set_tests_properties("server: the prompt cache reuses shared prefixes with the same answers and reports them in /metrics"
+                       PROPERTIES LABELS server TIMEOUT 120 RUN_SERIAL ON)
+endif()

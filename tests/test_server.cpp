@@ -224,6 +224,32 @@ TEST_CASE("server metrics: Prometheus text with cumulative histogram buckets") {
     CHECK(t.find("dlm_request_duration_seconds_count 3\n") != std::string::npos);
 }
 
+TEST_CASE("server metrics: the prompt cache's figures appear, under vLLM's names and dlm's, only when the server keeps one") {
+    metrics m;
+    m.model_name = "ar";
+    CHECK(m.render(0, 0).find("prefix_cache") == std::string::npos);
+    CHECK(m.render(0, 0).find("dlm_prompt_cache") == std::string::npos);
+    struct fake_cache {
+        struct counters {
+            std::uint64_t queried_tokens = 100, hit_tokens = 64, evicted_tokens = 32;
+        } c;
+        [[nodiscard]] const counters& stats() const { return c; }
+        [[nodiscard]] std::uint64_t bytes() const { return 4096; }
+        [[nodiscard]] std::uint64_t capacity_bytes() const { return 1 << 20; }
+        [[nodiscard]] std::uint64_t blocks() const { return 2; }
+    };
+    m.prompt_cache.copy_from(fake_cache{});
+    const std::string t = m.render(0, 0);
+    for (const std::string line : {"# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total{model_name=\"ar\"} 100\n",
+                                   "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{model_name=\"ar\"} 64\n",
+                                   "dlm_prompt_cache_hit_tokens_total 64\n", "dlm_prompt_cache_query_tokens_total 100\n",
+                                   "dlm_prompt_cache_evicted_tokens_total 32\n", "# TYPE dlm_prompt_cache_bytes gauge\ndlm_prompt_cache_bytes 4096\n",
+                                   "dlm_prompt_cache_capacity_bytes 1048576\n", "dlm_prompt_cache_blocks 2\n"}) {
+        INFO(line);
+        CHECK(t.find(line) != std::string::npos);
+    }
+}
+
 TEST_CASE("server metrics: vLLM's names, types, bucket bounds and model_name label beside dlm's own") {
     metrics m;
     m.model_name = "LLaDA-8B \"x\"";
@@ -276,9 +302,13 @@ TEST_CASE("server flags: dlm-server's own, dlm-generate's decoding flags, and ea
     CHECK(o.timeout == 1.5);
     CHECK(o.steps == 16);
     const std::string help = cli::help_text(cli::program::server);
-    for (const auto* flag : {"--host", "--port", "--parallel", "--queue", "--max-body", "--timeout", "--preset", "--threshold"})
+    for (const auto* flag : {"--host", "--port", "--parallel", "--queue", "--max-body", "--timeout", "--preset", "--threshold", "--prompt-cache"})
         CHECK_MESSAGE(help.find(flag) != std::string::npos, flag);
-    CHECK(help.find("--prompt") == std::string::npos);
+    CHECK(help.find("-p, --prompt ") == std::string::npos);  // dlm-generate's prompt flag (--prompt-cache is the server's)
+    const std::vector<std::string_view> cache{"--prompt-cache", "64"};
+    CHECK(cli::parse_args(cache, cli::program::server).prompt_cache_mib == 64);
+    const std::vector<std::string_view> no_cache{"--prompt-cache", "64"};
+    CHECK_THROWS_WITH_AS((void)cli::parse_args(no_cache), doctest::Contains("is a flag of dlm-server"), invalid_parameter);
     const std::vector<std::string_view> gen{"-p", "x", "--port", "1"};
     CHECK_THROWS_WITH_AS((void)cli::parse_args(gen), doctest::Contains("is a flag of dlm-server"), invalid_parameter);
     const std::vector<std::string_view> bad{"--timeout", "0"};

@@ -125,6 +125,7 @@ struct options {
     double header_timeout = 10;            ///< seconds a request's line and headers may take to arrive (then 408)
     double body_timeout = 60;              ///< seconds its body may take after them (then 408)
     double drain_timeout = 30;             ///< seconds in-flight requests get after SIGTERM before they are cancelled
+    std::size_t prompt_cache_mib = 0;      ///< MiB of exact prompt K/V kept across requests (0: none; docs/server.md)
 
     /// The spelling the user gave each flag, by the flag's canonical name ("--steps" may have been
     /// given as "--diffusion-steps"), so later errors name the flag as it was typed.
@@ -338,6 +339,10 @@ struct flag {
          [](options& o, auto f, auto v) { o.body_timeout = in_range(f, v, 0, 3600, true); }},
         {"Server", "--drain-timeout", "SECONDS", "after SIGTERM, time in-flight requests get to finish before they are cancelled (default 30)", S,
          [](options& o, auto f, auto v) { o.drain_timeout = in_range(f, v, 0, 86400, false); }},
+        {"Server", "--prompt-cache", "MIB",
+         "keep the exact K/V of shared prompt blocks across requests, at most MIB MiB (default 0: none); presets with an exact "
+         "KV cache only (autoregressive, cdlm, sdar, llada2, fast-dllm-v2)", S,
+         [](options& o, auto f, auto v) { o.prompt_cache_mib = to_integer<std::size_t>(f, v, 0, std::size_t{1} << 20); }},
     };
     return table;
 }

@@ -120,6 +120,24 @@ struct vllm_stats {
     void finish(finish_reason why) { ++finished[static_cast<int>(why)]; }
 };
 
+/// The prompt cache's figures (dlm/cache/prompt_cache.hpp), copied by the scheduler after each forward
+/// (the cache is the engine's, read on the engine thread only); rendered only when the server keeps one.
+struct prompt_cache_figures {
+    std::atomic<bool> enabled{false};
+    std::atomic<std::uint64_t> queried_tokens{0}, hit_tokens{0}, evicted_tokens{0}, bytes{0}, capacity_bytes{0}, blocks{0};
+
+    template <class PromptCache>
+    void copy_from(const PromptCache& pc) {
+        enabled = true;
+        queried_tokens = pc.stats().queried_tokens;
+        hit_tokens = pc.stats().hit_tokens;
+        evicted_tokens = pc.stats().evicted_tokens;
+        bytes = pc.bytes();
+        capacity_bytes = pc.capacity_bytes();
+        blocks = pc.blocks();
+    }
+};
+
 struct metrics {
     std::atomic<std::uint64_t> prompt_tokens{0};      ///< prompt tokens of the requests decoded
     std::atomic<std::uint64_t> completion_tokens{0};  ///< answer tokens sent
@@ -129,6 +147,7 @@ struct metrics {
     histogram first_text{latency_buckets()};          ///< request received to the first streamed text
     histogram queue_wait{latency_buckets()};          ///< request received to joining the batch
     vllm_stats vllm;                                  ///< vLLM's names (the scheduler records them)
+    prompt_cache_figures prompt_cache;                ///< the prompt cache's, when the server keeps one
     std::string model_name = "dlm";                   ///< the model_name label of the vllm: metrics (dlm-server: the model's id)
 
     /// Counts one answered request by route and HTTP status.
@@ -190,6 +209,22 @@ struct metrics {
         out += vllm.inter_token.render("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", labels);
         out += vllm.e2e.render("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels);
         out += vllm.queue_time.render("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", labels);
+        if (!prompt_cache.enabled) return out;
+        // vLLM counts its prefix cache in tokens under these two names; dlm's own beside them.
+        head("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", "counter");
+        sample("vllm:prefix_cache_queries_total", "", prompt_cache.queried_tokens);
+        head("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", "counter");
+        sample("vllm:prefix_cache_hits_total", "", prompt_cache.hit_tokens);
+        const auto plain = [&](const char* name, const char* help, const char* type, std::uint64_t v) {
+            out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
+        };
+        plain("dlm_prompt_cache_query_tokens_total", "Prompt tokens looked up in the prompt cache.", "counter", prompt_cache.queried_tokens);
+        plain("dlm_prompt_cache_hit_tokens_total", "Prompt tokens whose exact K/V came from the prompt cache.", "counter", prompt_cache.hit_tokens);
+        plain("dlm_prompt_cache_evicted_tokens_total", "Tokens evicted from the prompt cache to stay within its bound.", "counter",
+              prompt_cache.evicted_tokens);
+        plain("dlm_prompt_cache_bytes", "Bytes the prompt cache holds.", "gauge", prompt_cache.bytes);
+        plain("dlm_prompt_cache_capacity_bytes", "The prompt cache's bound (--prompt-cache).", "gauge", prompt_cache.capacity_bytes);
+        plain("dlm_prompt_cache_blocks", "Token blocks the prompt cache holds.", "gauge", prompt_cache.blocks);
         return out;
     }
 

@@ -289,6 +289,7 @@ private:
                 if (!engine_.idle()) {
                     engine_.step();
                     if (metrics_) ++metrics_->forwards;
+                    if (const auto* pc = engine_.prompt_cache(); pc && metrics_) metrics_->prompt_cache.copy_from(*pc);
                 }
                 publish();
             } catch (const std::exception& e) {  // the model's forward itself failed: every running job ends
