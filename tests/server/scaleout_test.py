@@ -21,7 +21,6 @@ import concurrent.futures
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -30,6 +29,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_test import Server  # noqa: E402
 
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,27 +60,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Replica:
-    """One dlm-server on a free port; its output is kept (shown when a case fails)."""
-
-    def __init__(self, exe, model, *flags):
-        self.proc = subprocess.Popen([exe, "-m", model, "--port", "0", "-t", "1", *flags], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        seen = ""
-        m = None
-        for _ in range(40):
-            line = self.proc.stdout.readline()
-            seen += line
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m or not line:
-                break
-        if not m:
-            self.proc.kill()
-            raise Failure(f"dlm-server did not start: {seen}{self.proc.stdout.read()}")
-        self.port = int(m.group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.output = []
-        threading.Thread(target=lambda: self.output.extend(self.proc.stdout), daemon=True).start()
+class Replica(Server):
+    """One dlm-server on a free port (client_test's Server: its output is kept), stopped by stop() rather than
+    as a context, since the test kills or drains some replicas itself."""
 
     def stop(self):
         if self.proc.poll() is None:
