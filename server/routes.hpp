@@ -140,18 +140,19 @@ inline constexpr auto heartbeat = std::chrono::milliseconds(100);
 /// starts the heartbeat.
 inline constexpr auto whole_wait = std::chrono::milliseconds(500);
 
-/// One completion request, whole or streamed.
+/// Counts one answered request by route and status, and its latency.
+template <class Service>
+void count_request(Service& svc, const std::string& route, clock::time_point received, int status) {
+    svc.stats.request(route, status);
+    svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
+}
+
+/// Parses, checks and tokenizes a completion request into job `j`, submits it and waits until it has
+/// joined the batch. A refusal (the request's own, a full queue, the engine's) is answered here with
+/// its status; then it returns false.
 template <class Decoder>
-void handle_completion(service<Decoder>& svc, endpoint kind, const http::request& req, http::exchange& ex) {
-    using job = typename service<Decoder>::job;
-    const auto received = clock::now();
-    const std::string route = kind == endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
-    const auto done = [&svc, route, received](int status) {
-        svc.stats.request(route, status);
-        svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
-    };
-    completion_request r;
-    auto j = std::make_shared<job>();
+bool admit_completion(service<Decoder>& svc, endpoint kind, const http::request& req, http::exchange& ex, completion_request& r,
+                      const std::shared_ptr<typename service<Decoder>::job>& j, const std::string& route, clock::time_point received) {
     try {
         r = parse_request(req.body, kind, svc.rules);
         const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages) : r.prompt;
@@ -166,8 +167,9 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const http::request
         j->received = received;
         j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);
         if (!svc.sched.submit(j))
-            throw request_error("", "the server is busy: " + std::to_string(svc.sched.limits().max_queue) +
-                                        " requests are waiting already; retry later", 429, "rate_limit_error", "queue_full");
+            throw request_error("", "the server is busy: its " + std::to_string(svc.sched.limits().max_active) + " running and " +
+                                        std::to_string(svc.sched.limits().max_queue) + " waiting places (--parallel, --queue) are taken; retry later",
+                                429, "rate_limit_error", "queue_full");
         // Wait until it joins the batch (or is refused), so that a refusal still gets its status.
         {
             std::unique_lock lock(j->m);
@@ -176,58 +178,67 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const http::request
         }
     } catch (const request_error& e) {
         detail::reply_error(ex, e);
-        return done(e.status());
+        count_request(svc, route, received, e.status());
+        return false;
     } catch (const invalid_parameter& e) {  // a policy option the engine's policies refuse while being built
         detail::reply_error(ex, request_error(detail::field_of(e.parameter(), kind), e.rule()));
-        return done(400);
+        count_request(svc, route, received, 400);
+        return false;
     }
-    svc.stats.prompt_tokens += j->prompt.size();
-    const response_head head{std::string(kind == endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(svc.started_at) + "-" +
-                                 std::to_string(svc.next_id++),
-                             static_cast<std::int64_t>(std::time(nullptr)), svc.rules.model, kind};
+    return true;
+}
 
-    if (!r.stream) {
-        // The ended job's reply: its status and body (the caller holds j->m).
-        const auto whole = [&svc, j, r, head, kind]() -> std::pair<int, nlohmann::json> {
-            if (auto e = detail::refusal_of(*j, kind)) return {e->status(), error_body(*e)};
-            const std::span<const token_id> answer = svc.shown(j->result->tokens, r.max_tokens);
-            std::string text = svc.text_of(answer);
-            const bool stopped = cut_at_stop(text, r.stop);
-            svc.stats.completion_tokens += answer.size();
-            return {200, completion_body(head, text, detail::finish_reason(*j->result, r.max_tokens, stopped),
-                                         {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})};
-        };
-        {  // An answer within whole_wait goes out whole, with its own status.
-            std::unique_lock lock(j->m);
-            if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
-                const auto [status, body] = whole();
-                lock.unlock();
-                ex.reply(detail::json_response(status, body));
-                return done(status);
-            }
+/// A non-streamed answer: whole, with its own status, when it ends within whole_wait; else status 200
+/// at once, then spaces until the JSON body.
+template <class Decoder>
+void reply_whole(service<Decoder>& svc, http::exchange& ex, const std::shared_ptr<typename service<Decoder>::job>& j,
+                 const completion_request& r, const response_head& head, const std::string& route, clock::time_point received) {
+    const endpoint kind = head.kind;
+    // The ended job's reply: its status and body (the caller holds j->m).
+    const auto whole = [&svc, j, r, head, kind]() -> std::pair<int, nlohmann::json> {
+        if (auto e = detail::refusal_of(*j, kind)) return {e->status(), error_body(*e)};
+        const std::span<const token_id> answer = svc.shown(j->result->tokens, r.max_tokens);
+        std::string text = svc.text_of(answer);
+        const bool stopped = cut_at_stop(text, r.stop);
+        svc.stats.completion_tokens += answer.size();
+        return {200, completion_body(head, text, detail::finish_reason(*j->result, r.max_tokens, stopped),
+                                     {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})};
+    };
+    {  // An answer within whole_wait goes out whole, with its own status.
+        std::unique_lock lock(j->m);
+        if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
+            const auto [status, body] = whole();
+            lock.unlock();
+            ex.reply(detail::json_response(status, body));
+            count_request(svc, route, received, status);
+            return;
         }
-        // Longer: status 200 now and the JSON body when it is done, preceded by a space every 100 ms
-        // (JSON allows leading whitespace), so that a client that has gone is found (the second
-        // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
-        // A decode that fails after that is answered with the error object under the 200.
-        const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc](http::sink& sink) {
-                std::unique_lock lock(j->m);
-                if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
-                    lock.unlock();
-                    if (sink.write(" ", 1)) return true;
-                    detail::cancel(svc, *j);  // the client has gone
-                    return false;
-                }
-                const std::string body = dump(whole().second);
-                lock.unlock();
-                if (!sink.write(body.data(), body.size())) return false;
-                sink.done();
-                return true;
-            });
-        detail::on_release(svc, j, route, received)(whole_sent);
-        return;
     }
+    // Longer: status 200 now and the JSON body when it is done, preceded by a space every 100 ms
+    // (JSON allows leading whitespace), so that a client that has gone is found (the second
+    // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
+    // A decode that fails after that is answered with the error object under the 200.
+    const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc](http::sink& sink) {
+            std::unique_lock lock(j->m);
+            if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
+                lock.unlock();
+                if (sink.write(" ", 1)) return true;
+                detail::cancel(svc, *j);  // the client has gone
+                return false;
+            }
+            const std::string body = dump(whole().second);
+            lock.unlock();
+            if (!sink.write(body.data(), body.size())) return false;
+            sink.done();
+            return true;
+        });
+    detail::on_release(svc, j, route, received)(whole_sent);
+}
 
+/// A streamed answer: server-sent events as the committed prefix grows.
+template <class Decoder>
+void reply_stream(service<Decoder>& svc, http::exchange& ex, const std::shared_ptr<typename service<Decoder>::job>& j,
+                  const completion_request& r, const response_head& head, const std::string& route, clock::time_point received) {
     // Streamed: text goes out as the committed prefix grows; a heartbeat comment every 100 ms without
     // news finds a client that has gone (the second write after its close fails), which cancels the
     // sequence within about 0.2 s.
@@ -294,6 +305,24 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const http::request
             return ok;
         });
     detail::on_release(svc, j, route, received)(stream_sent);
+}
+
+/// One completion request, whole or streamed.
+template <class Decoder>
+void handle_completion(service<Decoder>& svc, endpoint kind, const http::request& req, http::exchange& ex) {
+    using job = typename service<Decoder>::job;
+    const auto received = clock::now();
+    const std::string route = kind == endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
+    completion_request r;
+    auto j = std::make_shared<job>();
+    if (!admit_completion(svc, kind, req, ex, r, j, route, received)) return;
+    svc.stats.prompt_tokens += j->prompt.size();
+    const response_head head{std::string(kind == endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(svc.started_at) + "-" +
+                                 std::to_string(svc.next_id++),
+                             static_cast<std::int64_t>(std::time(nullptr)), svc.rules.model, kind};
+
+    if (r.stream) reply_stream(svc, ex, j, r, head, route, received);
+    else reply_whole(svc, ex, j, r, head, route, received);
 }
 
 /// The routes answered on the I/O thread (they never wait): /health (liveness), /ready (readiness:

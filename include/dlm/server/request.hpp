@@ -202,6 +202,68 @@ inline void check_neutral(const std::string& key, const nlohmann::json& v) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The sampler's fields (temperature, top_p, top_k, seed): false when `key` is none of them.
+inline bool read_sampling_field(const std::string& key, const nlohmann::json& v, completion_request& r, const request_rules& rules) {
+    if (key != "temperature" && key != "top_p" && key != "top_k" && key != "seed") return false;
+    if (v.is_null()) return true;
+    if (key == "temperature") {
+        r.temperature = number_in(key, v, 0, 2, false);
+        if (*r.temperature != 0) check_applies(key, rules.samples, rules, "it samples greedily");
+    } else if (key == "top_p") {
+        r.top_p = number_in(key, v, 0, 1, true);
+        if (*r.top_p != 1) check_applies(key, rules.samples, rules, "it samples greedily");
+    } else if (key == "top_k") {
+        r.top_k = static_cast<index_t>(integer_in(key, v, 0, std::numeric_limits<index_t>::max()));
+        if (*r.top_k != 0) check_applies(key, rules.samples, rules, "it samples greedily");
+    } else if (v.is_number_unsigned()) {
+        r.seed = v.get<std::uint64_t>();
+    } else {
+        r.seed = static_cast<std::uint64_t>(integer_in(key, v, 0, std::numeric_limits<std::int64_t>::max()));
+    }
+    return true;
+}
+
+/// dlm's own fields (threshold, steps, block_length, stream_canvas): false when `key` is none of them.
+inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, completion_request& r, const request_rules& rules) {
+    if (key == "stream_canvas") {
+        r.stream_canvas = boolean(key, v);
+    } else if (key == "threshold") {
+        r.threshold = number_in(key, v, 0, 1, true);
+        check_applies(key, rules.has_threshold, rules, "its schedule has no threshold");
+    } else if (key == "steps") {
+        r.steps = static_cast<index_t>(integer_in(key, v, 1, 1 << 24));
+        check_applies(key, rules.has_steps, rules, "its schedule decides the number of forwards");
+    } else if (key == "block_length") {
+        r.block_length = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
+        check_applies(key, rules.has_blocks, rules, "its mask has no blocks to size");
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/// The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens), within the
+/// model's context, and steps that the blocks divide where the preset counts them in all.
+inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules) {
+    r.max_tokens = max_tokens;
+    const index_t block = r.block_length.value_or(rules.block_length);
+    r.gen_length = rules.has_blocks && block > 0 ? (r.max_tokens + block - 1) / block * block : r.max_tokens;
+    if (r.gen_length > rules.max_max_tokens)
+        refuse(r.block_length ? "block_length" : "max_tokens", "max_tokens " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
+                                                                   std::to_string(block) + " is " + std::to_string(r.gen_length) +
+                                                                   " slots, more than the model's " + std::to_string(rules.max_max_tokens));
+    if (r.steps && rules.has_steps && rules.steps_total) {
+        const index_t blocks = rules.has_blocks ? r.gen_length / block : 1;
+        if (*r.steps % blocks != 0)
+            refuse("steps", "must be a multiple of the number of blocks (" + std::to_string(blocks) + " = " + std::to_string(r.gen_length) +
+                                " slots / block length " + std::to_string(block) + "), got " + std::to_string(*r.steps));
+    }
+}
+
+}  // namespace detail
+
 /// Parses and checks a request body for `kind`. Throws request_error naming the field: 400 for
 /// malformed JSON, an unknown field, a value of the wrong type or out of range, an option the
 /// preset does not have; 404 (code "model_not_found") for another model than rules.model.
@@ -235,22 +297,8 @@ inline void check_neutral(const std::string& key, const nlohmann::json& v) {
             has_input = true;
         } else if (key == "max_tokens" || (key == "max_completion_tokens" && kind == endpoint::chat)) {
             if (!v.is_null()) max_tokens = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
-        } else if (key == "temperature") {
-            if (v.is_null()) continue;
-            r.temperature = number_in(key, v, 0, 2, false);
-            if (*r.temperature != 0) check_applies(key, rules.samples, rules, "it samples greedily");
-        } else if (key == "top_p") {
-            if (v.is_null()) continue;
-            r.top_p = number_in(key, v, 0, 1, true);
-            if (*r.top_p != 1) check_applies(key, rules.samples, rules, "it samples greedily");
-        } else if (key == "top_k") {
-            if (v.is_null()) continue;
-            r.top_k = static_cast<index_t>(integer_in(key, v, 0, std::numeric_limits<index_t>::max()));
-            if (*r.top_k != 0) check_applies(key, rules.samples, rules, "it samples greedily");
-        } else if (key == "seed") {
-            if (v.is_null()) continue;
-            if (v.is_number_unsigned()) r.seed = v.get<std::uint64_t>();
-            else r.seed = static_cast<std::uint64_t>(integer_in(key, v, 0, std::numeric_limits<std::int64_t>::max()));
+        } else if (read_sampling_field(key, v, r, rules) || read_dlm_field(key, v, r, rules)) {
+            // read into r
         } else if (key == "stop") {
             r.stop = stop_of(v, rules);
         } else if (key == "stream") {
@@ -263,17 +311,6 @@ inline void check_neutral(const std::string& key, const nlohmann::json& v) {
                 if (k != "include_usage") refuse("stream_options." + k, "unknown field");
                 r.include_usage = boolean("stream_options.include_usage", x);
             }
-        } else if (key == "stream_canvas") {
-            r.stream_canvas = boolean(key, v);
-        } else if (key == "threshold") {
-            r.threshold = number_in(key, v, 0, 1, true);
-            check_applies(key, rules.has_threshold, rules, "its schedule has no threshold");
-        } else if (key == "steps") {
-            r.steps = static_cast<index_t>(integer_in(key, v, 1, 1 << 24));
-            check_applies(key, rules.has_steps, rules, "its schedule decides the number of forwards");
-        } else if (key == "block_length") {
-            r.block_length = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
-            check_applies(key, rules.has_blocks, rules, "its mask has no blocks to size");
         } else if (key == "n") {
             if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
         } else if (key == "user") {
@@ -290,20 +327,7 @@ inline void check_neutral(const std::string& key, const nlohmann::json& v) {
     if (r.stream_canvas && !r.stream) refuse("stream_canvas", "needs \"stream\": true");
     if (has_stream_options && !r.stream) refuse("stream_options", "applies to a streamed answer only: set \"stream\": true, or leave it out");
 
-    // The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens).
-    r.max_tokens = max_tokens.value_or(rules.default_max_tokens);
-    const index_t block = r.block_length.value_or(rules.block_length);
-    r.gen_length = rules.has_blocks && block > 0 ? (r.max_tokens + block - 1) / block * block : r.max_tokens;
-    if (r.gen_length > rules.max_max_tokens)
-        refuse(r.block_length ? "block_length" : "max_tokens", "max_tokens " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
-                                                                   std::to_string(block) + " is " + std::to_string(r.gen_length) +
-                                                                   " slots, more than the model's " + std::to_string(rules.max_max_tokens));
-    if (r.steps && rules.has_steps && rules.steps_total) {
-        const index_t blocks = rules.has_blocks ? r.gen_length / block : 1;
-        if (*r.steps % blocks != 0)
-            refuse("steps", "must be a multiple of the number of blocks (" + std::to_string(blocks) + " = " + std::to_string(r.gen_length) +
-                                " slots / block length " + std::to_string(block) + "), got " + std::to_string(*r.steps));
-    }
+    size_canvas(r, max_tokens.value_or(rules.default_max_tokens), rules);
     return r;
 }
 
