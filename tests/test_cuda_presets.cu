@@ -1,5 +1,8 @@
 // Every preset on the GPU: identical greedy tokens on CPU and GPU (f32 storage), and device-side
 // decoding (dlm::cuda::device_decoder) equal to host-side decoding (dlm::decoder) on the same GPU model.
+#include <algorithm>
+#include <limits>
+
 #include "cuda_test_util.cuh"
 
 using namespace dlm_cuda_test;
@@ -97,7 +100,8 @@ TEST_SUITE("presets") {
     TEST_CASE("a NaN in one sequence ends that sequence alone, with status failed, on the device as on the host") {
         const auto cfg = random_config(4, 2, 16, false, false);
         auto w = cpu::random_weights(cfg, 4);
-        w.embedding.row(7).setConstant(std::numeric_limits<float>::quiet_NaN());  // token 7 poisons its sequence
+        std::fill_n(w.embedding.data() + 7 * w.embedding.cols(), w.embedding.cols(),
+                    std::numeric_limits<float>::quiet_NaN());  // token 7 poisons its sequence
         gpu32 g(cfg, w);
         const std::vector<tvec> prompts{{5, 6, 8}, {5, 7, 8}, {9, 10}};
         using P = presets::fast_dllm<gpu32>;
