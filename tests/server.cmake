@@ -75,3 +75,12 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties("server: the prompt cache reuses shared prefixes with the same answers and reports them in /metrics"
                        PROPERTIES LABELS server TIMEOUT 120 RUN_SERIAL ON)
 endif()
+
+# Cases that measure the process itself (RSS after large bodies, an address-space limit, drain and
+# disconnect timings) cannot hold under AddressSanitizer (its shadow memory and quarantine, a Debug
+# build several times slower): label unsanitized, which the asan workflow leaves out.
+foreach(_case IN ITEMS chunked-limit drain startup-failure disconnect-whole)
+  if(TEST "server: ${_case}")
+    set_tests_properties("server: ${_case}" PROPERTIES LABELS "server;unsanitized")
+  endif()
+endforeach()
