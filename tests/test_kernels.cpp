@@ -24,12 +24,7 @@ using namespace dlm::cpu;
 
 namespace {
 
-std::vector<isa> runnable() {
-    std::vector<isa> out;
-    for (isa i : {isa::baseline, isa::avx2, isa::avx512, isa::avx512_bf16})
-        if (static_cast<int>(i) <= static_cast<int>(detect_isa())) out.push_back(i);
-    return out;
-}
+std::vector<isa> runnable() { return runnable_isas(); }
 
 struct isa_scope {
     explicit isa_scope(isa i) { set_isa(i); }
@@ -121,16 +116,17 @@ TEST_CASE("kernels: packed weights keep their type's values, and rows read back"
     }
 }
 
-TEST_CASE("kernels: bf16 products give the same bits on every instruction set, vdpbf16ps included") {
+TEST_CASE("kernels: bf16 products give the same bits on every vector instruction set, vdpbf16ps included (amx is its own class)") {
     const index_t m = 21, n = 70, k = 300;
     const auto x = random_values(static_cast<std::size_t>(m * k), 4), wv = random_values(static_cast<std::size_t>(n * k), 5);
     packed_matrix w(n, k, io::dtype::bf16);
     w.set_rows(0, wv.data(), n);
     std::vector<float> first;
     for (isa i : runnable()) {
+        if (i == isa::amx) continue;  // tests/test_amx.cpp
         const isa_scope on(i);
         for (bool dot : {false, true}) {
-            if (dot && kernels().gemm_bf16_dot == nullptr) continue;
+            if (dot && kernels().bf16_alt.run == nullptr) continue;
             CAPTURE(isa_name(i));
             CAPTURE(dot);
             set_bf16_dot(dot);
@@ -155,7 +151,18 @@ TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name"
     }
     CHECK(kernels_for(isa::baseline).id == isa::baseline);
     CHECK(std::string(kernels_for(detect_isa()).name) == isa_name(detect_isa()));
-    if (detect_isa() != isa::avx512_bf16) CHECK_THROWS_AS(set_isa(isa::avx512_bf16), invalid_parameter);
+    CHECK(parse_isa("amx") == isa::amx);
+    if (detect_isa() != isa::amx) {  // refused, with the reason AMX is not offered here
+        CHECK(!amx_unavailable_reason().empty());
+        try {
+            set_isa(isa::amx);
+            FAIL("no error");
+        } catch (const invalid_parameter& e) {
+            CHECK(std::string(e.what()).find(std::string(amx_unavailable_reason())) != std::string::npos);
+        }
+    } else {
+        CHECK(amx_unavailable_reason().empty());
+    }
     {
         const isa_scope on(isa::baseline);
         CHECK(kernels().id == isa::baseline);

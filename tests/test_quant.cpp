@@ -107,12 +107,7 @@ TEST_CASE("row_bytes refuses a row that is not a whole number of blocks") {
 
 namespace {
 
-std::vector<cpu::isa> runnable_isas() {
-    std::vector<cpu::isa> v;
-    for (cpu::isa i : {cpu::isa::baseline, cpu::isa::avx2, cpu::isa::avx512, cpu::isa::avx512_bf16})
-        if (static_cast<int>(i) <= static_cast<int>(cpu::detect_isa())) v.push_back(i);
-    return v;
-}
+using cpu::runnable_isas;
 
 struct quant_case {
     cpu::quant::matrix w;
@@ -171,7 +166,7 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
     for (const shape& sh : shapes) {
         const quant_case qc = make_matrix(sh.k, sh.parts, seed++);
         CAPTURE(seed);
-        const std::int64_t n = qc.w.rows(), k = sh.k, m = 19;
+        const std::int64_t n = qc.w.rows(), k = sh.k, m = 45;  // AMX: a tile pair, then a partial tile
         std::mt19937 rng(seed);
         std::normal_distribution<float> dist(0.0f, 1.0f);
         std::vector<float> x(static_cast<std::size_t>(m * k));
@@ -202,7 +197,7 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
             if (first.empty()) first = y;
             else CHECK(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0);
             // A row alone gives the bits it gives in the batch.
-            for (std::int64_t i : {std::int64_t{0}, std::int64_t{7}, m - 1}) {
+            for (std::int64_t i : {std::int64_t{0}, std::int64_t{7}, std::int64_t{33}, m - 1}) {
                 std::vector<float> one(static_cast<std::size_t>(n));
                 cpu::quant::linear(1, x.data() + i * k, k, qc.w, one.data(), n);
                 CHECK(std::memcmp(one.data(), y.data() + i * n, one.size() * sizeof(float)) == 0);

@@ -125,8 +125,8 @@ std::vector<kernel_path> kernel_paths() {
     const std::string which = env != nullptr && *env != '\0' ? env : "all";
     REQUIRE_MESSAGE((which == "all" || which == "best"), "DLM_TEST_KERNEL_PATHS must be all or best, not " << which);
     std::vector<kernel_path> out;
-    for (cpu::isa i : {cpu::isa::baseline, cpu::isa::avx2, cpu::isa::avx512, cpu::isa::avx512_bf16})
-        if (which == "all" ? static_cast<int>(i) <= static_cast<int>(cpu::detect_isa()) : i == cpu::detect_isa()) {
+    for (const cpu::isa_info& info : cpu::isa_list)
+        if (const cpu::isa i = info.id; which == "all" ? static_cast<int>(i) <= static_cast<int>(cpu::detect_isa()) : i == cpu::detect_isa()) {
             for (io::dtype t : {io::dtype::f32, io::dtype::bf16, io::dtype::f16}) out.push_back({i, t, std::nullopt});
             for (auto q : {cpu::quant::file_type::q8_0, cpu::quant::file_type::q4_0, cpu::quant::file_type::q4_k_m})
                 out.push_back({i, io::dtype::f32, q});
@@ -354,7 +354,9 @@ std::optional<kernel_path> selected_path(cpu::isa isa, io::dtype type, std::opti
 void exact_prefix_cache_on(cpu::isa isa, io::dtype type, std::optional<cpu::quant::file_type> quant) {
     const std::optional<kernel_path> selected = selected_path(isa, type, quant);
     if (!selected) {
-        MESSAGE("skipped: " << cpu::isa_name(isa) << " is not run here (this CPU lacks it, or DLM_TEST_KERNEL_PATHS=best)");
+        MESSAGE("skipped: " << cpu::isa_name(isa) << " is not run here (this CPU lacks it, or DLM_TEST_KERNEL_PATHS=best)"
+                            << (isa == cpu::isa::amx && !cpu::amx_unavailable_reason().empty() ? "; AMX: " : "")
+                            << (isa == cpu::isa::amx ? cpu::amx_unavailable_reason() : ""));
         return;
     }
     const kernel_path& path = *selected;
@@ -406,6 +408,7 @@ DLM_EXACT_PREFIX_CACHE_CASES(baseline)
 DLM_EXACT_PREFIX_CACHE_CASES(avx2)
 DLM_EXACT_PREFIX_CACHE_CASES(avx512)
 DLM_EXACT_PREFIX_CACHE_CASES(avx512_bf16)
+DLM_EXACT_PREFIX_CACHE_CASES(amx)
 #undef DLM_EXACT_PREFIX_CACHE_CASES
 #undef DLM_EXACT_PREFIX_CACHE_CASE
 

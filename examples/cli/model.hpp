@@ -141,18 +141,24 @@ struct preset_choice {
     return m.tokenizer.decode(std::span(r.tokens).first(static_cast<std::size_t>(r.answer_length)), true);
 }
 
-/// The CPU path for --stats: "cpu: avx512-bf16 kernels, bf16 weights (FMA form), 2 threads, 1.9 MiB".
+/// The CPU path for --stats: "cpu: amx kernels, bf16 weights (amx-bf16), 1.9 MiB, 2 threads", and
+/// where the CPU has no AMX path, why ("; no amx: the CPU has no AMX-BF16/AMX-INT8 tiles").
 [[nodiscard]] inline std::string cpu_line(const loaded_model& m) {
     const cpu::kernel_table& kt = cpu::kernels();
-    std::string s = std::string("cpu: ") + kt.name + " kernels, " + m.model.weight_type() + " weights";
-    if (m.model.weight_type() == "bf16") s += cpu::bf16_products().dot ? " (vdpbf16ps)" : " (FMA form)";
+    const std::string type = m.model.weight_type();
+    std::string s = std::string("cpu: ") + kt.name + " kernels, " + type + " weights";
+    if (type == "bf16") s += std::string(" (") + cpu::bf16_product().name + ")";
+    else if (type == "f16") s += std::string(" (") + kt.f16.name + ")";
+    else if (type != "f32") s += std::string(" (") + kt.quant.name + ")";
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
     char mib[32];
     std::snprintf(mib, sizeof mib, "%.1f MiB", static_cast<double>(m.model.weight_bytes()) / (1024.0 * 1024.0));
-    return s + ", " + mib + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+    s += std::string(", ") + mib + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+    if (!cpu::amx_unavailable_reason().empty()) s += "; no amx: " + std::string(cpu::amx_unavailable_reason());
+    return s;
 }
 
 /// OpenMP threads for the CPU model (0: leave OpenMP's default).

@@ -1,6 +1,6 @@
 // dlm/cpu/dispatch.hpp — picks, once per process, the best kernels this CPU runs.
 //
-//   dlm::cpu::kernels().name            // "avx512-bf16", "avx512", "avx2" or "baseline"
+//   dlm::cpu::kernels().name            // "amx", "avx512-bf16", "avx512", "avx2" or "baseline"
 //   dlm::cpu::set_isa(dlm::cpu::isa::avx2);   // force a lower path (tests, comparisons)
 //   DLM_ISA=avx2 ./dlm-generate ...     // the same from the environment
 //
@@ -39,30 +39,38 @@ const kernel_table& kernels_of(isa i) noexcept;
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace dlm::cpu {
 
 /// The name dlm uses for `i` (as DLM_ISA takes it).
 [[nodiscard]] constexpr std::string_view isa_name(isa i) noexcept {
-    switch (i) {
-        case isa::baseline: return "baseline";
-        case isa::avx2: return "avx2";
-        case isa::avx512: return "avx512";
-        case isa::avx512_bf16: return "avx512-bf16";
-    }
+    for (const isa_info& info : isa_list)
+        if (info.id == i) return info.name;
     return "?";
 }
 
-/// The best instruction set this CPU and OS support (CPUID feature bits and XGETBV state).
-[[nodiscard]] inline isa detect_isa() noexcept {
+namespace detail {
+/// What the CPU and the OS offer, read once: the best instruction set below AMX, and AMX's own
+/// verdict (granted, or why not).
+struct cpu_features {
+    isa best_vector = isa::baseline;
+    bool amx = false;
+    const char* amx_reason = "";  ///< why AMX is not used ("" where it is)
+};
+
 #if defined(__x86_64__)
+[[nodiscard]] inline isa detect_vector_isa(unsigned long long& xcr0) noexcept {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return isa::baseline;
     const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
     if (!(osxsave && avx && fma && f16c)) return isa::baseline;
     unsigned xlo = 0, xhi = 0;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    const unsigned long long xcr0 = (static_cast<unsigned long long>(xhi) << 32) | xlo;
+    xcr0 = (static_cast<unsigned long long>(xhi) << 32) | xlo;
     if ((xcr0 & 0x6u) != 0x6u) return isa::baseline;  // the OS saves neither xmm nor ymm state
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return isa::baseline;
     const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
@@ -74,9 +82,65 @@ namespace dlm::cpu {
     const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
     const bool vnni = c & (1u << 11);  // vpdpbusd: the quantized products (every CPU with BF16 so far has it)
     return bf16 && vnni ? isa::avx512_bf16 : isa::avx512;
+}
+
+/// AMX-TILE, AMX-BF16 and AMX-INT8 in CPUID, the tile state enabled in XCR0, and Linux's
+/// permission to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process):
+/// nullptr where all hold, else the reason.
+[[nodiscard]] inline const char* amx_refusal(isa best_vector, unsigned long long xcr0) noexcept {
+    if (best_vector != isa::avx512_bf16) return "the CPU lacks AVX-512 BF16 and VNNI, which the AMX kernels' epilogues use";
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __get_cpuid_count(7, 0, &a, &b, &c, &d);
+    const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25);
+    if (!(amx_tile && amx_bf16 && amx_int8)) return "the CPU has no AMX-BF16/AMX-INT8 tiles";
+    if ((xcr0 & (3ull << 17)) != (3ull << 17)) return "the OS does not enable the AMX tile state (XCR0 bits 17-18)";
+#if defined(__linux__)
+    constexpr long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    if (syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) != 0)
+        return "Linux refused the AMX tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+    return nullptr;
 #else
-    return isa::baseline;
+    return "AMX needs the OS's tile data permission, which dlm asks of Linux only";
 #endif
+}
+#endif
+
+[[nodiscard]] inline cpu_features detect_features() noexcept {
+    cpu_features f;
+#if defined(__x86_64__)
+    unsigned long long xcr0 = 0;
+    f.best_vector = detect_vector_isa(xcr0);
+    const char* refusal = amx_refusal(f.best_vector, xcr0);
+    f.amx = refusal == nullptr;
+    f.amx_reason = refusal == nullptr ? "" : refusal;
+#else
+    f.amx_reason = "not an x86-64 CPU";
+#endif
+    return f;
+}
+[[nodiscard]] inline const cpu_features& features() noexcept {
+    static const cpu_features f = detect_features();
+    return f;
+}
+}  // namespace detail
+
+/// The best instruction set this CPU and OS support (CPUID feature bits, XGETBV state and, for
+/// AMX, the OS's tile data permission).
+[[nodiscard]] inline isa detect_isa() noexcept {
+    const detail::cpu_features& f = detail::features();
+    return f.amx ? isa::amx : f.best_vector;
+}
+
+/// Why the AMX kernels are not among this CPU's paths ("" where they are): the CPU, the OS's
+/// tile state, or the permission Linux refused. --stats prints it.
+[[nodiscard]] inline std::string_view amx_unavailable_reason() noexcept { return detail::features().amx_reason; }
+
+/// Every instruction set this CPU runs, lowest first (the tests run each).
+[[nodiscard]] inline std::vector<isa> runnable_isas() {
+    std::vector<isa> v;
+    for (const isa_info& info : isa_list)
+        if (static_cast<int>(info.id) <= static_cast<int>(detect_isa())) v.push_back(info.id);
+    return v;
 }
 
 /// The kernels of `i` (the baseline's where the build's target has no such kernels).
@@ -84,11 +148,12 @@ namespace dlm::cpu {
 
 /// The instruction set a DLM_ISA value names; invalid_parameter("DLM_ISA") for anything else.
 [[nodiscard]] inline isa parse_isa(std::string_view name) {
-    for (isa i : {isa::baseline, isa::avx2, isa::avx512, isa::avx512_bf16})
-        if (name == isa_name(i)) return i;
+    for (const isa_info& info : isa_list)
+        if (name == info.name) return info.id;
     if (name == "avx512_bf16") return isa::avx512_bf16;
-    throw invalid_parameter("DLM_ISA", "'" + std::string(name) + "' is not an instruction set dlm has kernels for "
-                                       "(auto, avx512-bf16, avx512, avx2, baseline)");
+    std::string known;
+    for (const isa_info& info : isa_list) known += ", " + std::string(info.name);
+    throw invalid_parameter("DLM_ISA", "'" + std::string(name) + "' is not an instruction set dlm has kernels for (auto" + known + ")");
 }
 
 namespace detail {
@@ -109,7 +174,8 @@ inline void set_isa(isa i, const char* parameter = "isa") {
     const isa best = detect_isa();
     if (static_cast<int>(i) > static_cast<int>(best))
         throw invalid_parameter(parameter, "this CPU cannot run the " + std::string(isa_name(i)) + " kernels (its best is " +
-                                               std::string(isa_name(best)) + ")");
+                                               std::string(isa_name(best)) +
+                                               (i == isa::amx ? "; AMX: " + std::string(amx_unavailable_reason()) : std::string()) + ")");
     detail::state().bf16_dot.store(-1, std::memory_order_relaxed);
     detail::state().table.store(&kernels_for(i), std::memory_order_release);
 }
@@ -140,9 +206,10 @@ double best_time(F&& f) {
 }
 }  // namespace detail
 
-/// How the active kernels multiply bf16 weights. Both forms give the same bits.
+/// How the active kernels multiply bf16 weights, where they have two forms (avx512-bf16: the FMA
+/// form and vdpbf16ps, which give the same bits).
 struct bf16_method {
-    bool dot = false;          ///< true: vdpbf16ps; false: two FMAs per pair on widened values
+    bool dot = false;          ///< true: vdpbf16ps (the table's bf16_alt); false: its first bf16 form
     double dot_speedup = 0.0;  ///< time of the FMA form / time of vdpbf16ps, where measured (else 0)
 };
 
@@ -155,7 +222,7 @@ inline void set_bf16_dot(bool dot) noexcept { detail::state().bf16_dot.store(dot
 /// set_bf16_dot or DLM_BF16_DOT ("1": vdpbf16ps, "0": the FMA form, "auto") decided it.
 [[nodiscard]] inline bf16_method bf16_products() {
     const kernel_table& kt = kernels();
-    if (kt.gemm_bf16_dot == nullptr) return {};
+    if (kt.bf16_alt.run == nullptr) return {};
     detail::dispatch_state& s = detail::state();
     if (const int known = s.bf16_dot.load(std::memory_order_acquire); known >= 0)
         return {known == 1, s.dot_speedup.load(std::memory_order_relaxed)};
@@ -170,8 +237,8 @@ inline void set_bf16_dot(bool dot) noexcept { detail::state().bf16_dot.store(dot
         std::vector<std::uint16_t> a16(a.size(), 0x3f00), b(static_cast<std::size_t>(n) * k, 0x3f00);
         const panel_view16 bv{b.data(), static_cast<std::ptrdiff_t>(k) * panel_width, 2 * panel_width};
         const index_t panels = n / panel_width;
-        const double fma = detail::best_time([&] { kt.gemm_bf16(rows, n, k, a.data(), bv, 0, panels, c.data(), n, false); });
-        const double dot = detail::best_time([&] { kt.gemm_bf16_dot(rows, n, k, a16.data(), bv, 0, panels, c.data(), n, false); });
+        const double fma = detail::best_time([&] { kt.bf16.run(rows, n, k, a.data(), bv, 0, panels, c.data(), n, false); });
+        const double dot = detail::best_time([&] { kt.bf16_alt.run(rows, n, k, a16.data(), bv, 0, panels, c.data(), n, false); });
         m.dot = dot < fma;
         m.dot_speedup = fma / dot;
     } else {

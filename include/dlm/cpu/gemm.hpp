@@ -34,6 +34,7 @@
 #include "dispatch.hpp"
 #include "quant/matrix.hpp"
 #include "simd.hpp"
+#include "tasks.hpp"
 
 namespace dlm::cpu {
 
@@ -77,7 +78,8 @@ void pack_a(index_t m, index_t k, const float* a, std::ptrdiff_t lda, int mr, in
     };
     if (group == 2) pack(std::integral_constant<int, 2>{});
     else if (group == 1) pack(std::integral_constant<int, 1>{});
-    else throw contract_error("cpu::pack_a: k-groups of " + std::to_string(group) + " elements; the kernels use 1 or 2");
+    else if (group == 32) pack(std::integral_constant<int, 32>{});
+    else throw contract_error("cpu::pack_a: k-groups of " + std::to_string(group) + " elements; the kernels use 1, 2 or 32");
 }
 
 namespace detail {
@@ -106,11 +108,11 @@ struct bf16_bits {
 inline void gemm(index_t m, index_t n, index_t kdim, const float* a, std::ptrdiff_t lda, const panel_view& b, float* c,
                  std::ptrdiff_t ldc, bool accumulate = false) {
     if (m <= 0 || n <= 0) return;
-    const kernel_table& kt = kernels();
+    const f32_product& f = kernels().f32;
     thread_local std::vector<float, aligned_allocator<float>> packed;
-    packed.resize(packed_a_size(m, kdim, kt.mr, 1));
-    pack_a(m, kdim, a, lda, kt.mr, 1, packed.data(), detail::identity{});
-    kt.gemm_f32(m, n, kdim, packed.data(), b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
+    packed.resize(packed_a_size(m, kdim, f.a.mr, f.a.group));
+    pack_a(m, kdim, a, lda, f.a.mr, f.a.group, packed.data(), detail::identity{});
+    f.run(m, n, kdim, packed.data(), b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
 }
 
 /// How a (stacked) weight matrix is held: in one element type, or, when `parts` is not empty, in
@@ -214,9 +216,15 @@ public:
     [[nodiscard]] index_t panels() const noexcept { return (n_ + panel_width - 1) / panel_width; }
     /// Elements per k-group: 2 for bf16 (the pairs of vdpbf16ps), 1 otherwise.
     [[nodiscard]] index_t group() const noexcept { return type_ == io::dtype::bf16 ? 2 : 1; }
+    /// k as the panels hold it: bf16 padded with zeros to a multiple of bf16_k_align (whole AMX
+    /// tiles; no padding for k a multiple of 32, as every model's is), else k rounded to a group.
+    [[nodiscard]] static std::int64_t padded_k(std::int64_t k, io::dtype type) noexcept {
+        const std::int64_t align = type == io::dtype::bf16 ? bf16_k_align : 1;
+        return (k + align - 1) / align * align;
+    }
     /// Elements per panel.
     [[nodiscard]] std::ptrdiff_t panel_stride() const noexcept {
-        return static_cast<std::ptrdiff_t>((k_ + group() - 1) / group()) * panel_width * group();
+        return static_cast<std::ptrdiff_t>(padded_k(k_, type_)) * panel_width;
     }
     /// Bytes held.
     [[nodiscard]] std::size_t bytes() const noexcept {
@@ -224,10 +232,9 @@ public:
     }
     /// Bytes a matrix of this shape and type holds, before allocating it.
     [[nodiscard]] static std::size_t bytes_for(std::int64_t n, std::int64_t k, io::dtype type) noexcept {
-        const std::uint64_t g = type == io::dtype::bf16 ? 2 : 1;
         const auto panels = static_cast<std::uint64_t>((n + panel_width - 1) / panel_width);
-        return detail::saturating_mul(detail::saturating_mul(panels, (static_cast<std::uint64_t>(k) + g - 1) / g),
-                                      static_cast<std::uint64_t>(panel_width) * g * io::dtype_size(type));
+        return detail::saturating_mul(detail::saturating_mul(panels, static_cast<std::uint64_t>(padded_k(k, type))),
+                                      static_cast<std::uint64_t>(panel_width) * io::dtype_size(type));
     }
     [[nodiscard]] panel_view view() const noexcept { return {f32_.data(), panel_stride(), panel_width}; }
     [[nodiscard]] panel_view16 view16() const noexcept { return {h16_.data(), panel_stride(), panel_width * group()}; }
@@ -248,57 +255,52 @@ private:
     quant::matrix quant_;
 };
 
-/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (group of column panels, block of rows). Each
-/// element is computed by one thread with the same instruction sequence, so results do not depend
-/// on the thread count. bf16 weights: X is rounded to bf16 first (once, row by row).
+/// The product form bf16 weights use on the active kernels (amx-bf16, vdpbf16ps or the FMA form).
+[[nodiscard]] inline const product16& bf16_product() {
+    const kernel_table& kt = kernels();
+    return bf16_products().dot ? kt.bf16_alt : kt.bf16;
+}
+
+/// The 16-bit product for weights of `type` (f16 or bf16) on the active kernels.
+[[nodiscard]] inline const product16& product_for(io::dtype type) { return type == io::dtype::bf16 ? bf16_product() : kernels().f16; }
+
+/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (group of column panels, block of rows)
+/// (tasks.hpp). X is packed once into the layout the chosen kernel wants (bf16 weights: rounded
+/// to bf16 first, row by row). Each element is computed by one thread with the same instruction
+/// sequence, so results do not depend on the thread count, and the kernel never depends on m.
 inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const packed_matrix& w, float* y, std::ptrdiff_t ldy) {
     if (m <= 0) return;
     if (w.quantized()) return quant::linear(m, x, ldx, w.quantized_matrix(), y, ldy);
-    const kernel_table& kt = kernels();
     const index_t n = w.rows(), k = w.cols(), panels = w.panels();
-    const bool bf16 = w.type() == io::dtype::bf16, dot = bf16 && bf16_products().dot;
-    // X packed once for every task (bf16 weights: rounded to bf16, as floats or as bf16 bits).
-    const int mr = bf16 && !dot ? kt.mr_bf16 : kt.mr, group = bf16 ? 2 : 1;
+    const bool f32 = w.type() == io::dtype::f32;
+    const f32_product* pf = f32 ? &kernels().f32 : nullptr;
+    const product16* p16 = f32 ? nullptr : &product_for(w.type());
+    const a_format af = f32 ? pf->a : p16->a;
+    const a_values values = f32 ? a_values::f32 : p16->values;
     thread_local std::vector<float, aligned_allocator<float>> xf;
     thread_local std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> xh;
-    if (dot) {
-        xh.resize(packed_a_size(m, k, mr, group));
-        pack_a(m, k, x, ldx, mr, group, xh.data(), detail::bf16_bits{});
+    const std::size_t a_size = packed_a_size(m, k, af.mr, af.group);
+    if (values == a_values::bf16_bits) {
+        xh.resize(a_size);
+        pack_a(m, k, x, ldx, af.mr, af.group, xh.data(), detail::bf16_bits{});
     } else {
-        xf.resize(packed_a_size(m, k, mr, group));
-        if (bf16) pack_a(m, k, x, ldx, mr, group, xf.data(), detail::bf16_value{});
-        else pack_a(m, k, x, ldx, mr, group, xf.data(), detail::identity{});
+        xf.resize(a_size);
+        if (values == a_values::bf16_f32) pack_a(m, k, x, ldx, af.mr, af.group, xf.data(), detail::bf16_value{});
+        else pack_a(m, k, x, ldx, af.mr, af.group, xf.data(), detail::identity{});
     }
     // The caller's buffers: inside the parallel loop, xf and xh would name each thread's own.
-    const float* af = xf.data();
-    const std::uint16_t* ah = xh.data();
-    const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(packed_a_size(mr, k, mr, group));
-    const index_t row_block = 8 * mr;
-    const index_t row_blocks = (m + row_block - 1) / row_block;
-    // Panels per task: enough work per task to amortize scheduling on small matrices.
-    const index_t group_panels = std::max<index_t>(1, std::min<index_t>(8, (1 << 16) / std::max<index_t>(1, k * std::min(m, row_block))));
-    const index_t groups = (panels + group_panels - 1) / group_panels;
-    const long tasks = static_cast<long>(groups) * row_blocks;
-    // Threads only for products of more than ~1M multiply-adds (tens of microseconds of work).
-    [[maybe_unused]] const bool parallel = static_cast<double>(m) * n * k > 1e6 && tasks > 1;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-    for (long t = 0; t < tasks; ++t) {
-        const index_t gi = static_cast<index_t>(t / row_blocks), rb = static_cast<index_t>(t % row_blocks);
-        const index_t r0 = rb * row_block, rows = std::min(row_block, m - r0);
-        const index_t p0 = gi * group_panels, p1 = std::min(panels, (gi + 1) * group_panels);
-        const std::ptrdiff_t a_at = static_cast<std::ptrdiff_t>(r0 / mr) * tile_elements;
+    const void* a = values == a_values::bf16_bits ? static_cast<const void*>(xh.data()) : static_cast<const void*>(xf.data());
+    const std::size_t a_bytes = values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
+    const std::size_t tile_bytes = packed_a_size(af.mr, k, af.mr, af.group) * a_bytes;
+    const index_t row_block = task_rows(af.mr), group_panels = task_columns(k, std::min(m, row_block));
+    const long groups = (panels + group_panels - 1) / group_panels;
+    for_each_task(m, row_block, groups, static_cast<double>(m) * n * k, [&](long gi, index_t r0, index_t rows) {
+        const index_t p0 = static_cast<index_t>(gi) * group_panels, p1 = std::min(panels, p0 + group_panels);
+        const void* at = static_cast<const char*>(a) + static_cast<std::size_t>(r0 / af.mr) * tile_bytes;
         float* yr = y + r0 * ldy;
-        switch (w.type()) {
-            case io::dtype::f32: kt.gemm_f32(rows, n, k, af + a_at, w.view(), p0, p1, yr, ldy, false); break;
-            case io::dtype::f16: kt.gemm_f16(rows, n, k, af + a_at, w.view16(), p0, p1, yr, ldy, false); break;
-            case io::dtype::bf16:
-                if (dot) kt.gemm_bf16_dot(rows, n, k, ah + a_at, w.view16(), p0, p1, yr, ldy, false);
-                else kt.gemm_bf16(rows, n, k, af + a_at, w.view16(), p0, p1, yr, ldy, false);
-                break;
-        }
-    }
+        if (f32) pf->run(rows, n, k, static_cast<const float*>(at), w.view(), p0, p1, yr, ldy, false);
+        else p16->run(rows, n, k, at, w.view16(), p0, p1, yr, ldy, false);
+    });
 }
 
 }  // namespace dlm::cpu

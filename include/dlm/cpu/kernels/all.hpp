@@ -3,6 +3,7 @@
 // (DLM_CPU_KERNELS_SEPARATE).
 #pragma once
 
+#include "amx.hpp"
 #include "avx2.hpp"
 #include "avx512.hpp"
 #include "avx512_bf16.hpp"
@@ -20,6 +21,7 @@ namespace dlm::cpu::detail {
 DLM_KERNELS_OF_LINKAGE const kernel_table& kernels_of(isa i) noexcept {
 #if defined(__x86_64__)
     switch (i) {
+        case isa::amx: return kernels_amx::table;
         case isa::avx512_bf16: return kernels_avx512_bf16::table;
         case isa::avx512: return kernels_avx512::table;
         case isa::avx2: return kernels_avx2::table;

@@ -36,6 +36,7 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 #include "vector_ops.inl"
 
 inline constexpr int mr_q = 4, s8_bias = 0;
+inline constexpr const char* quant_form = "vpmaddubsw";
 /// Pairs of u8·s8 products summed to 16 bits (never saturating: |w| <= 128 and |a| <= 127, or
 /// w <= 63), then pairs of those to 32.
 [[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {

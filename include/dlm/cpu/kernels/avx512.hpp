@@ -36,6 +36,7 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 #include "vector_ops.inl"
 
 inline constexpr int mr_q = 8, s8_bias = 0;
+inline constexpr const char* quant_form = "vpmaddubsw";
 /// As avx2.hpp's, 512 bits wide (AVX-512 BW; no VNNI at this level).
 [[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {
     const __m512i p = _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(a4));

@@ -50,6 +50,7 @@ using b16_t = __m512i;
 [[nodiscard]] inline vfloat dot2(vfloat acc, a16_t a, b16_t b) noexcept { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
 
 inline constexpr int mr_q = 8, s8_bias = 128;
+inline constexpr const char* quant_form = "vpdpbusd";
 /// vpdpbusd: four u8·s8 products per lane added to it, exactly.
 [[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {
     return vint(_mm512_dpbusd_epi32(__m512i(acc), __m512i(w), _mm512_set1_epi32(a4)));

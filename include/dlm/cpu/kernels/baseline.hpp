@@ -31,6 +31,7 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 #include "vector_ops.inl"
 
 inline constexpr int mr_q = 4, s8_bias = 0;
+inline constexpr const char* quant_form = "scalar";
 /// Σ_b w[4l+b]·a[b] per lane, `W` the bytes' signedness.
 template <class W>
 [[nodiscard]] inline vint dot_bytes(vint acc, vbytes w, std::int32_t a4) noexcept {

@@ -208,20 +208,13 @@ inline void gemm_f32(index_t m, index_t n, index_t k, const float* a, const pane
                      float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
     gemm_panels<operand::f32>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
 }
-inline void gemm_f16(index_t m, index_t n, index_t k, const float* a, const panel_view16& b, index_t p0, index_t p1,
-                     float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
-    gemm_panels<operand::f16>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+/// The 16-bit products behind the table's type-erased entries (A's element type is the entry's).
+template <operand K>
+inline void gemm16(index_t m, index_t n, index_t k, const void* a, const panel_view16& b, index_t p0, index_t p1, float* c,
+                   std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<K>(m, n, k, static_cast<const typename operand_traits<K>::a_t*>(a), b.data, b.panel_stride, b.ldb, p0, p1, c, ldc,
+                   accumulate);
 }
-inline void gemm_bf16(index_t m, index_t n, index_t k, const float* a, const panel_view16& b, index_t p0, index_t p1,
-                      float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
-    gemm_panels<operand::bf16>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
-}
-#if defined(DLM_KERNEL_BF16_DOT)
-inline void gemm_bf16_dot(index_t m, index_t n, index_t k, const std::uint16_t* a, const panel_view16& b, index_t p0,
-                          index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
-    gemm_panels<operand::bf16_dot>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
-}
-#endif
 
 inline void exp_shifted(float* x, index_t n, float shift) noexcept {
     index_t i = 0;
@@ -248,10 +241,19 @@ inline void silu_gate(const float* gate, const float* up, float* out, index_t n)
 
 #include "quant_body.inl"
 
+/// The A layouts of this file's kernels: tiles of mr rows, k-groups of the operand's group.
+template <operand K>
+inline constexpr a_format a_format_of{operand_traits<K>::mr, operand_traits<K>::group};
+
+inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &gemm_f32};
+inline constexpr product16 f16_entry{"fma", a_format_of<operand::f16>, a_values::f32, &gemm16<operand::f16>};
+inline constexpr product16 bf16_fma_entry{"fma", a_format_of<operand::bf16>, a_values::bf16_f32, &gemm16<operand::bf16>};
 #if defined(DLM_KERNEL_BF16_DOT)
-inline constexpr kernel_table table{isa_id,     isa_name,     lanes,      mr_f32, mr_bf16,    &gemm_f32,    &gemm_f16, &gemm_bf16,
-                                    &gemm_bf16_dot, &exp_shifted, &silu_gate, mr_q,   &gemm_quant};
+inline constexpr product16 bf16_dot_entry{"vdpbf16ps", a_format_of<operand::bf16_dot>, a_values::bf16_bits, &gemm16<operand::bf16_dot>};
 #else
-inline constexpr kernel_table table{isa_id,  isa_name,     lanes,      mr_f32, mr_bf16,    &gemm_f32, &gemm_f16, &gemm_bf16,
-                                    nullptr, &exp_shifted, &silu_gate, mr_q,   &gemm_quant};
+inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullptr};
 #endif
+inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &gemm_quant};
+
+inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry, f16_entry, bf16_fma_entry,
+                                    bf16_dot_entry, quant_entry, &exp_shifted, &silu_gate};

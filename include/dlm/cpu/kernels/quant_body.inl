@@ -50,6 +50,37 @@ template <bool Signed>
     return v;
 }
 
+/// One block's f32 step for one row of A against `lanes` rows of W, the same on every instruction
+/// set and kernel form (the AMX kernels call it too): with the integer sums of the block,
+///   t = d·(ksum − off·Σa)              Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)
+///   t = d·ksum − dmin·Σ_j m_j·Σ_{k∈j} a  Q4_K, Q5_K
+///   t = d·(ksum − 32·Σ_j sc_j·Σ_{k∈j} a) Q6_K
+/// and acc + da·t, each product rounded on its own. `w` is the tile plus the lanes' first row, `sums`
+/// the row's first 16-sum of the block (the next `amr` apart).
+template <io::gguf_type T, int Bias>
+[[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, const std::byte* w, vfloat d, vfloat dmin, const std::int32_t* sums,
+                                             int amr, float da) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    vfloat t;
+    if constexpr (!G.scales) {
+        constexpr int off = G.signed_q ? Bias : G.offset;
+        const vint x = ksum - vint_broadcast(off * (sums[0] + sums[amr]));
+        t = d * __builtin_convertvector(x, vfloat);
+    } else if constexpr (G.mins) {
+        vint msum{};
+        for (int j = 0; j < G.subs(); ++j)
+            msum += widen<false>(w + G.m_at + j * quant::tile_rows) * vint_broadcast(sums[2 * j * amr] + sums[(2 * j + 1) * amr]);
+        const vfloat t1 = unfused(d * __builtin_convertvector(ksum, vfloat));
+        const vfloat t2 = unfused(dmin * __builtin_convertvector(msum, vfloat));
+        t = t1 - t2;
+    } else {
+        vint msum{};
+        for (int j = 0; j < G.subs(); ++j) msum += widen<true>(w + G.sc_at + j * quant::tile_rows) * vint_broadcast(sums[j * amr]);
+        t = d * __builtin_convertvector(ksum - msum * G.offset, vfloat);
+    }
+    return acc + unfused(vbroadcast(da) * t);
+}
+
 /// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles
 /// along k at w); A quantized and packed in tiles of `amr` rows (quant::activation_view), its
 /// quants at aq, scales at ascale, sums at asums. Block s also prefetches the bytes
@@ -119,39 +150,13 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                     for (int v = 0; v < NV; ++v) ksum[r][v] = isum[r][v];
             }
         }
-        // The block's f32 step: t = d·(Σ sc·Σua − off·Σa)  or  d·Σ sc·Σua − dmin·Σ m·Σa; C += da·t.
-        vfloat d[NV], dmin[NV];
         #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) {
-            d[v] = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
-            if constexpr (G.mins) dmin[v] = load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes);
-        }
-        #pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) {
-            const vfloat da = vbroadcast(ascale[s * amr + r]);
+            const vfloat d = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
+            const vfloat dmin = G.mins ? load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes) : vfloat{};
             #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v) {
-                vfloat t;
-                if constexpr (!G.scales) {  // Q8_0, Q4_0: one sub-block; the offset times Σa
-                    const int off = G.signed_q ? s8_bias : G.offset;
-                    const vint x = ksum[r][v] - vint_broadcast(off * (sums[r] + sums[amr + r]));
-                    t = d[v] * __builtin_convertvector(x, vfloat);
-                } else if constexpr (G.mins) {  // Q4_K, Q5_K
-                    vint msum{};
-                    for (int j = 0; j < G.subs(); ++j)
-                        msum += widen<false>(w + G.m_at + j * quant::tile_rows + v * lanes) *
-                                vint_broadcast(sums[2 * j * amr + r] + sums[(2 * j + 1) * amr + r]);
-                    const vfloat t1 = unfused(d[v] * __builtin_convertvector(ksum[r][v], vfloat));
-                    const vfloat t2 = unfused(dmin[v] * __builtin_convertvector(msum, vfloat));
-                    t = t1 - t2;
-                } else {  // Q6_K: w = d·sc_j·(u − 32)
-                    vint msum{};
-                    for (int j = 0; j < G.subs(); ++j)
-                        msum += widen<true>(w + G.sc_at + j * quant::tile_rows + v * lanes) * vint_broadcast(sums[j * amr + r]);
-                    t = d[v] * __builtin_convertvector(ksum[r][v] - msum * G.offset, vfloat);
-                }
-                acc[r][v] = acc[r][v] + unfused(da * t);
-            }
+            for (int r = 0; r < MR; ++r)
+                acc[r][v] = quant_block_step<T, s8_bias>(acc[r][v], ksum[r][v], w + v * lanes, d, dmin, sums + r, amr, ascale[s * amr + r]);
         }
     }
     #pragma GCC unroll 16

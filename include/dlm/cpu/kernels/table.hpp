@@ -1,5 +1,6 @@
 // dlm/cpu/kernels/table.hpp — what every instruction-set kernel file provides: one table of
-// function pointers, filled once per instruction set and picked at run time (dispatch.hpp).
+// products, one entry per operation and weight format, each entry with the layout it wants its A
+// operand (the activations) in. dispatch.hpp picks the table at run time.
 //
 // Matrix products read their B operand (weights, keys, values) in *panels* of `panel_width` columns.
 // The panel width is the same for every instruction set, so one packed copy of the weights serves
@@ -7,14 +8,20 @@
 // tests run every path on the same model object.
 //
 // Element (k, j) of panel p (columns [p·32, p·32 + 32)) sits in k-groups of `g` consecutive k
-// (g = 1 for f32 and f16, g = 2 for bf16, whose dot-product instruction consumes pairs):
+// (g = 1 for f32 and f16, g = 2 for bf16, whose dot-product instructions consume pairs):
 //     data[p * panel_stride + (k / g) * ldb + (j - p·32) * g + k % g]
 // so for weights ldb = 32·g elements. Whole panels are read, so the storage holds the columns of
-// the last, partial panel and the k padding (their values are never stored in C).
+// the last, partial panel and the k padding (their values are never stored in C); bf16 panels are
+// padded with zeros to a multiple of `bf16_k_align` in k, the depth of one AMX tile.
+//
+// A, by contrast, belongs to the kernel: each entry names its `a_format`, and the callers
+// (gemm.hpp, quant/matrix.hpp) pack or quantize the activations into it once per product.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "../../core/config.hpp"
 #include "../quant/layout.hpp"
@@ -23,6 +30,8 @@ namespace dlm::cpu {
 
 /// Columns per panel, for every instruction set and element type.
 inline constexpr index_t panel_width = 32;
+/// bf16 weights are padded in k to a multiple of this (an AMX tile's 32 elements of k).
+inline constexpr index_t bf16_k_align = 32;
 
 /// An f32 B operand.
 struct panel_view {
@@ -39,47 +48,85 @@ struct panel_view16 {
 };
 
 /// The instruction sets dlm has kernels for, lowest first.
-enum class isa { baseline, avx2, avx512, avx512_bf16 };
+enum class isa { baseline, avx2, avx512, avx512_bf16, amx };
+
+/// Every instruction set and the name DLM_ISA takes for it: the one list the dispatcher, the
+/// parser and the tests read.
+struct isa_info {
+    isa id;
+    std::string_view name;
+};
+inline constexpr std::array<isa_info, 5> isa_list{{{isa::baseline, "baseline"},
+                                                   {isa::avx2, "avx2"},
+                                                   {isa::avx512, "avx512"},
+                                                   {isa::avx512_bf16, "avx512-bf16"},
+                                                   {isa::amx, "amx"}}};
+
+/// How a kernel wants its A operand packed: tiles of `mr` rows; within a tile, k in groups of
+/// `group` consecutive elements, group t of row r at (t · mr + r) · group; rows past m and k past
+/// its end are zero. group 1 or 2 suits a kernel that broadcasts one value (or pair) of a row per
+/// step, group 32 one that loads a row's 32 values at once (an AMX tile row).
+struct a_format {
+    int mr = 1;
+    int group = 1;
+};
+
+/// How the values of A are held for a 16-bit product.
+enum class a_values {
+    f32,        ///< as they are (f16 weights)
+    bf16_f32,   ///< rounded to bf16 (nearest even, subnormals to zero), held as floats
+    bf16_bits,  ///< rounded so, held as bf16 bits
+};
+
+/// C[m × n] (=|+=) A[m × k] · B over panels [p0, p1), B f32, A f32 in `a_format`.
+using gemm_f32_fn = void (*)(index_t m, index_t n, index_t k, const float* a, const panel_view& b, index_t p0, index_t p1, float* c,
+                             std::ptrdiff_t ldc, bool accumulate) noexcept;
+/// The same with B 16-bit; A as the entry's a_values say (floats or bf16 bits).
+using gemm16_fn = void (*)(index_t m, index_t n, index_t k, const void* a, const panel_view16& b, index_t p0, index_t p1, float* c,
+                           std::ptrdiff_t ldc, bool accumulate) noexcept;
+/// C[m × n] = A · Wᵀ for tile columns [g0, g1) of block-quantized W (n rows), A quantized per row
+/// and block (quant/layout.hpp) in the entry's a_format (group in bytes).
+using gemm_quant_fn = void (*)(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
+                               float* c, std::ptrdiff_t ldc) noexcept;
+
+/// One way to compute a product: its name (for --stats), the A layout it wants, the kernel.
+struct f32_product {
+    const char* name;
+    a_format a;
+    gemm_f32_fn run;
+};
+struct product16 {
+    const char* name;  ///< "fma", "vdpbf16ps", "amx-bf16"
+    a_format a;
+    a_values values;
+    gemm16_fn run;  ///< nullptr where the instruction set lacks this form
+};
+struct quant_product {
+    const char* name;  ///< "vpdpbusd", "vpmaddubsw", "amx-int8", ...
+    a_format a;        ///< group: bytes of a row's quants side by side (4 or 32)
+    gemm_quant_fn run;
+};
 
 /// The kernels of one instruction set. Every product computes each element of C as one
-/// accumulator summing over k = 0, 1, 2, ... in order (in pairs for bf16), whatever m, n, the
-/// element's position in a register tile, the panel range or the caller's threads: that is what
-/// makes the transformer's results batch- and thread-invariant. Products over [k0, k1) continue an
-/// earlier sum exactly when `accumulate` is set (the accumulator passes through memory as an f32).
+/// accumulator summing over k in order (in pairs for bf16; in the tile unit's own order within
+/// each 32 of k for amx-bf16, docs/determinism.md), whatever m, n, the element's position in a
+/// register tile, the panel range or the caller's threads: that is what makes the transformer's
+/// results batch- and thread-invariant. Products over [k0, k1) continue an earlier sum exactly
+/// when `accumulate` is set (the accumulator passes through memory as an f32).
 struct kernel_table {
     isa id;
-    const char* name;   ///< "avx512-bf16", "avx512", "avx2", "baseline"
-    int lanes;          ///< f32 lanes per vector
-    /// Rows per tile of packed A (gemm.hpp, pack_a): for gemm_f32, gemm_f16 and gemm_bf16_dot, and
-    /// for gemm_bf16.
-    int mr, mr_bf16;
-    /// C[m × n] (=|+=) A[m × k] · B over panels [p0, p1): A f32 packed in tiles of `mr` rows, B f32.
-    void (*gemm_f32)(index_t m, index_t n, index_t k, const float* a, const panel_view& b, index_t p0, index_t p1, float* c,
-                     std::ptrdiff_t ldc, bool accumulate) noexcept;
-    /// As gemm_f32 with B in IEEE f16, widened to f32 in registers.
-    void (*gemm_f16)(index_t m, index_t n, index_t k, const float* a, const panel_view16& b, index_t p0, index_t p1, float* c,
-                     std::ptrdiff_t ldc, bool accumulate) noexcept;
-    /// B in bfloat16, A f32 holding bf16 values, packed in pairs in tiles of `mr_bf16` rows:
-    /// products in pairs exactly as vdpbf16ps forms them, acc += a[2i+1]·b[2i+1], then
-    /// acc += a[2i]·b[2i], each by an FMA (exact products, one rounding per step).
-    void (*gemm_bf16)(index_t m, index_t n, index_t k, const float* a, const panel_view16& b, index_t p0, index_t p1, float* c,
-                      std::ptrdiff_t ldc, bool accumulate) noexcept;
-    /// The same product with A as bfloat16 bits (pairs, tiles of `mr` rows), by vdpbf16ps: the same
-    /// bits as gemm_bf16 but for the instruction's flushing of subnormal results. nullptr where the
-    /// instruction set lacks it.
-    void (*gemm_bf16_dot)(index_t m, index_t n, index_t k, const std::uint16_t* a, const panel_view16& b, index_t p0, index_t p1,
-                          float* c, std::ptrdiff_t ldc, bool accumulate) noexcept;
+    const char* name;  ///< as isa_list names it
+    int lanes;         ///< f32 lanes per vector
+    f32_product f32;
+    product16 f16;
+    /// bf16 weights: `bf16` the instruction set's first form, `bf16_alt` a second one or none
+    /// (avx512-bf16: the FMA form and vdpbf16ps, the same bits; dispatch.hpp times which is faster).
+    product16 bf16, bf16_alt;
+    quant_product quant;
     /// x[i] = exp(x[i] - shift) for i in [0, n).
     void (*exp_shifted)(float* x, index_t n, float shift) noexcept;
     /// out[i] = silu(gate[i]) · up[i] for i in [0, n).
     void (*silu_gate)(const float* gate, const float* up, float* out, index_t n) noexcept;
-    /// Rows per tile of quantized activations (quant::activation_view::mr).
-    int mr_q;
-    /// C[m × n] = A · Wᵀ for tile columns [g0, g1) of block-quantized W (n rows), A quantized per
-    /// row and block (quant/layout.hpp): integer sums, then a fixed f32 step per block, so every
-    /// instruction set computes the same bits.
-    void (*gemm_quant)(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
-                       float* c, std::ptrdiff_t ldc) noexcept;
 };
 
 }  // namespace dlm::cpu

@@ -81,9 +81,9 @@ struct tile_view {
 };
 
 /// Activations X[m × k] quantized for one block size, packed in row tiles of `mr` rows:
-/// tile i, block s: quants at q + (i · blocks + s) · block · mr, as block/4 steps of mr rows × 4
-/// bytes; scales at scale + (i · blocks + s) · mr; sums of each 16 quants at
-/// sums + ((i · blocks + s) · block/16 + u) · mr + r.
+/// tile i, block s: quants at q + (i · blocks + s) · block · mr, as block/group steps of mr rows ×
+/// `group` bytes (4: the quads vpdpbusd broadcasts; 32: AMX tile rows); scales at
+/// scale + (i · blocks + s) · mr; sums of each 16 quants at sums + ((i · blocks + s) · block/16 + u) · mr + r.
 struct activation_view {
     const std::int8_t* q = nullptr;
     const float* scale = nullptr;
@@ -91,6 +91,7 @@ struct activation_view {
     int block = 0;
     index_t blocks = 0;
     int mr = 0;
+    int group = 4;
 };
 
 }  // namespace dlm::cpu::quant

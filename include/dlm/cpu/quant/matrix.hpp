@@ -22,6 +22,7 @@
 #include "../dispatch.hpp"
 #include "../memory.hpp"
 #include "../simd.hpp"
+#include "../tasks.hpp"
 #include "blocks.hpp"
 #include "layout.hpp"
 
@@ -38,13 +39,17 @@ struct part_spec {
 class activations {
 public:
     /// Quantizes X[m × k] (rows `ldx` apart) per row and block of `block` elements: scale amax/127,
-    /// quants round(x · 127/amax) (to nearest even), sums of each 16 quants; packed in tiles of `mr` rows.
-    void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int mr) {
+    /// quants round(x · 127/amax) (to nearest even), sums of each 16 quants; packed as `format`
+    /// says (tiles of mr rows, a row's quants `group` bytes side by side; group divides the block).
+    void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, a_format format) {
+        const int mr = format.mr, group = format.group;
+        if (group <= 0 || block % group != 0)
+            throw contract_error("quant::activations: groups of " + std::to_string(group) + " bytes do not divide blocks of " + std::to_string(block));
         const index_t blocks = k / block, tiles = (m + mr - 1) / mr;
         q_.assign(static_cast<std::size_t>(tiles) * mr * k, 0);
         scale_.assign(static_cast<std::size_t>(tiles * blocks) * mr, 0.0f);
         sums_.assign(static_cast<std::size_t>(tiles * blocks) * (block / 16) * mr, 0);
-        view_ = {q_.data(), scale_.data(), sums_.data(), block, blocks, mr};
+        view_ = {q_.data(), scale_.data(), sums_.data(), block, blocks, mr, group};
         [[maybe_unused]] const bool parallel = static_cast<double>(m) * k > 1e6;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) if (parallel)
@@ -67,7 +72,7 @@ public:
                 constexpr float magic = 12582912.0f;
                 alignas(64) std::int8_t row_q[256];
                 for (int i = 0; i < block; ++i) row_q[i] = static_cast<std::int8_t>(static_cast<int>((b[i] * inv + magic) - magic));
-                for (int i = 0; i < block; i += 4) std::memcpy(q + (i / 4 * mr + r) * 4, row_q + i, 4);
+                for (int i = 0; i < block; i += group) std::memcpy(q + (i / group * mr + r) * group, row_q + i, static_cast<std::size_t>(group));
                 for (int u = 0; u < block / 16; ++u) {
                     std::int32_t sum = 0;
                     for (int i = 0; i < 16; ++i) sum += row_q[u * 16 + i];
@@ -280,44 +285,38 @@ private:
     std::vector<part> parts_;
 };
 
-/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (tile columns, block of rows) like cpu::linear:
-/// every element is computed by one thread with the same instructions, whatever the thread count.
+/// Y[m × n] = X[m × k] · Wᵀ, split over threads by (tile columns, block of rows) as cpu::linear
+/// does (tasks.hpp): every element is computed by one thread with the same instructions, whatever
+/// the thread count.
 inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const matrix& w, float* y, std::ptrdiff_t ldy) {
     if (m <= 0) return;
-    const kernel_table& kt = kernels();
+    const quant_product& kq = kernels().quant;
     const index_t k = w.cols();
     const std::vector<matrix::part_view> parts = w.parts();
-    // Activations quantized once per block size the parts use.
+    // Activations quantized once per block size the parts use, in the kernel's layout.
     thread_local activations a32, a256;
     bool need32 = false, need256 = false;
     for (const auto& p : parts) (geometry(p.tiles.type).block == 32 ? need32 : need256) = true;
-    if (need32) a32.quantize(m, k, x, ldx, 32, kt.mr_q);
-    if (need256) a256.quantize(m, k, x, ldx, 256, kt.mr_q);
+    if (need32) a32.quantize(m, k, x, ldx, 32, kq.a);
+    if (need256) a256.quantize(m, k, x, ldx, 256, kq.a);
     const activation_view v32 = a32.view(), v256 = a256.view();
     struct chunk {
         const matrix::part_view* part;
         index_t g0, g1;
     };
     std::vector<chunk> chunks;
-    const index_t row_block = 8 * kt.mr_q, row_blocks = (m + row_block - 1) / row_block;
-    const index_t per_chunk = std::max<index_t>(1, std::min<index_t>(8, (1 << 16) / std::max<index_t>(1, k * std::min(m, row_block) / 8)));
+    const index_t row_block = task_rows(kq.a.mr), per_chunk = task_columns(k / 8, std::min(m, row_block));
     for (const auto& p : parts)
         for (index_t g = 0; g < p.tiles.groups; g += per_chunk) chunks.push_back({&p, g, std::min(p.tiles.groups, g + per_chunk)});
-    const long tasks = static_cast<long>(chunks.size()) * row_blocks;
-    [[maybe_unused]] const bool parallel = static_cast<double>(m) * w.rows() * k > 1e6 && tasks > 1;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-    for (long t = 0; t < tasks; ++t) {
-        const chunk& ch = chunks[static_cast<std::size_t>(t / row_blocks)];
-        const index_t r0 = static_cast<index_t>(t % row_blocks) * row_block, rows = std::min(row_block, m - r0);
+    for_each_task(m, row_block, static_cast<long>(chunks.size()), static_cast<double>(m) * w.rows() * k, [&](long ci, index_t r0, index_t rows) {
+        const chunk& ch = chunks[static_cast<std::size_t>(ci)];
         activation_view a = geometry(ch.part->tiles.type).block == 32 ? v32 : v256;
         const index_t tile = r0 / a.mr;
         a.q += static_cast<std::ptrdiff_t>(tile) * a.blocks * a.block * a.mr;
         a.scale += static_cast<std::ptrdiff_t>(tile) * a.blocks * a.mr;
         a.sums += static_cast<std::ptrdiff_t>(tile) * a.blocks * (a.block / 16) * a.mr;
-        kt.gemm_quant(rows, ch.part->rows, a, ch.part->tiles, ch.g0, ch.g1, y + r0 * ldy + ch.part->row0, ldy);
-    }
+        kq.run(rows, ch.part->rows, a, ch.part->tiles, ch.g0, ch.g1, y + r0 * ldy + ch.part->row0, ldy);
+    });
 }
 
 }  // namespace dlm::cpu::quant
