@@ -127,7 +127,7 @@ TEST_CASE("amx-bf16: a row's bits do not depend on the batch, its position in a 
 TEST_CASE("amx-bf16: a product split in k continues the same sum exactly (accumulate), and k = 0 zeroes C") {
     if (!amx_here()) return;
     const amx_scope on;
-    const index_t m = 20, n = 64, k = 1024, k0 = 288;  // 9 tile steps: not on the kernel's own 512-k passes
+    const index_t m = 20, n = 64, k = 2080, k0 = 288;  // 9 tile steps, off the kernel's own 1024-k passes; 2080 = 2 passes + 1 step
     const packed_matrix w = bf16_weights(n, k, 5);
     const auto x = random_values(static_cast<std::size_t>(m * k), 6);
     const product16& p = kernels().bf16;

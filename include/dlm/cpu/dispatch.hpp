@@ -172,10 +172,12 @@ inline dispatch_state& state() noexcept {
 /// cannot run it.
 inline void set_isa(isa i, const char* parameter = "isa") {
     const isa best = detect_isa();
-    if (static_cast<int>(i) > static_cast<int>(best))
-        throw invalid_parameter(parameter, "this CPU cannot run the " + std::string(isa_name(i)) + " kernels (its best is " +
-                                               std::string(isa_name(best)) +
-                                               (i == isa::amx ? "; AMX: " + std::string(amx_unavailable_reason()) : std::string()) + ")");
+    if (static_cast<int>(i) > static_cast<int>(best)) {
+        std::string why = "this CPU cannot run the ";
+        why.append(isa_name(i)).append(" kernels (its best is ").append(isa_name(best));
+        if (i == isa::amx) why.append("; AMX: ").append(amx_unavailable_reason());
+        throw invalid_parameter(parameter, why + ")");
+    }
     detail::state().bf16_dot.store(-1, std::memory_order_relaxed);
     detail::state().table.store(&kernels_for(i), std::memory_order_release);
 }

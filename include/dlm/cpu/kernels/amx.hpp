@@ -6,7 +6,7 @@
 // bf16: A (activations rounded to bf16) packed in tiles of 16 rows × 32 of k (a_format {16, 32}),
 // B read straight from the weights' panels (a k-pair row of a panel is 128 bytes, so a 16 × 16
 // tile of B is 16 such rows, 64 bytes each). Each 32 of k is one TDPBF16PS per 16 × 16 of C; C
-// stays in tile registers over 512 of k, then passes through memory as f32 (exactly). The tile
+// stays in tile registers over 1024 of k, then passes through memory as f32 (exactly). The tile
 // unit sums the 32 products of each step in its own order (not the pairwise order of vdpbf16ps:
 // docs/determinism.md), so amx-bf16 is its own determinism class, still batch-, row- and
 // thread-invariant: every row of C is computed by the same instructions whatever m is.
@@ -114,9 +114,57 @@ struct c_block {
 // ---- bf16 ----------------------------------------------------------------------------------------
 
 inline constexpr tile_config bf16_config = make_config(64, 16);
-/// 32 of k per tile step; 16 steps (512 of k) per pass over a panel: 32 KB of B stays in L1 while
-/// the row tiles pass over it.
-inline constexpr index_t bf16_step_k = 32, bf16_pass_steps = 16;
+/// 32 of k per tile step; 32 steps (1024 of k) per pass over a panel, C through memory between
+/// passes. (Passes of 8 and 16 steps, whose B fits L1, measured no faster: C's round trips cost
+/// what L1 saves; /tmp-style sweeps in docs/benchmarks.md, "AMX".)
+inline constexpr index_t bf16_step_k = 32, bf16_pass_steps = 32;
+
+/// to_bf16_daz (pack.hpp) of 16 floats: round to nearest even, NaN kept quiet, results without an
+/// exponent (subnormal or zero) to a signed zero, the same bits as the scalar function.
+[[nodiscard]] inline __m256i bf16_daz16(const float* x) noexcept {
+    const __m512i u = _mm512_loadu_si512(x);
+    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000), man_mask = _mm512_set1_epi32(0x007fffff);
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, exp_mask), exp_mask) &
+                          _mm512_test_epi32_mask(u, man_mask);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    h = _mm512_mask_mov_epi32(h, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    const __mmask16 no_exp = _mm512_testn_epi32_mask(h, _mm512_set1_epi32(0x7f80));
+    h = _mm512_mask_and_epi32(h, no_exp, h, _mm512_set1_epi32(0x8000));
+    return _mm512_cvtepi32_epi16(h);
+}
+
+/// A[m × k] as bf16 bits in tiles of 16 rows × 32 of k (a_format {16, 32}): the layout pack_a writes,
+/// vectorized; rows past m and k past its end are zero.
+inline void pack_bf16(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept {
+    auto* o = static_cast<std::uint16_t*>(out);
+    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k, tiles = (m + tile_m - 1) / tile_m, full = k / bf16_step_k;
+    [[maybe_unused]] const bool parallel = tiles > 1 && static_cast<double>(m) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (index_t tile = 0; tile < tiles; ++tile) {
+        std::uint16_t* ot = o + tile * tile_m * steps * bf16_step_k;
+        for (int r = 0; r < tile_m; ++r) {
+            const index_t row = tile * tile_m + r;
+            for (index_t t = 0; t < steps; ++t) {
+                std::uint16_t* dst = ot + (t * tile_m + r) * bf16_step_k;
+                if (row >= m) {
+                    std::memset(dst, 0, bf16_step_k * sizeof(std::uint16_t));
+                } else if (t < full) {
+                    const float* src = a + row * lda + t * bf16_step_k;
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bf16_daz16(src));
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), bf16_daz16(src + 16));
+                } else {
+                    for (index_t e = 0; e < bf16_step_k; ++e) {
+                        const index_t col = t * bf16_step_k + e;
+                        dst[e] = col < k ? to_bf16_daz(a[row * lda + col]) : std::uint16_t{0};
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// Loads (or zeroes) C tiles 0-3 for the rows the block has (NA row tiles).
 template <int NA>
@@ -369,9 +417,9 @@ inline constexpr kernel_table table{isa_id,
                                     base::lanes,
                                     base::table.f32,
                                     base::table.f16,
-                                    {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &gemm_bf16},
-                                    {"none", {}, a_values::bf16_bits, nullptr},
-                                    {"amx-int8", {tile_m, 32}, &gemm_quant},
+                                    {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16},
+                                    {"none", {}, a_values::bf16_bits, nullptr, nullptr},
+                                    {"amx-int8", {tile_m, 32}, &base::quantize_rows<tile_m, 32>, &gemm_quant},
                                     base::table.exp_shifted,
                                     base::table.silu_gate};
 

@@ -245,15 +245,25 @@ inline void silu_gate(const float* gate, const float* up, float* out, index_t n)
 template <operand K>
 inline constexpr a_format a_format_of{operand_traits<K>::mr, operand_traits<K>::group};
 
-inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &gemm_f32};
-inline constexpr product16 f16_entry{"fma", a_format_of<operand::f16>, a_values::f32, &gemm16<operand::f16>};
-inline constexpr product16 bf16_fma_entry{"fma", a_format_of<operand::bf16>, a_values::bf16_f32, &gemm16<operand::bf16>};
+/// A packed as operand K wants it, its values converted by Convert (pack.hpp's pack_a, compiled here
+/// for this instruction set).
+template <operand K, class Convert>
+inline void pack_operand(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept {
+    pack_a(m, k, a, lda, operand_traits<K>::mr, operand_traits<K>::group, static_cast<typename operand_traits<K>::a_t*>(out), Convert{});
+}
+
+inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &pack_operand<operand::f32, detail::identity>, &gemm_f32};
+inline constexpr product16 f16_entry{"fma", a_format_of<operand::f16>, a_values::f32, &pack_operand<operand::f16, detail::identity>,
+                                     &gemm16<operand::f16>};
+inline constexpr product16 bf16_fma_entry{"fma", a_format_of<operand::bf16>, a_values::bf16_f32,
+                                          &pack_operand<operand::bf16, detail::bf16_value>, &gemm16<operand::bf16>};
 #if defined(DLM_KERNEL_BF16_DOT)
-inline constexpr product16 bf16_dot_entry{"vdpbf16ps", a_format_of<operand::bf16_dot>, a_values::bf16_bits, &gemm16<operand::bf16_dot>};
+inline constexpr product16 bf16_dot_entry{"vdpbf16ps", a_format_of<operand::bf16_dot>, a_values::bf16_bits,
+                                          &pack_operand<operand::bf16_dot, detail::bf16_bits>, &gemm16<operand::bf16_dot>};
 #else
-inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullptr};
+inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullptr, nullptr};
 #endif
-inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &gemm_quant};
+inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows<mr_q, 4>, &gemm_quant};
 
 inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry, f16_entry, bf16_fma_entry,
                                     bf16_dot_entry, quant_entry, &exp_shifted, &silu_gate};

@@ -50,6 +50,44 @@ template <bool Signed>
     return v;
 }
 
+/// Quantizes X[m × k] per row and block of `block` (quant/layout.hpp, activation_view): scale
+/// amax/127, quants round(x · 127/amax) to nearest even, sums of each 16 quants; tiles of MR rows,
+/// a row's quants Group bytes side by side. The same arithmetic on every instruction set (the
+/// rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127), so the same quants.
+template <int MR, int Group>
+inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, std::int8_t* q, float* scale,
+                          std::int32_t* sums) noexcept {
+    const index_t blocks = k / block;
+    [[maybe_unused]] const bool parallel = static_cast<double>(m) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (index_t row = 0; row < m; ++row) {
+        const index_t tile = row / MR;
+        const int r = static_cast<int>(row % MR);
+        const float* src = x + row * ldx;
+        for (index_t s = 0; s < blocks; ++s) {
+            const float* b = src + s * block;
+            float amax = 0;
+            for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(b[i]));
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            const std::size_t ts = static_cast<std::size_t>(tile * blocks + s);
+            scale[ts * MR + r] = amax / 127.0f;
+            std::int8_t* qt = q + ts * static_cast<std::size_t>(block) * MR;
+            std::int32_t* st = sums + ts * static_cast<std::size_t>(block / 16) * MR;
+            constexpr float magic = 12582912.0f;
+            alignas(64) std::int8_t row_q[256];
+            for (int i = 0; i < block; ++i) row_q[i] = static_cast<std::int8_t>(static_cast<int>((b[i] * inv + magic) - magic));
+            for (int i = 0; i < block; i += Group) std::memcpy(qt + (i / Group * MR + r) * Group, row_q + i, Group);
+            for (int u = 0; u < block / 16; ++u) {
+                std::int32_t sum = 0;
+                for (int i = 0; i < 16; ++i) sum += row_q[u * 16 + i];
+                st[u * MR + r] = sum;
+            }
+        }
+    }
+}
+
 /// One block's f32 step for one row of A against `lanes` rows of W, the same on every instruction
 /// set and kernel form (the AMX kernels call it too): with the integer sums of the block,
 ///   t = d·(ksum − off·Σa)              Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)

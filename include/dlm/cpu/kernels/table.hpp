@@ -18,13 +18,16 @@
 // (gemm.hpp, quant/matrix.hpp) pack or quantize the activations into it once per product.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "../../core/config.hpp"
 #include "../quant/layout.hpp"
+#include "pack.hpp"
 
 namespace dlm::cpu {
 
@@ -89,21 +92,33 @@ using gemm16_fn = void (*)(index_t m, index_t n, index_t k, const void* a, const
 using gemm_quant_fn = void (*)(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
                                float* c, std::ptrdiff_t ldc) noexcept;
 
-/// One way to compute a product: its name (for --stats), the A layout it wants, the kernel.
+/// Packs A[m × k] (rows `lda` apart, f32) into the entry's a_format and values at `out`
+/// (packed_a_size(m, k, mr, group) elements: floats, or bf16 bits for a_values::bf16_bits).
+using pack_fn = void (*)(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept;
+/// Quantizes X[m × k] per row and block of `block` into quant::activation_view's layout for the
+/// entry's a_format: quants at q, scales at scale, sums of each 16 quants at sums (quant/layout.hpp).
+using quantize_fn = void (*)(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, std::int8_t* q, float* scale,
+                             std::int32_t* sums) noexcept;
+
+/// One way to compute a product: its name (for --stats), the A layout it wants, the packer that
+/// writes it, the kernel.
 struct f32_product {
     const char* name;
     a_format a;
+    pack_fn pack;
     gemm_f32_fn run;
 };
 struct product16 {
     const char* name;  ///< "fma", "vdpbf16ps", "amx-bf16"
     a_format a;
     a_values values;
+    pack_fn pack;
     gemm16_fn run;  ///< nullptr where the instruction set lacks this form
 };
 struct quant_product {
     const char* name;  ///< "vpdpbusd", "vpmaddubsw", "amx-int8", ...
     a_format a;        ///< group: bytes of a row's quants side by side (4 or 32)
+    quantize_fn quantize;
     gemm_quant_fn run;
 };
 

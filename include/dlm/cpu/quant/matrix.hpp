@@ -38,11 +38,11 @@ struct part_spec {
 /// across calls.
 class activations {
 public:
-    /// Quantizes X[m × k] (rows `ldx` apart) per row and block of `block` elements: scale amax/127,
-    /// quants round(x · 127/amax) (to nearest even), sums of each 16 quants; packed as `format`
-    /// says (tiles of mr rows, a row's quants `group` bytes side by side; group divides the block).
-    void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, a_format format) {
-        const int mr = format.mr, group = format.group;
+    /// Quantizes X[m × k] (rows `ldx` apart) per row and block of `block` elements by the kernel
+    /// entry's quantizer, into its layout (quant_body.inl, quantize_rows): scale amax/127, quants
+    /// round(x · 127/amax) (to nearest even), sums of each 16 quants.
+    void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, const quant_product& kernel) {
+        const int mr = kernel.a.mr, group = kernel.a.group;
         if (group <= 0 || block % group != 0)
             throw contract_error("quant::activations: groups of " + std::to_string(group) + " bytes do not divide blocks of " + std::to_string(block));
         const index_t blocks = k / block, tiles = (m + mr - 1) / mr;
@@ -50,36 +50,7 @@ public:
         scale_.assign(static_cast<std::size_t>(tiles * blocks) * mr, 0.0f);
         sums_.assign(static_cast<std::size_t>(tiles * blocks) * (block / 16) * mr, 0);
         view_ = {q_.data(), scale_.data(), sums_.data(), block, blocks, mr, group};
-        [[maybe_unused]] const bool parallel = static_cast<double>(m) * k > 1e6;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-        for (index_t row = 0; row < m; ++row) {
-            const index_t tile = row / mr;
-            const int r = static_cast<int>(row % mr);
-            const float* src = x + row * ldx;
-            for (index_t s = 0; s < blocks; ++s) {
-                const float* b = src + s * block;
-                float amax = 0;
-                for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(b[i]));
-                const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-                const std::size_t ts = static_cast<std::size_t>(tile * blocks + s);
-                scale_[ts * mr + r] = amax / 127.0f;
-                std::int8_t* q = q_.data() + ts * block * mr;
-                std::int32_t* sums = sums_.data() + ts * (block / 16) * mr;
-                // Round to nearest even by the 1.5·2^23 trick (|b·inv| <= 127): vectorizes without
-                // SSE4.1's roundps. Then 4 bytes at a time into the tile, and sums of 16.
-                constexpr float magic = 12582912.0f;
-                alignas(64) std::int8_t row_q[256];
-                for (int i = 0; i < block; ++i) row_q[i] = static_cast<std::int8_t>(static_cast<int>((b[i] * inv + magic) - magic));
-                for (int i = 0; i < block; i += group) std::memcpy(q + (i / group * mr + r) * group, row_q + i, static_cast<std::size_t>(group));
-                for (int u = 0; u < block / 16; ++u) {
-                    std::int32_t sum = 0;
-                    for (int i = 0; i < 16; ++i) sum += row_q[u * 16 + i];
-                    sums[u * mr + r] = sum;
-                }
-            }
-        }
+        kernel.quantize(m, k, x, ldx, block, q_.data(), scale_.data(), sums_.data());
     }
     [[nodiscard]] const activation_view& view() const noexcept { return view_; }
 
@@ -297,8 +268,8 @@ inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const matrix& 
     thread_local activations a32, a256;
     bool need32 = false, need256 = false;
     for (const auto& p : parts) (geometry(p.tiles.type).block == 32 ? need32 : need256) = true;
-    if (need32) a32.quantize(m, k, x, ldx, 32, kq.a);
-    if (need256) a256.quantize(m, k, x, ldx, 256, kq.a);
+    if (need32) a32.quantize(m, k, x, ldx, 32, kq);
+    if (need256) a256.quantize(m, k, x, ldx, 256, kq);
     const activation_view v32 = a32.view(), v256 = a256.view();
     struct chunk {
         const matrix::part_view* part;
