@@ -5,7 +5,7 @@
 if(NOT DLM_HAVE_CPU)
   return()
 endif()
-include(${PROJECT_SOURCE_DIR}/examples/cli/cli.cmake)
+include(${PROJECT_SOURCE_DIR}/cli/cli.cmake)
 
 dlm_test(test_cli test_cli.cpp CPU LIBS dlm_cli)
 

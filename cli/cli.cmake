@@ -11,7 +11,7 @@ set(DLM_DEFAULT_EVAL_DATA "${PROJECT_SOURCE_DIR}/tools/data/test.jsonl" CACHE FI
     "JSONL problem set dlm-eval uses without --data")
 
 add_library(dlm_cli INTERFACE)
-target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR}/examples)
+target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR})
 target_link_libraries(dlm_cli INTERFACE dlm::cpu_kernels)
 target_compile_definitions(dlm_cli INTERFACE DLM_DEFAULT_MODEL_DIR="${DLM_DEFAULT_MODEL_DIR}"
                                              DLM_DEFAULT_EVAL_DATA="${DLM_DEFAULT_EVAL_DATA}")
