@@ -208,8 +208,7 @@ struct flag {
              o.dtype = v == "keep" ? std::string() : std::string(v);
          }},
         {"Decoding", "--preset", "NAME",
-         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm, cd4lm, sdar, fast-dllm-v2, fast-dllm-v2-block-cache or llada2 "
-         "(default: the model's: "
+         "a preset of the registry: {presets} (default: the model's: "
          "sdar, fast-dllm-v2 and llada2 for their families, autoregressive for Qwen2, else cdlm)", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
         {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
@@ -481,7 +480,9 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
         }
         line.resize(34, ' ');
         // Wrap the help at 100 columns.
-        std::string_view words = f.help;
+        std::string help(f.help);  // the preset names are the registry's
+        if (const auto at = help.find("{presets}"); at != std::string::npos) help.replace(at, 9, registry::builtin.list());
+        std::string_view words = help;
         while (!words.empty()) {
             const std::size_t sp = words.find(' ');
             const std::string_view w = words.substr(0, sp);
@@ -495,8 +496,9 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
         }
         out += line + "\n";
     }
-    out += "\nDefaults per preset are those of dlm/presets.hpp (docs/policies.md); a model folder whose config.json\n"
-           "holds dlm_gen_length / dlm_block_length (dlm's shipped models) sets the generation and block lengths.\n"
+    out += "\nDefaults per preset are its policies' own (the preset registry, docs/policies.md); a model folder\n"
+           "whose config.json holds dlm_gen_length / dlm_block_length (dlm's shipped models) sets the generation\n"
+           "and block lengths.\n"
            "Exit status: 0 success, 1 a dlm error (file, model, decoding), 2 a bad flag or value.\n";
     return out;
 }

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,13 +82,13 @@ private:
 
 /// What the user set; an unset option takes the model's hint or the preset's default.
 struct choices {
-    std::optional<index_t> gen_length, block_length, steps;
-    std::optional<double> threshold, eps, alg_temp;
-    std::optional<registry::algorithm> alg;
-    std::optional<float> temperature;
-    std::optional<index_t> top_k;
-    std::optional<float> top_p;
-    std::optional<std::uint64_t> seed;
+    std::optional<index_t> gen_length{}, block_length{}, steps{};
+    std::optional<double> threshold{}, eps{}, alg_temp{};
+    std::optional<registry::algorithm> alg{};
+    std::optional<float> temperature{};
+    std::optional<index_t> top_k{};
+    std::optional<float> top_p{};
+    std::optional<std::uint64_t> seed{};
 
     /// The options set to a value that asks something of the policies. A neutral value of a
     /// sampling option (temperature 0, top_k 0, top_p 1) asks nothing, so every preset takes it.

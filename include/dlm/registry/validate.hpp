@@ -50,10 +50,11 @@ template <class Table>
                                          (where.empty() ? std::string() : "; it applies to " + where));
 }
 
-/// Where a setting came from, for a message: "-n 20", "8 (the model's dlm_block_length)".
-inline std::string said(const settings& s, option o, index_t value, const option_namer& name) {
+/// A setting and where it came from, for a message: "-n 20" (as the user typed it), "block length 8
+/// (the model's dlm_block_length)".
+inline std::string said(const settings& s, option o, const char* label, index_t value, const option_namer& name) {
     if (s.source_of(o) == source::user) return name(o) + " " + std::to_string(value);
-    return std::to_string(value) + " (" + s.origin_of(o) + ")";
+    return std::string(label) + " " + std::to_string(value) + " (" + s.origin_of(o) + ")";
 }
 
 /// Runs `check`; an invalid_parameter it throws is rethrown naming the option as the caller does,
@@ -101,8 +102,8 @@ void validate(const Table& t, const settings& s, const choices& given = {}, cons
         using P = policies_of<D>;
         const auto mask = make_policy<typename P::mask>(s);
         index_t block = 0;
-        const std::string lengths = "; block length " + detail::said(s, option::block_length, s.block_length, name) + ", generation length " +
-                                    detail::said(s, option::gen_length, s.gen_length, name);
+        const std::string lengths = "; " + detail::said(s, option::block_length, "block length", s.block_length, name) + ", " +
+                                    detail::said(s, option::gen_length, "generation length", s.gen_length, name);
         detail::as_option([&] { block = mask.block_length_for(s.gen_length); }, name, lengths);
         canvas_layout l{0, s.gen_length, block, true};  // the model's shift is the engine's to check
         detail::as_option([&] { schedule_validate(make_policy<typename P::schedule>(s), l); }, name, lengths);
