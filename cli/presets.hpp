@@ -47,11 +47,6 @@ template <class D>
     return registry::make_decoder<D>(model, s);
 }
 
-/// Whether the preset's mask has blocks whose size the user chooses.
-[[nodiscard]] inline bool has_blocks(const settings& s) {
-    return registry::builtin.accepts(s.preset).takes(registry::option::block_length);
-}
-
 /// The block length of the decode (1 for autoregressive, gen_length for dream).
 [[nodiscard]] inline index_t effective_block_length(const settings& s) { return registry::effective_block_length(registry::builtin, s); }
 

@@ -77,6 +77,7 @@ TEST_CASE("registry: every preset name builds the decoder of dlm/presets.hpp and
     }
     CHECK(reg::builtin.find("fast_dllm") == id("fast-dllm"));  // underscores read as hyphens
     CHECK(!reg::builtin.find("turbo"));
+    CHECK(refused([] { (void)reg::visit<scripted_model>(reg::builtin, reg::preset_id{reg::builtin.size}, [](auto) { return 0; }); }) == "preset");
 }
 
 TEST_CASE("registry: what a preset accepts is read from its policies' members") {

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../core/error.hpp"
 #include "../presets.hpp"
 #include "policies.hpp"
 #include "settings.hpp"
@@ -131,6 +132,8 @@ template <class Model, std::size_t I, class Table, class F>
 decltype(auto) visit_from(const Table& t, preset_id id, F&& f) {
     using D = typename Table::template row<I>::template decoder_type<Model>;
     if constexpr (I + 1 == Table::size) {
+        if (id.index != I)
+            throw invalid_parameter("preset", "no preset " + std::to_string(id.index) + " in a table of " + std::to_string(Table::size));
         return std::forward<F>(f)(std::type_identity<D>{});
     } else {
         if (id.index == I) return std::forward<F>(f)(std::type_identity<D>{});
@@ -141,7 +144,8 @@ decltype(auto) visit_from(const Table& t, preset_id id, F&& f) {
 }  // namespace detail
 
 /// Calls f(std::type_identity<D>{}) with D the decoder type of preset `id` of `t` for `Model`, and
-/// returns what f returns (the same type for every preset). An id past the table is its last preset.
+/// returns what f returns (the same type for every preset). Throws dlm::invalid_parameter for an id
+/// past the table.
 template <class Model, class Table, class F>
 decltype(auto) visit(const Table& t, preset_id id, F&& f) {
     return detail::visit_from<Model, 0>(t, id, std::forward<F>(f));
