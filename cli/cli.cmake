@@ -1,5 +1,7 @@
-# dlm_cli — the headers shared by dlm-generate (examples/) and dlm-eval (bench/): option parsing,
-# preset dispatch, model loading, terminal output, trace pictures. Included by both folders' lists.
+# dlm_cli — the headers shared by dlm-generate (examples/), dlm-eval (bench/) and dlm-server (server/):
+# option parsing, flags to the preset registry's options (include/dlm/registry/), model loading,
+# terminal output, trace pictures. Included by each folder's list; `#include "cli/..."` from the
+# source root.
 if(TARGET dlm_cli)
   return()
 endif()
