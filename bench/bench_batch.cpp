@@ -45,13 +45,13 @@ struct row {
 
 // The rows of docs/results.md that decode each model with the preset it was trained for, and the
 // teacher with every other preset.
-const std::vector<row> all_rows{{"cdlm", "cdlm", cli::preset_id::cdlm},
-                                {"cd4lm", "cd4lm", cli::preset_id::cd4lm},
-                                {"llada", "teacher", cli::preset_id::llada},
-                                {"dream", "teacher", cli::preset_id::dream},
-                                {"fast-dllm", "teacher", cli::preset_id::fast_dllm},
-                                {"fast-dllm-dual", "teacher", cli::preset_id::fast_dllm_dual},
-                                {"ar", "ar", cli::preset_id::autoregressive}};
+const std::vector<row> all_rows{{"cdlm", "cdlm", cli::preset_named("cdlm")},
+                                {"cd4lm", "cd4lm", cli::preset_named("cd4lm")},
+                                {"llada", "teacher", cli::preset_named("llada")},
+                                {"dream", "teacher", cli::preset_named("dream")},
+                                {"fast-dllm", "teacher", cli::preset_named("fast-dllm")},
+                                {"fast-dllm-dual", "teacher", cli::preset_named("fast-dllm-dual")},
+                                {"ar", "ar", cli::preset_named("autoregressive")}};
 
 struct options {
     std::string models = DLM_BENCH_MODELS_DIR;

@@ -149,7 +149,7 @@ int run(const cli::options& o) {
             {"preset", std::string(cli::name_of(s.preset))},
             {"settings", cli::describe(s)},
             {"gen_length", s.gen_length},
-            {"block_length", s.effective_block_length()},
+            {"block_length", cli::effective_block_length(s)},
             {"batch", o.batch},
             {"problems", problems.size()},
             {"correct", t.correct},

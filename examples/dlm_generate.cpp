@@ -102,7 +102,7 @@ int run(const cli::options& o) {
         std::cout << cli::answer_text(m, d.result) << std::endl;
         if (o.stats || o.compare) std::cerr << cli::stats_line(s, d.result, d.seconds) << std::endl;
         if (!o.trace.empty()) {
-            cli::trace_run t{std::string(cli::name_of(s.preset)), s.effective_block_length(), d.result, {}};
+            cli::trace_run t{std::string(cli::name_of(s.preset)), cli::effective_block_length(s), d.result, {}};
             for (const token_id id : d.result.tokens) t.text.push_back(m.tokenizer.decode(std::span<const token_id>(&id, 1), false));
             traces.push_back(std::move(t));
         }

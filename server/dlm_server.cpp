@@ -22,9 +22,12 @@
 
 #include <unistd.h>
 
+#include <dlm/registry/describe.hpp>
+#include <dlm/registry/table.hpp>
+
 #include "cli/model.hpp"
 #include "cli/options.hpp"
-#include "cli/presets.hpp"
+#include "preset_rules.hpp"
 #include "routes.hpp"
 
 namespace {
@@ -41,40 +44,9 @@ extern "C" void on_signal(int) {
     running_server->request_drain();
 }
 
-/// Whether `preset`'s policies have the option of dlm-generate's `flag`, by the CLI's own rule (a flag
-/// for a preset without the option is refused), so that requests follow exactly the flags' rules.
-bool preset_has(cli::preset_id preset, const char* flag) {
-    cli::options o;
-    o.preset = preset;
-    o.given[flag] = flag;
-    o.temperature = 1.f;  // a non-neutral value: read only when the flag is --temp
-    try {
-        cli::detail::check_preset_flags(o);
-        return true;
-    } catch (const invalid_parameter&) {
-        return false;
-    }
-}
-
-/// What requests may set, from the preset and the model.
-server::request_rules rules_for(const cli::settings& s, const cli::loaded_model& m, const std::string& model_id) {
-    server::request_rules r;
-    r.model = model_id;
-    r.preset = std::string(cli::name_of(s.preset));
-    r.has_threshold = preset_has(s.preset, "--threshold");
-    r.has_steps = preset_has(s.preset, "--steps");
-    r.steps_total = s.preset == cli::preset_id::llada || s.preset == cli::preset_id::dream;  // as cli::resolve checks them
-    r.has_blocks = s.has_blocks();
-    r.samples = preset_has(s.preset, "--temp");
-    r.default_max_tokens = s.gen_length;
-    r.max_max_tokens = m.model.max_context();
-    r.block_length = s.block_length;
-    return r;
-}
-
 template <class Decoder>
-int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, const std::string& model_id, server::http::server& http) {
-    Decoder dec = cli::make_decoder<Decoder>(m.model, s);
+int serve(const cli::options& o, cli::loaded_model& m, const registry::settings& s, const std::string& model_id, server::http::server& http) {
+    Decoder dec = registry::make_decoder<Decoder>(m.model, s);
     std::optional<engine<Decoder>> made;
     try {
         made.emplace(dec, prompt_cache_options{.bytes = static_cast<std::uint64_t>(o.prompt_cache_mib) << 20});
@@ -87,13 +59,15 @@ int serve(const cli::options& o, cli::loaded_model& m, const cli::settings& s, c
     stats.model_name = model_id;
     server::scheduler<engine<Decoder>> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
                                              [threads = o.threads] { cli::set_threads(threads); });
-    server::service<Decoder> svc{m, s, rules_for(s, m, model_id), sched, stats, std::chrono::duration<double>(o.timeout),
+    const bool steps_given = o.was_given("--steps");
+    server::service<Decoder> svc{m,     s,     server::rules_for(s, steps_given, m.model.max_context(), model_id),
+                                 sched, stats, std::chrono::duration<double>(o.timeout),
                                  static_cast<std::int64_t>(std::time(nullptr))};
-    svc.steps_given = o.was_given("--steps");
+    svc.steps_given = steps_given;
     server::add_routes(http, svc);
     http.set_ready(true);
     serving = true;
-    std::cout << "dlm-server: " << cli::describe(s) << ", model " << model_id << ", listening on http://" << o.host << ":" << http.port()
+    std::cout << "dlm-server: " << registry::describe(registry::builtin, s) << ", model " << model_id << ", listening on http://" << o.host << ":" << http.port()
               << std::endl;
     // Returns once a signal has asked for the drain and the requests in flight have finished (or
     // been cancelled after --drain-timeout: stopping the scheduler ends them with an error).
@@ -128,7 +102,7 @@ int run(const cli::options& o) {
     http.start();
     std::cerr << "dlm-server: port " << http.port() << " bound, loading the model (/ready answers 503 until it is served)" << std::endl;
     cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
-    cli::settings s;
+    registry::settings s;
     try {
         const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
         std::cerr << "dlm-server: preset " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
@@ -140,7 +114,7 @@ int run(const cli::options& o) {
     std::filesystem::path dir = std::filesystem::absolute(m.dir).lexically_normal();
     if (!dir.has_filename()) dir = dir.parent_path();
     const std::string model_id = !o.alias.empty() ? o.alias : dir.filename().string();
-    return cli::with_preset<cpu::transformer>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
+    return registry::visit<cpu::transformer>(registry::builtin, s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
         return serve<Decoder>(o, m, s, model_id, http);
     });
 }

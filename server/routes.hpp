@@ -15,10 +15,11 @@
 #include <vector>
 
 #include "cli/model.hpp"
-#include "cli/presets.hpp"
 #include "http_server.hpp"
+#include "preset_rules.hpp"
 
 #include <dlm/engine.hpp>
+#include <dlm/registry/policies.hpp>
 #include <dlm/server/metrics.hpp>
 #include <dlm/server/request.hpp>
 #include <dlm/server/response.hpp>
@@ -35,34 +36,21 @@ struct service {
     using job = typename scheduler_type::job;
 
     const cli::loaded_model& model;
-    cli::settings base;          ///< the preset's settings from the flags and the model's hints
+    registry::settings base;     ///< the preset's settings from the flags and the model's hints
     request_rules rules;
     scheduler_type& sched;
     metrics& stats;
     std::chrono::duration<double> timeout;
     std::int64_t started_at = 0;  ///< Unix time, /v1/models' "created"
     std::atomic<std::uint64_t> next_id{0};
-
-    /// The decoder settings of one request: the server's, with the request's overrides.
-    [[nodiscard]] cli::settings settings_for(const completion_request& r) const {
-        cli::settings s = base;
-        s.gen_length = r.gen_length;
-        if (r.temperature) s.temperature = static_cast<float>(*r.temperature);
-        if (r.top_p) s.top_p = static_cast<float>(*r.top_p);
-        if (r.top_k) s.top_k = *r.top_k;
-        if (r.threshold) s.threshold = *r.threshold;
-        if (r.block_length) s.block_length = *r.block_length;
-        if (r.steps) s.steps = *r.steps;
-        else if (!steps_given) s.steps = rules.steps_total ? r.gen_length : s.block_length;  // cli::resolve's defaults
-        if (r.seed) s.seed = *r.seed;
-        return s;
-    }
     bool steps_given = false;  ///< --steps was given: it stays the default whatever max_tokens is
 
-    [[nodiscard]] typename engine_type::policies policies_for(const cli::settings& s) const {
-        using cli::detail::policy;
-        return {policy(std::type_identity<typename Decoder::mask_type>{}, s), policy(std::type_identity<typename Decoder::schedule_type>{}, s),
-                policy(std::type_identity<typename Decoder::sampler_type>{}, s)};
+    /// The decoder settings of one request: the server's, with the request's overrides.
+    [[nodiscard]] registry::settings settings_for(const completion_request& r) const { return request_settings(base, steps_given, r); }
+
+    [[nodiscard]] typename engine_type::policies policies_for(const registry::settings& s) const {
+        return {registry::make_policy<typename Decoder::mask_type>(s), registry::make_policy<typename Decoder::schedule_type>(s),
+                registry::make_policy<typename Decoder::sampler_type>(s)};
     }
 
     /// The answer's tokens that may be shown: before the first EOS, at most max_tokens.
@@ -84,13 +72,6 @@ namespace detail {
 }
 
 inline void reply_error(http::exchange& ex, const request_error& e) { ex.reply(json_response(e.status(), error_body(e))); }
-
-/// The request field an engine refusal is about ("gen_length" is the request's max_tokens, ...).
-inline std::string field_of(const std::string& engine_param, endpoint kind) {
-    if (engine_param == "gen_length") return "max_tokens";
-    if (engine_param.starts_with("prompt")) return kind == endpoint::chat ? "messages" : "prompt";
-    return engine_param;
-}
 
 /// How the job ended, as the refusal to send (nullopt: it has a result to send).
 template <class Job>
@@ -157,7 +138,7 @@ bool admit_completion(service<Decoder>& svc, endpoint kind, const http::request&
         r = parse_request(req.body, kind, svc.rules);
         const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages) : r.prompt;
         j->prompt = svc.model.tokenizer.encode(text);
-        const cli::settings s = svc.settings_for(r);
+        const registry::settings s = svc.settings_for(r);
         j->options.gen_length = s.gen_length;
         j->options.seed = s.seed;
         j->policies = svc.policies_for(s);
@@ -181,7 +162,7 @@ bool admit_completion(service<Decoder>& svc, endpoint kind, const http::request&
         count_request(svc, route, received, e.status());
         return false;
     } catch (const invalid_parameter& e) {  // a policy option the engine's policies refuse while being built
-        detail::reply_error(ex, request_error(detail::field_of(e.parameter(), kind), e.rule()));
+        detail::reply_error(ex, request_error(field_of(e.parameter(), kind), e.rule()));
         count_request(svc, route, received, 400);
         return false;
     }

@@ -5,7 +5,7 @@
 if(NOT DLM_HAVE_CPU)
   return()
 endif()
-include(${PROJECT_SOURCE_DIR}/examples/cli/cli.cmake)
+include(${PROJECT_SOURCE_DIR}/cli/cli.cmake)
 
 dlm_test(test_cli test_cli.cpp CPU LIBS dlm_cli)
 
@@ -68,9 +68,9 @@ if(DLM_BUILD_EXAMPLES)
   cli_case("bad flag: eval's flag" ${G} ARGS ${M}|-p|x|--batch|2 RC 2 EXPECT "'--batch': is a flag of dlm-eval")
   cli_case("bad flag: trace extension" ${G} ARGS ${M}|-p|x|--trace|t.txt RC 2 EXPECT "'--trace': the file name must end in .svg or .png")
   cli_case("bad flag: block length vs gen length" ${G} ARGS ${M}|-p|x|-n|20 RC 2
-           EXPECT "'--block-length': 8 \\(the model's dlm_block_length\\) must divide -n 20")
+           EXPECT "'--block-length': must divide gen_length \\(20\\), got 8; block length 8 \\(the model's dlm_block_length\\), -n 20")
   cli_case("bad flag: steps vs blocks" ${G} ARGS ${M}|-p|x|--preset|llada|--steps|10 RC 2
-           EXPECT "'--steps': 10 must be a multiple of the number of blocks")
+           EXPECT "'--steps': must be a multiple of the number of blocks \\([0-9]+ = gen_length [0-9]+ / block_length [0-9]+\\), got 10")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
   cli_case("DLM_MODEL names the model" ${G} ARGS -p|x|--stats ENV DLM_MODEL=${_cli_model} EXPECT "cdlm: [0-9]+ forwards")

@@ -1,4 +1,4 @@
-// The command-line layer (examples/cli/): option parsing, settings, preset dispatch, scoring,
+// The command-line layer (cli/): option parsing, settings, preset dispatch, scoring,
 // statistics and pictures. The programs themselves run end to end in tests/cli.cmake.
 #include <doctest/doctest.h>
 
@@ -61,7 +61,7 @@ TEST_CASE("cli: llama.cpp's names and ours set the same option") {
     CHECK(o.visual);
     CHECK(o.seed == 9);
     CHECK(o.model == "dir");
-    CHECK(o.preset == preset_id::cdlm);
+    CHECK(o.preset == cli::preset_named("cdlm"));
     const auto e = parse({"--data", "set.jsonl", "--batch", "8", "--limit", "5", "--json", "out.json"}, cli::program::eval);
     CHECK(e.batch == 8);
     CHECK(e.limit == 5);
@@ -116,12 +116,12 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
 TEST_CASE("cli: without --preset the model's architecture picks it, and the flags are checked against it") {
     using A = dlm::io::architecture;
     const auto preset_of = [](A a) { return cli::default_preset(a, "config.json architectures").preset; };
-    CHECK(preset_of(A::sdar) == preset_id::sdar);
-    CHECK(preset_of(A::sdar_moe) == preset_id::sdar);
-    CHECK(preset_of(A::fast_dllm_v2) == preset_id::fast_dllm_v2);
-    CHECK(preset_of(A::llada2_moe) == preset_id::llada2);
-    CHECK(preset_of(A::qwen2) == preset_id::autoregressive);
-    for (const A a : {A::llada, A::dream, A::lladamoe}) CHECK(preset_of(a) == preset_id::cdlm);
+    CHECK(preset_of(A::sdar) == cli::preset_named("sdar"));
+    CHECK(preset_of(A::sdar_moe) == cli::preset_named("sdar"));
+    CHECK(preset_of(A::fast_dllm_v2) == cli::preset_named("fast-dllm-v2"));
+    CHECK(preset_of(A::llada2_moe) == cli::preset_named("llada2"));
+    CHECK(preset_of(A::qwen2) == cli::preset_named("autoregressive"));
+    for (const A a : {A::llada, A::dream, A::lladamoe}) CHECK(preset_of(a) == cli::preset_named("cdlm"));
     const cli::preset_choice sdar = cli::default_preset(A::sdar, "config.json architectures");
     CHECK(sdar.reason == "the default for SDARForCausalLM (config.json architectures)");
     CHECK(cli::default_preset(A::llada, "general.architecture of the GGUF file").reason ==
@@ -130,9 +130,9 @@ TEST_CASE("cli: without --preset the model's architecture picks it, and the flag
     const cli::preset_choice llada = cli::default_preset(A::llada, "config.json architectures");
     // An explicit --preset wins, and says so.
     const cli::preset_choice given = cli::choose_preset(parse({"-p", "x", "--preset", "llada"}), sdar);
-    CHECK(given.preset == preset_id::llada);
+    CHECK(given.preset == cli::preset_named("llada"));
     CHECK(given.reason == "--preset llada");
-    CHECK(cli::choose_preset(parse({"-p", "x"}), sdar).preset == preset_id::sdar);
+    CHECK(cli::choose_preset(parse({"-p", "x"}), sdar).preset == cli::preset_named("sdar"));
     // --temp 0.5: sdar samples, cdlm (LLaDA's default) is greedy; --steps: sdar plans steps per block, cdlm has none.
     CHECK_NOTHROW((void)cli::choose_preset(parse({"-p", "x", "--temp", "0.5", "--steps", "4"}), sdar));
     try {
@@ -147,44 +147,44 @@ TEST_CASE("cli: without --preset the model's architecture picks it, and the flag
 
 TEST_CASE("cli: --compare defaults and lists") {
     CHECK(parse({"-p", "x", "--compare"}).compare_presets ==
-          std::vector<preset_id>{preset_id::llada, preset_id::fast_dllm, preset_id::cdlm, preset_id::cd4lm});
+          std::vector<preset_id>{cli::preset_named("llada"), cli::preset_named("fast-dllm"), cli::preset_named("cdlm"), cli::preset_named("cd4lm")});
     const auto o = parse({"-p", "x", "--compare-presets", "autoregressive,fast_dllm_dual"});
     CHECK(o.compare);
-    CHECK(o.compare_presets == std::vector<preset_id>{preset_id::autoregressive, preset_id::fast_dllm_dual});
+    CHECK(o.compare_presets == std::vector<preset_id>{cli::preset_named("autoregressive"), cli::preset_named("fast-dllm-dual")});
 }
 
 TEST_CASE("cli: settings come from the flags, then the model, then the preset") {
     const cli::model_hints shipped{48, 8}, none{};
     const auto o = parse({"-p", "x"});
-    const auto s = cli::resolve(o, preset_id::cdlm, shipped);
+    const auto s = cli::resolve(o, cli::preset_named("cdlm"), shipped);
     CHECK(s.gen_length == 48);
     CHECK(s.block_length == 8);
     CHECK(s.threshold == 0.9);
-    CHECK(cli::resolve(o, preset_id::cd4lm, shipped).threshold == 0.95);
-    const auto l = cli::resolve(o, preset_id::llada, shipped);
+    CHECK(cli::resolve(o, cli::preset_named("cd4lm"), shipped).threshold == 0.95);
+    const auto l = cli::resolve(o, cli::preset_named("llada"), shipped);
     CHECK(l.steps == 48);
     CHECK(l.alg == cli::algorithm::maskgit_plus);
-    CHECK(cli::resolve(o, preset_id::dream, shipped).effective_block_length() == 48);
-    CHECK(cli::resolve(o, preset_id::dream, shipped).alg == cli::algorithm::origin);
-    CHECK(cli::resolve(o, preset_id::autoregressive, shipped).effective_block_length() == 1);
-    const auto d = cli::resolve(o, preset_id::llada, none);  // LLaDA's own: 128 slots, blocks of 32, 128 steps
+    CHECK(cli::effective_block_length(cli::resolve(o, cli::preset_named("dream"), shipped)) == 48);
+    CHECK(cli::resolve(o, cli::preset_named("dream"), shipped).alg == cli::algorithm::origin);
+    CHECK(cli::effective_block_length(cli::resolve(o, cli::preset_named("autoregressive"), shipped)) == 1);
+    const auto d = cli::resolve(o, cli::preset_named("llada"), none);  // LLaDA's own: 128 slots, blocks of 32, 128 steps
     CHECK(d.gen_length == 128);
     CHECK(d.block_length == 32);
     CHECK(d.steps == 128);
-    const auto f = cli::resolve(parse({"-p", "x", "-n", "64", "--block-length", "16", "--threshold", "0.7"}), preset_id::fast_dllm, shipped);
+    const auto f = cli::resolve(parse({"-p", "x", "-n", "64", "--block-length", "16", "--threshold", "0.7"}), cli::preset_named("fast-dllm"), shipped);
     CHECK(f.gen_length == 64);
     CHECK(f.block_length == 16);
     CHECK(f.threshold == 0.7);
     try {
-        (void)cli::resolve(parse({"-p", "x", "-n", "20"}), preset_id::cdlm, shipped);
+        (void)cli::resolve(parse({"-p", "x", "-n", "20"}), cli::preset_named("cdlm"), shipped);
         FAIL("block length 8 does not divide 20");
     } catch (const dlm::invalid_parameter& e) {
         CHECK(e.parameter() == "--block-length");
         CHECK(std::string(e.what()).find("-n 20") != std::string::npos);
     }
-    CHECK_THROWS_AS((void)cli::resolve(parse({"-p", "x", "--preset", "llada", "--steps", "7"}), preset_id::llada, shipped),
+    CHECK_THROWS_AS((void)cli::resolve(parse({"-p", "x", "--preset", "llada", "--steps", "7"}), cli::preset_named("llada"), shipped),
                     dlm::invalid_parameter);
-    CHECK_NOTHROW((void)cli::resolve(parse({"-p", "x", "-n", "20"}), preset_id::dream, shipped));  // no blocks to divide
+    CHECK_NOTHROW((void)cli::resolve(parse({"-p", "x", "-n", "20"}), cli::preset_named("dream"), shipped));  // no blocks to divide
 }
 
 TEST_CASE("cli: with_preset calls the lambda with the preset's decoder type") {
@@ -193,20 +193,20 @@ TEST_CASE("cli: with_preset calls the lambda with the preset's decoder type") {
     const auto is = [](preset_id id, auto expected) {
         return cli::with_preset<M>(id, [&]<class D>(std::type_identity<D>) { return std::is_same_v<D, typename decltype(expected)::type>; });
     };
-    CHECK(is(preset_id::autoregressive, std::type_identity<p::autoregressive<M>>{}));
-    CHECK(is(preset_id::llada, std::type_identity<p::llada<M>>{}));
-    CHECK(is(preset_id::dream, std::type_identity<p::dream<M>>{}));
-    CHECK(is(preset_id::fast_dllm, std::type_identity<p::fast_dllm<M>>{}));
-    CHECK(is(preset_id::fast_dllm_dual, std::type_identity<p::fast_dllm_dual<M>>{}));
-    CHECK(is(preset_id::cdlm, std::type_identity<p::cdlm<M>>{}));
-    CHECK(is(preset_id::cd4lm, std::type_identity<p::cd4lm<M>>{}));
+    CHECK(is(cli::preset_named("autoregressive"), std::type_identity<p::autoregressive<M>>{}));
+    CHECK(is(cli::preset_named("llada"), std::type_identity<p::llada<M>>{}));
+    CHECK(is(cli::preset_named("dream"), std::type_identity<p::dream<M>>{}));
+    CHECK(is(cli::preset_named("fast-dllm"), std::type_identity<p::fast_dllm<M>>{}));
+    CHECK(is(cli::preset_named("fast-dllm-dual"), std::type_identity<p::fast_dllm_dual<M>>{}));
+    CHECK(is(cli::preset_named("cdlm"), std::type_identity<p::cdlm<M>>{}));
+    CHECK(is(cli::preset_named("cd4lm"), std::type_identity<p::cd4lm<M>>{}));
 }
 
 TEST_CASE("cli: make_decoder configures every policy from the settings") {
     auto model = dlm::cpu::transformer::load(DLM_TEST_DATA "/models/llada_tiny");
     const cli::model_hints h{24, 4};
     const auto llada = cli::resolve(parse({"-p", "x", "--preset", "llada", "--steps", "12", "--alg", "random", "--temp", "0.5", "--top-k", "3"}),
-                                    preset_id::llada, h);
+                                    cli::preset_named("llada"), h);
     const auto dl = cli::make_decoder<dlm::presets::llada<dlm::cpu::transformer>>(model, llada);
     CHECK(dl.mask().block_length == 4);
     CHECK(dl.schedule().steps == 12);
@@ -216,7 +216,7 @@ TEST_CASE("cli: make_decoder configures every policy from the settings") {
     CHECK(dl.sampler().confidence == dlm::confidence_source::raw);
 
     const auto dream = cli::resolve(parse({"-p", "x", "--preset", "dream", "--eps", "0.01", "--alg", "2", "--alg-temp", "0.3"}),
-                                    preset_id::dream, h);
+                                    cli::preset_named("dream"), h);
     const auto dd = cli::make_decoder<dlm::presets::dream<dlm::cpu::transformer>>(model, dream);
     CHECK(dd.schedule().steps == 24);
     CHECK(dd.schedule().eps == 0.01);
@@ -224,11 +224,11 @@ TEST_CASE("cli: make_decoder configures every policy from the settings") {
     CHECK(dd.schedule().alg_temp == 0.3);
 
     auto cd = cli::make_decoder<dlm::presets::cdlm<dlm::cpu::transformer>>(
-        model, cli::resolve(parse({"-p", "x", "--threshold", "0.6"}), preset_id::cdlm, h));
+        model, cli::resolve(parse({"-p", "x", "--threshold", "0.6"}), cli::preset_named("cdlm"), h));
     CHECK(cd.mask().block_length == 4);
     CHECK(cd.schedule().tau == 0.6);
     CHECK(cd.schedule().stop_at_eos);
-    const auto c4 = cli::make_decoder<dlm::presets::cd4lm<dlm::cpu::transformer>>(model, cli::resolve(parse({"-p", "x"}), preset_id::cd4lm, h));
+    const auto c4 = cli::make_decoder<dlm::presets::cd4lm<dlm::cpu::transformer>>(model, cli::resolve(parse({"-p", "x"}), cli::preset_named("cd4lm"), h));
     CHECK(c4.schedule().tau == 0.95);
     CHECK(c4.schedule().max_tokens == 32);
 

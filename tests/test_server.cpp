@@ -19,6 +19,7 @@
 #include <dlm/server/text_stream.hpp>
 
 #include "cli/options.hpp"
+#include "server/preset_rules.hpp"
 #include "support/scripts.hpp"
 
 using namespace dlm;
@@ -26,16 +27,14 @@ using namespace dlm::server;
 
 namespace {
 
-request_rules cdlm_rules() {
-    request_rules r;
-    r.model = "cdlm";
-    r.has_threshold = true;
-    r.has_blocks = true;
-    r.default_max_tokens = 48;
-    r.max_max_tokens = 128;
-    r.block_length = 8;
-    return r;
+/// The rules dlm-server makes for `preset` on a model whose config suggests 48 slots in blocks of 8,
+/// with a context of 128 (server/preset_rules.hpp, from the preset registry).
+request_rules rules_of(std::string_view preset) {
+    const registry::preset_id id = registry::builtin.find(preset).value();
+    return rules_for(registry::resolve(registry::builtin, id, {}, {48, 8}), false, 128, "cdlm");
 }
+
+request_rules cdlm_rules() { return rules_of("cdlm"); }
 
 /// The field a body is refused for ("" when accepted).
 std::string refused(std::string_view body, endpoint kind = endpoint::completions, const request_rules& rules = cdlm_rules()) {
@@ -123,14 +122,11 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
         CHECK(body["error"]["type"] == "invalid_request_error");
     }
 
-    request_rules llada = cdlm_rules();
-    llada.has_threshold = false;
-    llada.has_steps = llada.samples = true;
+    const request_rules llada = rules_of("llada");
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, llada) == "steps");  // 2 blocks
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 4, "temperature": 0.5, "top_k": 5})", endpoint::completions, llada).empty());
     CHECK(refused(R"({"prompt": "x", "threshold": 0.5})", endpoint::completions, llada) == "threshold");
-    request_rules sdar = llada;  // steps per block: any number the engine accepts
-    sdar.steps_total = false;
+    const request_rules sdar = rules_of("sdar");  // steps per block: any number the engine accepts
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, sdar).empty());
 }
 

@@ -1,5 +1,5 @@
 // Fuzz target: the command line of dlm-generate and dlm-eval -> dlm::cli::parse_args
-// (examples/cli/options.hpp).
+// (cli/options.hpp).
 //
 // Input: byte 0 picks the program (bit 0: dlm-eval), the rest is the argument list, arguments
 // separated by NUL bytes (as argv holds them). Any malformed flag or value must be a
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../../examples/cli/options.hpp"
+#include "../../cli/options.hpp"
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -3,12 +3,14 @@
 // accepted request's prompt streamed through text_stream in growing prefixes and its answer bodies
 // written as JSON.
 //
+// The rules are dlm-server's (server/preset_rules.hpp: the preset registry's checks).
 // Refusals must be dlm::server::request_error with a status of 400 or 404; an accepted request must
 // be one the engine can be handed: max_tokens in [1, the context], the canvas whole blocks holding
 // max_tokens, steps a multiple of the blocks, at most 4 non-empty stop strings, stream_canvas only
 // with stream. Streaming any text must send exactly the text cut at its first stop string.
 #include <string>
 
+#include "../../server/preset_rules.hpp"
 #include "dlm/server/request.hpp"
 #include "dlm/server/response.hpp"
 #include "dlm/server/text_stream.hpp"
@@ -19,27 +21,21 @@ namespace {
 using dlm_fuzz::fuzz_check;
 using namespace dlm::server;
 
+/// dlm-server's rules for cdlm or llada on a model suggesting 48 slots in blocks of 8, context 128.
 request_rules rules(bool llada) {
-    request_rules r;
-    r.model = "cdlm";
-    r.has_blocks = true;
-    r.has_threshold = !llada;
-    r.has_steps = r.samples = llada;
-    r.default_max_tokens = 48;
-    r.max_max_tokens = 128;
-    r.block_length = 8;
-    return r;
+    const dlm::registry::preset_id id = dlm::registry::builtin.find(llada ? "llada" : "cdlm").value();
+    return rules_for(dlm::registry::resolve(dlm::registry::builtin, id, {}, {48, 8}), false, 128, "cdlm");
 }
 
-void check_accepted(const completion_request& q, const request_rules& r) {
+void check_accepted(const completion_request& q, const request_rules& r, bool llada) {
     fuzz_check(q.max_tokens >= 1 && q.max_tokens <= r.max_max_tokens, "accepted: max_tokens out of range");
     const dlm::index_t block = q.block_length.value_or(r.block_length);
     fuzz_check(q.gen_length >= q.max_tokens && q.gen_length <= r.max_max_tokens && q.gen_length % block == 0 &&
                    q.gen_length - q.max_tokens < block,
                "accepted: the canvas is not the fewest whole blocks holding max_tokens");
-    fuzz_check(!q.steps || (r.has_steps && *q.steps % (q.gen_length / block) == 0), "accepted: steps not a multiple of the blocks");
-    fuzz_check(!q.threshold || (r.has_threshold && *q.threshold > 0 && *q.threshold <= 1), "accepted: threshold");
-    fuzz_check(!q.temperature || *q.temperature == 0 || r.samples, "accepted: a temperature the preset cannot apply");
+    fuzz_check(!q.steps || (llada && *q.steps % (q.gen_length / block) == 0), "accepted: steps not a multiple of the blocks");
+    fuzz_check(!q.threshold || (!llada && *q.threshold > 0 && *q.threshold <= 1), "accepted: threshold");
+    fuzz_check(!q.temperature || *q.temperature == 0 || llada, "accepted: a temperature the preset cannot apply");
     fuzz_check(q.stop.size() <= r.max_stop, "accepted: too many stop strings");
     for (const auto& s : q.stop) fuzz_check(!s.empty() && s.size() <= r.max_stop_bytes, "accepted: an empty or long stop string");
     fuzz_check(!q.stream_canvas || q.stream, "accepted: stream_canvas without stream");
@@ -67,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const endpoint kind : {endpoint::completions, endpoint::chat}) {
             const request_rules r = rules(llada);
             try {
-                check_accepted(parse_request(body, kind, r), r);
+                check_accepted(parse_request(body, kind, r), r, llada);
             } catch (const request_error& e) {
                 fuzz_check(e.status() == 400 || e.status() == 404, "a refusal with another status than 400 or 404");
                 (void)dump(error_body(e));

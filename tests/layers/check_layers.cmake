@@ -20,9 +20,10 @@ set(rank_cuda 5)
 set(rank_decoder.hpp 6)
 set(rank_presets.hpp 7)
 set(rank_dlm.hpp 8)
+set(rank_registry 8)
 # Never, whatever the ranks say: one backend including the other, or the products of a higher layer.
-set(forbidden_cpu cuda engine engine.hpp decoder.hpp presets.hpp dlm.hpp)
-set(forbidden_cuda cpu engine.hpp decoder.hpp presets.hpp dlm.hpp)
+set(forbidden_cpu cuda engine engine.hpp decoder.hpp presets.hpp dlm.hpp registry)
+set(forbidden_cuda cpu engine.hpp decoder.hpp presets.hpp dlm.hpp registry)
 
 function(layer_of path out)  # path relative to include/dlm
   string(FIND "${path}" "/" slash)

@@ -6,8 +6,10 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "../core/error.hpp"
 #include "../core/hooks.hpp"
 #include "../core/plan.hpp"
 #include "../core/rng.hpp"
@@ -112,7 +114,29 @@ template <class S>
     else return false;
 }
 
+/// How a schedule with a `steps` option counts them: every forward of the generation, split evenly
+/// over the blocks (LLaDA, Dream), or the planned forwards of each block (SDAR, LLaDA2). A schedule
+/// says `static constexpr step_count counts_steps = step_count::in_all;`; without it, per block.
+/// The preset registry reads it (the default of steps, include/dlm/registry/).
+enum class step_count { in_all, per_block };
+
+template <class S>
+[[nodiscard]] constexpr step_count schedule_step_count() noexcept {
+    if constexpr (requires { S::counts_steps; }) return S::counts_steps;
+    else return step_count::per_block;
+}
+
 namespace detail {
+
+/// The rule of schedules that count their steps in all: the blocks share them evenly. This is its
+/// one place; the CLI, dlm-eval and dlm-server reach it through the registry's validate.
+inline void check_steps_in_all(index_t steps, const canvas_layout& l) {
+    const index_t blocks = l.block_count();
+    if (blocks > 0 && steps % blocks != 0)
+        throw invalid_parameter("steps", "must be a multiple of the number of blocks (" + std::to_string(blocks) + " = gen_length " +
+                                             std::to_string(l.gen_length) + " / block_length " + std::to_string(l.block_length) + "), got " +
+                                             std::to_string(steps));
+}
 
 /// Indices of the k best candidates by `score` (descending; ties: lower position first).
 template <class Score>

@@ -27,12 +27,11 @@ struct dream_schedule {
     double eps = 1e-3;
     dream_alg alg = dream_alg::origin;
     double alg_temp = 0.0;  ///< 0: deterministic top-k
+    static constexpr step_count counts_steps = step_count::in_all;
 
     void validate(const canvas_layout& l) const {
         if (steps < 1) throw invalid_parameter("steps", "must be >= 1, got " + std::to_string(steps));
-        if (steps % l.block_count() != 0)
-            throw invalid_parameter("steps", "must be a multiple of the number of blocks (" +
-                                                 std::to_string(l.block_count()) + "), got " + std::to_string(steps));
+        detail::check_steps_in_all(steps, l);
         if (!(eps > 0.0 && eps < 1.0)) throw invalid_parameter("eps", "must be in (0, 1), got " + std::to_string(eps));
         if (!(alg_temp >= 0.0)) throw invalid_parameter("alg_temp", "must be >= 0, got " + std::to_string(alg_temp));
     }

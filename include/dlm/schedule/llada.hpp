@@ -23,6 +23,7 @@ struct llada_schedule {
     index_t steps = 0;
     remasking mode = remasking::low_confidence;
     bool ban_eos = false;  ///< LLaDA's logits_eos_inf: EOS can never be sampled
+    static constexpr step_count counts_steps = step_count::in_all;
 
     [[nodiscard]] bool suppress_eos(const step_context&) const noexcept { return ban_eos; }
 
@@ -33,10 +34,7 @@ struct llada_schedule {
 
     void validate(const canvas_layout& l) const {
         if (steps < 0) throw invalid_parameter("steps", "must be >= 1 (or 0: gen_length), got " + std::to_string(steps));
-        const index_t blocks = l.block_count();
-        if (steps_for(l) % blocks != 0)
-            throw invalid_parameter("steps", "must be a multiple of the number of blocks (gen_length / block_length = " +
-                                                 std::to_string(blocks) + "), got " + std::to_string(steps_for(l)));
+        detail::check_steps_in_all(steps_for(l), l);
     }
 
     /// Slots to commit at step `i` of a block that started with `masked` masked slots.

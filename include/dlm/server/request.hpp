@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -48,21 +49,23 @@ private:
     std::string type_, code_;
 };
 
+struct completion_request;
+
 /// What the server's preset and model let a request set. Fixed at start.
 struct request_rules {
     std::string model;            ///< the id GET /v1/models lists; a request naming another model gets 404
     std::string preset = "cdlm";  ///< named in refusals
-    bool has_threshold = false;   ///< the schedule has a confidence threshold (fast-dllm*, cdlm, cd4lm)
-    bool has_steps = false;       ///< the schedule takes a number of steps (llada, dream: in all; sdar: per block)
-    bool steps_total = true;      ///< steps count every forward, so they are a multiple of the blocks (llada, dream)
-    bool has_blocks = false;      ///< the mask has blocks whose length a request may choose
-    bool samples = false;         ///< the sampler draws (temperature, top_p, top_k apply)
+    bool has_blocks = false;      ///< the mask has blocks whose length a request may choose (the canvas is whole blocks)
     index_t default_max_tokens = 128;  ///< the model's dlm_gen_length, else 128
     index_t max_max_tokens = 4096;     ///< the model's context
     index_t block_length = 32;         ///< the server's block length (used when a request gives none)
     std::size_t max_stop = 4;          ///< stop strings per request (OpenAI's limit)
     std::size_t max_stop_bytes = 256;
     std::size_t max_messages = 256;
+    /// Checks the decoding options of a parsed request against the preset (dlm-server: the preset
+    /// registry's validate, server/preset_rules.hpp), throwing dlm::invalid_parameter naming the
+    /// option; parse_request turns that into a 400 naming the field. Unset: no such check.
+    std::function<void(const completion_request&)> check_options;
 };
 
 /// A request as the decoder will run it: every field checked, the dlm extensions resolved.
@@ -80,6 +83,14 @@ struct completion_request {
     bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the token counts
     bool stream_canvas = false;  ///< dlm extension: also stream the whole canvas after every forward
 };
+
+/// The request field an engine or registry refusal is about ("gen_length" is the request's
+/// max_tokens, a prompt its prompt or messages; the decoding options have the fields' names).
+[[nodiscard]] inline std::string field_of(const std::string& engine_param, endpoint kind) {
+    if (engine_param == "gen_length") return "max_tokens";
+    if (engine_param.starts_with("prompt")) return kind == endpoint::chat ? "messages" : "prompt";
+    return engine_param;
+}
 
 namespace detail {
 
@@ -172,11 +183,6 @@ inline std::vector<std::string> stop_of(const nlohmann::json& v, const request_r
     return out;
 }
 
-/// Refuses an option the preset's policies do not have (a neutral value passes), saying why.
-inline void check_applies(const std::string& field, bool applies, const request_rules& rules, const char* why) {
-    if (!applies) refuse(field, "does not apply to the " + rules.preset + " preset this server runs (" + why + ")");
-}
-
 }  // namespace detail
 
 namespace detail {
@@ -205,18 +211,15 @@ inline void check_neutral(const std::string& key, const nlohmann::json& v) {
 namespace detail {
 
 /// The sampler's fields (temperature, top_p, top_k, seed): false when `key` is none of them.
-inline bool read_sampling_field(const std::string& key, const nlohmann::json& v, completion_request& r, const request_rules& rules) {
+inline bool read_sampling_field(const std::string& key, const nlohmann::json& v, completion_request& r) {
     if (key != "temperature" && key != "top_p" && key != "top_k" && key != "seed") return false;
     if (v.is_null()) return true;
     if (key == "temperature") {
         r.temperature = number_in(key, v, 0, 2, false);
-        if (*r.temperature != 0) check_applies(key, rules.samples, rules, "it samples greedily");
     } else if (key == "top_p") {
         r.top_p = number_in(key, v, 0, 1, true);
-        if (*r.top_p != 1) check_applies(key, rules.samples, rules, "it samples greedily");
     } else if (key == "top_k") {
         r.top_k = static_cast<index_t>(integer_in(key, v, 0, std::numeric_limits<index_t>::max()));
-        if (*r.top_k != 0) check_applies(key, rules.samples, rules, "it samples greedily");
     } else if (v.is_number_unsigned()) {
         r.seed = v.get<std::uint64_t>();
     } else {
@@ -231,13 +234,10 @@ inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, comp
         r.stream_canvas = boolean(key, v);
     } else if (key == "threshold") {
         r.threshold = number_in(key, v, 0, 1, true);
-        check_applies(key, rules.has_threshold, rules, "its schedule has no threshold");
     } else if (key == "steps") {
         r.steps = static_cast<index_t>(integer_in(key, v, 1, 1 << 24));
-        check_applies(key, rules.has_steps, rules, "its schedule decides the number of forwards");
     } else if (key == "block_length") {
         r.block_length = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
-        check_applies(key, rules.has_blocks, rules, "its mask has no blocks to size");
     } else {
         return false;
     }
@@ -245,7 +245,7 @@ inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, comp
 }
 
 /// The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens), within the
-/// model's context, and steps that the blocks divide where the preset counts them in all.
+/// model's context.
 inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules) {
     r.max_tokens = max_tokens;
     const index_t block = r.block_length.value_or(rules.block_length);
@@ -254,12 +254,6 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
         refuse(r.block_length ? "block_length" : "max_tokens", "max_tokens " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
                                                                    std::to_string(block) + " is " + std::to_string(r.gen_length) +
                                                                    " slots, more than the model's " + std::to_string(rules.max_max_tokens));
-    if (r.steps && rules.has_steps && rules.steps_total) {
-        const index_t blocks = rules.has_blocks ? r.gen_length / block : 1;
-        if (*r.steps % blocks != 0)
-            refuse("steps", "must be a multiple of the number of blocks (" + std::to_string(blocks) + " = " + std::to_string(r.gen_length) +
-                                " slots / block length " + std::to_string(block) + "), got " + std::to_string(*r.steps));
-    }
 }
 
 }  // namespace detail
@@ -297,7 +291,7 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
             has_input = true;
         } else if (key == "max_tokens" || (key == "max_completion_tokens" && kind == endpoint::chat)) {
             if (!v.is_null()) max_tokens = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
-        } else if (read_sampling_field(key, v, r, rules) || read_dlm_field(key, v, r, rules)) {
+        } else if (read_sampling_field(key, v, r) || read_dlm_field(key, v, r, rules)) {
             // read into r
         } else if (key == "stop") {
             r.stop = stop_of(v, rules);
@@ -328,6 +322,15 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
     if (has_stream_options && !r.stream) refuse("stream_options", "applies to a streamed answer only: set \"stream\": true, or leave it out");
 
     size_canvas(r, max_tokens.value_or(rules.default_max_tokens), rules);
+    if (rules.check_options) {
+        try {
+            rules.check_options(r);
+        } catch (const request_error&) {
+            throw;
+        } catch (const invalid_parameter& e) {
+            refuse(field_of(e.parameter(), kind), e.rule());
+        }
+    }
     return r;
 }
 

@@ -1,4 +1,4 @@
-// examples/cli/visual.hpp — the --visual canvas: the generation slots as they are unmasked.
+// cli/visual.hpp — the --visual canvas: the generation slots as they are unmasked.
 //
 // On a terminal the canvas is redrawn in place after every forward (cursor up + clear, which xterm,
 // tmux and screen all understand): masked slots are a dim '·', the slots the forward just committed

@@ -1,4 +1,4 @@
-// examples/cli/stats.hpp — latency statistics and the statistics line.
+// cli/stats.hpp — latency statistics and the statistics line.
 //
 // Definitions used by dlm-generate and dlm-eval (docs/cli.md):
 //   forwards            model forwards (NFE) of the sequence

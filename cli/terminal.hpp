@@ -1,4 +1,4 @@
-// examples/cli/terminal.hpp — terminal detection, ANSI sequences and a progress bar.
+// cli/terminal.hpp — terminal detection, ANSI sequences and a progress bar.
 #pragma once
 
 #include <algorithm>

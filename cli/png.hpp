@@ -1,4 +1,4 @@
-// examples/cli/png.hpp — rasterizes a draw::scene and writes it as PNG with libpng (built only when
+// cli/png.hpp — rasterizes a draw::scene and writes it as PNG with libpng (built only when
 // CMake finds libpng: DLM_CLI_HAVE_PNG). Rectangles and lines are axis-aligned pixel fills (the
 // trace is a grid); text uses a built-in 3x5 pixel font of ASCII capitals, digits and punctuation
 // (lower case is drawn in capitals), scaled to the text size.

@@ -1,4 +1,4 @@
-// examples/cli/model.hpp — which model folder to use, and loading it: the CPU transformer, its
+// cli/model.hpp — which model folder to use, and loading it: the CPU transformer, its
 // tokenizer, its chat format and the decoding hints of its config.json (read by the library).
 #pragma once
 
@@ -82,7 +82,7 @@ struct loaded_model {
 
 /// The preset a run decodes with, and why (printed by --stats, dlm-eval and dlm-server).
 struct preset_choice {
-    preset_id preset = preset_id::cdlm;
+    preset_id preset = preset_named("cdlm");
     std::string reason;
 };
 
@@ -94,16 +94,16 @@ struct preset_choice {
 [[nodiscard]] inline preset_choice default_preset(io::architecture arch, const std::string& source) {
     using A = io::architecture;
     const std::string_view cls = io::architecture_class(arch);
-    const preset_id p = arch == A::sdar || arch == A::sdar_moe ? preset_id::sdar
-                        : arch == A::fast_dllm_v2                 ? preset_id::fast_dllm_v2
-                        : arch == A::llada2_moe                   ? preset_id::llada2
-                        : arch == A::qwen2                        ? preset_id::autoregressive
-                                                                  : preset_id::cdlm;
+    const preset_id p = arch == A::sdar || arch == A::sdar_moe ? preset_named("sdar")
+                        : arch == A::fast_dllm_v2                 ? preset_named("fast-dllm-v2")
+                        : arch == A::llada2_moe                   ? preset_named("llada2")
+                        : arch == A::qwen2                        ? preset_named("autoregressive")
+                                                                  : preset_named("cdlm");
     // LLaDA, LLaDA-MoE and Dream layouts: dlm's CDLM students are LLaDA checkpoints, so cdlm; the
     // family's own reference decoder is one flag away.
     const char* reference = arch == A::dream ? "dream" : "llada";
     return {p, "the default for " + std::string(cls) + " (" + source + ")" +
-                   (p != preset_id::cdlm ? "" : std::string(", dlm's CDLM students' preset; --preset ") + reference + " runs the family's reference decoder")};
+                   (p != preset_named("cdlm") ? "" : std::string(", dlm's CDLM students' preset; --preset ") + reference + " runs the family's reference decoder")};
 }
 
 /// The model's default preset (default_preset of the architecture its config.json or GGUF file names).

@@ -1,5 +1,7 @@
-# dlm_cli — the headers shared by dlm-generate (examples/) and dlm-eval (bench/): option parsing,
-# preset dispatch, model loading, terminal output, trace pictures. Included by both folders' lists.
+# dlm_cli — the headers shared by dlm-generate (examples/), dlm-eval (bench/) and dlm-server (server/):
+# option parsing, flags to the preset registry's options (include/dlm/registry/), model loading,
+# terminal output, trace pictures. Included by each folder's list; `#include "cli/..."` from the
+# source root.
 if(TARGET dlm_cli)
   return()
 endif()
@@ -11,7 +13,7 @@ set(DLM_DEFAULT_EVAL_DATA "${PROJECT_SOURCE_DIR}/tools/data/test.jsonl" CACHE FI
     "JSONL problem set dlm-eval uses without --data")
 
 add_library(dlm_cli INTERFACE)
-target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR}/examples)
+target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR})
 target_link_libraries(dlm_cli INTERFACE dlm::cpu_kernels)
 target_compile_definitions(dlm_cli INTERFACE DLM_DEFAULT_MODEL_DIR="${DLM_DEFAULT_MODEL_DIR}"
                                              DLM_DEFAULT_EVAL_DATA="${DLM_DEFAULT_EVAL_DATA}")

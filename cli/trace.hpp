@@ -1,4 +1,4 @@
-// examples/cli/trace.hpp — the picture of a decoding trajectory (--trace, --compare).
+// cli/trace.hpp — the picture of a decoding trajectory (--trace, --compare).
 //
 // One panel per decode: generation slots across, forwards down (forward 1 at the top). The cell of
 // slot s in the row of the forward that committed it is coloured by the confidence p(token) it had

@@ -1,4 +1,4 @@
-// examples/cli/options.hpp — the options of dlm-generate and dlm-eval, and their parser.
+// cli/options.hpp — the options of dlm-generate and dlm-eval, and their parser.
 //
 //   dlm::cli::options o = dlm::cli::parse_args(args);                        // dlm-generate's flags
 //   dlm::cli::options e = dlm::cli::parse_args(args, dlm::cli::program::eval);  // dlm-eval's
@@ -26,47 +26,20 @@
 
 #include <dlm/core/config.hpp>
 #include <dlm/core/error.hpp>
+#include <dlm/registry/validate.hpp>
 
 namespace dlm::cli {
 
-/// The compile-time presets of dlm/presets.hpp, by their command-line names.
-enum class preset_id { autoregressive, llada, dream, fast_dllm, fast_dllm_dual, cdlm, cd4lm, sdar, fast_dllm_v2, llada2, fast_dllm_v2_block_cache };
-inline constexpr std::array<std::string_view, 11> preset_names = {
-    "autoregressive", "llada", "dream", "fast-dllm", "fast-dllm-dual", "cdlm", "cd4lm", "sdar", "fast-dllm-v2", "llada2", "fast-dllm-v2-block-cache"};
+/// The presets are the library's table (dlm/registry/table.hpp), by their command-line names;
+/// the algorithms of --diffusion-algorithm are the registry's too.
+using registry::algorithm;
+using registry::algorithm_from_name;
+using registry::name_of;
+using registry::preset_id;
 
-[[nodiscard]] inline std::string_view name_of(preset_id p) noexcept { return preset_names[static_cast<std::size_t>(p)]; }
-
-/// A preset by name ("fast-dllm" or "fast_dllm").
-[[nodiscard]] inline std::optional<preset_id> preset_from_name(std::string_view s) {
-    std::string n(s);
-    std::replace(n.begin(), n.end(), '_', '-');
-    for (std::size_t i = 0; i < preset_names.size(); ++i)
-        if (preset_names[i] == n) return static_cast<preset_id>(i);
-    return std::nullopt;
-}
-
-/// How a schedule ranks the slots it commits (--diffusion-algorithm). Dream's four algorithms, and
-/// LLaDA's random remasking.
-enum class algorithm { origin, maskgit_plus, topk_margin, entropy, random };
-inline constexpr std::array<std::string_view, 5> algorithm_names = {"origin", "maskgit_plus", "topk_margin", "entropy", "random"};
-
-[[nodiscard]] inline std::string_view name_of(algorithm a) noexcept { return algorithm_names[static_cast<std::size_t>(a)]; }
-
-/// An algorithm by name or by llama.cpp's number: 0 origin, 1 entropy, 2 margin (topk_margin),
-/// 3 random, 4 confidence (maskgit_plus). Also accepted: confidence / low_confidence, margin.
-[[nodiscard]] inline std::optional<algorithm> algorithm_from_name(std::string_view s) {
-    static constexpr std::pair<std::string_view, algorithm> table[] = {
-        {"origin", algorithm::origin},           {"0", algorithm::origin},
-        {"entropy", algorithm::entropy},         {"1", algorithm::entropy},
-        {"topk_margin", algorithm::topk_margin}, {"margin", algorithm::topk_margin}, {"2", algorithm::topk_margin},
-        {"random", algorithm::random},           {"3", algorithm::random},
-        {"maskgit_plus", algorithm::maskgit_plus}, {"confidence", algorithm::maskgit_plus},
-        {"low_confidence", algorithm::maskgit_plus}, {"4", algorithm::maskgit_plus},
-    };
-    for (const auto& [name, a] : table)
-        if (name == s) return a;
-    return std::nullopt;
-}
+[[nodiscard]] inline std::string_view name_of(preset_id p) { return registry::builtin.name_of(p); }
+/// A preset of the table by a name known at compile time (an unknown one does not compile).
+[[nodiscard]] consteval preset_id preset_named(std::string_view name) { return registry::builtin.id(name); }
 
 enum class program : unsigned { generate = 1, eval = 2, server = 4 };
 
@@ -89,7 +62,7 @@ struct options {
     std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
 
     // Decoding.
-    preset_id preset = preset_id::cdlm;  ///< --preset; when not given, the model's (cli::choose_preset)
+    preset_id preset = preset_named("cdlm");  ///< --preset; when not given, the model's (cli::choose_preset)
     std::optional<index_t> gen_length, block_length, steps;
     std::optional<double> threshold, eps, alg_temp;
     std::optional<algorithm> alg;
@@ -187,10 +160,8 @@ inline double in_range(std::string_view flag, std::string_view v, double lo, dou
 }
 
 inline preset_id to_preset(std::string_view flag, std::string_view v) {
-    if (auto p = preset_from_name(v)) return *p;
-    std::string names;
-    for (auto n : preset_names) names += (names.empty() ? "" : ", ") + std::string(n);
-    bad(flag, "unknown preset " + quoted(v) + " (one of " + names + ")");
+    if (auto p = registry::builtin.find(v)) return *p;
+    bad(flag, "unknown preset " + quoted(v) + " (one of " + registry::builtin.list() + ")");
 }
 
 inline std::string as_path(std::string_view flag, std::string_view v) {
@@ -237,8 +208,7 @@ struct flag {
              o.dtype = v == "keep" ? std::string() : std::string(v);
          }},
         {"Decoding", "--preset", "NAME",
-         "autoregressive, llada, dream, fast-dllm, fast-dllm-dual, cdlm, cd4lm, sdar, fast-dllm-v2, fast-dllm-v2-block-cache or llada2 "
-         "(default: the model's: "
+         "a preset of the registry: {presets} (default: the model's: "
          "sdar, fast-dllm-v2 and llada2 for their families, autoregressive for Qwen2, else cdlm)", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
         {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
@@ -376,40 +346,41 @@ struct flag {
 
 namespace detail {
 
-inline std::string list(std::initializer_list<preset_id> ps) {
-    std::string s;
-    for (auto p : ps) s += (s.empty() ? "" : ", ") + std::string(name_of(p));
-    return s;
+/// The flag that sets a registry option, by its canonical name.
+[[nodiscard]] inline std::string_view flag_of(registry::option o) noexcept {
+    using O = registry::option;
+    switch (o) {
+        case O::gen_length: return "--gen-length";
+        case O::block_length: return "--block-length";
+        case O::steps: return "--steps";
+        case O::threshold: return "--threshold";
+        case O::eps: return "--diffusion-eps";
+        case O::alg_temp: return "--diffusion-alg-temp";
+        case O::algorithm: return "--diffusion-algorithm";
+        case O::temperature: return "--temp";
+        case O::top_k: return "--top-k";
+        case O::top_p: return "--top-p";
+        case O::seed: return "--seed";
+    }
+    return "?";
 }
 
-/// A flag given for a preset whose policies have no such option is refused, so that nobody reads a
-/// result believing an option was applied. Neutral values (--temp 0, --top-k 0, --top-p 1) pass.
-inline void check_applicable(const options& o, std::string_view canonical, std::initializer_list<preset_id> ok, const char* why) {
-    if (!o.was_given(canonical) || std::find(ok.begin(), ok.end(), o.preset) != ok.end()) return;
-    bad(o.spelling(canonical), "does not apply to the " + std::string(name_of(o.preset)) + " preset (" + why + "); it applies to " + list(ok));
+/// What the flags given choose, as the registry reads it.
+[[nodiscard]] inline registry::choices choices_of(const options& o) {
+    return {.gen_length = o.gen_length, .block_length = o.block_length, .steps = o.steps, .threshold = o.threshold, .eps = o.eps,
+            .alg_temp = o.alg_temp, .alg = o.alg, .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
+            .seed = o.was_given("--seed") ? std::optional<std::uint64_t>(o.seed) : std::nullopt};
 }
 
-inline void check_preset_flags(const options& o) {
-    using P = preset_id;
-    const auto blocks = {P::llada, P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm, P::sdar, P::fast_dllm_v2, P::fast_dllm_v2_block_cache, P::llada2};
-    check_applicable(o, "--block-length", blocks, "its mask has no blocks to size");
-    check_applicable(o, "--steps", {P::llada, P::dream, P::sdar, P::llada2}, "its schedule decides the number of forwards");
-    check_applicable(o, "--threshold", {P::fast_dllm, P::fast_dllm_dual, P::cdlm, P::cd4lm, P::sdar, P::fast_dllm_v2, P::fast_dllm_v2_block_cache, P::llada2},
-                     "its schedule has no threshold");
-    check_applicable(o, "--diffusion-eps", {P::dream}, "only Dream's timestep schedule has eps");
-    check_applicable(o, "--diffusion-alg-temp", {P::dream}, "only Dream's schedule draws slots with a temperature");
-    check_applicable(o, "--diffusion-algorithm", {P::llada, P::dream}, "its schedule ranks slots by probability");
-    const auto sampled = {P::llada, P::dream, P::fast_dllm, P::fast_dllm_dual, P::cd4lm, P::sdar, P::fast_dllm_v2, P::fast_dllm_v2_block_cache, P::llada2};
-    const char* greedy = "it samples greedily";
-    if (o.temperature && *o.temperature != 0.f) check_applicable(o, "--temp", sampled, greedy);
-    if (o.top_k && *o.top_k != 0) check_applicable(o, "--top-k", sampled, greedy);
-    if (o.top_p && *o.top_p != 1.f) check_applicable(o, "--top-p", sampled, greedy);
-    if (o.alg && o.preset == P::llada && *o.alg != algorithm::maskgit_plus && *o.alg != algorithm::random)
-        bad(o.spelling("--diffusion-algorithm"), "the llada preset remasks by confidence (maskgit_plus, 4) or at random (random, 3), not " +
-                                                    std::string(name_of(*o.alg)));
-    if (o.alg && o.preset == P::dream && *o.alg == algorithm::random)
-        bad(o.spelling("--diffusion-algorithm"), "the dream preset has origin, maskgit_plus, topk_margin and entropy; random is llada's");
+/// Names an option in refusals by its flag as the user typed it ("--diffusion-steps", "-n").
+[[nodiscard]] inline registry::option_namer flag_namer(const options& o) {
+    return [&o](registry::option x) { return o.spelling(flag_of(x)); };
 }
+
+/// A flag given for a preset whose policies have no such option is refused (by the registry, which
+/// reads what the policies accept from their types), so that nobody reads a result believing an
+/// option was applied. Neutral values (--temp 0, --top-k 0, --top-p 1) pass.
+inline void check_preset_flags(const options& o) { registry::check_accepted(registry::builtin, o.preset, choices_of(o), flag_namer(o)); }
 
 }  // namespace detail
 
@@ -455,7 +426,7 @@ inline void check_preset_flags(const options& o) {
         detail::bad("-p", "a prompt is required, e.g. -p \"What is 3 + 4?\"");
     if (prog == program::generate && o.prompt.empty()) detail::bad(o.spelling("--prompt"), "the prompt is empty");
     if (o.compare && o.compare_presets.empty())
-        o.compare_presets = {preset_id::llada, preset_id::fast_dllm, preset_id::cdlm, preset_id::cd4lm};
+        o.compare_presets = {preset_named("llada"), preset_named("fast-dllm"), preset_named("cdlm"), preset_named("cd4lm")};
     if (o.compare && o.was_given("--preset"))
         detail::bad(o.spelling("--preset"), "cannot be combined with --compare; list the presets with --compare-presets");
     if (!o.compare && o.was_given("--preset")) detail::check_preset_flags(o);  // else once the model's preset is known (choose_preset)
@@ -509,7 +480,9 @@ inline void check_preset_flags(const options& o) {
         }
         line.resize(34, ' ');
         // Wrap the help at 100 columns.
-        std::string_view words = f.help;
+        std::string help(f.help);  // the preset names are the registry's
+        if (const auto at = help.find("{presets}"); at != std::string::npos) help.replace(at, 9, registry::builtin.list());
+        std::string_view words = help;
         while (!words.empty()) {
             const std::size_t sp = words.find(' ');
             const std::string_view w = words.substr(0, sp);
@@ -523,8 +496,9 @@ inline void check_preset_flags(const options& o) {
         }
         out += line + "\n";
     }
-    out += "\nDefaults per preset are those of dlm/presets.hpp (docs/policies.md); a model folder whose config.json\n"
-           "holds dlm_gen_length / dlm_block_length (dlm's shipped models) sets the generation and block lengths.\n"
+    out += "\nDefaults per preset are its policies' own (the preset registry, docs/policies.md); a model folder\n"
+           "whose config.json holds dlm_gen_length / dlm_block_length (dlm's shipped models) sets the generation\n"
+           "and block lengths.\n"
            "Exit status: 0 success, 1 a dlm error (file, model, decoding), 2 a bad flag or value.\n";
     return out;
 }

@@ -1,4 +1,4 @@
-// examples/cli/score.hpp — dlm-eval's problem sets and scoring: JSONL problems, the prompt made of
+// cli/score.hpp — dlm-eval's problem sets and scoring: JSONL problems, the prompt made of
 // a question, and the final number after "####", extracted exactly as tools/score.py does.
 #pragma once
 

@@ -1,4 +1,4 @@
-// examples/cli/scene.hpp — a tiny 2-D scene (rectangles, lines, text) written as SVG by hand, and
+// cli/scene.hpp — a tiny 2-D scene (rectangles, lines, text) written as SVG by hand, and
 // the confidence colour scale of the trace pictures. png.hpp rasterizes the same scene.
 #pragma once
 

@@ -1,0 +1,56 @@
+// cli/presets.hpp — the command line's view of the preset registry (dlm/registry/): settings from the
+// flags, and from a preset's run-time name to its compile-time decoder type.
+//
+//   dlm::cli::settings s = dlm::cli::resolve(opts, preset, hints);
+//   auto result = dlm::cli::with_preset<Model>(preset, [&]<class Decoder>(std::type_identity<Decoder>) {
+//       Decoder d = dlm::cli::make_decoder<Decoder>(model, s);
+//       return d.generate(prompts, {.gen_length = s.gen_length, .seed = s.seed});
+//   });
+//
+// Everything about a preset (its name, its decoder type, what its policies accept, their defaults,
+// whether a value is valid) is the registry's; this file only translates flags to the registry's
+// choices and its refusals back to flags.
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include <dlm/registry/describe.hpp>
+#include <dlm/registry/validate.hpp>
+
+#include "options.hpp"
+
+namespace dlm::cli {
+
+using registry::model_hints;
+using registry::settings;
+
+/// The settings of `preset` from the flags, the model's hints and the preset's policies. Throws
+/// dlm::invalid_parameter naming the flag as typed when the combination cannot decode (a block length
+/// that does not divide the generation length, steps that are not a multiple of the blocks, a flag
+/// the preset has no option for). Under --compare a flag applies to the presets that have its option.
+[[nodiscard]] inline settings resolve(const options& o, preset_id preset, const model_hints& hints) {
+    const registry::choices c = o.compare ? registry::accepted_only(registry::builtin, preset, detail::choices_of(o)) : detail::choices_of(o);
+    return registry::resolve(registry::builtin, preset, c, hints, detail::flag_namer(o));
+}
+
+/// Calls f(std::type_identity<D>{}) with D the decoder type of `preset` for `Model`, and returns
+/// what f returns (the same type for every preset).
+template <class Model, class F>
+decltype(auto) with_preset(preset_id preset, F&& f) {
+    return registry::visit<Model>(registry::builtin, preset, std::forward<F>(f));
+}
+
+/// A decoder of type D over `model`, its policies configured from `s`.
+template <class D>
+[[nodiscard]] D make_decoder(typename D::model_type& model, const settings& s) {
+    return registry::make_decoder<D>(model, s);
+}
+
+/// The block length of the decode (1 for autoregressive, gen_length for dream).
+[[nodiscard]] inline index_t effective_block_length(const settings& s) { return registry::effective_block_length(registry::builtin, s); }
+
+/// One line describing the settings that matter for the preset ("cdlm: gen 48, block 8, threshold 0.9").
+[[nodiscard]] inline std::string describe(const settings& s) { return registry::describe(registry::builtin, s); }
+
+}  // namespace dlm::cli

@@ -1,0 +1,154 @@
+// dlm/registry/table.hpp — the preset table: each preset's name, description and decoder type, and
+// the visitor that calls a generic function with the decoder type of a preset chosen at run time.
+//
+//   const dlm::registry::preset_id id = dlm::registry::builtin.find("fast-dllm").value();
+//   auto r = dlm::registry::visit<Model>(dlm::registry::builtin, id, [&]<class D>(std::type_identity<D>) {
+//       D d = dlm::registry::make_decoder<D>(model, settings);
+//       return d.generate(prompts, {.gen_length = settings.gen_length, .seed = settings.seed});
+//   });
+//
+// A program adds a preset with one line, its decoder an alias template over the model type
+// (examples/custom_preset.cpp):
+//
+//   inline constexpr auto my_presets = dlm::registry::builtin.with(dlm::registry::preset<my_decoder>{"mine", "what it does"});
+//
+// What each preset accepts and its defaults are read from its policy types (registry/policies.hpp).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../core/error.hpp"
+#include "../presets.hpp"
+#include "policies.hpp"
+#include "settings.hpp"
+
+namespace dlm::registry {
+
+/// A stand-in model type, to read a preset's policy types without a model (policies_of does not
+/// instantiate the decoder).
+struct any_model;
+
+/// One row of a table: a decoder alias template and its name and description.
+template <template <class> class Decoder>
+struct preset {
+    std::string_view name;         ///< its command-line name, hyphenated ("fast-dllm-v2")
+    std::string_view description;  ///< one line: the reference it reproduces
+    template <class Model>
+    using decoder_type = Decoder<Model>;
+    /// What its policies accept (registry/policies.hpp).
+    static constexpr accepted accepts = accepted_by<Decoder<any_model>>();
+};
+
+/// A preset name with underscores spelled as hyphens ("fast_dllm" → "fast-dllm").
+[[nodiscard]] inline std::string canonical_name(std::string_view s) {
+    std::string n(s);
+    std::replace(n.begin(), n.end(), '_', '-');
+    return n;
+}
+
+/// A table of presets; a preset_id indexes it.
+template <class... Presets>
+class table {
+public:
+    static constexpr std::size_t size = sizeof...(Presets);
+    static_assert(size > 0, "a preset table holds at least one preset");
+
+    constexpr explicit table(Presets... p) : rows_(p...) {}
+
+    /// This table with `more` presets after its own.
+    template <class... More>
+    [[nodiscard]] constexpr table<Presets..., More...> with(More... more) const {
+        return std::apply([&](const Presets&... own) { return table<Presets..., More...>(own..., more...); }, rows_);
+    }
+
+    [[nodiscard]] constexpr std::string_view name_of(preset_id id) const { return names()[id.index]; }
+    [[nodiscard]] constexpr std::string_view description_of(preset_id id) const {
+        return std::apply([](const Presets&... p) { return std::array<std::string_view, size>{p.description...}; }, rows_)[id.index];
+    }
+    [[nodiscard]] constexpr std::array<std::string_view, size> names() const {
+        return std::apply([](const Presets&... p) { return std::array<std::string_view, size>{p.name...}; }, rows_);
+    }
+    [[nodiscard]] static constexpr accepted accepts(preset_id id) {
+        constexpr std::array<accepted, size> all{Presets::accepts...};
+        return all[id.index];
+    }
+    /// A preset by name ("fast-dllm" or "fast_dllm").
+    [[nodiscard]] std::optional<preset_id> find(std::string_view name) const {
+        const std::string n = canonical_name(name);
+        const auto all = names();
+        for (std::size_t i = 0; i < size; ++i)
+            if (all[i] == n) return preset_id{i};
+        return std::nullopt;
+    }
+    /// A preset by a name known at compile time; an unknown name does not compile.
+    [[nodiscard]] consteval preset_id id(std::string_view name) const {
+        const auto all = names();
+        for (std::size_t i = 0; i < size; ++i)
+            if (all[i] == name) return preset_id{i};
+        throw "no preset of that name in the table";
+    }
+    /// The names, comma-separated ("autoregressive, llada, ...").
+    [[nodiscard]] std::string list() const {
+        std::string s;
+        for (auto n : names()) s += (s.empty() ? "" : ", ") + std::string(n);
+        return s;
+    }
+
+    template <std::size_t I>
+    using row = std::tuple_element_t<I, std::tuple<Presets...>>;
+
+private:
+    std::tuple<Presets...> rows_;
+};
+
+// clang-format off
+/// dlm's presets (dlm/presets.hpp). A new preset is one row here plus its policies.
+inline constexpr table builtin{
+    preset<presets::autoregressive>{"autoregressive", "any autoregressive LM: causal mask, exact KV cache, next slot, greedy"},
+    preset<presets::llada>{"llada", "LLaDA generate.py: semi-AR blocks, no cache, fixed steps per block, low-confidence remasking"},
+    preset<presets::dream>{"dream", "Dream diffusion_generate: one bidirectional block, timestep schedule"},
+    preset<presets::fast_dllm>{"fast-dllm", "Fast-dLLM v1: semi-AR blocks, approximate prefix cache, threshold"},
+    preset<presets::fast_dllm_dual>{"fast-dllm-dual", "Fast-dLLM v1 with the dual cache (prefix and suffix)"},
+    preset<presets::cdlm>{"cdlm", "CDLM: block-causal mask, exact block KV cache, threshold inside the block, early stop"},
+    preset<presets::cd4lm>{"cd4lm", "CD4LM: semi-AR blocks, confidence-adaptive decoding"},
+    preset<presets::sdar>{"sdar", "SDAR generate.py: aligned block-causal blocks, exact KV, low-confidence dynamic steps per block"},
+    preset<presets::fast_dllm_v2>{"fast-dllm-v2", "Fast-dLLM v2: aligned blocks, exact block cache, sub-blocks of 8 with a threshold"},
+    preset<presets::llada2>{"llada2", "LLaDA2.0 / 2.1: aligned block-causal blocks, exact KV, steps per block with threshold 0.95"},
+    preset<presets::fast_dllm_v2_block_cache>{"fast-dllm-v2-block-cache", "Fast-dLLM v2 with its approximate sub-block cache"},
+};
+// clang-format on
+
+namespace detail {
+
+template <class Model, std::size_t I, class Table, class F>
+decltype(auto) visit_from(const Table& t, preset_id id, F&& f) {
+    using D = typename Table::template row<I>::template decoder_type<Model>;
+    if constexpr (I + 1 == Table::size) {
+        if (id.index != I)
+            throw invalid_parameter("preset", "no preset " + std::to_string(id.index) + " in a table of " + std::to_string(Table::size));
+        return std::forward<F>(f)(std::type_identity<D>{});
+    } else {
+        if (id.index == I) return std::forward<F>(f)(std::type_identity<D>{});
+        return visit_from<Model, I + 1>(t, id, std::forward<F>(f));
+    }
+}
+
+}  // namespace detail
+
+/// Calls f(std::type_identity<D>{}) with D the decoder type of preset `id` of `t` for `Model`, and
+/// returns what f returns (the same type for every preset). Throws dlm::invalid_parameter for an id
+/// past the table.
+template <class Model, class Table, class F>
+decltype(auto) visit(const Table& t, preset_id id, F&& f) {
+    return detail::visit_from<Model, 0>(t, id, std::forward<F>(f));
+}
+
+}  // namespace dlm::registry

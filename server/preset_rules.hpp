@@ -1,0 +1,75 @@
+// server/preset_rules.hpp — what a request may set, from the preset registry (dlm/registry/): the
+// request's fields as the registry's choices, the settings a request decodes with, and the rules
+// parse_request checks a request against.
+//
+//   dlm::server::request_rules rules = dlm::server::rules_for(base, steps_given, model.max_context(), "cdlm");
+//   dlm::server::completion_request r = dlm::server::parse_request(body, kind, rules);  // 400 naming the field
+//   dlm::registry::settings s = dlm::server::request_settings(base, steps_given, r);
+//
+// Whether an option applies to the preset and whether its value fits are the registry's validate
+// (the policies' own checks), so a request is refused exactly where the flags are.
+#pragma once
+
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <dlm/registry/validate.hpp>
+#include <dlm/server/request.hpp>
+
+namespace dlm::server {
+
+/// The decoding options a request sets, as the registry reads them.
+[[nodiscard]] inline registry::choices choices_of(const completion_request& r) {
+    registry::choices c;
+    c.block_length = r.block_length;
+    c.steps = r.steps;
+    c.threshold = r.threshold;
+    if (r.temperature) c.temperature = static_cast<float>(*r.temperature);
+    if (r.top_p) c.top_p = static_cast<float>(*r.top_p);
+    c.top_k = r.top_k;
+    c.seed = r.seed;
+    return c;
+}
+
+/// The settings of one request: the server's (from its flags and the model), with the request's
+/// overrides. Steps the server's flags did not set follow the request's canvas, as the registry's
+/// defaults do (the generation length, or the block length for steps per block).
+[[nodiscard]] inline registry::settings request_settings(const registry::settings& base, bool steps_given, const completion_request& r) {
+    using O = registry::option;
+    registry::settings s = base;
+    const auto user = [&s](O o, auto& out, const auto& v) {
+        if (!v) return;
+        out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
+        s.set_source(o, registry::source::user, "");
+    };
+    s.gen_length = r.gen_length;
+    s.set_source(O::gen_length, registry::source::user, "");
+    user(O::temperature, s.temperature, r.temperature);
+    user(O::top_p, s.top_p, r.top_p);
+    user(O::top_k, s.top_k, r.top_k);
+    user(O::threshold, s.threshold, r.threshold);
+    user(O::block_length, s.block_length, r.block_length);
+    user(O::seed, s.seed, r.seed);
+    if (!steps_given) s.steps = registry::builtin.accepts(s.preset).steps_in_all ? s.gen_length : s.block_length;
+    user(O::steps, s.steps, r.steps);
+    return s;
+}
+
+/// What requests may set: the preset's options (checked by the registry), the model's context and
+/// the server's defaults.
+[[nodiscard]] inline request_rules rules_for(const registry::settings& base, bool steps_given, index_t max_context, std::string model_id) {
+    request_rules r;
+    r.model = std::move(model_id);
+    r.preset = std::string(registry::builtin.name_of(base.preset));
+    r.has_blocks = registry::builtin.accepts(base.preset).takes(registry::option::block_length);
+    r.default_max_tokens = base.gen_length;
+    r.max_max_tokens = max_context;
+    r.block_length = base.block_length;
+    r.check_options = [base, steps_given](const completion_request& q) {
+        registry::validate(registry::builtin, request_settings(base, steps_given, q), choices_of(q));
+    };
+    return r;
+}
+
+}  // namespace dlm::server
