@@ -278,96 +278,263 @@ inline void gemm_bf16(index_t m, index_t n, index_t k, const void* av, const pan
 
 // ---- GGUF blocks -----------------------------------------------------------------------------
 
-template <int Sub>
-inline constexpr tile_config quant_config = make_config(Sub, Sub / 4);
+/// Q8_0 and Q4_0: tile products of one 32-k block (A 16 × 32 bytes, B 8 rows); the K-quants: of
+/// 64 k with the sub-block scales folded into B (A 16 × 64 bytes, B 16 rows).
+inline constexpr tile_config block32_config = make_config(32, 8);
+inline constexpr tile_config kquant_config = make_config(64, 16);
 
-/// The quants of one tile column (16 rows of W, every block along k) as bytes in AMX B rows:
-/// row q (64 bytes) holds k = 4q .. 4q + 3 of the 16 rows. 8-bit quants are that already and are
-/// read in place; 4- and 6-bit ones are widened into `out` (k · 16 bytes).
+/// `lanes` bytes (one per row of W) as 64 bytes, each repeated in its 32-bit lane: an AMX B row's
+/// value per column for 4 consecutive k.
+[[nodiscard]] inline __m512i per_column(const std::byte* p) noexcept {
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_mullo_epi32(d, _mm512_set1_epi32(0x01010101));
+}
+
+/// Quad row q (k = 4q .. 4q + 3 of the 16 rows) of a tile's unsigned quants u, as bytes.
 template <io::gguf_type T>
-inline void widen_tile_column(const std::byte* w, index_t blocks, std::uint8_t* out) noexcept {
+[[nodiscard]] inline __m512i quad_row(const std::byte* w, int q) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    static_assert(G.bits != 8, "8-bit quants are read in place");
-    const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
-    for (index_t s = 0; s < blocks; ++s, w += G.tile_bytes()) {
-        const std::byte* qs = w + G.header_bytes;
-        std::uint8_t* o = out + s * (G.block / 4) * 64;
-        for (int q = 0; q < G.block / 4; q += 2) {
-            const __m512i raw = _mm512_loadu_si512(qs + q / 2 * 64);
-            __m512i lo = _mm512_and_si512(raw, low4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-            if constexpr (G.bits == 6) {
-                const __m512i high = _mm512_loadu_si512(w + G.high_at() + q / 4 * 64);
-                const int shift = 2 * (q % 4);
-                const __m512i h0 = _mm512_and_si512(_mm512_srli_epi16(high, shift), low2);
-                const __m512i h1 = _mm512_and_si512(_mm512_srli_epi16(high, shift + 2), low2);
-                lo = _mm512_or_si512(lo, _mm512_slli_epi16(h0, 4));
-                hi = _mm512_or_si512(hi, _mm512_slli_epi16(h1, 4));
-            }
-            _mm512_storeu_si512(o + q * 64, lo);
-            _mm512_storeu_si512(o + (q + 1) * 64, hi);
-        }
+    const std::byte* qs = w + G.header_bytes;
+    if constexpr (G.bits == 8) return _mm512_loadu_si512(qs + q * 64);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i raw = _mm512_loadu_si512(qs + q / 2 * 64);
+    __m512i u = _mm512_and_si512(q % 2 ? _mm512_srli_epi16(raw, 4) : raw, low4);
+    if constexpr (G.bits == 6) {
+        const __m512i high = _mm512_loadu_si512(w + G.high_at() + q / 4 * 64);
+        const __m512i h = _mm512_and_si512(_mm512_srli_epi16(high, 2 * (q % 4)), _mm512_set1_epi8(0x03));
+        u = _mm512_or_si512(u, _mm512_slli_epi16(h, 4));
     }
+    return u;
 }
 
-/// The integer sums of one sub-block for NA row tiles: tile products into `sums` (NA × 16 × 16).
-template <io::gguf_type T, int NA>
-inline void sub_block_sums(const std::int8_t* a0, std::ptrdiff_t a_tile, const std::uint8_t* b, std::int32_t* sums) noexcept {
+/// Q4_0's quants of one tile column widened to bytes, as AMX B rows (block/4 rows of 64 bytes per
+/// block): row q holds k = 4q .. 4q + 3 of the 16 rows.
+template <io::gguf_type T>
+inline void widen_tile_column(const std::byte* wcol, index_t blocks, std::uint8_t* out) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    DLM_TILE_ZERO(0);
-    DLM_TILE_LOAD(6, b, 64);
-    DLM_TILE_LOAD(4, a0, 32);
-    if constexpr (G.signed_q) DLM_TDPBSSD(0, 4, 6);
-    else DLM_TDPBSUD(0, 4, 6);
-    if constexpr (NA == 2) {
-        DLM_TILE_ZERO(1);
-        DLM_TILE_LOAD(5, a0 + a_tile, 32);
-        if constexpr (G.signed_q) DLM_TDPBSSD(1, 5, 6);
-        else DLM_TDPBSUD(1, 5, 6);
-    }
-    DLM_TILE_STORE(0, sums, 64);
-    if constexpr (NA == 2) DLM_TILE_STORE(1, sums + tile_m * tile_m, 64);
+    for (index_t s = 0; s < blocks; ++s)
+        for (int q = 0; q < G.block / 4; ++q) _mm512_storeu_si512(out + (s * (G.block / 4) + q) * 64, quad_row<T>(wcol + s * G.tile_bytes(), q));
 }
 
-/// C[rows × n_valid] for NA row tiles (rows ≤ 16·NA) and one tile column of W: every block's
-/// sub-blocks by tile products, their integer sums scaled (K-quants) and summed in integers, then
-/// each block's f32 step (quant_block_step, as on every path).
-template <io::gguf_type T, int NA>
-inline void quant_rows(const quant::activation_view& a, const std::int8_t* aq, index_t tile0, const std::byte* wcol, const std::uint8_t* wide,
-                       index_t blocks, int rows, float* c, std::ptrdiff_t ldc, int n_valid) noexcept {
+/// The K-quants' B operands for one tile column, per block (3 · block/4 rows of 64 bytes): the low
+/// and high bytes of p = sc_j·u (p = lo + 256·hi, exact: |p| < 2^14), and the per-k mins m_j (Q4_K,
+/// Q5_K) or scales sc_j (Q6_K). With them one tile product over any k sums Σ sc_j·u·a and
+/// Σ m_j·a (Σ sc_j·a) exactly, so the sub-blocks need no vector step between them.
+template <io::gguf_type T>
+inline void kquant_operands(const std::byte* wcol, index_t blocks, std::uint8_t* out) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    constexpr int amr = tile_m, sums16 = G.block / 16;
-    const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(blocks) * G.block * amr;
-    alignas(64) std::int32_t isum[NA * tile_m * tile_m];
-    vint ksum[NA * tile_m];
-    vfloat acc[NA * tile_m];
-    for (int r = 0; r < rows; ++r) acc[r] = vfloat{};
+    constexpr bool q6 = T == io::gguf_type::q6_k;
+    constexpr int rows = G.block / 4;
     for (index_t s = 0; s < blocks; ++s) {
         const std::byte* w = wcol + s * G.tile_bytes();
-        const std::int8_t* ab = aq + s * G.block * amr;
-        for (int j = 0; j < G.subs(); ++j) {
-            const int k0 = j * G.sub;  // within the block
-            const std::uint8_t* bq = G.bits == 8 ? reinterpret_cast<const std::uint8_t*>(w + G.header_bytes) + k0 / 4 * 64
-                                                 : wide + (s * G.block + k0) / 4 * 64;
-            sub_block_sums<T, NA>(ab + k0 / 32 * amr * 32 + k0 % 32, a_tile, bq, isum);
-            if constexpr (G.scales) {
-                const std::byte* sc_at = w + G.sc_at + j * quant::tile_rows;
-                const vint sc = T == io::gguf_type::q6_k ? base::widen<true>(sc_at) : base::widen<false>(sc_at);
-                for (int r = 0; r < rows; ++r) {
-                    vint v;
-                    std::memcpy(&v, isum + r * tile_m, sizeof v);
-                    ksum[r] = j == 0 ? v * sc : ksum[r] + v * sc;
-                }
-            } else {
-                for (int r = 0; r < rows; ++r) std::memcpy(&ksum[r], isum + r * tile_m, sizeof(vint));
-            }
+        std::uint8_t* lo = out + s * 3 * rows * 64;
+        std::uint8_t* hi = lo + rows * 64;
+        std::uint8_t* mins = hi + rows * 64;
+        for (int q = 0; q < rows; ++q) {
+            const int j = q * 4 / G.sub;
+            const __m512i sc = per_column(w + G.sc_at + j * quant::tile_rows);
+            const __m512i u = quad_row<T>(w, q);
+            // p = sc·u for the even and the odd bytes in 16-bit lanes (sc sign-extended for Q6_K),
+            // then its low and high bytes put back in place: no packing across lanes.
+            const __m512i low8 = _mm512_set1_epi16(0x00ff);
+            const __m512i sc_even = q6 ? _mm512_srai_epi16(_mm512_slli_epi16(sc, 8), 8) : _mm512_and_si512(sc, low8);
+            const __m512i sc_odd = q6 ? _mm512_srai_epi16(sc, 8) : _mm512_srli_epi16(sc, 8);
+            const __m512i p_even = _mm512_mullo_epi16(_mm512_and_si512(u, low8), sc_even);
+            const __m512i p_odd = _mm512_mullo_epi16(_mm512_srli_epi16(u, 8), sc_odd);
+            // lo = (p_even & 0xff) | (p_odd << 8); hi = (p_even >> 8 & 0xff) | (p_odd & 0xff00)
+            _mm512_storeu_si512(lo + q * 64, _mm512_ternarylogic_epi32(p_even, low8, _mm512_slli_epi16(p_odd, 8), 0xea));
+            _mm512_storeu_si512(hi + q * 64, _mm512_ternarylogic_epi32(_mm512_srli_epi16(p_even, 8), low8, p_odd, 0xe2));
+            _mm512_storeu_si512(mins + q * 64, q6 ? sc : per_column(w + G.m_at + j * quant::tile_rows));
         }
+    }
+}
+
+// One 64-k step of a K-quant block into C tiles c0-c2 (Σ lo·a, Σ hi·a, Σ min·a): A in tile 6,
+// each B in tile 7 just before its product.
+#define DLM_KQUANT_STEP(c0, c1, c2, a, b, brow_bytes, s8)       \
+    DLM_TILE_LOAD(6, a, 64);                                     \
+    DLM_TILE_LOAD(7, b, 64);                                     \
+    DLM_TDPBSUD(c0, 6, 7);                                       \
+    DLM_TILE_LOAD(7, (b) + (brow_bytes), 64);                    \
+    if constexpr (s8) DLM_TDPBSSD(c1, 6, 7);                     \
+    else DLM_TDPBSUD(c1, 6, 7);                                  \
+    DLM_TILE_LOAD(7, (b) + 2 * (brow_bytes), 64);                \
+    if constexpr (s8) DLM_TDPBSSD(c2, 6, 7);                     \
+    else DLM_TDPBSUD(c2, 6, 7);
+
+/// Issues block s's tile products for one row tile into C tiles 0-2 (Second: 3-5).
+template <io::gguf_type T, bool Second>
+inline void kquant_issue(const std::int8_t* ab, const std::uint8_t* lo) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    constexpr bool q6 = T == io::gguf_type::q6_k;
+    constexpr int brow_bytes = G.block / 4 * 64;
+    if constexpr (Second) {
+        DLM_TILE_ZERO(3);
+        DLM_TILE_ZERO(4);
+        DLM_TILE_ZERO(5);
+    } else {
+        DLM_TILE_ZERO(0);
+        DLM_TILE_ZERO(1);
+        DLM_TILE_ZERO(2);
+    }
+    for (int st = 0; st < G.block / 64; ++st) {
+        const std::int8_t* at = ab + st * tile_m * 64;
+        const std::uint8_t* bt = lo + st * 16 * 64;
+        if constexpr (Second) {
+            DLM_KQUANT_STEP(3, 4, 5, at, bt, brow_bytes, q6)
+        } else {
+            DLM_KQUANT_STEP(0, 1, 2, at, bt, brow_bytes, q6)
+        }
+    }
+}
+
+template <bool Second>
+inline void kquant_store(std::int32_t* out) noexcept {
+    constexpr int t16 = tile_m * tile_m;
+    if constexpr (Second) {
+        DLM_TILE_STORE(3, out, 64);
+        DLM_TILE_STORE(4, out + t16, 64);
+        DLM_TILE_STORE(5, out + 2 * t16, 64);
+    } else {
+        DLM_TILE_STORE(0, out, 64);
+        DLM_TILE_STORE(1, out + t16, 64);
+        DLM_TILE_STORE(2, out + 2 * t16, 64);
+    }
+}
+
+/// C[rows × n_valid] (rows ≤ 16) of one row tile and one tile column of K-quant W: per block, the
+/// three sums by tile products over 64 k at a time, then the block's f32 step. Blocks alternate
+/// between two sets of C tiles, so block s + 1's products run while block s's step is computed.
+template <io::gguf_type T>
+inline void kquant_rows(const quant::activation_view& a, const std::int8_t* aq, index_t tile, const std::byte* wcol, const std::uint8_t* ops,
+                        index_t blocks, int rows, float* c, std::ptrdiff_t ldc, int n_valid) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    constexpr int brows = G.block / 4, amr = tile_m, t16 = tile_m * tile_m;
+    alignas(64) std::int32_t sums3[2][3 * t16];
+    vfloat acc[tile_m];
+    for (int r = 0; r < rows; ++r) acc[r] = vfloat{};
+    auto issue = [&](index_t s) {
+        const std::int8_t* ab = aq + s * G.block * amr;
+        const std::uint8_t* lo = ops + s * 3 * brows * 64;
+        if (s % 2) kquant_issue<T, true>(ab, lo);
+        else kquant_issue<T, false>(ab, lo);
+    };
+    if (blocks > 0) issue(0);
+    for (index_t s = 0; s < blocks; ++s) {
+        std::int32_t* sb = sums3[s % 2];
+        if (s % 2) kquant_store<true>(sb);
+        else kquant_store<false>(sb);
+        if (s + 1 < blocks) issue(s + 1);
+        const std::byte* w = wcol + s * G.tile_bytes();
         const vfloat d = base::load_f16(reinterpret_cast<const std::uint16_t*>(w));
         const vfloat dmin = G.mins ? base::load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows) : vfloat{};
         for (int r = 0; r < rows; ++r) {
-            const index_t ti = tile0 + r / tile_m, rr = r % tile_m;
-            const std::int32_t* sums = a.sums + ((ti * blocks + s) * sums16) * amr + rr;
-            acc[r] = base::quant_block_step<T, 0>(acc[r], ksum[r], w, d, dmin, sums, amr, a.scale[(ti * blocks + s) * amr + rr]);
+            vint plo, phi, msum;
+            std::memcpy(&plo, sb + r * tile_m, sizeof plo);
+            std::memcpy(&phi, sb + t16 + r * tile_m, sizeof phi);
+            std::memcpy(&msum, sb + 2 * t16 + r * tile_m, sizeof msum);
+            const std::int32_t* sums = a.sums + ((tile * blocks + s) * (G.block / 16)) * amr + r;
+            acc[r] = base::quant_block_finish<T, 0>(acc[r], plo + (phi << 8), msum, d, dmin, sums, amr, a.scale[(tile * blocks + s) * amr + r]);
         }
+    }
+    for (int r = 0; r < rows; ++r) {
+        if (n_valid >= tile_m) base::vstore(c + r * ldc, acc[r]);
+        else base::vstore_partial(c + r * ldc, acc[r], n_valid);
+    }
+}
+#undef DLM_KQUANT_STEP
+
+/// A unit of the Q8_0 / Q4_0 product: block s (32 k).
+template <io::gguf_type T>
+struct quant_unit {
+    static constexpr quant::tile_geometry G = quant::geometry(T);
+    static_assert(!G.scales && G.block == 32, "K-quants take kquant_rows");
+    index_t s;
+    /// Its quants as AMX B rows (64 bytes each, 8 of them).
+    [[nodiscard]] const std::uint8_t* b(const std::byte* wcol, const std::uint8_t* wide) const noexcept {
+        return G.bits == 8 ? reinterpret_cast<const std::uint8_t*>(wcol + s * G.tile_bytes() + G.header_bytes) : wide + s * G.block / 4 * 64;
+    }
+    /// The first row tile's quants for it (16 rows, 32 bytes apart).
+    [[nodiscard]] const std::int8_t* a(const std::int8_t* aq) const noexcept { return aq + s * G.block * tile_m; }
+};
+
+/// Issues the tile products of two blocks (the second where `two`) for NA row tiles: block 0 into
+/// C tiles 0-1 by B tile 6, block 1 into C tiles 2-3 by B tile 7. Their integer sums stay in the
+/// tiles until quant_store; meanwhile the vector unit works on the previous pair's.
+template <io::gguf_type T, int NA>
+inline void quant_issue(const quant_unit<T>& u0, const quant_unit<T>& u1, bool two, const std::int8_t* aq, std::ptrdiff_t a_tile,
+                        const std::byte* wcol, const std::uint8_t* wide) noexcept {
+    constexpr bool s8 = quant::geometry(T).signed_q;
+    DLM_TILE_ZERO(0);
+    DLM_TILE_LOAD(6, u0.b(wcol, wide), 64);
+    DLM_TILE_LOAD(4, u0.a(aq), 32);
+    if constexpr (s8) DLM_TDPBSSD(0, 4, 6);
+    else DLM_TDPBSUD(0, 4, 6);
+    if constexpr (NA == 2) {
+        DLM_TILE_ZERO(1);
+        DLM_TILE_LOAD(5, u0.a(aq) + a_tile, 32);
+        if constexpr (s8) DLM_TDPBSSD(1, 5, 6);
+        else DLM_TDPBSUD(1, 5, 6);
+    }
+    if (!two) return;
+    DLM_TILE_ZERO(2);
+    DLM_TILE_LOAD(7, u1.b(wcol, wide), 64);
+    DLM_TILE_LOAD(4, u1.a(aq), 32);
+    if constexpr (s8) DLM_TDPBSSD(2, 4, 7);
+    else DLM_TDPBSUD(2, 4, 7);
+    if constexpr (NA == 2) {
+        DLM_TILE_ZERO(3);
+        DLM_TILE_LOAD(5, u1.a(aq) + a_tile, 32);
+        if constexpr (s8) DLM_TDPBSSD(3, 5, 7);
+        else DLM_TDPBSUD(3, 5, 7);
+    }
+}
+
+/// The issued sums to `out`: block 0's NA tiles, then block 1's.
+template <int NA>
+inline void quant_store(bool two, std::int32_t* out) noexcept {
+    constexpr int tile = tile_m * tile_m;
+    DLM_TILE_STORE(0, out, 64);
+    if constexpr (NA == 2) DLM_TILE_STORE(1, out + tile, 64);
+    if (!two) return;
+    DLM_TILE_STORE(2, out + NA * tile, 64);
+    if constexpr (NA == 2) DLM_TILE_STORE(3, out + (NA + 1) * tile, 64);
+}
+
+/// One block's f32 step (quant_block_step, the same as on every path) for `rows` rows.
+template <io::gguf_type T>
+inline void quant_epilogue(const quant_unit<T>& u, const std::int32_t* isum, int rows, const quant::activation_view& a, index_t tile0,
+                           const std::byte* wcol, index_t blocks, vfloat* acc) noexcept {
+    constexpr int amr = tile_m, sums16 = quant::geometry(T).block / 16;
+    const std::byte* w = wcol + u.s * quant::geometry(T).tile_bytes();
+    const vfloat d = base::load_f16(reinterpret_cast<const std::uint16_t*>(w));
+    for (int r = 0; r < rows; ++r) {
+        vint ksum;
+        std::memcpy(&ksum, isum + r * tile_m, sizeof ksum);
+        const index_t ti = tile0 + r / tile_m, rr = r % tile_m;
+        const std::int32_t* sums = a.sums + ((ti * blocks + u.s) * sums16) * amr + rr;
+        acc[r] = base::quant_block_step<T, 0>(acc[r], ksum, w, d, vfloat{}, sums, amr, a.scale[(ti * blocks + u.s) * amr + rr]);
+    }
+}
+
+/// C[rows × n_valid] for NA row tiles (rows ≤ 16·NA) and one tile column of Q8_0 / Q4_0 W. The
+/// blocks go in pairs, software-pipelined: the tile products of pair p + 1 run while the vector
+/// unit computes pair p's f32 steps, from a second buffer.
+template <io::gguf_type T, int NA>
+inline void quant_rows(const quant::activation_view& a, const std::int8_t* aq, index_t tile0, const std::byte* wcol, const std::uint8_t* wide,
+                       index_t blocks, int rows, float* c, std::ptrdiff_t ldc, int n_valid) noexcept {
+    constexpr int tile = tile_m * tile_m;
+    const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(blocks) * quant::geometry(T).block * tile_m;
+    alignas(64) std::int32_t isum[2][2 * NA * tile];
+    vfloat acc[NA * tile_m];
+    for (int r = 0; r < rows; ++r) acc[r] = vfloat{};
+    if (blocks > 0) quant_issue<T, NA>({0}, {1}, blocks > 1, aq, a_tile, wcol, wide);
+    for (index_t s = 0, buf = 0; s < blocks; s += 2, buf ^= 1) {
+        const bool two = s + 1 < blocks;
+        quant_store<NA>(two, isum[buf]);
+        if (s + 2 < blocks) quant_issue<T, NA>({s + 2}, {s + 3}, s + 3 < blocks, aq, a_tile, wcol, wide);
+        quant_epilogue<T>({s}, isum[buf], rows, a, tile0, wcol, blocks, acc);
+        if (two) quant_epilogue<T>({s + 1}, isum[buf] + NA * tile, rows, a, tile0, wcol, blocks, acc);
     }
     for (int r = 0; r < rows; ++r) {
         if (n_valid >= tile_m) base::vstore(c + r * ldc, acc[r]);
@@ -379,23 +546,33 @@ template <io::gguf_type T>
 inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
                              float* c, std::ptrdiff_t ldc) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    load_config(quant_config<G.sub>);
+    load_config(G.scales ? kquant_config : block32_config);
     const std::size_t group_bytes = static_cast<std::size_t>(b.blocks) * static_cast<std::size_t>(G.tile_bytes());
     const index_t tiles = (m + tile_m - 1) / tile_m;
     const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(b.blocks) * G.block * tile_m;
+    // The K-quants' B operands (3·k·16 bytes) or Q4_0's bytes (k·16) for one tile column, in a
+    // buffer of the calling thread, built once per tile column and read by every row tile.
     thread_local std::vector<std::uint8_t, aligned_allocator<std::uint8_t>> wide;
-    if constexpr (G.bits != 8) wide.resize(static_cast<std::size_t>(b.blocks) * G.block * quant::tile_rows);
+    if constexpr (G.scales || G.bits != 8) wide.resize(static_cast<std::size_t>(b.blocks) * G.block * quant::tile_rows * (G.scales ? 3 : 1));
     for (index_t g = g0; g < g1; ++g) {
         const index_t col = g * quant::tile_rows;
         if (col >= n) break;
         const int n_valid = static_cast<int>(std::min<index_t>(quant::tile_rows, n - col));
         const std::byte* wcol = b.data + static_cast<std::size_t>(g) * group_bytes;
-        if constexpr (G.bits != 8) widen_tile_column<T>(wcol, b.blocks, wide.data());
-        for (index_t i = 0; i < tiles; i += 2) {
-            const int rows = static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m));
-            float* ci = c + i * tile_m * ldc + col;
-            if (tiles - i >= 2) quant_rows<T, 2>(a, a.q + i * a_tile, i, wcol, wide.data(), b.blocks, rows, ci, ldc, n_valid);
-            else quant_rows<T, 1>(a, a.q + i * a_tile, i, wcol, wide.data(), b.blocks, rows, ci, ldc, n_valid);
+        float* cg = c + col;
+        if constexpr (G.scales) {
+            kquant_operands<T>(wcol, b.blocks, wide.data());
+            for (index_t i = 0; i < tiles; ++i)
+                kquant_rows<T>(a, a.q + i * a_tile, i, wcol, wide.data(), b.blocks, static_cast<int>(std::min<index_t>(tile_m, m - i * tile_m)),
+                               cg + i * tile_m * ldc, ldc, n_valid);
+        } else {
+            if constexpr (G.bits != 8) widen_tile_column<T>(wcol, b.blocks, wide.data());
+            for (index_t i = 0; i < tiles; i += 2) {
+                const int rows = static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m));
+                float* ci = cg + i * tile_m * ldc;
+                if (tiles - i >= 2) quant_rows<T, 2>(a, a.q + i * a_tile, i, wcol, wide.data(), b.blocks, rows, ci, ldc, n_valid);
+                else quant_rows<T, 1>(a, a.q + i * a_tile, i, wcol, wide.data(), b.blocks, rows, ci, ldc, n_valid);
+            }
         }
     }
 }
@@ -419,7 +596,7 @@ inline constexpr kernel_table table{isa_id,
                                     base::table.f16,
                                     {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16},
                                     {"none", {}, a_values::bf16_bits, nullptr, nullptr},
-                                    {"amx-int8", {tile_m, 32}, &base::quantize_rows<tile_m, 32>, &gemm_quant},
+                                    {"amx-int8", {tile_m, 64}, &base::quantize_rows<tile_m>, &gemm_quant},
                                     base::table.exp_shifted,
                                     base::table.silu_gate};
 

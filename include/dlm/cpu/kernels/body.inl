@@ -263,7 +263,7 @@ inline constexpr product16 bf16_dot_entry{"vdpbf16ps", a_format_of<operand::bf16
 #else
 inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullptr, nullptr};
 #endif
-inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows<mr_q, 4>, &gemm_quant};
+inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows<mr_q>, &gemm_quant};
 
 inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry, f16_entry, bf16_fma_entry,
                                     bf16_dot_entry, quant_entry, &exp_shifted, &silu_gate};

@@ -52,10 +52,11 @@ template <bool Signed>
 
 /// Quantizes X[m × k] per row and block of `block` (quant/layout.hpp, activation_view): scale
 /// amax/127, quants round(x · 127/amax) to nearest even, sums of each 16 quants; tiles of MR rows,
-/// a row's quants Group bytes side by side. The same arithmetic on every instruction set (the
-/// rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127), so the same quants.
-template <int MR, int Group>
-inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, std::int8_t* q, float* scale,
+/// a row's quants `group` bytes side by side (group divides the block). The same arithmetic on
+/// every instruction set (the rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127),
+/// so the same quants.
+template <int MR>
+inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int group, std::int8_t* q, float* scale,
                           std::int32_t* sums) noexcept {
     const index_t blocks = k / block;
     [[maybe_unused]] const bool parallel = static_cast<double>(m) * k > 1e6;
@@ -78,7 +79,8 @@ inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t l
             constexpr float magic = 12582912.0f;
             alignas(64) std::int8_t row_q[256];
             for (int i = 0; i < block; ++i) row_q[i] = static_cast<std::int8_t>(static_cast<int>((b[i] * inv + magic) - magic));
-            for (int i = 0; i < block; i += Group) std::memcpy(qt + (i / Group * MR + r) * Group, row_q + i, Group);
+            for (int i = 0; i < block; i += group)
+                std::memcpy(qt + (i / group * MR + r) * group, row_q + i, static_cast<std::size_t>(group));
             for (int u = 0; u < block / 16; ++u) {
                 std::int32_t sum = 0;
                 for (int i = 0; i < 16; ++i) sum += row_q[u * 16 + i];
@@ -88,16 +90,33 @@ inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t l
     }
 }
 
+/// The integer sum a block's f32 step subtracts, for one row of A against `lanes` rows of W:
+/// Σ_j m_j·Σ_{k∈j} a (Q4_K, Q5_K), Σ_j sc_j·Σ_{k∈j} a (Q6_K), none for Q8_0 and Q4_0 (their offset
+/// is applied in quant_block_finish). `w` is the tile plus the lanes' first row, `sums` the row's
+/// first 16-sum of the block (the next `amr` apart).
+template <io::gguf_type T>
+[[nodiscard]] inline vint quant_block_msum(const std::byte* w, const std::int32_t* sums, int amr) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    vint msum{};
+    if constexpr (G.mins) {
+        for (int j = 0; j < G.subs(); ++j)
+            msum += widen<false>(w + G.m_at + j * quant::tile_rows) * vint_broadcast(sums[2 * j * amr] + sums[(2 * j + 1) * amr]);
+    } else if constexpr (G.scales) {
+        for (int j = 0; j < G.subs(); ++j) msum += widen<true>(w + G.sc_at + j * quant::tile_rows) * vint_broadcast(sums[j * amr]);
+    }
+    return msum;
+}
+
 /// One block's f32 step for one row of A against `lanes` rows of W, the same on every instruction
-/// set and kernel form (the AMX kernels call it too): with the integer sums of the block,
-///   t = d·(ksum − off·Σa)              Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)
-///   t = d·ksum − dmin·Σ_j m_j·Σ_{k∈j} a  Q4_K, Q5_K
-///   t = d·(ksum − 32·Σ_j sc_j·Σ_{k∈j} a) Q6_K
-/// and acc + da·t, each product rounded on its own. `w` is the tile plus the lanes' first row, `sums`
-/// the row's first 16-sum of the block (the next `amr` apart).
+/// set and kernel form (the AMX kernels call it too): with the block's integer sums ksum (Σ_j sc_j
+/// Σ_{k∈j} u_k a_k, or Σ u_k a_k) and msum (quant_block_msum),
+///   t = d·(ksum − off·Σa)               Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)
+///   t = d·ksum − dmin·msum               Q4_K, Q5_K
+///   t = d·(ksum − 32·msum)               Q6_K
+/// and acc + da·t, each product rounded on its own.
 template <io::gguf_type T, int Bias>
-[[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, const std::byte* w, vfloat d, vfloat dmin, const std::int32_t* sums,
-                                             int amr, float da) noexcept {
+[[nodiscard]] inline vfloat quant_block_finish(vfloat acc, vint ksum, vint msum, vfloat d, vfloat dmin, const std::int32_t* sums, int amr,
+                                               float da) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     vfloat t;
     if constexpr (!G.scales) {
@@ -105,18 +124,20 @@ template <io::gguf_type T, int Bias>
         const vint x = ksum - vint_broadcast(off * (sums[0] + sums[amr]));
         t = d * __builtin_convertvector(x, vfloat);
     } else if constexpr (G.mins) {
-        vint msum{};
-        for (int j = 0; j < G.subs(); ++j)
-            msum += widen<false>(w + G.m_at + j * quant::tile_rows) * vint_broadcast(sums[2 * j * amr] + sums[(2 * j + 1) * amr]);
         const vfloat t1 = unfused(d * __builtin_convertvector(ksum, vfloat));
         const vfloat t2 = unfused(dmin * __builtin_convertvector(msum, vfloat));
         t = t1 - t2;
     } else {
-        vint msum{};
-        for (int j = 0; j < G.subs(); ++j) msum += widen<true>(w + G.sc_at + j * quant::tile_rows) * vint_broadcast(sums[j * amr]);
         t = d * __builtin_convertvector(ksum - msum * G.offset, vfloat);
     }
     return acc + unfused(vbroadcast(da) * t);
+}
+
+/// quant_block_finish with msum from the activations' sums.
+template <io::gguf_type T, int Bias>
+[[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, const std::byte* w, vfloat d, vfloat dmin, const std::int32_t* sums,
+                                             int amr, float da) noexcept {
+    return quant_block_finish<T, Bias>(acc, ksum, quant_block_msum<T>(w, sums, amr), d, dmin, sums, amr, da);
 }
 
 /// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles

@@ -96,8 +96,9 @@ using gemm_quant_fn = void (*)(index_t m, index_t n, const quant::activation_vie
 /// (packed_a_size(m, k, mr, group) elements: floats, or bf16 bits for a_values::bf16_bits).
 using pack_fn = void (*)(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept;
 /// Quantizes X[m × k] per row and block of `block` into quant::activation_view's layout for the
-/// entry's a_format: quants at q, scales at scale, sums of each 16 quants at sums (quant/layout.hpp).
-using quantize_fn = void (*)(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, std::int8_t* q, float* scale,
+/// entry's a_format, with `group` = min(its group, block): quants at q, scales at scale, sums of
+/// each 16 quants at sums (quant/layout.hpp).
+using quantize_fn = void (*)(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int group, std::int8_t* q, float* scale,
                              std::int32_t* sums) noexcept;
 
 /// One way to compute a product: its name (for --stats), the A layout it wants, the packer that
@@ -117,7 +118,7 @@ struct product16 {
 };
 struct quant_product {
     const char* name;  ///< "vpdpbusd", "vpmaddubsw", "amx-int8", ...
-    a_format a;        ///< group: bytes of a row's quants side by side (4 or 32)
+    a_format a;        ///< group: bytes of a row's quants side by side (4, or 64 capped at the block: AMX)
     quantize_fn quantize;
     gemm_quant_fn run;
 };

@@ -42,7 +42,7 @@ public:
     /// entry's quantizer, into its layout (quant_body.inl, quantize_rows): scale amax/127, quants
     /// round(x · 127/amax) (to nearest even), sums of each 16 quants.
     void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, const quant_product& kernel) {
-        const int mr = kernel.a.mr, group = kernel.a.group;
+        const int mr = kernel.a.mr, group = std::min(kernel.a.group, block);
         if (group <= 0 || block % group != 0)
             throw contract_error("quant::activations: groups of " + std::to_string(group) + " bytes do not divide blocks of " + std::to_string(block));
         const index_t blocks = k / block, tiles = (m + mr - 1) / mr;
@@ -50,7 +50,7 @@ public:
         scale_.assign(static_cast<std::size_t>(tiles * blocks) * mr, 0.0f);
         sums_.assign(static_cast<std::size_t>(tiles * blocks) * (block / 16) * mr, 0);
         view_ = {q_.data(), scale_.data(), sums_.data(), block, blocks, mr, group};
-        kernel.quantize(m, k, x, ldx, block, q_.data(), scale_.data(), sums_.data());
+        kernel.quantize(m, k, x, ldx, block, group, q_.data(), scale_.data(), sums_.data());
     }
     [[nodiscard]] const activation_view& view() const noexcept { return view_; }
 
