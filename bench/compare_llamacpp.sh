@@ -24,7 +24,7 @@ set -euo pipefail
 name=$(basename "$0")
 root=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "$name: $*" >&2; exit 1; }
-usage() { sed -n '4,5p' "$0" | sed 's/^# \{0,3\}//' >&2; exit 2; }
+usage() { sed -n '5,6p' "$0" | sed 's/^# \{0,3\}//' >&2; exit 2; }
 
 (($# >= 1)) || usage
 [[ $1 == -h || $1 == --help ]] && usage
