@@ -185,8 +185,9 @@ json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
         if (pk.rate <= 0) pk.rate = bench::peak_for(ref.ceil.of(1).pk, ref.product).rate * t;
         const double percent = pk.rate > 0 ? 100.0 * flops / best / pk.rate : 0.0;
         const double floor_s = c.read_bps > 0 ? ref.weight_bytes / c.read_bps : 0.0;
-        std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s  %5.1f %% of peak (%s)", label, p.window_size(), p.attend_end,
-                    t, best * 1e3, flops / best / 1e9, percent, pk.name);
+        std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s", label, p.window_size(), p.attend_end, t, best * 1e3,
+                    flops / best / 1e9);
+        if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", percent, pk.name);
         if (floor_s > 0) std::printf("  floor x %.2f (%.2f ms)", best / floor_s, floor_s * 1e3);
         std::printf("\n");
         out.push_back({{"case", label}, {"rows", p.window_size()}, {"keys", p.attend_end}, {"threads", t}, {"ms", best * 1e3}, {"flop", flops},

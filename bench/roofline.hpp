@@ -108,8 +108,11 @@ nlohmann::json roofline_point(cpu::transformer& m, const roofline_options& o, co
     j["percent_of_peak"] = pk.rate > 0 ? 100.0 * flop / s / pk.rate : 0.0;
     j["floor_ms"] = floor_s * 1e3;
     j["floor_ratio"] = floor_s > 0 ? s / floor_s : 0.0;
-    std::printf("  %-4s B=%-3d batch %3d: %5d rows %9.2f ms %8.1f GFLOP/s  %6.1f FLOP/B  %5.1f %% of %s  floor x %.2f\n", kind, block, batch,
-                batch * rows, s * 1e3, flop / s / 1e9, flop / bytes, j["percent_of_peak"].get<double>(), pk.name, j["floor_ratio"].get<double>());
+    std::printf("  %-4s B=%-3d batch %3d: %5d rows %9.2f ms %8.1f GFLOP/s  %6.1f FLOP/B", kind, block, batch, batch * rows, s * 1e3, flop / s / 1e9,
+                flop / bytes);
+    if (pk.rate > 0) std::printf("  %5.1f %% of %s", 100.0 * flop / s / pk.rate, pk.name);
+    if (floor_s > 0) std::printf("  floor x %.2f", s / floor_s);
+    std::printf("\n");
     return j;
 }
 }  // namespace detail
