@@ -3,7 +3,7 @@
 //
 //   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N]
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
-//                     [--no-peak]
+//                     [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny (bench/shapes.hpp): random weights
 //              generated straight into --dtype (default bf16), no file needed; q8_0, q4_0, q4_k,
@@ -23,10 +23,23 @@
 //   --verify-type T  with --verify-random: the reference holds llama.cpp's file type T (q8_0, q4_k_m, ...:
 //              transformer::random(config, SEED, T), what dlm-make-checkpoint --format gguf --type T writes)
 //
-// Printed: the kernel path (DLM_ISA forces a lower one), load time, weight bytes and resident
-// memory (now and peak), then per case and thread count: ms per forward, GFLOP/s (matrix products
-// and attention, multiply-adds × 2) and the fraction of the measured peak of the instruction the
-// weights' products run on (f32 FMA for f32, f16 and the FMA form of bf16; vdpbf16ps for its form).
+//   --no-peak  measure no ceilings (peaks, bandwidth): the % of peak and floor columns are left out
+//   --bandwidth-mib N  the read-bandwidth buffer, MiB (default 1024; 0: no bandwidth, no floor)
+//   --json FILE  every number of the run (ceilings, model, cases, decode, roofline) for tools
+//              (tools/roofline.py draws the roofline from it)
+//   --roofline the sweep of bench/roofline.hpp on the largest thread count: ar, cdlm (blocks 4-64)
+//              and full (--canvas rows) at batch 1-64 over a --cache position cache, each point's
+//              FLOP per weight byte and, up to --roofline-rows rows a forward (1024), its rate
+//
+// Printed: the kernel path (DLM_ISA forces a lower one); the ceilings at 1 thread and at each
+// --threads count (bench/ceilings.hpp: f32 FMA, vdpbf16ps, AMX bf16 and int8 peaks, each thread
+// its own chains, summed; read bandwidth, each thread its own slice); load time, weight bytes, the
+// weights' product form and the bytes a forward streams (weight_bytes() less an untied embedding,
+// by parameter share), resident memory (now and peak); then per case and thread count: ms per
+// forward, GFLOP/s (matrix products and attention, multiply-adds × 2), the % of the peak measured
+// at that thread count of the instruction the weights run on (AMX bf16 for amx-bf16, AMX int8 for
+// amx-int8, vdpbf16ps for its form, f32 FMA for every other form), and "floor x": ms over the
+// weight-streaming floor (streamed weight bytes / read bandwidth at that thread count).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
