@@ -3,7 +3,7 @@
 //
 //   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N]
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
-//                     [--no-peak]
+//                     [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny (bench/shapes.hpp): random weights
 //              generated straight into --dtype (default bf16), no file needed; q8_0, q4_0, q4_k,
@@ -23,16 +23,30 @@
 //   --verify-type T  with --verify-random: the reference holds llama.cpp's file type T (q8_0, q4_k_m, ...:
 //              transformer::random(config, SEED, T), what dlm-make-checkpoint --format gguf --type T writes)
 //
-// Printed: the kernel path (DLM_ISA forces a lower one), load time, weight bytes and resident
-// memory (now and peak), then per case and thread count: ms per forward, GFLOP/s (matrix products
-// and attention, multiply-adds × 2) and the fraction of the measured peak of the instruction the
-// weights' products run on (f32 FMA for f32, f16 and the FMA form of bf16; vdpbf16ps for its form).
+//   --no-peak  measure no ceilings (peaks, bandwidth): the % of peak and floor columns are left out
+//   --bandwidth-mib N  the read-bandwidth buffer, MiB (default 1024; 0: no bandwidth, no floor)
+//   --json FILE  every number of the run (ceilings, model, cases, decode, roofline) for tools
+//              (tools/roofline.py draws the roofline from it)
+//   --roofline the sweep of bench/roofline.hpp on the largest thread count: ar, cdlm (blocks 4-64)
+//              and full (--canvas rows) at batch 1-64 over a --cache position cache, each point's
+//              FLOP per weight byte and, up to --roofline-rows rows a forward (1024), its rate
+//
+// Printed: the kernel path (DLM_ISA forces a lower one); the ceilings at 1 thread and at each
+// --threads count (bench/ceilings.hpp: f32 FMA, vdpbf16ps, AMX bf16 and int8 peaks, each thread
+// its own chains, summed; read bandwidth, each thread its own slice); load time, weight bytes, the
+// weights' product form and the bytes a forward streams (weight_bytes() less an untied embedding,
+// by parameter share), resident memory (now and peak); then per case and thread count: ms per
+// forward, GFLOP/s (matrix products and attention, multiply-adds × 2), the % of the peak measured
+// at that thread count of the instruction the weights run on (AMX bf16 for amx-bf16, AMX int8 for
+// amx-int8, vdpbf16ps for its form, f32 FMA for every other form), and "floor x": ms over the
+// weight-streaming floor (streamed weight bytes / read bandwidth at that thread count).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +55,8 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
 
-#include "peak.hpp"
+#include "ceilings.hpp"
+#include "roofline.hpp"
 #include "shapes.hpp"
 
 #if defined(_OPENMP)
@@ -50,15 +65,16 @@
 
 using namespace dlm;
 using clock_type = std::chrono::steady_clock;
+using json = nlohmann::json;
 
 namespace {
 
 struct options {
-    std::string shape = "100M", model_dir, dtype = "";
-    index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64;
+    std::string shape = "100M", model_dir, dtype = "", json_path;
+    index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64, roofline_rows = 1024, bandwidth_mib = 1024;
     std::vector<int> threads;
     int reps = 3;
-    bool decode = false, peak = true;
+    bool decode = false, peak = true, roofline = false;
     std::optional<std::uint64_t> verify_seed;
     std::optional<cpu::quant::file_type> verify_type;
 };
@@ -67,7 +83,8 @@ struct options {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
     std::fprintf(stderr,
                  "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
-                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak] [--verify-random SEED [--verify-type T]]\n"
+                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak] [--bandwidth-mib N] [--json FILE]\n"
+                 "          [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]]\n"
                  "  shapes: %s\n",
                  argv0, bench::shape_names().c_str());
     std::exit(2);
@@ -99,6 +116,10 @@ options parse(int argc, char** argv) {
         else if (a == "--reps") o.reps = count(1);
         else if (a == "--decode") o.decode = true;
         else if (a == "--no-peak") o.peak = false;
+        else if (a == "--json") o.json_path = value();
+        else if (a == "--roofline") o.roofline = true;
+        else if (a == "--roofline-rows") o.roofline_rows = count(1);
+        else if (a == "--bandwidth-mib") o.bandwidth_mib = count(0);
         else if (a == "--verify-random") o.verify_seed = static_cast<std::uint64_t>(count(0));
         else if (a == "--verify-type") {
             const std::string v = value();
@@ -139,33 +160,24 @@ std::optional<io::dtype> dtype_of(const std::string& s) {
     return std::nullopt;
 }
 
-/// Multiply-adds × 2 of one forward: the projections and MLP for every window row, the attention
-/// (q·k and p·v) over the keys each row attends to, the head for the logits rows.
-template <class Mask>
-double forward_flops(const io::model_config& c, const canvas_layout& l, const forward_plan& p, const Mask& mask) {
-    const double h = c.hidden_size, q = double(c.num_heads) * c.head_dim, kv = double(c.num_kv_heads) * c.head_dim, f = c.intermediate_size;
-    const double per_row = h * (q + 2 * kv) + q * h + 3 * h * f;
-    double mlp_rows = 0;  // mixture of experts: the router, k experts and the shared MLP per row instead of the dense MLP
-    if (c.moe)
-        for (index_t l = 0; l < c.num_layers; ++l)
-            if (c.moe->is_moe_layer(l))
-                mlp_rows += h * c.moe->num_experts + 3 * h * (double(c.moe->experts_per_token) * c.moe->expert_intermediate_size +
-                                                              c.moe->shared_intermediate_size) - 3 * h * f;
-    double keys = 0;
-    for (index_t r = p.window_begin; r < p.window_end; ++r) keys += std::min(p.attend_end, mask.key_end(l, r));
-    return 2.0 * (c.num_layers * (p.window_size() * per_row + 2.0 * keys * q) + p.window_size() * mlp_rows +
-                  double(p.logits_rows()) * c.vocab_size * h);
-}
+/// What each case is compared with: the measured ceilings, the product form of the weights, the
+/// weight bytes one forward streams.
+struct reference {
+    const bench::ceilings& ceil;
+    std::string product;
+    double weight_bytes;
+};
 
 template <class Mask>
-void bench_case(cpu::transformer& m, const char* label, const Mask& mask, const canvas_layout& l, const forward_plan& p,
-                cpu::transformer::kv_cache* cache, int reps, const std::vector<int>& threads, double peak_per_thread) {
+json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const canvas_layout& l, const forward_plan& p,
+                cpu::transformer::kv_cache* cache, int reps, const std::vector<int>& threads, const reference& ref) {
     std::vector<token_id> canvas(static_cast<std::size_t>(l.size()));
     for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 7919) % static_cast<std::size_t>(m.vocab_size() - 1));
     std::vector<float> logits(static_cast<std::size_t>(p.logits_rows()) * static_cast<std::size_t>(m.vocab_size()));
     const forward_request<cpu::transformer::kv_cache> rq{canvas, l, p, cache};
     const std::span<const forward_request<cpu::transformer::kv_cache>> batch(&rq, 1);
-    const double flops = forward_flops(m.config(), l, p, mask);
+    const double flops = bench::forward_flops(m.config(), l, p, mask);
+    json out = json::array();
     for (int t : threads) {
         bench::set_threads(t);
         m.forward(batch, mask, logits);  // warm-up
@@ -180,8 +192,20 @@ void bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
             total += s;
         }
         m.time_experts(nullptr);
-        std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s  %5.1f %% of peak\n", label, p.window_size(), p.attend_end, t,
-                    best * 1e3, flops / best / 1e9, peak_per_thread > 0 ? 100.0 * flops / best / (peak_per_thread * t) : 0.0);
+        // The peak and bandwidth measured at t threads; where a count was not measured, one core's peak × t.
+        const bench::ceiling c = ref.ceil.of(t);
+        bench::applied_peak pk = bench::peak_for(c.pk, ref.product);
+        if (pk.rate <= 0) pk.rate = bench::peak_for(ref.ceil.of(1).pk, ref.product).rate * t;
+        const double percent = pk.rate > 0 ? 100.0 * flops / best / pk.rate : 0.0;
+        const double floor_s = c.read_bps > 0 ? ref.weight_bytes / c.read_bps : 0.0;
+        std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s", label, p.window_size(), p.attend_end, t, best * 1e3,
+                    flops / best / 1e9);
+        if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", percent, pk.name);
+        if (floor_s > 0) std::printf("  floor x %.2f (%.2f ms)", best / floor_s, floor_s * 1e3);
+        std::printf("\n");
+        out.push_back({{"case", label}, {"rows", p.window_size()}, {"keys", p.attend_end}, {"threads", t}, {"ms", best * 1e3}, {"flop", flops},
+                       {"flops", flops / best}, {"peak", pk.name}, {"peak_rate", pk.rate}, {"percent_of_peak", percent},
+                       {"weight_bytes", ref.weight_bytes}, {"floor_ms", floor_s * 1e3}, {"floor_ratio", floor_s > 0 ? best / floor_s : 0.0}});
         if (moe.calls > 0) {
             const double experts = moe.router + moe.gather + moe.experts + moe.combine;
             std::printf("        experts: %.1f %% of the forward; of it router %.1f %%, gather %.1f %%, expert GEMMs %.1f %%, combine + shared %.1f %%\n",
@@ -189,9 +213,81 @@ void bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
                         100.0 * moe.combine / experts);
         }
     }
+    return out;
 }
 
 double gib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0); }
+
+/// --verify-random: whether `m` holds exactly transformer::random(config, seed, its type) (printed).
+bool verify_random(cpu::transformer& m, const options& o) {
+    const io::model_config& cfg = m.config();
+    const auto type = m.weight_type() == "bf16" ? io::dtype::bf16 : m.weight_type() == "f16" ? io::dtype::f16 : io::dtype::f32;
+    cpu::transformer ref = o.verify_type ? cpu::transformer::random(cfg, *o.verify_seed, *o.verify_type) : cpu::transformer::random(cfg, *o.verify_seed, type);
+    const canvas_layout l{0, std::min<index_t>(o.canvas, 64), std::min<index_t>(o.canvas, 64), false};
+    std::vector<token_id> canvas(static_cast<std::size_t>(l.size()));
+    for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 31 + 7) % static_cast<std::size_t>(m.vocab_size()));
+    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+    auto logits = [&](cpu::transformer& t) {
+        std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(t.vocab_size()));
+        const forward_request<cpu::transformer::kv_cache> rq{canvas, l, p, nullptr};
+        t.forward(std::span<const forward_request<cpu::transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
+        return out;
+    };
+    const std::vector<float> got = logits(m);
+    const bool same = got == logits(ref) && std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); });
+    std::printf("verify: the folder %s transformer::random(config, %llu, %s) (logits %s)\n", same ? "holds exactly" : "does NOT hold",
+                static_cast<unsigned long long>(*o.verify_seed), m.weight_type().c_str(), same ? "equal and finite" : "differ or not finite");
+    return same;
+}
+
+/// --decode: one whole cdlm-preset decode on the largest thread count.
+json run_decode(cpu::transformer& m, const options& o) {
+    bench::set_threads(o.threads.back());
+    std::vector<token_id> prompt(static_cast<std::size_t>(o.prompt));
+    for (index_t i = 0; i < o.prompt; ++i) prompt[static_cast<std::size_t>(i)] = static_cast<token_id>((i * 7919 + 13) % (m.vocab_size() - 2));
+    presets::cdlm<cpu::transformer> dec(m, block_causal_mask{o.block});
+    generation_options g;
+    g.gen_length = o.gen;
+    const auto d0 = clock_type::now();
+    const sequence_result r = dec.generate(prompt, g);
+    const double secs = std::chrono::duration<double>(clock_type::now() - d0).count();
+    const double per_forward = r.stats.forwards > 0 ? secs / r.stats.forwards : 0.0;
+    std::printf("decode: cdlm, prompt %d, gen %d, blocks of %d, %d thread(s): %.1f s, %d forwards, %.2f tokens/forward, %.2f s/forward; "
+                "peak resident %.2f GiB\n",
+                o.prompt, o.gen, o.block, o.threads.back(), secs, r.stats.forwards,
+                r.stats.forwards > 0 ? static_cast<double>(r.stats.committed) / r.stats.forwards : 0.0, per_forward, gib(cpu::peak_resident_memory()));
+    return {{"prompt", o.prompt}, {"gen", o.gen}, {"block", o.block}, {"threads", o.threads.back()}, {"seconds", secs},
+            {"forwards", r.stats.forwards}, {"committed", r.stats.committed}, {"seconds_per_forward", per_forward}};
+}
+
+cpu::transformer load_model(const options& o, const char* argv0, std::string& what) {
+    if (!o.model_dir.empty()) {
+        what = o.model_dir;
+        return cpu::transformer::load(o.model_dir, {.weight_dtype = dtype_of(o.dtype)});
+    }
+    const auto shape = bench::find_shape(o.shape);
+    if (!shape) usage(argv0, "unknown shape '" + o.shape + "' (" + bench::shape_names() + ")");
+    const io::model_config cfg = io::parse_config(shape->config, o.shape);
+    what = o.shape + " (random weights)";
+    if (const auto ft = cpu::quant::parse_file_type(o.dtype)) return cpu::transformer::random(cfg, 1, *ft, 0.5f);
+    return cpu::transformer::random(cfg, 1, *dtype_of(o.dtype), 0.5f);
+}
+
+/// The model's line, its product form and what a forward streams; the load time and memory.
+void print_model(const cpu::transformer& m, const std::string& what, const std::string& product, double streamed, double load_s) {
+    const io::model_config& cfg = m.config();
+    std::printf("model: %s: %.2fB parameters (hidden %d, %d layers, %d/%d heads, MLP %d, vocabulary %d), weights %s, %.2f GiB\n", what.c_str(),
+                static_cast<double>(m.parameter_count()) / 1e9, cfg.hidden_size, cfg.num_layers, cfg.num_heads, cfg.num_kv_heads,
+                cfg.intermediate_size, cfg.vocab_size, m.weight_type().c_str(), gib(m.weight_bytes()));
+    const cpu::bf16_method bm = cpu::bf16_products();
+    if (m.weight_type() == "bf16")
+        std::printf("bf16 products: %s%s\n", product == "fma" ? "FMA form (pairs widened in registers)" : product.c_str(),
+                    bm.dot_speedup > 0 ? (" (vdpbf16ps measured " + std::to_string(bm.dot_speedup).substr(0, 4) + "x the FMA form here)").c_str() : "");
+    std::printf("products: %s; weights streamed per forward: %.3f GiB (%s)\n", product.c_str(), gib(static_cast<std::uint64_t>(streamed)),
+                cfg.tie_word_embeddings ? "all of them: the tied embedding is the head" : "less the untied embedding table, by parameter share");
+    std::printf("load: %.2f s; resident %.2f GiB now, peak %.2f GiB (%.3f x the weights)\n", load_s, gib(cpu::resident_memory()),
+                gib(cpu::peak_resident_memory()), static_cast<double>(cpu::peak_resident_memory()) / static_cast<double>(m.weight_bytes()));
+}
 
 }  // namespace
 
@@ -201,90 +297,51 @@ int main(int argc, char** argv) {
     try {
         const cpu::kernel_table& kt = cpu::kernels();
         std::printf("dlm CPU forward benchmark: kernels %s (%d-lane f32), best of %d\n", kt.name, kt.lanes, o.reps);
-        bench::peaks pk{};
-        if (o.peak) {
-            pk = bench::measure_peaks();
-            std::printf("peak per core: f32 FMA %.1f GFLOP/s", pk.fma / 1e9);
-            if (pk.bf16_dot > 0) std::printf(", bf16 vdpbf16ps %.1f GFLOP/s", pk.bf16_dot / 1e9);
-            std::printf("\n");
-        }
+        json out{{"backend", "cpu"}, {"kernels", kt.name}, {"amx_unavailable_reason", std::string(cpu::amx_unavailable_reason())}};
+        // The ceilings first, before the model takes the memory: peaks and read bandwidth at every thread count.
+        const bench::ceilings ceil = o.peak ? bench::measure_ceilings(o.threads, true, static_cast<std::size_t>(o.bandwidth_mib)) : bench::ceilings{};
+        if (o.peak) bench::print_ceilings(ceil, static_cast<std::size_t>(o.bandwidth_mib));
+        out["ceilings"] = bench::to_json(ceil);
 
         const auto t0 = clock_type::now();
-        std::optional<cpu::transformer> model;
         std::string what;
-        if (!o.model_dir.empty()) {
-            model.emplace(cpu::transformer::load(o.model_dir, {.weight_dtype = dtype_of(o.dtype)}));
-            what = o.model_dir;
-        } else {
-            const auto shape = bench::find_shape(o.shape);
-            if (!shape) usage(argv[0], "unknown shape '" + o.shape + "' (" + bench::shape_names() + ")");
-            const io::model_config cfg = io::parse_config(shape->config, o.shape);
-            if (const auto ft = cpu::quant::parse_file_type(o.dtype)) model.emplace(cpu::transformer::random(cfg, 1, *ft, 0.5f));
-            else model.emplace(cpu::transformer::random(cfg, 1, *dtype_of(o.dtype), 0.5f));
-            what = o.shape + " (random weights)";
-        }
+        cpu::transformer m = load_model(o, argv[0], what);
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-        cpu::transformer& m = *model;
         const io::model_config& cfg = m.config();
-        const cpu::bf16_method bm = cpu::bf16_products();
-        const bool uses_dot = m.weight_type() == "bf16" && bm.dot;
-        std::printf("model: %s: %.2fB parameters (hidden %d, %d layers, %d/%d heads, MLP %d, vocabulary %d), weights %s, %.2f GiB\n",
-                    what.c_str(), static_cast<double>(m.parameter_count()) / 1e9, cfg.hidden_size, cfg.num_layers, cfg.num_heads,
-                    cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, m.weight_type().c_str(), gib(m.weight_bytes()));
-        if (m.weight_type() == "bf16")
-            std::printf("bf16 products: %s%s\n", uses_dot ? "vdpbf16ps" : "FMA form (pairs widened in registers)",
-                        bm.dot_speedup > 0 ? (" (vdpbf16ps measured " + std::to_string(bm.dot_speedup).substr(0, 4) + "x the FMA form here)").c_str() : "");
-        std::printf("load: %.2f s; resident %.2f GiB now, peak %.2f GiB (%.3f x the weights)\n", load_s, gib(cpu::resident_memory()),
-                    gib(cpu::peak_resident_memory()), static_cast<double>(cpu::peak_resident_memory()) / static_cast<double>(m.weight_bytes()));
-        const double peak = uses_dot ? pk.bf16_dot : pk.fma;
-        if (o.verify_seed) {
-            const auto type = m.weight_type() == "bf16" ? io::dtype::bf16 : m.weight_type() == "f16" ? io::dtype::f16 : io::dtype::f32;
-            cpu::transformer ref = o.verify_type ? cpu::transformer::random(cfg, *o.verify_seed, *o.verify_type)
-                                                 : cpu::transformer::random(cfg, *o.verify_seed, type);
-            const canvas_layout l{0, std::min<index_t>(o.canvas, 64), std::min<index_t>(o.canvas, 64), false};
-            std::vector<token_id> canvas(static_cast<std::size_t>(l.size()));
-            for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 31 + 7) % static_cast<std::size_t>(m.vocab_size()));
-            const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
-            auto logits = [&](cpu::transformer& t) {
-                std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(t.vocab_size()));
-                const forward_request<cpu::transformer::kv_cache> rq{canvas, l, p, nullptr};
-                t.forward(std::span<const forward_request<cpu::transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
-                return out;
-            };
-            const std::vector<float> got = logits(m);
-            const bool same = got == logits(ref) && std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); });
-            std::printf("verify: the folder %s transformer::random(config, %llu, %s) (logits %s)\n", same ? "holds exactly" : "does NOT hold",
-                        static_cast<unsigned long long>(*o.verify_seed), m.weight_type().c_str(), same ? "equal and finite" : "differ or not finite");
-            if (!same) return 1;
-        }
+        const reference ref{ceil, bench::weight_product(m.weight_type()), bench::streamed_weight_bytes(m)};
+        print_model(m, what, ref.product, ref.weight_bytes, load_s);
+        out["model"] = {{"what", what}, {"parameters", m.parameter_count()}, {"hidden", cfg.hidden_size}, {"layers", cfg.num_layers},
+                        {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads}, {"mlp", cfg.intermediate_size}, {"vocab", cfg.vocab_size},
+                        {"weight_type", m.weight_type()}, {"weight_bytes", m.weight_bytes()}, {"streamed_weight_bytes", ref.weight_bytes},
+                        {"product", ref.product}, {"load_seconds", load_s}};
+        if (o.verify_seed && !verify_random(m, o)) return 1;
 
         // block: a prefix-cache step of one block after "fill" stored the cached positions' K/V.
         const canvas_layout lb{o.cache, o.block, o.block, false};
         const block_causal_mask bc{o.block};
         auto cache = m.make_kv_cache(lb.size());
-        bench_case(m, "fill", bc, lb, prefix_cache{}.plan(bc, lb, {0, 0}), &cache, 1, {o.threads.back()}, peak);
-        bench_case(m, "block", bc, lb, prefix_cache{}.plan(bc, lb, {0, 1}), &cache, o.reps, o.threads, peak);
+        json cases = bench_case(m, "fill", bc, lb, prefix_cache{}.plan(bc, lb, {0, 0}), &cache, 1, {o.threads.back()}, ref);
+        for (json& j : bench_case(m, "block", bc, lb, prefix_cache{}.plan(bc, lb, {0, 1}), &cache, o.reps, o.threads, ref)) cases.push_back(j);
         // full: the whole canvas, bidirectional, logits of every row.
-        const bidirectional_mask bi{};
         const canvas_layout lf{0, o.canvas, o.canvas, false};
-        bench_case(m, "full", bi, lf, forward_plan{0, o.canvas, 0, o.canvas, 0, 0, o.canvas}, nullptr, o.reps, o.threads, peak);
+        for (json& j : bench_case(m, "full", bidirectional_mask{}, lf, forward_plan{0, o.canvas, 0, o.canvas, 0, 0, o.canvas}, nullptr, o.reps, o.threads, ref))
+            cases.push_back(j);
+        out["cases"] = cases;
         std::printf("resident after the forwards: %.2f GiB, peak %.2f GiB\n", gib(cpu::resident_memory()), gib(cpu::peak_resident_memory()));
 
-        if (o.decode) {
-            bench::set_threads(o.threads.back());
-            std::vector<token_id> prompt(static_cast<std::size_t>(o.prompt));
-            for (index_t i = 0; i < o.prompt; ++i) prompt[static_cast<std::size_t>(i)] = static_cast<token_id>((i * 7919 + 13) % (m.vocab_size() - 2));
-            presets::cdlm<cpu::transformer> dec(m, block_causal_mask{o.block});
-            generation_options g;
-            g.gen_length = o.gen;
-            const auto d0 = clock_type::now();
-            const sequence_result r = dec.generate(prompt, g);
-            const double secs = std::chrono::duration<double>(clock_type::now() - d0).count();
-            std::printf("decode: cdlm, prompt %d, gen %d, blocks of %d, %d thread(s): %.1f s, %d forwards, %.2f tokens/forward, %.2f s/forward; "
-                        "peak resident %.2f GiB\n",
-                        o.prompt, o.gen, o.block, o.threads.back(), secs, r.stats.forwards,
-                        r.stats.forwards > 0 ? static_cast<double>(r.stats.committed) / r.stats.forwards : 0.0,
-                        r.stats.forwards > 0 ? secs / r.stats.forwards : 0.0, gib(cpu::peak_resident_memory()));
+        if (o.decode) out["decode"] = run_decode(m, o);
+        if (o.roofline) {
+            const int t = o.threads.back();
+            const bench::ceiling c = ceil.of(t);
+            std::printf("roofline: %d thread(s), context %d, canvas %d, at most %d rows a forward (larger points: intensity only)\n", t, o.cache,
+                        o.canvas, o.roofline_rows);
+            out["roofline"] = bench::run_roofline(m, {o.cache, o.canvas, o.roofline_rows, o.reps, t}, c, bench::peak_for(c.pk, ref.product));
+        }
+        if (!o.json_path.empty()) {
+            std::ofstream f(o.json_path);
+            f << out.dump(2) << '\n';
+            if (!f) throw std::runtime_error("--json: cannot write " + o.json_path);
+            std::printf("wrote %s\n", o.json_path.c_str());
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlm-bench-forward: error: %s\n", e.what());

@@ -1,12 +1,16 @@
-// bench/peak.hpp — the machine's measured peaks, per core: f32 FMA and, where the CPU has it,
-// vdpbf16ps (bf16 pairs), each from 16 independent chains of 512-bit (or the widest the CPU runs)
-// instructions on registers, the best of three runs. Threads: OMP_NUM_THREADS / set_threads.
+// bench/peak.hpp — the machine's measured peaks: f32 FMA and, where the CPU has it, vdpbf16ps
+// (bf16 pairs), each from 16 independent chains of 512-bit (or the widest the active kernels run)
+// instructions on registers; where the CPU and the OS grant AMX, the tile unit's TDPBF16PS and
+// TDPBSSD (peak_amx.hpp). Each the best of three runs, on one core or on `threads` OpenMP threads
+// at once (each thread its own chains; the sum of their rates). Threads: OMP_NUM_THREADS / set_threads.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 
 #include <dlm/cpu/dispatch.hpp>
+
+#include "peak_amx.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -29,9 +33,12 @@ inline void set_threads(int n) {
 #endif
 }
 
+/// Peaks of one core, or of several threads together (0: not measured, or the CPU lacks it).
 struct peaks {
-    double fma = 0;       ///< f32 FMA, FLOP/s per core
-    double bf16_dot = 0;  ///< vdpbf16ps, FLOP/s per core (0: the CPU lacks it)
+    double fma = 0;       ///< f32 FMA, FLOP/s
+    double bf16_dot = 0;  ///< vdpbf16ps, FLOP/s
+    double amx_bf16 = 0;  ///< TDPBF16PS, FLOP/s
+    double amx_int8 = 0;  ///< TDPBSSD, integer OP/s (multiply-adds × 2)
 };
 
 namespace detail {
@@ -104,23 +111,39 @@ __attribute__((target("avx512f,avx512bf16"))) inline double dot512(long iteratio
 #undef DLM_INIT_Z
 #endif
 
+/// The best of 3 runs of `rate` (a rate of one thread's chains), on `threads` threads at once: the
+/// sum of the threads' rates.
 template <class F>
-double best_of_3(F&& f) {
+double best_of_3(int threads, F&& rate) {
     double best = 0;
-    for (int r = 0; r < 3; ++r) best = std::max(best, f());
+    for (int r = 0; r < 3; ++r) {
+        double sum = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+        sum += rate();
+        best = std::max(best, sum);
+    }
     return best;
 }
 }  // namespace detail
 
-/// The peaks of one core, for the instruction sets the active kernels use.
-inline peaks measure_peaks() {
+/// The peaks on `threads` threads together (1: one core): f32 FMA at the width of the active
+/// kernels, vdpbf16ps where the CPU has it, and the AMX tile products where detect_isa() grants
+/// AMX (whatever DLM_ISA chose: the ceilings are the machine's).
+inline peaks measure_peaks(int threads = 1) {
     peaks p;
 #if defined(__x86_64__)
-    constexpr long iters = 20'000'000;
+    constexpr long iters = 20'000'000, amx_iters = 2'000'000;
+    const cpu::isa best = cpu::detect_isa();  // first: it asks Linux for the AMX tile data permission
     const cpu::isa i = cpu::kernels().id;
-    if (i == cpu::isa::avx512 || i == cpu::isa::avx512_bf16) p.fma = detail::best_of_3([] { return detail::fma512(iters); });
-    else if (i == cpu::isa::avx2) p.fma = detail::best_of_3([] { return detail::fma256(iters); });
-    if (i == cpu::isa::avx512_bf16) p.bf16_dot = detail::best_of_3([] { return detail::dot512(iters); });
+    if (i >= cpu::isa::avx512) p.fma = detail::best_of_3(threads, [] { return detail::fma512(iters); });
+    else if (i == cpu::isa::avx2) p.fma = detail::best_of_3(threads, [] { return detail::fma256(iters); });
+    if (best >= cpu::isa::avx512_bf16) p.bf16_dot = detail::best_of_3(threads, [] { return detail::dot512(iters); });
+    if (best == cpu::isa::amx) {
+        p.amx_bf16 = detail::best_of_3(threads, [] { return detail::amx_rate(detail::amx_op::bf16, amx_iters); });
+        p.amx_int8 = detail::best_of_3(threads, [] { return detail::amx_rate(detail::amx_op::int8, amx_iters); });
+    }
+#else
+    (void)threads;
 #endif
     return p;
 }
