@@ -252,10 +252,13 @@ def wait_for(what, cond, seconds=10):
 
 # A long decode on the shipped model: llada commits one slot per forward.
 LONG = ["--preset", "llada", "-n", "96", "--steps", "96", "-t", "1"]
+# The cases that need a decode to outlast a client's move run the baseline kernels: on AMX the LONG
+# decode of the shipped model ends in about 0.2 s, before a client can leave it.
+SLOW = {**os.environ, "DLM_ISA": "baseline"}
 
 
 def case_disconnect(args):
-    with Server(args.server, args.model, *LONG, "-np", "1") as s:
+    with Server(args.server, args.model, *LONG, "-np", "1", env=SLOW) as s:
         c = open_stream(s, {"prompt": PROMPT})
         wait_for("the sequence joins the batch", lambda: json.loads(s.request("GET", "/health")[2])["active"] == 1)
         leave(c)  # the client leaves mid-answer
@@ -273,8 +276,7 @@ def case_disconnect_whole(args):
     0.5 s for a whole answer, then sends a space every 100 ms before the JSON): the sequence is freed
     at once, not at --timeout. Baseline kernels and a second sequence in the batch make each decode
     last about 2 s here."""
-    slow = {**os.environ, "DLM_ISA": "baseline"}
-    with Server(args.server, args.model, *LONG, "-np", "2", env=slow) as s:
+    with Server(args.server, args.model, *LONG, "-np", "2", env=SLOW) as s:
         other = {}
         t = threading.Thread(target=lambda: other.update(r=s.post("/v1/completions", {"prompt": PROMPT}, 60)))
         t.start()
@@ -296,7 +298,7 @@ def case_disconnect_whole(args):
 
 
 def case_full_queue(args):
-    with Server(args.server, args.model, *LONG, "-np", "1", "--queue", "1") as s:
+    with Server(args.server, args.model, *LONG, "-np", "1", "--queue", "1", env=SLOW) as s:
         first = open_stream(s, {"prompt": PROMPT})
         queued = {}
         t = threading.Thread(target=lambda: queued.update(r=s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "steps": 8}, 60)))
@@ -536,9 +538,8 @@ def case_drain(args):
     """SIGTERM drains: the request in flight completes, /ready says 503 while /health says 200, a new
     request gets 503, and the server exits 0; with --drain-timeout 1 a longer request is cancelled
     (an error event ends its stream) and the server still exits 0."""
-    slow = {**os.environ, "DLM_ISA": "baseline"}
     for grace, completes in (("30", True), ("0.5", False)):
-        s = Server(args.server, args.model, *LONG, "--drain-timeout", grace, env=slow)
+        s = Server(args.server, args.model, *LONG, "--drain-timeout", grace, env=SLOW)
         c = raw_connect(s, 30)
         body = json.dumps({"prompt": PROMPT, "stream": True}).encode()
         c.sendall(b"POST /v1/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
