@@ -13,18 +13,11 @@
 #include <chrono>
 #include <cstdint>
 
+#include <dlm/cpu/kernels/amx_config.hpp>
+
 namespace dlm::bench::detail {
 
 #if defined(__x86_64__)
-/// The 64 bytes ldtilecfg reads (palette 1): eight tiles of 16 rows × 64 bytes.
-struct alignas(64) amx_tile_config {
-    std::uint8_t palette = 1, start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
-static_assert(sizeof(amx_tile_config) == 64, "ldtilecfg reads 64 bytes");
-
 enum class amx_op { bf16, int8 };
 
 #define DLM_AMX_4(insn) insn " %%tmm5, %%tmm4, %%tmm0\n\t" insn " %%tmm5, %%tmm4, %%tmm1\n\t" \
@@ -32,11 +25,7 @@ enum class amx_op { bf16, int8 };
 
 /// Multiply-adds × 2 per second of `iterations` rounds of 8 tile products (2 on each C tile).
 inline double amx_rate(amx_op op, long iterations) {
-    amx_tile_config cfg;
-    for (int t = 0; t < 8; ++t) {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
+    constexpr cpu::amx::tile_config cfg = cpu::amx::make_config(64, 16);  // eight tiles of 16 rows × 64 bytes
     alignas(64) std::uint8_t a[16 * 64], b[16 * 64];
     alignas(64) std::int32_t c[4][16 * 16];
     for (int i = 0; i < 16 * 64; ++i) {
@@ -49,7 +38,7 @@ inline double amx_rate(amx_op op, long iterations) {
         }
     }
     constexpr long stride = 64;
-    __asm__ volatile("ldtilecfg %0" ::"m"(cfg) : "memory");
+    cpu::amx::load_config(cfg);
     __asm__ volatile("tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"
                      "tileloadd (%0,%2,1), %%tmm4\n\ttileloadd (%1,%2,1), %%tmm5" ::"r"(a),
                      "r"(b), "r"(stride)

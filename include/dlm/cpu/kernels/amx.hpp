@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "../simd.hpp"
+#include "amx_config.hpp"
 #include "avx512_bf16.hpp"
 #include "table.hpp"
 
@@ -63,25 +64,9 @@ inline constexpr const char* isa_name = "amx";
 /// Rows of an A tile and columns of a C tile.
 inline constexpr int tile_m = 16;
 
-/// A tile configuration (palette 1): rows and bytes per row of tiles 0-7.
-struct alignas(64) tile_config {
-    std::uint8_t palette = 1, start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
-static_assert(sizeof(tile_config) == 64, "ldtilecfg reads 64 bytes");
-
-/// Tiles 0-3 C (16 × 16 f32), 4-5 A (16 rows × a_bytes), 6-7 B (b_rows × 64 bytes).
-[[nodiscard]] constexpr tile_config make_config(int a_bytes, int b_rows) noexcept {
-    tile_config c;
-    for (int t = 0; t < 8; ++t) {
-        c.rows[t] = static_cast<std::uint8_t>(t >= 6 ? b_rows : tile_m);
-        c.colsb[t] = static_cast<std::uint16_t>(t == 4 || t == 5 ? a_bytes : 64);
-    }
-    return c;
-}
-inline void load_config(const tile_config& c) noexcept { __asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory"); }
+using amx::load_config;
+using amx::make_config;
+using amx::tile_config;
 
 /// The C tile of `rows` × `cols` (at most 16 × 16) at c, through `scratch` (rows 64 bytes apart)
 /// when it is not whole: its elements outside the tile are never read or written.
@@ -465,29 +450,23 @@ template <io::gguf_type T, int NA>
 inline void quant_issue(const quant_unit<T>& u0, const quant_unit<T>& u1, bool two, const std::int8_t* aq, std::ptrdiff_t a_tile,
                         const std::byte* wcol, const std::uint8_t* wide) noexcept {
     constexpr bool s8 = quant::geometry(T).signed_q;
-    DLM_TILE_ZERO(0);
-    DLM_TILE_LOAD(6, u0.b(wcol, wide), 64);
-    DLM_TILE_LOAD(4, u0.a(aq), 32);
-    if constexpr (s8) DLM_TDPBSSD(0, 4, 6);
-    else DLM_TDPBSUD(0, 4, 6);
-    if constexpr (NA == 2) {
-        DLM_TILE_ZERO(1);
-        DLM_TILE_LOAD(5, u0.a(aq) + a_tile, 32);
-        if constexpr (s8) DLM_TDPBSSD(1, 5, 6);
-        else DLM_TDPBSUD(1, 5, 6);
+    // One block's products: C tiles c0 (row tile 0) and c1 (row tile 1) by B tile b.
+#define DLM_QUANT_BLOCK(c0, c1, bt, u)                      \
+    DLM_TILE_ZERO(c0);                                     \
+    DLM_TILE_LOAD(bt, (u).b(wcol, wide), 64);               \
+    DLM_TILE_LOAD(4, (u).a(aq), 32);                       \
+    if constexpr (s8) DLM_TDPBSSD(c0, 4, bt);               \
+    else DLM_TDPBSUD(c0, 4, bt);                            \
+    if constexpr (NA == 2) {                               \
+        DLM_TILE_ZERO(c1);                                 \
+        DLM_TILE_LOAD(5, (u).a(aq) + a_tile, 32);          \
+        if constexpr (s8) DLM_TDPBSSD(c1, 5, bt);           \
+        else DLM_TDPBSUD(c1, 5, bt);                        \
     }
+    DLM_QUANT_BLOCK(0, 1, 6, u0)
     if (!two) return;
-    DLM_TILE_ZERO(2);
-    DLM_TILE_LOAD(7, u1.b(wcol, wide), 64);
-    DLM_TILE_LOAD(4, u1.a(aq), 32);
-    if constexpr (s8) DLM_TDPBSSD(2, 4, 7);
-    else DLM_TDPBSUD(2, 4, 7);
-    if constexpr (NA == 2) {
-        DLM_TILE_ZERO(3);
-        DLM_TILE_LOAD(5, u1.a(aq) + a_tile, 32);
-        if constexpr (s8) DLM_TDPBSSD(3, 5, 7);
-        else DLM_TDPBSUD(3, 5, 7);
-    }
+    DLM_QUANT_BLOCK(2, 3, 7, u1)
+#undef DLM_QUANT_BLOCK
 }
 
 /// The issued sums to `out`: block 0's NA tiles, then block 1's.
