@@ -59,6 +59,7 @@ class decoder {
                   "dlm::decoder: the Sampler policy must provide `slot_choice sample(std::span<const float>, const random_key&, std::span<const token_id>) const`.");
     // Where policies must agree.
     static_assert(detail::cache_fits_mask<Cache, Mask>, DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::decoder"));
+    static_assert(detail::cache_fits_revision<Cache, Schedule>, DLM_REVISION_NEEDS_WHOLE_BLOCK("dlm::decoder"));
     // Optional hooks: each one a policy has is one the loop knows, in its known form.
     DLM_CHECK_ALL_OPTIONAL_HOOKS("dlm::decoder", Model, Mask, Cache, Schedule, Sampler);
 

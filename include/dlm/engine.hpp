@@ -34,6 +34,7 @@
 #include "core/error.hpp"
 #include "core/result.hpp"
 #include "engine/prepare.hpp"
+#include "engine/revision.hpp"
 #include "engine/sequence_state.hpp"
 #include "model/concept.hpp"
 #include "sampler/concept.hpp"
@@ -72,8 +73,9 @@ public:
     /// What one step did to one sequence.
     struct step_report {
         sequence_id id = 0;
-        std::vector<index_t> committed;  ///< canvas positions committed by this step
+        std::vector<index_t> committed;  ///< canvas positions committed (filled) by this step
         bool finished = false;           ///< it left the batch (finished, failed or cancelled) in this step
+        std::vector<index_t> edited;     ///< canvas positions a revising schedule replaced in this step
     };
     using step_events = std::vector<step_report>;
 
@@ -161,14 +163,17 @@ public:
         return out;
     }
 
-    /// The answer's tokens committed contiguously from its first slot: what may be streamed now (a
-    /// slot committed after a still-masked one waits for it). Never shrinks; valid until the next
-    /// add, step or take_finished. Throws dlm::invalid_parameter for an unknown id.
+    /// The answer's final tokens committed contiguously from its first slot: what may be streamed now
+    /// (a slot committed after a still-masked one waits for it; under a revising schedule, the active
+    /// block waits until the schedule closes it, since an edit may still change it). Never shrinks and
+    /// never changes what it held; valid until the next add, step or take_finished. Throws
+    /// dlm::invalid_parameter for an unknown id.
     [[nodiscard]] std::span<const token_id> committed_prefix(sequence_id id) const {
         const entry& e = find(id, "committed_prefix");
         return std::span<const token_id>(e.st.result.tokens).first(e.prefix);
     }
-    /// The whole canvas [prompt | slots] (mask id where not yet committed), for visualisers.
+    /// The whole canvas [prompt | slots] (mask id where not yet committed), for visualisers: under a
+    /// revising schedule its active block is in progress (a later step may edit it).
     [[nodiscard]] std::span<const token_id> canvas(sequence_id id) const { return find(id, "canvas").st.canvas; }
 
     /// Sequences in the running batch (queued ones included: they join at the next step).
@@ -263,15 +268,15 @@ private:
                 const float* un = cond.data() + n;
                 for (std::size_t k = 0; k < n; ++k) cond[k] = un[k] + e->cfg_factor * (cond[k] - un[k]);
             }
-            events_.push_back({e->id, {}, false});
+            events_.push_back({e->id, {}, false, {}});
             try {
-                step_one(*e, plan, cond, events_.back().committed);
+                step_one(*e, plan, cond, events_.back().committed, events_.back().edited);
             } catch (const error& x) {  // one failure ends its own sequence only
                 fail(*e, x);
             }
             if (on_step) {
                 const step_event ev{static_cast<index_t>(e->id & 0x7fffffffu), e->st.result.stats.forwards - 1, stepped_, e->st.layout,
-                                    e->st.canvas, events_.back().committed, &e->st.result};
+                                    e->st.canvas, events_.back().committed, &e->st.result, events_.back().edited};
                 if (!e->st.result.failed() && on_step(ev) == step_action::cancel)
                     for (auto& other : running_)
                         if (!other->st.done) other->cancelled = true;
@@ -282,18 +287,17 @@ private:
     /// One sequence's step after a forward: sample every masked slot of its active block from `logits`
     /// (its logits rows), let the schedule choose, commit, advance. Throws dlm::numeric_error or
     /// dlm::contract_error for this sequence alone.
-    void step_one(entry& e, const forward_plan& plan, std::span<const float> logits, std::vector<index_t>& committed) {
+    void step_one(entry& e, const forward_plan& plan, std::span<const float> logits, std::vector<index_t>& committed,
+                  std::vector<index_t>& edited) {
         sequence& s = e.st;
         const decoding_settings& settings = s.result.settings;
-        const auto vocab = static_cast<std::size_t>(dec_->model().vocab_size());
         const token_id mask_id = settings.mask_id.value;
         const std::span<const token_id> eos = settings.eos_ids.value;
-        const auto index = static_cast<index_t>(e.id & 0x7fffffffu);
         const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
-                               settings.seed.value, eos, settings.end_of_turn_ids.value};
+                               settings.seed.value, eos, settings.end_of_turn_ids.value, s.steps_after_filled};
         const bool ban_eos = schedule_suppresses_eos(e.schedule, ctx);
         // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
-        // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
+        // generate.py, Dream's _sample); dlm bans it from every draw (a fill or an edit never writes it).
         banned_.assign(1, mask_id);
         if (ban_eos) banned_.insert(banned_.end(), eos.begin(), eos.end());
         const std::span<const token_id> banned(banned_);
@@ -304,41 +308,70 @@ private:
         for (index_t p = b_begin; p < b_end; ++p) {
             if (s.canvas[static_cast<std::size_t>(p)] != mask_id) continue;
             ++masked;
-            const index_t row = s.layout.row_for_slot(p);
-            if (row < plan.logits_begin || row >= plan.logits_end) continue;
-            const slot_choice c = e.sampler.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
-                                                   ctx.key(rng_stream::sampling, p), banned);
-            if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
-                throw numeric_error(index, ctx.forward, row,
-                                    "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
-            cands_.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
+            const auto c = draw(e, plan, logits, ctx, banned, p);
+            if (c) cands_.push_back({p, c->token, c->probability, c->margin, c->neg_entropy});
         }
 
         chosen_.clear();
         e.schedule.select(ctx, std::span<const candidate>(cands_), chosen_);
+        fills_.clear();
         for (index_t j : chosen_) {
             if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
                 throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
                                      std::to_string(cands_.size()) + " exist");
             const candidate& c = cands_[static_cast<std::size_t>(j)];
-            const auto at = static_cast<std::size_t>(c.position);
-            if (s.canvas[at] != mask_id) throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
-            s.canvas[at] = c.token;
-            if (!s.uncond_canvas.empty()) s.uncond_canvas[at] = c.token;
-            const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
-            s.result.tokens[g] = c.token;
-            s.result.commit_forward[g] = ctx.forward;
-            s.result.commit_confidence[g] = c.probability;
-            committed.push_back(c.position);
+            fills_.push_back({c.position, c.token, c.probability});
         }
-        s.result.stats.committed += static_cast<index_t>(chosen_.size());
+        edits_.clear();
+        if constexpr (revising_schedule<schedule_type>) revise(e, plan, logits, ctx, banned);
+        detail::apply_writes(s, fills_, edits_, ctx.forward, mask_id, who, committed, edited);
         s.result.stats.forwards += 1;
         s.result.stats.rows_computed += plan.window_size();
         stepped_ = s.cursor;
         s.cursor.step_in_block += 1;
-        detail::advance(s, e.schedule, ctx, masked - chosen_.size(), mask_id, who);
+        const block_step step{static_cast<index_t>(masked), static_cast<index_t>(masked - fills_.size()), static_cast<index_t>(edits_.size())};
+        detail::advance(s, e.schedule, ctx, step, mask_id, who);
         if (s.done) s.uncond_kv.reset();
-        while (e.prefix < s.result.tokens.size() && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
+        const std::size_t final_end = detail::final_slots<schedule_type>(s);
+        while (e.prefix < final_end && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
+    }
+
+    /// The sampler's choice for slot `p` from its logits row, or nothing when the plan computed no
+    /// row for it. Throws dlm::numeric_error when no token can be drawn.
+    std::optional<slot_choice> draw(entry& e, const forward_plan& plan, std::span<const float> logits, const step_context& ctx,
+                                    std::span<const token_id> banned, index_t p) const {
+        const auto vocab = static_cast<std::size_t>(dec_->model().vocab_size());
+        const index_t row = e.st.layout.row_for_slot(p);
+        if (row < plan.logits_begin || row >= plan.logits_end) return std::nullopt;
+        const slot_choice c = e.sampler.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
+                                               ctx.key(rng_stream::sampling, p), banned);
+        if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
+            throw numeric_error(static_cast<index_t>(e.id & 0x7fffffffu), ctx.forward, row,
+                                "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
+        return c;
+    }
+
+    /// A revising schedule's edits of one step: sample every filled generation slot of the active
+    /// block from `logits`, as it was before this step's fills, and let the schedule choose (edits_).
+    void revise(entry& e, const forward_plan& plan, std::span<const float> logits, const step_context& ctx, std::span<const token_id> banned) {
+        sequence& s = e.st;
+        const token_id mask_id = s.result.settings.mask_id.value;
+        filled_.clear();
+        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
+            const token_id now = s.canvas[static_cast<std::size_t>(p)];
+            if (now == mask_id) continue;
+            const auto c = draw(e, plan, logits, ctx, banned, p);
+            if (c) filled_.push_back({{p, c->token, c->probability, c->margin, c->neg_entropy}, now});
+        }
+        chosen_.clear();
+        e.schedule.revise(ctx, std::span<const filled_candidate>(filled_), chosen_);
+        for (index_t j : chosen_) {
+            if (j < 0 || static_cast<std::size_t>(j) >= filled_.size())
+                throw contract_error("dlm::decoder: the schedule chose to edit filled slot " + std::to_string(j) + " but only " +
+                                     std::to_string(filled_.size()) + " exist");
+            const filled_candidate& c = filled_[static_cast<std::size_t>(j)];
+            edits_.push_back({c.position, c.token, c.probability});
+        }
     }
 
     /// At a sequence's first plan, copies the longest cached prefix of its prompt into its store; every
@@ -387,6 +420,8 @@ private:
     std::vector<candidate> cands_;
     std::vector<token_id> banned_;  // the tokens no draw may return at this step: the mask id, EOS when suppressed
     std::vector<index_t> chosen_;
+    std::vector<filled_candidate> filled_;            // a revising schedule's edit candidates
+    std::vector<detail::slot_write> fills_, edits_;  // the writes of the step
     block_cursor stepped_;          // the cursor of the step just taken (step_event::cursor)
 };
 

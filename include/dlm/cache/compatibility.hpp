@@ -27,6 +27,12 @@ constexpr bool kv_final_under() {
 template <class Cache, class Mask>
 inline constexpr bool cache_fits_mask = !reuses_exact_kv<Cache>() || kv_final_under<Mask>();
 
+/// A revising schedule (schedule/concept.hpp: revise and block_done) samples every filled slot of the
+/// active block at every forward, so every forward must compute all of the block's rows: a cache
+/// that recomputes one sub-block (sub_block_cache) cannot serve it.
+template <class Cache, class Schedule>
+inline constexpr bool cache_fits_revision = !revising_schedule<Schedule> || !cache_has_sub_block<Cache>;
+
 /// Why classifier-free guidance cannot run with this cache ("" when it can).
 template <class Cache>
 std::string cfg_refusal() {
@@ -55,6 +61,13 @@ void check_sub_blocks(const Cache& cache, const Schedule& schedule) {
     who ": an exact KV cache needs a mask under which committed keys and values are final (causal_mask or block_causal_mask). " \
         "Under a bidirectional mask every key changes whenever any slot is committed, so reusing cached K/V would not be "     \
         "exact: use no_cache, or Fast-dLLM's approximate approx_prefix_cache or dual_cache."
+
+/// The message of both decoders when a revising schedule meets a cache that does not compute every
+/// row of the active block.
+#define DLM_REVISION_NEEDS_WHOLE_BLOCK(who)                                                                                        \
+    who ": a revising schedule (one with revise and block_done) may replace any filled slot of the active block, so every "     \
+    "forward must compute all of the block's rows; this cache recomputes one sub-block only (sub_block_cache): use "            \
+    "prefix_cache, or a schedule that never revises."
 
 /// Every optional hook of the five policies in its known form (core/hooks.hpp); `who` names the decoder.
 #define DLM_CHECK_ALL_OPTIONAL_HOOKS(who, Model, Mask, Cache, Schedule, Sampler) \

@@ -41,6 +41,7 @@ struct sequence_stats {
     index_t forwards = 0;                 ///< model forwards (NFE) this sequence took part in
     std::vector<index_t> steps_per_block; ///< forwards spent on each finished block
     index_t committed = 0;                ///< slots committed by the schedule (excludes EOS fill after a stop)
+    index_t edits = 0;                    ///< filled slots a revising schedule replaced (sequence_result::revisions)
     std::int64_t rows_computed = 0;       ///< query rows computed over all forwards (the work done)
 
     /// Tokens committed per forward (TPF).
@@ -56,11 +57,25 @@ enum class sequence_status {
     failed,     ///< this sequence failed (NaN/Inf logits, a policy breaking its contract); see `message`
 };
 
+/// A revising schedule's replacement of a filled slot of the active block (a token-to-token edit).
+struct revision {
+    index_t position = 0;            ///< canvas position (the slot is position − prompt length)
+    token_id old_token = no_token;   ///< the slot's token before the edit
+    token_id new_token = no_token;   ///< its token after
+    index_t forward = 0;             ///< the sequence's forward index of the step that edited it
+    float confidence = 0.f;          ///< p(new_token) at that forward
+};
+
 /// One decoded sequence.
 struct sequence_result {
     std::vector<token_id> tokens;          ///< the gen_length generated slots (mask id where never committed)
-    std::vector<index_t> commit_forward;   ///< forward index at which each slot was committed; -1: filled after a stop, or never
+    /// Forward index at which each slot was committed (filled: it stopped being masked); -1: filled
+    /// after a stop, or never. A revising schedule may replace the token later: `revisions` says when.
+    std::vector<index_t> commit_forward;
     std::vector<float> commit_confidence;  ///< p(token) when committed (0 for filled slots)
+    /// Every edit of a revising schedule, in the order made (empty for schedules that never revise).
+    /// A slot's final token is its last revision's new_token, else the token committed.
+    std::vector<revision> revisions;
     index_t answer_length = 0;             ///< slots before the first EOS (gen_length if none)
     bool stopped_early = false;            ///< the schedule ended the sequence after a block holding EOS
     sequence_status status = sequence_status::finished;
@@ -98,8 +113,9 @@ struct step_event {
     block_cursor cursor;                 ///< block and step of the step just taken
     canvas_layout layout;
     std::span<const token_id> canvas;    ///< the whole canvas after the commits
-    std::span<const index_t> committed;  ///< canvas positions committed by this step
-    const sequence_result* result = nullptr;  ///< the sequence so far (tokens, commit forwards, confidences)
+    std::span<const index_t> committed;  ///< canvas positions committed (filled) by this step
+    const sequence_result* result = nullptr;  ///< the sequence so far (tokens, commit forwards, confidences, revisions)
+    std::span<const index_t> edited;     ///< canvas positions a revising schedule replaced in this step
 };
 
 enum class step_action { proceed, cancel };

@@ -78,6 +78,9 @@ class device_decoder {
                   "dlm::cuda::device_decoder samples every masked slot of the block each forward: a cache that plans from the canvas "
                   "(sub_block_cache) runs on dlm::decoder.");
     static_assert(dlm::detail::cache_fits_mask<Cache, Mask>, DLM_EXACT_CACHE_NEEDS_FINAL_KV("dlm::cuda::device_decoder"));
+    static_assert(!revising_schedule<Schedule>,
+                  "dlm::cuda::device_decoder: its fused kernels sample and select masked slots only; a revising schedule (one with "
+                  "revise and block_done, e.g. llada21_schedule) runs on the host decoder (dlm::decoder) for now.");
     DLM_CHECK_ALL_OPTIONAL_HOOKS("dlm::cuda::device_decoder", Model, Mask, Cache, Schedule, Sampler);
     static_assert(device_schedule<Schedule>::supported,
                   "dlm::cuda::device_decoder: this schedule has no device implementation. Specialize dlm::cuda::device_schedule for it, "

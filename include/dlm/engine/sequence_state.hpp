@@ -31,6 +31,7 @@ struct sequence_state {
     std::vector<token_id> canvas;
     block_cursor cursor;
     index_t masked_at_block_start = 0;
+    index_t steps_after_filled = 0;  ///< revising schedules: forwards of the active block that began with no masked slot
     std::optional<KvCache> kv;
     /// Classifier-free guidance: the canvas with the prompt masked, and its own K/V.
     std::vector<token_id> uncond_canvas;
@@ -48,12 +49,15 @@ inline void check_plan(const forward_plan& p, const canvas_layout& l, const char
     if (!ok) throw contract_error(std::string(who) + ": the cache policy planned an inconsistent forward");
 }
 
-/// After a step: close the block when it has no masked slot left, then stop (last block, or the
+/// After a step: close the block when the schedule says it is final (schedule_block_done: for a
+/// schedule that never revises, when no slot is left masked), then stop (last block, or the
 /// schedule's stop_after_block: the rest becomes EOS) or move to the next block.
 template <class KvCache, class Schedule>
-void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_context& ctx, std::size_t still_masked,
-             token_id mask_id, const char* who) {
-    if (still_masked == 0) {
+void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_context& ctx, const block_step& step, token_id mask_id,
+             const char* who) {
+    if (step.masked_before == 0) ++s.steps_after_filled;
+    if (schedule_block_done(schedule, ctx, step)) {
+        s.steps_after_filled = 0;
         s.result.stats.steps_per_block.push_back(s.cursor.step_in_block);
         bool stop = s.cursor.block + 1 >= s.layout.block_count();
         const index_t b = s.cursor.block;  // its slots only
@@ -79,6 +83,13 @@ void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_co
         throw contract_error(std::string(who) + ": the schedule left block " + std::to_string(s.cursor.block) + " unfinished after " +
                              std::to_string(s.cursor.step_in_block) + " forwards");
     }
+}
+/// The same for a schedule that never revises, from the masked slots left after the step.
+template <class KvCache, class Schedule>
+void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_context& ctx, std::size_t still_masked, token_id mask_id,
+             const char* who) {
+    static_assert(!revising_schedule<Schedule>, "dlm: a revising schedule's step is closed with a block_step (what it filled and edited)");
+    advance(s, schedule, ctx, block_step{1, static_cast<index_t>(still_masked), 0}, mask_id, who);
 }
 
 /// Ends a sequence with status failed, its error kept on its result: call it inside the handler of

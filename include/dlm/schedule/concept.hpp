@@ -1,5 +1,6 @@
 // dlm/schedule/concept.hpp — the unmasking-schedule policy axis: which masked slots are committed
-// after a forward, and when does a sequence stop?
+// after a forward, which filled slots of the active block a revising schedule replaces, when the
+// block is final, and when does a sequence stop?
 #pragma once
 
 #include <algorithm>
@@ -36,6 +37,9 @@ struct step_context {
     std::uint64_t seed = 0;                ///< this sequence's seed
     std::span<const token_id> eos_ids;
     std::span<const token_id> end_of_turn_ids;  ///< tokens that end a chat turn (<|eot_id|>, <|im_end|>); not EOS
+    /// Revising schedules: forwards of the active block taken after it had no masked slot left
+    /// (before this step); 0 for every other schedule.
+    index_t steps_after_filled = 0;
 
     /// The random numbers of this step for `position` and `stream`.
     [[nodiscard]] random_key key(rng_stream stream, index_t position) const noexcept {
@@ -51,6 +55,19 @@ concept schedule_has_select =
     requires(const S& s, const step_context& ctx, std::span<const candidate> c, std::vector<index_t>& chosen) {
         { s.select(ctx, c, chosen) } -> std::same_as<void>;
     };
+
+/// A filled slot of the active block (a generation slot, never the prompt) with the sampler's new
+/// choice for it: what a revising schedule may put in place of `current`.
+struct filled_candidate : candidate {
+    token_id current = no_token;  ///< the slot's token before this step
+};
+
+/// What a revising schedule's block_done sees after a step of the active block.
+struct block_step {
+    index_t masked_before = 0;  ///< masked slots of the block when the step began
+    index_t still_masked = 0;   ///< masked slots of the block after the step's fills
+    index_t edited = 0;         ///< filled slots the step replaced
+};
 
 // Optional hooks of a schedule: this is the one list (core/hooks.hpp says how it is checked).
 
@@ -76,20 +93,49 @@ concept schedule_has_sub_block = requires(const S& s) {
     { s.sub_block } -> std::convertible_to<index_t>;
 };
 
+/// Revision, two hooks that come together (a schedule with one and not the other does not compile):
+/// `void revise(const step_context&, std::span<const filled_candidate> filled, std::vector<index_t>& edits) const`
+/// — append the indices (into `filled`, each at most once) of the filled slots to replace by their
+/// new choice now; `filled` holds every filled generation slot of the active block as it was before
+/// this step's fills, in position order. `bool block_done(const step_context&, const block_step&) const`
+/// — is the active block final after this step? While it is not, the block stays active (another
+/// forward, even with no masked slot left); once it is, its tokens are final: streamed, cached,
+/// never changed again. A schedule without these hooks never revises: a block is final when its
+/// last masked slot is filled, and the loop samples no filled slot (it costs nothing).
+template <class S>
+concept schedule_has_revise =
+    requires(const S& s, const step_context& ctx, std::span<const filled_candidate> f, std::vector<index_t>& edits) {
+        { s.revise(ctx, f, edits) } -> std::same_as<void>;
+    };
+template <class S>
+concept schedule_has_block_done = requires(const S& s, const step_context& ctx, const block_step& b) {
+    { s.block_done(ctx, b) } -> std::convertible_to<bool>;
+};
+/// Does the schedule revise filled slots of its active block?
+template <class S>
+concept revising_schedule = schedule_has_revise<S> && schedule_has_block_done<S>;
+
 #define DLM_SCHEDULE_HOOKS                                                                                                       \
     "`void validate(const canvas_layout&) const`, `bool suppress_eos(const step_context&) const`, "                              \
-    "`bool stop_after_block(const step_context&, std::span<const token_id>) const` and `index_t sub_block`"
+    "`bool stop_after_block(const step_context&, std::span<const token_id>) const`, `index_t sub_block`, and together "         \
+    "`void revise(const step_context&, std::span<const filled_candidate>, std::vector<index_t>&) const` and "                    \
+    "`bool block_done(const step_context&, const block_step&) const`"
 
 template <class S>
 concept schedule_hook_misnamed =
     DLM_HAS_MEMBER_NAMED(S, validates) || DLM_HAS_MEMBER_NAMED(S, validate_layout) || DLM_HAS_MEMBER_NAMED(S, suppress_eos_ids) ||
     DLM_HAS_MEMBER_NAMED(S, suppresses_eos) || DLM_HAS_MEMBER_NAMED(S, stop_after_blocks) || DLM_HAS_MEMBER_NAMED(S, stops_after_block) ||
-    DLM_HAS_MEMBER_NAMED(S, stop_at_block) || DLM_HAS_MEMBER_NAMED(S, sub_blocks) || DLM_HAS_MEMBER_NAMED(S, sub_block_size);
+    DLM_HAS_MEMBER_NAMED(S, stop_at_block) || DLM_HAS_MEMBER_NAMED(S, sub_blocks) || DLM_HAS_MEMBER_NAMED(S, sub_block_size) ||
+    DLM_HAS_MEMBER_NAMED(S, edit) || DLM_HAS_MEMBER_NAMED(S, revise_slots) || DLM_HAS_MEMBER_NAMED(S, block_final) ||
+    DLM_HAS_MEMBER_NAMED(S, block_finished) || DLM_HAS_MEMBER_NAMED(S, is_block_done);
 template <class S>
 concept schedule_hook_mistyped = (DLM_HAS_MEMBER_NAMED(S, validate) && !schedule_has_validate<S>) ||
                                  (DLM_HAS_MEMBER_NAMED(S, suppress_eos) && !schedule_has_suppress_eos<S>) ||
                                  (DLM_HAS_MEMBER_NAMED(S, stop_after_block) && !schedule_has_stop_after_block<S>) ||
-                                 (DLM_HAS_MEMBER_NAMED(S, sub_block) && !schedule_has_sub_block<S>);
+                                 (DLM_HAS_MEMBER_NAMED(S, sub_block) && !schedule_has_sub_block<S>) ||
+                                 (DLM_HAS_MEMBER_NAMED(S, revise) && !schedule_has_revise<S>) ||
+                                 (DLM_HAS_MEMBER_NAMED(S, block_done) && !schedule_has_block_done<S>) ||
+                                 (schedule_has_revise<S> != schedule_has_block_done<S>);
 /// Every member named like a schedule hook is one, in its known form.
 template <class S>
 concept schedule_hooks_known = !schedule_hook_misnamed<S> && !schedule_hook_mistyped<S>;
@@ -107,6 +153,12 @@ template <class S>
 [[nodiscard]] bool schedule_suppresses_eos(const S& s, const step_context& ctx) {
     if constexpr (schedule_has_suppress_eos<S>) return s.suppress_eos(ctx);
     else return false;
+}
+/// Is the active block final after a step? A schedule that never revises: when no slot is masked.
+template <class S>
+[[nodiscard]] bool schedule_block_done(const S& s, const step_context& ctx, const block_step& b) {
+    if constexpr (revising_schedule<S>) return s.block_done(ctx, b);
+    else return b.still_masked == 0;
 }
 template <class S>
 [[nodiscard]] bool schedule_stops_after_block(const S& s, const step_context& ctx, std::span<const token_id> block) {
