@@ -15,6 +15,7 @@
 #include "schedule/cd4lm.hpp"
 #include "schedule/dream.hpp"
 #include "schedule/dynamic_threshold.hpp"
+#include "schedule/editing.hpp"
 #include "schedule/llada.hpp"
 #include "schedule/next_slot.hpp"
 #include "schedule/sub_block.hpp"
@@ -24,6 +25,8 @@ namespace dlm::presets {
 
 // The reference policies the presets below name; they live with their axis (sampler/, schedule/).
 using dlm::cdlm_schedule;
+using dlm::llada21_schedule;
+using dlm::llada21_speedy_schedule;
 using dlm::llada2_schedule;
 using dlm::llada_sampler;
 using dlm::sdar_sampler;
@@ -68,13 +71,26 @@ using cd4lm = decoder<Model, semi_ar_mask, no_cache, cd4lm_schedule, llada_sampl
 template <class Model>
 using sdar = decoder<Model, aligned_block_diffusion_mask, prefix_cache, dynamic_threshold_schedule, sdar_sampler>;
 
-/// LLaDA2.0 / 2.1 (LLaDA2MoeModelLM.generate, modeling_llada2_moe.py): blocks of 32 laid from the
+/// LLaDA2.0 (LLaDA2MoeModelLM.generate, modeling_llada2_moe.py): blocks of 32 laid from the
 /// canvas start, prompt included, block-causal (its block_diffusion_attention_mask), decoding from the
 /// block that holds the prompt's end (aligned_block_diffusion_mask); every forward there recomputes
 /// the prefix, which under this mask is exactly what the cache holds; steps = block length,
 /// threshold 0.95, greedy (temperature 0), stop after a block holding EOS.
 template <class Model>
 using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2_schedule, categorical_sampler>;
+
+/// LLaDA 2.1 (LLaDA2MoeModelLM.generate of the LLaDA2.1 checkpoints): llada2's blocks, mask and exact
+/// cache, decoded with token editing (llada21_schedule): fills above threshold 0.7 (at least one a
+/// forward), edits of filled slots above 0.5, up to 16 forwards that only edit once a block is
+/// filled; the block is final (its K/V cached, its text streamed) when the schedule closes it. Greedy,
+/// stop after a block holding EOS. The Quality mode; llada21_s is the Speedy one.
+template <class Model>
+using llada21 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_schedule, categorical_sampler>;
+
+/// LLaDA 2.1's Speedy mode: as llada21 with threshold 0.5 and editing threshold 0.0 (any changed
+/// prediction is taken).
+template <class Model>
+using llada21_s = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_speedy_schedule, categorical_sampler>;
 
 /// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
 /// bd_size (32), prompt and blocks block-causal with the exact block cache, blocks aligned to

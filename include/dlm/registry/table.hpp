@@ -121,8 +121,10 @@ inline constexpr table builtin{
     preset<presets::cd4lm>{"cd4lm", "CD4LM: semi-AR blocks, confidence-adaptive decoding"},
     preset<presets::sdar>{"sdar", "SDAR generate.py: aligned block-causal blocks, exact KV, low-confidence dynamic steps per block"},
     preset<presets::fast_dllm_v2>{"fast-dllm-v2", "Fast-dLLM v2: aligned blocks, exact block cache, sub-blocks of 8 with a threshold"},
-    preset<presets::llada2>{"llada2", "LLaDA2.0 / 2.1: aligned block-causal blocks, exact KV, steps per block with threshold 0.95"},
+    preset<presets::llada2>{"llada2", "LLaDA2.0: aligned block-causal blocks, exact KV, steps per block with threshold 0.95"},
     preset<presets::fast_dllm_v2_block_cache>{"fast-dllm-v2-block-cache", "Fast-dLLM v2 with its approximate sub-block cache"},
+    preset<presets::llada21>{"llada21", "LLaDA 2.1 Quality mode: llada2's blocks with token editing (fill > 0.7, edit > 0.5, 16 post steps)"},
+    preset<presets::llada21_s>{"llada21-s", "LLaDA 2.1 Speedy mode: token editing with fill > 0.5, edit > 0.0, 16 post steps"},
 };
 // clang-format on
 
