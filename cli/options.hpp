@@ -64,7 +64,7 @@ struct options {
     // Decoding.
     preset_id preset = preset_named("cdlm");  ///< --preset; when not given, the model's (cli::choose_preset)
     std::optional<index_t> gen_length, block_length, steps;
-    std::optional<double> threshold, eps, alg_temp;
+    std::optional<double> threshold, eps, alg_temp, editing_threshold;
     std::optional<algorithm> alg;
     std::optional<float> temperature, top_p;
     std::optional<index_t> top_k;
@@ -209,7 +209,7 @@ struct flag {
          }},
         {"Decoding", "--preset", "NAME",
          "a preset of the registry: {presets} (default: the model's: "
-         "sdar, fast-dllm-v2 and llada2 for their families, autoregressive for Qwen2, else cdlm)", B,
+         "sdar, fast-dllm-v2 and llada2 for their families, llada21 for LLaDA 2.1 checkpoints, autoregressive for Qwen2, else cdlm)", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
         {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
          [](options& o, auto f, auto v) { o.gen_length = to_integer<index_t>(f, v, 1, 1 << 20); }},
@@ -220,8 +220,12 @@ struct flag {
          [](options& o, auto f, auto v) { o.steps = to_integer<index_t>(f, v, 1, 1 << 24); }},
         {"Decoding", "--threshold", "P",
          "confidence threshold in (0, 1]: fast-dllm, fast-dllm-dual, cdlm, fast-dllm-v2(-block-cache) (default 0.9), cd4lm, llada2 (default 0.95), "
-         "sdar (default 0.85)", B,
+         "sdar (default 0.85), llada21 (fill threshold, default 0.7), llada21-s (0.5)", B,
          [](options& o, auto f, auto v) { o.threshold = in_range(f, v, 0, 1, true); }},
+        {"Decoding", "--editing-threshold", "P",
+         "llada21, llada21-s (LLaDA 2.1's token editing): replace a filled token of the active block when the model now prefers "
+         "another with confidence above P, in [0, 1] (default 0.5 Quality, 0 Speedy)", B,
+         [](options& o, auto f, auto v) { o.editing_threshold = in_range(f, v, 0, 1, false); }},
         {"Decoding", "--diffusion-algorithm, --alg", "ALG",
          "dream: origin (default), maskgit_plus, topk_margin, entropy; llada: maskgit_plus (low-confidence remasking, "
          "default) or random. llama.cpp's numbers are accepted: 0 origin, 1 entropy, 2 margin = topk_margin, 3 random, "
@@ -361,6 +365,7 @@ namespace detail {
         case O::top_k: return "--top-k";
         case O::top_p: return "--top-p";
         case O::seed: return "--seed";
+        case O::editing_threshold: return "--editing-threshold";
     }
     return "?";
 }
@@ -369,7 +374,7 @@ namespace detail {
 [[nodiscard]] inline registry::choices choices_of(const options& o) {
     return {.gen_length = o.gen_length, .block_length = o.block_length, .steps = o.steps, .threshold = o.threshold, .eps = o.eps,
             .alg_temp = o.alg_temp, .alg = o.alg, .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
-            .seed = o.was_given("--seed") ? std::optional<std::uint64_t>(o.seed) : std::nullopt};
+            .seed = o.was_given("--seed") ? std::optional<std::uint64_t>(o.seed) : std::nullopt, .editing_threshold = o.editing_threshold};
 }
 
 /// Names an option in refusals by its flag as the user typed it ("--diffusion-steps", "-n").

@@ -25,6 +25,7 @@ namespace dlm::server {
     c.block_length = r.block_length;
     c.steps = r.steps;
     c.threshold = r.threshold;
+    c.editing_threshold = r.editing_threshold;
     if (r.temperature) c.temperature = static_cast<float>(*r.temperature);
     if (r.top_p) c.top_p = static_cast<float>(*r.top_p);
     c.top_k = r.top_k;
@@ -49,6 +50,7 @@ namespace dlm::server {
     user(O::top_p, s.top_p, r.top_p);
     user(O::top_k, s.top_k, r.top_k);
     user(O::threshold, s.threshold, r.threshold);
+    user(O::editing_threshold, s.editing_threshold, r.editing_threshold);
     user(O::block_length, s.block_length, r.block_length);
     user(O::seed, s.seed, r.seed);
     if (!steps_given) s.steps = registry::builtin.accepts(s.preset).steps_in_all ? s.gen_length : s.block_length;

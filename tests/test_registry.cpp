@@ -51,7 +51,9 @@ TEST_CASE("registry: every preset name builds the decoder of dlm/presets.hpp and
                               std::type_identity<p::fast_dllm_dual<M>>{}, std::type_identity<p::cdlm<M>>{},
                               std::type_identity<p::cd4lm<M>>{},          std::type_identity<p::sdar<M>>{},
                               std::type_identity<p::fast_dllm_v2<M>>{},   std::type_identity<p::llada2<M>>{},
-                              std::type_identity<p::fast_dllm_v2_block_cache<M>>{}};
+                              std::type_identity<p::fast_dllm_v2_block_cache<M>>{}, std::type_identity<p::llada21<M>>{},
+                              std::type_identity<p::llada21_s<M>>{},      std::type_identity<p::cdlm_edit<M>>{},
+                              std::type_identity<p::fast_dllm_edit<M>>{}};
     static_assert(std::tuple_size_v<decltype(expected)> == reg::builtin.size);
     for (std::size_t i = 0; i < reg::builtin.size; ++i) {
         const reg::preset_id pid{i};
@@ -115,6 +117,7 @@ TEST_CASE("registry: an option a preset's policies lack is refused by its name, 
             {option::threshold, {.threshold = 0.5}},     {option::eps, {.eps = 0.01}},
             {option::alg_temp, {.alg_temp = 0.1}},       {option::temperature, {.temperature = 0.5f}},
             {option::top_k, {.top_k = 3}},               {option::top_p, {.top_p = 0.5f}},
+            {option::editing_threshold, {.editing_threshold = 0.3}},
         };
         for (const auto& [o, c] : cases) {
             CAPTURE(reg::name_of(o));
@@ -173,6 +176,15 @@ TEST_CASE("registry: defaults come from the user, the model's hints, the preset'
     CHECK(reg::resolve(reg::builtin, id("sdar"), {}).threshold == 0.85);
     CHECK(reg::resolve(reg::builtin, id("sdar"), {}).temperature == 1.f);  // sdar_sampler: SDAR samples at temperature 1
     CHECK(reg::resolve(reg::builtin, id("llada2"), {}).threshold == 0.95);
+    // LLaDA 2.1's two modes: the schedules' own defaults; the editing threshold is the user's to change.
+    CHECK(reg::resolve(reg::builtin, id("llada21"), {}).threshold == 0.7);
+    CHECK(reg::resolve(reg::builtin, id("llada21"), {}).editing_threshold == 0.5);
+    CHECK(reg::resolve(reg::builtin, id("llada21-s"), {}).threshold == 0.5);
+    CHECK(reg::resolve(reg::builtin, id("llada21-s"), {}).editing_threshold == 0.0);
+    CHECK(reg::resolve(reg::builtin, id("llada21"), {.editing_threshold = 0.8}).source_of(option::editing_threshold) == reg::source::user);
+    CHECK(reg::describe(reg::builtin, reg::resolve(reg::builtin, id("llada21-s"), {})) ==
+          "llada21-s: gen 128, block 32, threshold 0.5, editing threshold 0");
+    CHECK(refused([] { (void)reg::resolve(reg::builtin, id("llada2"), {.editing_threshold = 0.5}); }) == "editing_threshold");
     CHECK(reg::resolve(reg::builtin, id("llada"), {}, {48, 8}).steps == 48);  // in all: the generation length
     CHECK(reg::resolve(reg::builtin, id("sdar"), {}, {48, 8}).steps == 8);    // per block: the block length
     CHECK(reg::resolve(reg::builtin, id("llada"), {}).alg == reg::algorithm::maskgit_plus);

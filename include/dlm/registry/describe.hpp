@@ -44,6 +44,7 @@ template <class Table>
         }
     });
     if (a.takes(O::threshold)) out += ", threshold " + detail::number(s.threshold);
+    if (a.takes(O::editing_threshold)) out += ", editing threshold " + detail::number(s.editing_threshold);
     if (a.takes(O::temperature) && s.temperature > 0) out += ", temp " + detail::number(s.temperature);
     if (a.takes(O::top_k) && s.top_k > 0) out += ", top-k " + std::to_string(s.top_k);
     if (a.takes(O::top_p) && s.top_p < 1) out += ", top-p " + detail::number(s.top_p);

@@ -30,6 +30,8 @@ concept schedule_takes_threshold = requires(S s) { s.threshold = 0.5; } || requi
 template <class S>
 concept schedule_takes_eps = requires(S s) { s.eps = 0.5; };
 template <class S>
+concept schedule_takes_editing_threshold = requires(S s) { s.editing_threshold = 0.5; };
+template <class S>
 concept schedule_takes_alg_temp = requires(S s) { s.alg_temp = 0.5; };
 /// LLaDA's remasking (`mode`) or Dream's algorithm (`alg`).
 template <class S>
@@ -77,6 +79,7 @@ template <class D>
     }
     if constexpr (schedule_takes_threshold<S>) a.options.add(option::threshold);
     if constexpr (schedule_takes_eps<S>) a.options.add(option::eps);
+    if constexpr (schedule_takes_editing_threshold<S>) a.options.add(option::editing_threshold);
     if constexpr (schedule_takes_alg_temp<S>) a.options.add(option::alg_temp);
     if constexpr (schedule_remasks<S>) {
         a.options.add(option::algorithm);
@@ -122,6 +125,7 @@ template <class P>
     if constexpr (requires { p.threshold = 0.5; }) p.threshold = s.threshold;
     else if constexpr (requires { p.tau = 0.5; }) p.tau = s.threshold;
     if constexpr (schedule_takes_eps<P>) p.eps = s.eps;
+    if constexpr (schedule_takes_editing_threshold<P>) p.editing_threshold = s.editing_threshold;
     if constexpr (schedule_takes_alg_temp<P>) p.alg_temp = s.alg_temp;
     if constexpr (schedule_remasks<P>) p.mode = detail::remasking_of(s.alg);
     if constexpr (schedule_ranks_by_alg<P>) p.alg = detail::dream_alg_of(s.alg);
@@ -150,6 +154,7 @@ void read_policy_defaults(settings& s) {
     if constexpr (requires { sch.threshold + 0.0; }) s.threshold = sch.threshold;
     else if constexpr (requires { sch.tau + 0.0; }) s.threshold = sch.tau;
     if constexpr (schedule_takes_eps<typename P::schedule>) s.eps = sch.eps;
+    if constexpr (schedule_takes_editing_threshold<typename P::schedule>) s.editing_threshold = sch.editing_threshold;
     if constexpr (schedule_takes_alg_temp<typename P::schedule>) s.alg_temp = sch.alg_temp;
     if constexpr (schedule_remasks<typename P::schedule>) s.alg = detail::algorithm_of(sch.mode);
     if constexpr (schedule_ranks_by_alg<typename P::schedule>) s.alg = detail::algorithm_of(sch.alg);
@@ -158,7 +163,8 @@ void read_policy_defaults(settings& s) {
         s.top_k = smp.top_k;
         s.top_p = smp.top_p;
     }
-    for (option o : {option::threshold, option::eps, option::alg_temp, option::algorithm, option::temperature, option::top_k, option::top_p})
+    for (option o : {option::threshold, option::eps, option::alg_temp, option::algorithm, option::temperature, option::top_k, option::top_p,
+                     option::editing_threshold})
         s.set_source(o, source::preset, "the preset's policy default");
 }
 

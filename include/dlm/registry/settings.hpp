@@ -48,10 +48,12 @@ inline constexpr std::array<std::string_view, 5> algorithm_names = {"origin", "m
 }
 
 /// The options a preset's policies may have. gen_length and seed belong to every decode.
-enum class option { gen_length, block_length, steps, threshold, eps, alg_temp, algorithm, temperature, top_k, top_p, seed };
-inline constexpr std::size_t option_count = 11;
+/// editing_threshold is a revising schedule's (LLaDA 2.1's token editing: schedule/editing.hpp).
+enum class option { gen_length, block_length, steps, threshold, eps, alg_temp, algorithm, temperature, top_k, top_p, seed, editing_threshold };
+inline constexpr std::size_t option_count = 12;
 inline constexpr std::array<std::string_view, option_count> option_names = {
-    "gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed"};
+    "gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed",
+    "editing_threshold"};
 
 [[nodiscard]] constexpr std::string_view name_of(option o) noexcept { return option_names[static_cast<std::size_t>(o)]; }
 
@@ -89,6 +91,7 @@ struct choices {
     std::optional<index_t> top_k{};
     std::optional<float> top_p{};
     std::optional<std::uint64_t> seed{};
+    std::optional<double> editing_threshold{};
 
     /// The options set to a value that asks something of the policies. A neutral value of a
     /// sampling option (temperature 0, top_k 0, top_p 1) asks nothing, so every preset takes it.
@@ -105,6 +108,7 @@ struct choices {
         if (top_k && *top_k != 0) s.add(option::top_k);
         if (top_p && *top_p != 1.f) s.add(option::top_p);
         if (seed) s.add(option::seed);
+        if (editing_threshold) s.add(option::editing_threshold);
         return s;
     }
 };
@@ -151,6 +155,7 @@ struct settings {
     index_t top_k = 0;
     float top_p = 1.f;
     std::uint64_t seed = 0;
+    double editing_threshold = 0.5;
     std::array<source, option_count> sources{};  ///< indexed by option; value-initialized: user
     std::array<std::string, option_count> origins{};  ///< the key or the rule, in words ("" for the user's)
 

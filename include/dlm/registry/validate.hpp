@@ -42,6 +42,7 @@ template <class Table>
                       : o == option::eps                          ? "its schedule has no eps (Dream's timestep schedule has)"
                       : o == option::alg_temp                     ? "its schedule draws no slots with a temperature"
                       : o == option::algorithm                    ? "its schedule ranks slots by probability"
+                      : o == option::editing_threshold            ? "its schedule never edits a filled slot"
                                                                   : "it samples greedily";
     std::string where;
     for (std::size_t i = 0; i < Table::size; ++i)
@@ -129,6 +130,7 @@ template <class Table>
     keep(option::temperature, c.temperature);
     keep(option::top_k, c.top_k);
     keep(option::top_p, c.top_p);
+    keep(option::editing_threshold, c.editing_threshold);
     return c;
 }
 
@@ -163,6 +165,7 @@ template <class Table>
     user(option::top_k, s.top_k, c.top_k);
     user(option::top_p, s.top_p, c.top_p);
     user(option::seed, s.seed, c.seed);
+    user(option::editing_threshold, s.editing_threshold, c.editing_threshold);
     validate(t, s, c, name);
     return s;
 }

@@ -76,6 +76,7 @@ struct completion_request {
     index_t max_tokens = 0;                    ///< answer tokens at most
     index_t gen_length = 0;                    ///< canvas slots: max_tokens rounded up to whole blocks
     std::optional<double> temperature, top_p, threshold;
+    std::optional<double> editing_threshold;  ///< dlm extension: a revising schedule's (llada21)
     std::optional<index_t> top_k, steps, block_length;
     std::optional<std::uint64_t> seed;         ///< unset: the server's --seed
     std::vector<std::string> stop;
@@ -228,12 +229,15 @@ inline bool read_sampling_field(const std::string& key, const nlohmann::json& v,
     return true;
 }
 
-/// dlm's own fields (threshold, steps, block_length, stream_canvas): false when `key` is none of them.
+/// dlm's own fields (threshold, editing_threshold, steps, block_length, stream_canvas): false when `key`
+/// is none of them.
 inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, completion_request& r, const request_rules& rules) {
     if (key == "stream_canvas") {
         r.stream_canvas = boolean(key, v);
     } else if (key == "threshold") {
         r.threshold = number_in(key, v, 0, 1, true);
+    } else if (key == "editing_threshold") {
+        r.editing_threshold = number_in(key, v, 0, 1, false);
     } else if (key == "steps") {
         r.steps = static_cast<index_t>(integer_in(key, v, 1, 1 << 24));
     } else if (key == "block_length") {
@@ -314,7 +318,7 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
         } else {
             refuse(key, "unknown field (dlm-server reads model, " + std::string(kind == endpoint::chat ? "messages" : "prompt") +
                             ", max_tokens, temperature, top_p, top_k, seed, stop, stream, stream_options, n, user, and dlm's "
-                            "threshold, steps, block_length, stream_canvas)");
+                            "threshold, editing_threshold, steps, block_length, stream_canvas)");
         }
     }
     if (!has_input) refuse(kind == endpoint::chat ? "messages" : "prompt", "is required");
