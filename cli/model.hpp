@@ -87,12 +87,17 @@ struct preset_choice {
 };
 
 /// The preset of a model when --preset is not given: a natively block-causal family's own decoder
-/// (SDARForCausalLM and SDARMoeForCausalLM sdar, Fast_dLLM_QwenForCausalLM fast-dllm-v2, LLaDA2MoeModelLM llada2),
+/// (SDARForCausalLM and SDARMoeForCausalLM sdar, Fast_dLLM_QwenForCausalLM fast-dllm-v2, LLaDA2MoeModelLM llada2,
+/// or llada21 for a LLaDA 2.1 checkpoint: `token_editing`, io/decoding_keys.hpp),
 /// autoregressive for a causal Qwen2ForCausalLM, and cdlm, dlm's default, for the bidirectional
 /// LLaDA, Dream and LLaDA-MoE models (whose CDLM students the shipped models are). `source` names
 /// where the architecture was read (config.json, or a GGUF file's general.architecture).
-[[nodiscard]] inline preset_choice default_preset(io::architecture arch, const std::string& source) {
+[[nodiscard]] inline preset_choice default_preset(io::architecture arch, const std::string& source,
+                                                  const model_hint<bool>& token_editing = {}) {
     using A = io::architecture;
+    if (arch == A::llada2_moe && token_editing.value.value_or(false))
+        return {preset_named("llada21"), "the default for LLaDA 2.1 checkpoints (" + token_editing.origin + "): LLaDA2MoeModelLM decoded "
+                                         "with token editing, Quality mode; --preset llada21-s is Speedy, --preset llada2 LLaDA 2.0's decoder"};
     const std::string_view cls = io::architecture_class(arch);
     const preset_id p = arch == A::sdar || arch == A::sdar_moe ? preset_named("sdar")
                         : arch == A::fast_dllm_v2                 ? preset_named("fast-dllm-v2")
@@ -108,7 +113,8 @@ struct preset_choice {
 
 /// The model's default preset (default_preset of the architecture its config.json or GGUF file names).
 [[nodiscard]] inline preset_choice model_preset(const loaded_model& m) {
-    return default_preset(m.model.config().arch, io::is_gguf_path(m.dir) ? "general.architecture of the GGUF file" : "config.json architectures");
+    return default_preset(m.model.config().arch, io::is_gguf_path(m.dir) ? "general.architecture of the GGUF file" : "config.json architectures",
+                          m.model.config().decoding.token_editing);
 }
 
 /// The preset of a run: --preset when given, else `model_default` (model_preset). Throws

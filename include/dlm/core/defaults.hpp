@@ -51,6 +51,9 @@ struct decoding_hints {
     model_hint<index_t> block_length;  ///< config.json dlm_block_length (the block size the model was trained with)
     /// Tokens that end a chat turn without being EOS (<|eot_id|>, <|im_end|>); CD4LM defers them as EOS.
     model_hint<std::vector<token_id>> end_of_turn_ids;
+    /// The checkpoint is decoded with token editing (LLaDA 2.1; io/decoding_keys.hpp says how it is told
+    /// from LLaDA 2.0, whose architecture it shares): its default preset is llada21.
+    model_hint<bool> token_editing;
     std::string mask_id_origin;  ///< where the model's mask_id() comes from
     std::string eos_ids_origin;  ///< where the model's eos_ids() come from
 };

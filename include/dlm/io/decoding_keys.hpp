@@ -4,6 +4,8 @@
 //                           the model was trained to decode with); where mask_token_id and
 //                           eos_token_id came from
 //   generation_config.json  further eos_token_id entries (model_config.hpp adds them)
+//   either, or the folder   LLaDA 2.1's decoder keys editing_threshold / max_post_steps, or a folder
+//                           named for LLaDA2.1: the checkpoint edits tokens (token_editing_hint)
 //   tokenizer.json          end-of-turn tokens that are not EOS: <|eot_id|> (LLaDA, Llama 3),
 //                           <|im_end|> (ChatML: Qwen2, Dream)
 #pragma once
@@ -34,6 +36,34 @@ inline void read_length_hints(const config_reader& r, decoding_hints& h) {
     };
     read("dlm_gen_length", h.gen_length);
     read("dlm_block_length", h.block_length);
+}
+
+/// LLaDA 2.1 checkpoints have LLaDA 2.0's architecture and config keys (LLaDA2MoeModelLM, model_type
+/// llada2_moe): what tells them apart is how they are decoded. A config.json or generation_config.json
+/// that sets the 2.1 decoder's editing_threshold or max_post_steps marks a token-editing checkpoint.
+inline void read_token_editing_keys(const config_reader& r, decoding_hints& h) {
+    for (const char* key : {"editing_threshold", "max_post_steps"})
+        if (!h.token_editing.value && r.has(key)) h.token_editing = {true, r.source() + " key '" + key + "'"};
+}
+
+/// ... and so does a folder named for LLaDA 2.1: the folder itself (LLaDA2.1-mini), or the model of a
+/// Hugging Face cache snapshot (models--inclusionAI--LLaDA2.1-flash/snapshots/<hash>), whose name holds
+/// "llada2.1", "llada2_1", "llada2-1" or "llada21" in any case.
+inline void read_token_editing_folder(const std::filesystem::path& folder, decoding_hints& h) {
+    if (h.token_editing.value) return;
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::absolute(folder, ec).lexically_normal();
+    if (ec) dir = folder.lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();  // a trailing separator
+    std::filesystem::path named = dir.filename();
+    if (dir.parent_path().filename() == "snapshots") named = dir.parent_path().parent_path().filename();
+    std::string name = named.string();
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    for (std::string_view mark : {"llada2.1", "llada2_1", "llada2-1", "llada21"})
+        if (name.find(mark) != std::string::npos) {
+            h.token_editing = {true, "the folder name '" + named.string() + "'"};
+            return;
+        }
 }
 
 /// The ids of tokenizer.json's added tokens named in end_of_turn_tokens, except those in `eos`.

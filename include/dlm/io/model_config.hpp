@@ -12,7 +12,8 @@
 //   fast_dllm_v2  model_type "Fast_dLLM_Qwen", architectures ["Fast_dLLM_QwenForCausalLM"]: Fast-dLLM v2
 //          (NVlabs), the Qwen2.5 block trained block-causally; bd_size is its block length, the mask
 //          id defaults to 151665 (|<MASK>|).
-//   llada2_moe  model_type "llada2_moe", architectures ["LLaDA2MoeModelLM"]: LLaDA2.0 / 2.1 (inclusionAI),
+//   llada2_moe  model_type "llada2_moe", architectures ["LLaDA2MoeModelLM"]: LLaDA2.0 / 2.1 (inclusionAI; 2.1 is
+//               told apart by its decoder's keys or its folder name, decoding_keys.hpp),
 //          the Bailing-MoE v2 block: fused query_key_value, q/k RMSNorm, partial RoPE
 //          (partial_rotary_factor), a mixture-of-experts MLP after first_k_dense_replace dense layers
 //          (moe_config.hpp); mask id 156895 unless mask_token_id says otherwise.
@@ -475,6 +476,7 @@ inline void check_token(const std::string& source, const char* key, token_id id,
     if (c.arch == architecture::llada2_moe) detail::read_partial_rotary(r, c, 0.5);
     if (c.arch == architecture::lladamoe) detail::read_partial_rotary(r, c, 1.0);
     detail::read_length_hints(r, c.decoding);
+    if (c.arch == architecture::llada2_moe) detail::read_token_editing_keys(r, c.decoding);
     const bool mask_given = r.has("mask_token_id");
     c.decoding.mask_id_origin = mask_given ? source_name + " key 'mask_token_id'"
                                            : c.arch == architecture::qwen2
@@ -493,6 +495,7 @@ inline void add_generation_config(model_config& c, const nlohmann::json& generat
     if (!generation_config.is_object())
         throw file_error(source_name, "generation config is a JSON " + detail::json_kind(generation_config) + ", not an object");
     const detail::config_reader r(generation_config, source_name);
+    if (c.arch == architecture::llada2_moe) detail::read_token_editing_keys(r, c.decoding);
     bool added = false;
     for (const token_id id : r.token_list("eos_token_id")) {
         detail::check_token(source_name, "eos_token_id", id, c.vocab_size);
@@ -522,6 +525,7 @@ inline void add_generation_config(model_config& c, const nlohmann::json& generat
         add_generation_config(c, detail::parse_json_strict(detail::read_text_file(generation), gsource, "generation config"), gsource);
     }
     detail::read_end_of_turn_ids(folder / "tokenizer.json", c.eos_ids, c.vocab_size, c.decoding);
+    if (c.arch == architecture::llada2_moe) detail::read_token_editing_folder(folder, c.decoding);
     return c;
 }
 
