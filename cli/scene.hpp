@@ -48,6 +48,7 @@ inline constexpr rgb muted{0x66, 0x66, 0x66};
 inline constexpr rgb grid{0xcc, 0xcc, 0xcc};
 inline constexpr rgb earlier{0xe3, 0xe3, 0xe3};  ///< committed at an earlier forward
 inline constexpr rgb boundary{0xd6, 0x27, 0x28};  ///< block boundaries
+inline constexpr rgb edited{0x1f, 0x4f, 0xd6};    ///< the outline of a token-to-token edit (a revising schedule)
 inline constexpr rgb hatch_bg{0xf4, 0xf4, 0xf4};
 inline constexpr rgb hatch_fg{0x99, 0x99, 0x99};
 }  // namespace palette

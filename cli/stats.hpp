@@ -3,7 +3,8 @@
 // Definitions used by dlm-generate and dlm-eval (docs/cli.md):
 //   forwards            model forwards (NFE) of the sequence
 //   tokens per forward  slots committed by the schedule / forwards (the EOS fill after an early stop
-//                       is not committed, so it does not count)
+//                       is not committed, so it does not count; nor do a revising schedule's edits)
+//   edits               tokens a revising schedule replaced (llada21), shown when there are any
 //   latency             wall time of the decode (decoder::generate), without model loading,
 //                       tokenization, or the time --visual spends drawing
 //   tokens/s            answer tokens (the slots before the first EOS) / latency
@@ -81,10 +82,12 @@ struct summary {
 
 /// The statistics line of one decoded sequence:
 ///   cdlm: 9 forwards, steps per block [3 3 2 1], 2.67 tokens/forward, latency 3.21 ms, 7476.6 tokens/s (24 answer tokens)
+/// (a revising schedule adds ", N edits" after tokens/forward).
 [[nodiscard]] inline std::string stats_line(const settings& s, const sequence_result& r, double seconds) {
     const double tps = seconds > 0 ? static_cast<double>(r.answer_length) / seconds : 0.0;
+    const std::string edits = r.stats.edits > 0 ? ", " + std::to_string(r.stats.edits) + " edits" : std::string();
     return std::string(name_of(s.preset)) + ": " + std::to_string(r.stats.forwards) + " forwards, steps per block " +
-           format_steps(r.stats.steps_per_block) + ", " + fixed(r.stats.tokens_per_forward(), 2) + " tokens/forward, latency " +
+           format_steps(r.stats.steps_per_block) + ", " + fixed(r.stats.tokens_per_forward(), 2) + " tokens/forward" + edits + ", latency " +
            format_seconds(seconds) + ", " + fixed(tps, 1) + " tokens/s (" + std::to_string(r.answer_length) + " answer tokens)";
 }
 

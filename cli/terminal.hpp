@@ -40,6 +40,7 @@ inline constexpr std::string_view bold = "\x1b[1m";
 inline constexpr std::string_view dim = "\x1b[2m";
 inline constexpr std::string_view reverse = "\x1b[7m";
 inline constexpr std::string_view fresh = "\x1b[1;30;42m";  // bold black on green: committed at this step
+inline constexpr std::string_view edited = "\x1b[1;37;44m"; // bold white on blue: edited (revised) at this step
 inline constexpr std::string_view boundary = "\x1b[36m";    // cyan block boundaries
 inline constexpr std::string_view hide_cursor = "\x1b[?25l";
 inline constexpr std::string_view show_cursor = "\x1b[?25h";

@@ -2,7 +2,9 @@
 //
 // One panel per decode: generation slots across, forwards down (forward 1 at the top). The cell of
 // slot s in the row of the forward that committed it is coloured by the confidence p(token) it had
-// then; the slot's cells below are grey (committed earlier), above white (still masked). Red lines
+// then; the slot's cells below are grey (committed earlier), above white (still masked). A revising
+// schedule's edit (LLaDA 2.1's token editing) outlines the cell of the forward that replaced the
+// slot's token in blue, coloured by the new token's confidence. Red lines
 // mark block boundaries. Slots that an early stop filled with EOS without decoding them are hatched
 // in the last row. Panels of one picture share the vertical scale, so a decoder that needs fewer
 // forwards draws a shorter panel. Written as SVG, or as PNG (png.hpp) when built with libpng.
@@ -47,6 +49,21 @@ namespace detail {
     char b[32];
     std::snprintf(b, sizeof b, "%.2f", v);
     return b;
+}
+
+/// The edits of `run` (sequence_result::revisions) over its panel at x0: a cell in the row of the
+/// forward that made each, coloured by the new token's confidence and outlined in blue.
+inline void add_revisions(draw::scene& sc, const trace_run& run, double x0, double top, double cw, double ch, index_t forwards,
+                          draw::rgb (*colour)(double)) {
+    const auto& r = run.result;
+    for (const revision& e : r.revisions) {
+        const index_t slot = e.slot;
+        if (slot < 0 || slot >= static_cast<index_t>(r.tokens.size()) || e.forward < 0 || e.forward >= forwards) continue;
+        sc.rects.push_back({x0 + cw * static_cast<double>(slot), top + ch * static_cast<double>(e.forward), cw, ch, colour(e.confidence),
+                            draw::palette::edited, std::max(1.0, std::min(cw, ch) / 5), false,
+                            "slot " + std::to_string(slot) + ", forward " + std::to_string(e.forward + 1) + ": edited " +
+                                std::to_string(e.old_token) + " -> " + std::to_string(e.new_token) + ", p = " + fixed2(e.confidence)});
+    }
 }
 
 }  // namespace detail
@@ -114,6 +131,7 @@ namespace detail {
                                     "slot " + std::to_string(s) + ": EOS fill after the early stop"});
             }
         }
+        cli::detail::add_revisions(sc, run, x0, top, cw, ch, F, confidence_colour);
         sc.rects.push_back({x0, top, panel_w, h, std::nullopt, palette::muted, 1});
 
         // Block boundaries and the slot axis above the panel.
@@ -166,6 +184,11 @@ namespace detail {
     swatch({0, 0, 0, 0, palette::earlier}, "committed earlier");
     swatch({0, 0, 0, 0, palette::white}, "still masked");
     swatch({0, 0, 0, 0, std::nullopt, std::nullopt, 1, true}, "EOS fill after early stop");
+    if (std::any_of(runs.begin(), runs.end(), [](const trace_run& r) { return !r.result.revisions.empty(); })) {
+        swatch({0, 0, 0, 0, palette::white}, "token edited (outlined)");
+        sc.rects.back().stroke = palette::edited;  // swatch drew it as the last rectangle
+        sc.rects.back().stroke_width = 2;
+    }
     sc.lines.push_back({lx, ly - 4, lx + 16, ly - 4, palette::boundary, 1.5});
     sc.texts.push_back({lx + 24, ly, "block boundary", 10, anchor::start, false, palette::ink});
     ly += 20;

@@ -2,12 +2,14 @@
 //
 // On a terminal the canvas is redrawn in place after every forward (cursor up + clear, which xterm,
 // tmux and screen all understand): masked slots are a dim '·', the slots the forward just committed
-// are highlighted (bold on green), EOS is a dim '∎', and a cyan '|' marks each block boundary. A
+// are highlighted (bold on green), the slots it edited (a revising schedule, LLaDA 2.1) bold on blue,
+// EOS is a dim '∎', and a cyan '|' marks each block boundary. A
 // status line above says which forward, block and step it is. When stdout is not a terminal, each
 // forward prints one plain line instead:
 //     forward 3  block 1 step 3  +2 | 3 + 4 = [7][\n]____ | ________ |
 // (forwards, blocks and steps are counted from 1)
-// ('_' masked, [x] committed by this forward, '~' EOS, '\n' a newline inside a token).
+// ('_' masked, [x] committed by this forward, {x} edited by it (the count after "edit"), '~' EOS,
+// '\n' a newline inside a token).
 #pragma once
 
 #include <algorithm>
@@ -41,7 +43,7 @@ public:
         if (terminal_) {
             write(std::string(ansi::bold) + header + std::string(ansi::reset) + "\n" + std::string(ansi::hide_cursor));
         } else {
-            write("# " + header + "\n# one line per forward: _ masked, [x] committed by this forward, ~ EOS, | block boundary\n");
+            write("# " + header + "\n# one line per forward: _ masked, [x] committed by this forward, {x} edited by it, ~ EOS, | block boundary\n");
         }
         spent_ += seconds_since(t0);
     }
@@ -72,7 +74,7 @@ public:
 
 private:
     using clock = std::chrono::steady_clock;
-    enum class style { masked, fresh, committed, eos };
+    enum class style { masked, fresh, edited, committed, eos };
 
     static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
     void write(const std::string& s) { std::fwrite(s.data(), 1, s.size(), out_); }
@@ -100,10 +102,11 @@ private:
             const index_t p = l.prompt_length + g;
             const token_id t = ev.canvas[static_cast<std::size_t>(p)];
             const bool fresh = std::find(ev.committed.begin(), ev.committed.end(), p) != ev.committed.end();
+            const bool edited = std::find(ev.edited.begin(), ev.edited.end(), p) != ev.edited.end();
             if (t == mask_ && !fresh) {
                 out.push_back({fancy ? "·" : "_", style::masked, false});
             } else if (is_eos(t)) {
-                out.push_back({fancy ? "∎" : "~", fresh ? style::fresh : style::eos, false});
+                out.push_back({fancy ? "∎" : "~", fresh ? style::fresh : edited ? style::edited : style::eos, false});
             } else {
                 std::string s;
                 bool brk = false;
@@ -120,7 +123,7 @@ private:
                     }
                 }
                 if (s.empty()) s = fancy ? "∅" : "?";
-                out.push_back({s, fresh ? style::fresh : style::committed, brk});
+                out.push_back({s, fresh ? style::fresh : edited ? style::edited : style::committed, brk});
             }
         }
         return out;
@@ -134,11 +137,11 @@ private:
     std::string plain_line(const step_event& ev) {
         const canvas_layout& l = ev.layout;
         std::string s = "forward " + std::to_string(ev.forward + 1) + "  block " + std::to_string(ev.cursor.block + 1) + " step " +
-                        std::to_string(ev.cursor.step_in_block + 1) + "  +" + std::to_string(ev.committed.size()) + " |";
+                        std::to_string(ev.cursor.step_in_block + 1) + "  +" + std::to_string(ev.committed.size()) + (ev.edited.empty() ? "" : " edit " + std::to_string(ev.edited.size())) + " |";
         const auto cs = cells(ev, false);
         for (std::size_t g = 0; g < cs.size(); ++g) {
             if (g > 0 && boundary_at(l, g)) s += " | ";
-            s += cs[g].st == style::fresh ? "[" + cs[g].text + "]" : cs[g].text;
+            s += cs[g].st == style::fresh ? "[" + cs[g].text + "]" : cs[g].st == style::edited ? "{" + cs[g].text + "}" : cs[g].text;
         }
         return s + " |";
     }
@@ -155,7 +158,8 @@ private:
         std::vector<std::string> lines;
         lines.push_back(std::string(ansi::dim) + "forward " + std::to_string(ev.forward + 1) + "   block " + std::to_string(ev.cursor.block + 1) +
                         "/" + std::to_string(blocks) + "   step " + std::to_string(ev.cursor.step_in_block + 1) + "   +" +
-                        std::to_string(ev.committed.size()) + " committed   " + std::to_string(masked) + " masked" +
+                        std::to_string(ev.committed.size()) + " committed   " +
+                        (ev.edited.empty() ? std::string() : std::to_string(ev.edited.size()) + " edited   ") + std::to_string(masked) + " masked" +
                         std::string(ansi::reset));
         std::string line;
         int used = 0;
@@ -173,6 +177,7 @@ private:
                 put(" | ", ansi::boundary, 3);
             const cell& c = cs[g];
             const std::string_view sgr = c.st == style::fresh       ? ansi::fresh
+                                         : c.st == style::edited    ? ansi::edited
                                          : c.st == style::committed ? std::string_view{}
                                                                     : ansi::dim;
             put(c.text, sgr, display_width(c.text));

@@ -120,6 +120,11 @@ TEST_CASE("cli: without --preset the model's architecture picks it, and the flag
     CHECK(preset_of(A::sdar_moe) == cli::preset_named("sdar"));
     CHECK(preset_of(A::fast_dllm_v2) == cli::preset_named("fast-dllm-v2"));
     CHECK(preset_of(A::llada2_moe) == cli::preset_named("llada2"));
+    // LLaDA 2.1 shares LLaDA 2.0's architecture; what marks it (io/decoding_keys.hpp) makes llada21 the default.
+    const cli::preset_choice v21 = cli::default_preset(A::llada2_moe, "config.json architectures", {true, "the folder name 'LLaDA2.1-mini'"});
+    CHECK(v21.preset == cli::preset_named("llada21"));
+    CHECK(v21.reason.find("the default for LLaDA 2.1 checkpoints (the folder name 'LLaDA2.1-mini')") == 0);
+    CHECK(cli::default_preset(A::sdar, "config.json architectures", {true, "x"}).preset == cli::preset_named("sdar"));  // only for LLaDA2
     CHECK(preset_of(A::qwen2) == cli::preset_named("autoregressive"));
     for (const A a : {A::llada, A::dream, A::lladamoe}) CHECK(preset_of(a) == cli::preset_named("cdlm"));
     const cli::preset_choice sdar = cli::default_preset(A::sdar, "config.json architectures");
@@ -300,4 +305,31 @@ TEST_CASE("cli: the trace draws one coloured cell per committed slot, and valid 
     CHECK(svg.find("&apos;y&quot;&apos;") != std::string::npos);
     CHECK(cli::draw::hex(cli::draw::confidence_colour(0)) == "#440154");
     CHECK(cli::draw::hex(cli::draw::confidence_colour(1)) == "#fde725");
+}
+
+TEST_CASE("cli: the trace outlines each edit of a revising schedule in the row of its forward") {
+    cli::trace_run run;
+    run.label = "llada21";
+    run.block_length = 2;
+    auto& r = run.result;
+    r.tokens = {5, 9};
+    r.commit_forward = {0, 0};
+    r.commit_confidence = {0.9f, 0.5f};
+    r.revisions = {{11, 1, 6, 9, 1, 0.8f}};  // canvas position 11 (slot 1): 6 -> 9 at forward 1
+    r.stats.forwards = 3;
+    r.stats.committed = 2;
+    r.stats.edits = 1;
+    const std::vector<cli::trace_run> runs{run};
+    const auto sc = cli::trace_scene(runs, "title", "sub");
+    std::vector<const cli::draw::rect*> edits;
+    for (const auto& rect : sc.rects)
+        if (rect.stroke && cli::draw::hex(*rect.stroke) == cli::draw::hex(cli::draw::palette::edited) && !rect.tooltip.empty())
+            edits.push_back(&rect);
+    REQUIRE(edits.size() == 1);
+    CHECK(edits.front()->tooltip == "slot 1, forward 2: edited 6 -> 9, p = 0.80");
+    const std::string svg = cli::draw::to_svg(sc);
+    CHECK(svg.find("token edited (outlined)") != std::string::npos);  // the legend says what the outline is
+    // Without revisions there is neither outline nor legend entry.
+    run.result.revisions.clear();
+    CHECK(cli::draw::to_svg(cli::trace_scene(std::vector<cli::trace_run>{run}, "t", "s")).find("token edited") == std::string::npos);
 }
