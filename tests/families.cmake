@@ -58,6 +58,32 @@ cli_case("eval --preset llada2" dlm-eval
          ARGS "${_llada2}|--preset|llada2|--data|${DLM_TEST_DATA}/cli/eval.jsonl|-n|16|--block-length|8|--limit|2|--no-progress"
          EXPECT "forwards/problem")
 
+# LLaDA 2.1's token editing on the same folder: edits happen (--stats counts them) and the trace
+# outlines them (its SVG holds each edit's tooltip).
+# The random model is rarely sure enough for Quality mode's 0.5, so the case lowers the editing threshold.
+cli_case("generate --preset llada21: token editing, edits in --stats and in the --trace picture" dlm-generate
+         ARGS "${_llada2}|--preset|llada21|--editing-threshold|0.3|-p|Tom has 3 apples|-n|16|--block-length|8|--stats|--trace|${CMAKE_CURRENT_BINARY_DIR}/llada21_trace.svg"
+         EXPECT "llada21: [0-9]+ forwards, steps per block \\[[0-9 ]+\\], [0-9.]+ tokens/forward, [1-9][0-9]* edits"
+         SVG ${CMAKE_CURRENT_BINARY_DIR}/llada21_trace.svg)
+cli_case("generate --preset llada21-s --visual: edited slots in braces" dlm-generate
+         ARGS "${_llada2}|--preset|llada21-s|-p|Tom has 3 apples|-n|16|--block-length|8|--visual"
+         EXPECT "edit [1-9][0-9]* \\|.*\\{")
+cli_case("generate --editing-threshold is refused for a preset that never edits, naming it" dlm-generate
+         ARGS "${_llada2}|--preset|llada2|--editing-threshold|0.3|-p|x|-n|16|--block-length|8" RC 2
+         EXPECT "'--editing-threshold': does not apply to the llada2 preset \\(its schedule never edits a filled slot\\); it applies to llada21")
+# A LLaDA 2.1 checkpoint is told from 2.0 by its decoder's keys or its folder name (io/decoding_keys.hpp).
+set(_llada21_named ${CMAKE_CURRENT_BINARY_DIR}/LLaDA2.1-tiny)
+set(_llada21_keyed ${CMAKE_CURRENT_BINARY_DIR}/llada2_tiny_edit_keys)
+foreach(f IN ITEMS config.json model.safetensors)
+  configure_file(${DLM_TEST_DATA}/families/llada2_tiny/${f} ${_llada21_named}/${f} COPYONLY)
+  configure_file(${DLM_TEST_DATA}/families/llada2_tiny/${f} ${_llada21_keyed}/${f} COPYONLY)
+endforeach()
+foreach(f IN ITEMS tokenizer.json tokenizer_config.json)
+  configure_file(${DLM_TEST_DATA}/cli/${f} ${_llada21_named}/${f} COPYONLY)
+  configure_file(${DLM_TEST_DATA}/cli/${f} ${_llada21_keyed}/${f} COPYONLY)
+endforeach()
+file(WRITE ${_llada21_keyed}/generation_config.json "{\"editing_threshold\": 0.5, \"max_post_steps\": 16}\n")
+
 family_cli_model(lladamoe_tiny)
 cli_case("generate --preset llada on LLaDA-MoE: bidirectional mixture of experts" dlm-generate
          ARGS "-m|${CMAKE_CURRENT_BINARY_DIR}/lladamoe_tiny_cli|--preset|llada|-p|Tom has 3 apples|-n|16|--block-length|8|--stats"
@@ -80,6 +106,10 @@ default_preset_case("Fast-dLLM v2 folder decodes with fast-dllm-v2" ${_b}/fast_d
                     "preset: fast-dllm-v2, the default for Fast_dLLM_QwenForCausalLM%%fast-dllm-v2: [0-9]+ forwards")
 default_preset_case("LLaDA2 folder decodes with llada2" ${_b}/llada2_tiny_cli "|--block-length|8"
                     "preset: llada2, the default for LLaDA2MoeModelLM%%llada2: [0-9]+ forwards")
+default_preset_case("a folder named for LLaDA2.1 decodes with llada21" ${_llada21_named} "|--block-length|8"
+                    "preset: llada21, the default for LLaDA 2.1 checkpoints \\(the folder name 'LLaDA2.1-tiny'\\)%%llada21: [0-9]+ forwards")
+default_preset_case("a LLaDA2 folder whose generation_config sets editing_threshold decodes with llada21" ${_llada21_keyed} "|--block-length|8"
+                    "preset: llada21, the default for LLaDA 2.1 checkpoints \\(.*generation_config.json key 'editing_threshold'\\)")
 default_preset_case("LLaDA-MoE folder keeps cdlm" ${_b}/lladamoe_tiny_cli "|--block-length|8"
                     "preset: cdlm, the default for LLaDAMoEModelLM \\(config.json architectures\\), dlm's CDLM students' preset; --preset llada runs the family's reference decoder")
 default_preset_case("LLaDA folder keeps cdlm" ${_b}/cli_model "|--block-length|8" "preset: cdlm, the default for LLaDAModelLM%%cdlm: [0-9]+ forwards")

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 #include <tuple>
+
+#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -237,4 +239,27 @@ TEST_CASE("schedules that never revise record no revision") {
     CHECK(edited == 0);
     CHECK(r.revisions.empty());
     CHECK(r.stats.edits == 0);
+}
+
+TEST_CASE("a LLaDA2 folder is taken for LLaDA 2.1 by its decoder's keys or its name, never by its architecture alone") {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("dlm_test_editing_" + std::to_string(::getpid()));
+    const auto folder = [&](const fs::path& rel, const char* generation_config) {
+        const fs::path dir = root / rel;
+        fs::create_directories(dir);
+        fs::copy_file(fixture_dir / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+        if (generation_config) std::ofstream(dir / "generation_config.json") << generation_config;
+        return io::load_config(dir).decoding.token_editing;
+    };
+    const auto plain = folder("llada2_plain", nullptr);
+    CHECK_FALSE(plain.value.has_value());
+    const auto keyed = folder("llada2_keyed", R"({"eos_token_id": 297, "max_post_steps": 16})");
+    CHECK(keyed.value == true);
+    CHECK(keyed.origin.find("generation_config.json key 'max_post_steps'") != std::string::npos);
+    const auto named = folder("LLaDA2.1-mini", nullptr);
+    CHECK(named.value == true);
+    CHECK(named.origin == "the folder name 'LLaDA2.1-mini'");
+    CHECK(folder(fs::path("models--inclusionAI--LLaDA2.1-flash") / "snapshots" / "0123abcd", nullptr).value == true);
+    CHECK_FALSE(folder(fs::path("llada2.1-experiments") / "LLaDA2.0-mini", nullptr).value.has_value());  // a parent's name says nothing
+    fs::remove_all(root);
 }

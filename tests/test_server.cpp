@@ -376,6 +376,43 @@ TEST_CASE("server scheduler: requests joining a running batch get exactly their 
     CHECK(stats.queue_wait.count() == jobs.size());
 }
 
+TEST_CASE("server scheduler: under token editing the text stream holds final blocks only; the canvas stream shows the edits") {
+    using editing_t = decoder<scripted_model, aligned_block_diffusion_mask, prefix_cache, llada21_speedy_schedule, greedy_sampler>;
+    scripted_model m(32, mask_id, {eos_id}, false, dlm_test::context_hash());
+    editing_t d(m, aligned_block_diffusion_mask{8});
+    engine<editing_t> eng(d);
+    scheduler<engine<editing_t>> sched(eng, {.max_active = 2, .max_queue = 4});
+    auto j = std::make_shared<scheduler<engine<editing_t>>::job>();
+    j->prompt = {1, 2, 3, 4, 5, 6, 7, 8};  // whole blocks: the answer's blocks are [0, 8), [8, 16), [16, 24)
+    j->options.gen_length = 24;
+    j->want_updates = j->want_canvas = true;
+    std::vector<std::vector<token_id>> prefixes, canvases;  // what a streaming client was sent, update by update
+    REQUIRE(sched.submit(j));
+    {
+        std::unique_lock lock(j->m);
+        for (std::uint64_t v = 0; !j->ended(); v = j->version) {
+            j->wait_update(lock, v, clock::now() + std::chrono::seconds(10));
+            prefixes.push_back(j->prefix);
+            canvases.push_back(j->canvas);
+        }
+    }
+    REQUIRE(j->end == job_end::finished);
+    const auto& final_tokens = j->result->tokens;
+    REQUIRE(j->result->stats.edits > 0);  // the scripted model's choices change as the block fills
+    for (std::size_t k = 0; k < prefixes.size(); ++k) {
+        REQUIRE(prefixes[k].size() <= final_tokens.size());
+        CHECK(std::equal(prefixes[k].begin(), prefixes[k].end(), final_tokens.begin()));  // never retracted
+        if (k + 1 < prefixes.size()) CHECK(prefixes[k].size() % 8 == 0);               // whole, closed blocks
+    }
+    // Some canvas update showed a filled token that an edit later replaced: the opt-in canvas stream
+    // is the block in progress.
+    bool shown_then_edited = false;
+    for (const auto& c : canvases)
+        for (std::size_t g = 0; g < c.size() && g < final_tokens.size(); ++g)
+            shown_then_edited = shown_then_edited || (c[g] != mask_id && c[g] != final_tokens[g]);
+    CHECK(shown_then_edited);
+}
+
 TEST_CASE("server scheduler: a full queue refuses, a cancelled or late job ends alone, the engine refuses bad options") {
     // The model holds its forward while `gate` is set, so the test decides what happens between steps.
     std::atomic<bool> gate{false};

@@ -15,6 +15,7 @@
 #include "sampler/samplers.hpp"
 #include "schedule/cd4lm.hpp"
 #include "schedule/dream.hpp"
+#include "schedule/editing.hpp"
 #include "schedule/llada.hpp"
 #include "schedule/next_slot.hpp"
 #include "schedule/threshold.hpp"

@@ -59,7 +59,8 @@ enum class sequence_status {
 
 /// A revising schedule's replacement of a filled slot of the active block (a token-to-token edit).
 struct revision {
-    index_t position = 0;            ///< canvas position (the slot is position − prompt length)
+    index_t position = 0;            ///< canvas position
+    index_t slot = 0;                ///< generation slot (position − prompt length: its index in tokens)
     token_id old_token = no_token;   ///< the slot's token before the edit
     token_id new_token = no_token;   ///< its token after
     index_t forward = 0;             ///< the sequence's forward index of the step that edited it

@@ -52,7 +52,8 @@ void apply_writes(sequence_state<KvCache>& s, std::span<const slot_write> fills,
     };
     // Edits first: each is checked against the canvas before the step, which fills do not touch.
     for (const auto& w : edits) {
-        s.result.revisions.push_back({w.position, s.canvas[static_cast<std::size_t>(w.position)], w.token, forward, w.probability});
+        s.result.revisions.push_back(
+            {w.position, w.position - s.layout.prompt_length, s.canvas[static_cast<std::size_t>(w.position)], w.token, forward, w.probability});
         put(w);
         edited.push_back(w.position);
     }
