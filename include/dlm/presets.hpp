@@ -27,6 +27,8 @@ namespace dlm::presets {
 using dlm::cdlm_schedule;
 using dlm::llada21_schedule;
 using dlm::llada21_speedy_schedule;
+using dlm::cdlm_editing_schedule;
+using dlm::fast_dllm_editing_schedule;
 using dlm::llada2_schedule;
 using dlm::llada_sampler;
 using dlm::sdar_sampler;
@@ -91,6 +93,17 @@ using llada21 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada
 /// prediction is taken).
 template <class Model>
 using llada21_s = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_speedy_schedule, categorical_sampler>;
+
+/// dlm's CDLM decoder with LLaDA 2.1's token editing (an experiment on dlm's own models,
+/// docs/results.md): cdlm's mask, cache and sampler; fills above 0.9, edits above 0.9, up to 16
+/// edit-only forwards a block, stop after a block holding EOS.
+template <class Model>
+using cdlm_edit = decoder<Model, block_causal_mask, prefix_cache, cdlm_editing_schedule, greedy_sampler>;
+
+/// Fast-dLLM v1's decoder (semi-AR blocks, approximate prefix cache) with the same token editing (no
+/// early stop, as fast_dllm), for the bidirectionally trained teacher and CD4LM student.
+template <class Model>
+using fast_dllm_edit = decoder<Model, semi_ar_mask, approx_prefix_cache, fast_dllm_editing_schedule, llada_sampler>;
 
 /// Fast-dLLM v2 (Fast_dLLM_QwenForCausalLM.generate / batch_sample, use_block_cache off): the model's
 /// bd_size (32), prompt and blocks block-causal with the exact block cache, blocks aligned to

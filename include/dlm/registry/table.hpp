@@ -125,6 +125,8 @@ inline constexpr table builtin{
     preset<presets::fast_dllm_v2_block_cache>{"fast-dllm-v2-block-cache", "Fast-dLLM v2 with its approximate sub-block cache"},
     preset<presets::llada21>{"llada21", "LLaDA 2.1 Quality mode: llada2's blocks with token editing (fill > 0.7, edit > 0.5, 16 post steps)"},
     preset<presets::llada21_s>{"llada21-s", "LLaDA 2.1 Speedy mode: token editing with fill > 0.5, edit > 0.0, 16 post steps"},
+    preset<presets::cdlm_edit>{"cdlm-edit", "cdlm with LLaDA 2.1's token editing (fill > 0.9, edit > 0.9, 16 post steps): an experiment"},
+    preset<presets::fast_dllm_edit>{"fast-dllm-edit", "fast-dllm with LLaDA 2.1's token editing (fill > 0.9, edit > 0.9, 16 post steps): an experiment"},
 };
 // clang-format on
 

@@ -81,4 +81,16 @@ struct llada21_speedy_schedule : llada21_schedule {
 
 static_assert(revising_schedule<llada21_speedy_schedule> && unmask_schedule<llada21_speedy_schedule>);
 
+/// Token editing for dlm's own decoders (the cdlm-edit and fast-dllm-edit presets, docs/results.md):
+/// their threshold 0.9 for fills, 0.9 for edits, up to 16 edit-only forwards a block; CDLM stops after
+/// a block holding EOS, Fast-dLLM v1 does not.
+template <bool StopAtEos>
+struct threshold_editing_schedule : llada21_schedule {
+    constexpr threshold_editing_schedule() noexcept : llada21_schedule{0.9, 0.9, 16, 1, StopAtEos} {}
+};
+using cdlm_editing_schedule = threshold_editing_schedule<true>;
+using fast_dllm_editing_schedule = threshold_editing_schedule<false>;
+
+static_assert(revising_schedule<cdlm_editing_schedule> && unmask_schedule<fast_dllm_editing_schedule>);
+
 }  // namespace dlm
