@@ -1,7 +1,8 @@
 // dlm/engine/revision.hpp — applying one step's chosen writes to a sequence: fills of masked slots
 // and, for a revising schedule, edits of filled slots of the active block. The engine's apply step
 // calls it for every schedule (a schedule that never revises passes no edits), whoever chose the
-// writes (host sampling and selection, or a device's kernels), so revision stays one code path.
+// writes (the host stepper, or a device stepper's kernels), so revision stays one code path: a
+// device stepper that learns to edit hands its edits over as slot_commits too.
 #pragma once
 
 #include <span>
@@ -12,15 +13,9 @@
 #include "../core/result.hpp"
 #include "../schedule/concept.hpp"
 #include "sequence_state.hpp"
+#include "step.hpp"
 
 namespace dlm::detail {
-
-/// One write of a step: `token` into canvas position `position`, drawn with probability `probability`.
-struct slot_write {
-    index_t position = 0;
-    token_id token = no_token;
-    float probability = 0.f;
-};
 
 /// Writes `fills` (each must be a masked slot of the active block, at most once) and `edits` (each
 /// a filled generation slot of it, at most once, a different token) into sequence `s` at forward
@@ -28,23 +23,24 @@ struct slot_write {
 /// confidences of fills, revisions of edits, the counts. Throws dlm::contract_error naming `who`
 /// for a write that breaks these rules (the policy that chose it is broken; the sequence fails).
 template <class KvCache>
-void apply_writes(sequence_state<KvCache>& s, std::span<const slot_write> fills, std::span<const slot_write> edits, index_t forward,
+void apply_writes(sequence_state<KvCache>& s, std::span<const slot_commit> fills, std::span<const slot_commit> edits, index_t forward,
                   token_id mask_id, const char* who, std::vector<index_t>& committed, std::vector<index_t>& edited) {
     const index_t first = s.layout.first_slot(s.cursor.block), end = s.layout.block_end(s.cursor.block);
-    auto check = [&](const slot_write& w, bool fill) {
+    auto check = [&](const slot_commit& w, bool fill) {
         if (w.position < first || w.position >= end)
             throw contract_error(std::string(who) + ": a write to position " + std::to_string(w.position) +
                                  " outside the active block's slots [" + std::to_string(first) + ", " + std::to_string(end) + ")");
         const token_id now = s.canvas[static_cast<std::size_t>(w.position)];
         if (fill && now != mask_id)
-            throw contract_error(std::string(who) + ": the schedule chose position " + std::to_string(w.position) + " twice");
+            throw contract_error(std::string(who) + ": the schedule chose the slot at position " + std::to_string(w.position) +
+                                 ", which is not masked (chosen twice)");
         if (!fill && (now == mask_id || now == w.token || w.token == mask_id))
             throw contract_error(std::string(who) + ": an edit of position " + std::to_string(w.position) +
                                  " must replace a filled slot by another token");
     };
     for (const auto& w : fills) check(w, true);
     for (const auto& w : edits) check(w, false);
-    auto put = [&](const slot_write& w) {
+    auto put = [&](const slot_commit& w) {
         const auto at = static_cast<std::size_t>(w.position);
         s.canvas[at] = w.token;
         if (!s.uncond_canvas.empty()) s.uncond_canvas[at] = w.token;
@@ -59,7 +55,8 @@ void apply_writes(sequence_state<KvCache>& s, std::span<const slot_write> fills,
     }
     for (const auto& w : fills) {
         if (s.canvas[static_cast<std::size_t>(w.position)] != mask_id)
-            throw contract_error(std::string(who) + ": the schedule chose position " + std::to_string(w.position) + " twice");
+            throw contract_error(std::string(who) + ": the schedule chose the slot at position " + std::to_string(w.position) +
+                                 ", which is not masked (chosen twice)");
         put(w);
         const auto g = static_cast<std::size_t>(w.position - s.layout.prompt_length);
         s.result.commit_forward[g] = forward;
