@@ -28,7 +28,7 @@ const std::filesystem::path fixture_dir = std::filesystem::path(DLM_TEST_DATA) /
 const char* const trajectories[] = {"trajectory_llada21_quality.json",        "trajectory_llada21_speedy.json",
                                     "trajectory_llada21_edit_0.2.json",       "trajectory_llada21_two_post_steps.json",
                                     "trajectory_llada21_no_post_steps.json",  "trajectory_llada21_two_per_forward.json",
-                                    "trajectory_llada21_unaligned_prompt.json"};
+                                    "trajectory_llada21_unaligned_prompt.json", "trajectory_llada21_eos_stop.json"};
 
 nlohmann::json read_json(const std::filesystem::path& p) {
     std::ifstream f(p);
@@ -82,6 +82,7 @@ std::pair<std::vector<writes>, sequence_result> replay(transformer& m, const nlo
     std::vector<token_id> before;
     generation_options o{};
     o.gen_length = t.at("gen_length").get<index_t>();
+    if (t.at("params").contains("eos_id")) o.eos_ids = std::vector<token_id>{t.at("params").at("eos_id").get<token_id>()};
     sequence_result r = d.generate(t.at("prompt").get<tvec>(), o, [&](const step_event& ev) {
         writes w;
         for (index_t p : ev.committed) w.fills.emplace_back(p, ev.canvas[static_cast<std::size_t>(p)]);

@@ -19,7 +19,7 @@ Each trajectory records, for every forward of the reference generate(), the slot
 ("fills": [position, token]) and the filled slots it replaced ("edits": [position, old, new]), read
 from the canvas it passed to that forward and the canvas after it (the reference writes into views of
 one tensor; the view passed to the last forward is read after generate() returns), and the answer
-generate() returned (cut after the first EOS).
+generate() returned (cut after the first EOS; `eos_id` in a case's params, when there, is its EOS).
 
 Shims: those of tools/family_fixtures_common.py (transformers 5, no flash_attn on a CPU); the bf16
 block mask generate() builds is passed on as f32 (its entries are 0 and -inf either way); the mask id
@@ -86,7 +86,7 @@ def trajectory(model, prompt, params):
     model.forward = recorded
     try:
         with torch.no_grad():
-            answer = model.generate(prompt.clone(), mask_id=MASK, eos_id=EOS, **params)
+            answer = model.generate(prompt.clone(), mask_id=MASK, **dict({"eos_id": EOS}, **params))
     finally:
         del model.forward
     block = params["block_length"]
@@ -131,6 +131,8 @@ def main():
         ("llada21_two_per_forward", 2 * block, 3 * block, dict(base, threshold=0.95, editing_threshold=0.1, num_to_transfer=2)),
         # An 11-token prompt: block 1 [8, 16) holds 3 prompt tokens, which are never edited.
         ("llada21_unaligned_prompt", block + 3, 3 * block - 3, dict(base, threshold=0.5, editing_threshold=0.0)),
+        # The early stop: token 72, which the tiny model draws often, as EOS (eos_early_stop after a block).
+        ("llada21_eos_stop", 2 * block, 3 * block, dict(base, threshold=0.7, editing_threshold=0.5, eos_id=72)),
     ]
     for name, prompt_len, gen, params in cases:
         prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
