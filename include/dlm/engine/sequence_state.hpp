@@ -84,13 +84,6 @@ void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_co
                              std::to_string(s.cursor.step_in_block) + " forwards");
     }
 }
-/// The same for a schedule that never revises, from the masked slots left after the step.
-template <class KvCache, class Schedule>
-void advance(sequence_state<KvCache>& s, const Schedule& schedule, const step_context& ctx, std::size_t still_masked, token_id mask_id,
-             const char* who) {
-    static_assert(!revising_schedule<Schedule>, "dlm: a revising schedule's step is closed with a block_step (what it filled and edited)");
-    advance(s, schedule, ctx, block_step{1, static_cast<index_t>(still_masked), 0}, mask_id, who);
-}
 
 /// Ends a sequence with status failed, its error kept on its result: call it inside the handler of
 /// `why`. The other sequences of the batch go on (both decoders: one failure ends one sequence).
