@@ -19,6 +19,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
@@ -39,7 +40,14 @@ using namespace nb::literals;
 namespace dlm::python {
 namespace {
 
-using model_ptr = std::shared_ptr<cli::loaded_model>;
+/// A loaded model as Python holds it (shared by the engines made from it). Its forward uses the
+/// model's own scratch buffers, so forwards over one model run one at a time: every forward and step
+/// takes `forwards` (after releasing the GIL, so a Python schedule inside a step can take it back).
+struct py_model : cli::loaded_model {
+    explicit py_model(cli::loaded_model&& m) : cli::loaded_model(std::move(m)) {}
+    std::mutex forwards;
+};
+using model_ptr = std::shared_ptr<py_model>;
 
 /// A numpy array owning `v` (moved, not copied).
 template <class T>
@@ -62,7 +70,7 @@ model_ptr load(const std::string& path, const std::string& dtype) {
     if (!dtype.empty() && dtype != "f32" && dtype != "bf16" && dtype != "f16")
         throw invalid_parameter("dtype", "must be one of f32, bf16, f16 (or empty: as stored), got '" + dtype + "'");
     nb::gil_scoped_release unlocked;
-    return std::make_shared<cli::loaded_model>(cli::load_model(path, dtype));
+    return std::make_shared<py_model>(cli::load_model(path, dtype));
 }
 
 /// The logits of one forward over `tokens` (every row), under a causal or bidirectional mask, as a
@@ -76,6 +84,7 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> forward(const model_ptr& m, std::vect
     nb::capsule owner(logits, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
     {
         nb::gil_scoped_release unlocked;
+        const std::lock_guard one_at_a_time(m->forwards);
         using request = forward_request<cpu::transformer::kv_cache>;
         const request rq{tokens, canvas_layout{0, n, n, false}, forward_plan{0, n, 0, n, 0, 0, n}, nullptr};
         if (mask == "causal") m->model.forward(std::span<const request>(&rq, 1), causal_mask{}, std::span<float>(*logits));
@@ -125,6 +134,7 @@ public:
         std::vector<step_report> r;
         {
             nb::gil_scoped_release unlocked;
+            const std::lock_guard one_at_a_time(model_->forwards);
             r = eng_->step();
         }
         if (py_callable* fn = eng_->schedule_callable()) fn->reraise_pending();
@@ -177,24 +187,24 @@ const char* status_name(sequence_status s) {
 }
 
 void bind_model(nb::module_& m) {
-    nb::class_<cli::loaded_model>(m, "Model", "A loaded model (CPU transformer), its tokenizer and chat format.")
-        .def_prop_ro("path", [](const cli::loaded_model& x) { return x.dir.string(); })
-        .def_prop_ro("vocab_size", [](const cli::loaded_model& x) { return x.model.vocab_size(); })
-        .def_prop_ro("mask_id", [](const cli::loaded_model& x) { return x.model.mask_id(); })
-        .def_prop_ro("eos_ids", [](const cli::loaded_model& x) {
+    nb::class_<py_model>(m, "Model", "A loaded model (CPU transformer), its tokenizer and chat format.")
+        .def_prop_ro("path", [](const py_model& x) { return x.dir.string(); })
+        .def_prop_ro("vocab_size", [](const py_model& x) { return x.model.vocab_size(); })
+        .def_prop_ro("mask_id", [](const py_model& x) { return x.model.mask_id(); })
+        .def_prop_ro("eos_ids", [](const py_model& x) {
             const auto e = x.model.eos_ids();
             return std::vector<token_id>(e.begin(), e.end());
         })
-        .def_prop_ro("architecture", [](const cli::loaded_model& x) { return std::string(io::architecture_class(x.model.config().arch)); })
-        .def_prop_ro("default_preset", [](const cli::loaded_model& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); })
-        .def_prop_ro("has_chat_template", [](const cli::loaded_model& x) { return x.chat != io::chat_format::none; })
-        .def_prop_ro("weight_type", [](const cli::loaded_model& x) { return x.model.weight_type(); })
-        .def("encode", [](const cli::loaded_model& x, const std::string& text, bool chat) { return cli::encode_prompt(x, text, chat); },
+        .def_prop_ro("architecture", [](const py_model& x) { return std::string(io::architecture_class(x.model.config().arch)); })
+        .def_prop_ro("default_preset", [](const py_model& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); })
+        .def_prop_ro("has_chat_template", [](const py_model& x) { return x.chat != io::chat_format::none; })
+        .def_prop_ro("weight_type", [](const py_model& x) { return x.model.weight_type(); })
+        .def("encode", [](const py_model& x, const std::string& text, bool chat) { return cli::encode_prompt(x, text, chat); },
              "text"_a, "chat"_a = false)
-        .def("decode", [](const cli::loaded_model& x, const std::vector<token_id>& ids, bool skip_special) {
+        .def("decode", [](const py_model& x, const std::vector<token_id>& ids, bool skip_special) {
                  return x.tokenizer.decode(ids, skip_special);
              }, "tokens"_a, "skip_special"_a = true)
-        .def("answer_text", [](const cli::loaded_model& x, const sequence_result& r) { return cli::answer_text(x, r); }, "result"_a);
+        .def("answer_text", [](const py_model& x, const sequence_result& r) { return cli::answer_text(x, r); }, "result"_a);
     // Held by shared_ptr in Python so engines keep their model alive.
     m.def("load", &load, "path"_a, "dtype"_a = "");
     m.def("forward", &forward, "model"_a, "tokens"_a, "mask"_a = "bidirectional");

