@@ -9,5 +9,5 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 venv=${1:-build/venv-torch}
-"$here/setup-venv.sh" "$venv" "${TORCH_SPEC:-torch==2.15.0}" "${SAFETENSORS_SPEC:-safetensors==0.8.0}" "${NUMPY_SPEC:-numpy}" "${LM_EVAL_SPEC:-lm-eval==0.4.13}"
+"$here/setup-venv.sh" "$venv" "${TORCH_SPEC:-torch==2.15.0}" "${SAFETENSORS_SPEC:-safetensors==0.8.0}" "${NUMPY_SPEC:-numpy}"
 "$venv/bin/python" -c 'import torch; print(f"setup-torch-venv.sh: torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}")'
