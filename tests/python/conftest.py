@@ -12,7 +12,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def pytest_addoption(parser):
     parser.addoption("--models", default=str(ROOT / "models"), help="the shipped model folders (models/)")
-    parser.addoption("--dlm-generate", default=os.environ.get("DLM_GENERATE", ""), help="the dlm-generate program")
+    for program in ("dlm-generate", "dlm-eval", "dlm-server"):
+        parser.addoption(f"--{program}", default="", help=f"the {program} program")
+
+
+def program(request, name) -> str:
+    path = request.config.getoption(f"--{name}") or shutil.which(name) or ""
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip(f"no {name} to compare with (pass --{name} PATH)")
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -22,10 +30,17 @@ def models(request) -> Path:
 
 @pytest.fixture(scope="session")
 def dlm_generate(request) -> str:
-    path = request.config.getoption("--dlm-generate") or shutil.which("dlm-generate") or ""
-    if not path or not os.access(path, os.X_OK):
-        pytest.skip("no dlm-generate to compare with (pass --dlm-generate PATH)")
-    return path
+    return program(request, "dlm-generate")
+
+
+@pytest.fixture(scope="session")
+def dlm_eval(request) -> str:
+    return program(request, "dlm-eval")
+
+
+@pytest.fixture(scope="session")
+def dlm_server(request) -> str:
+    return program(request, "dlm-server")
 
 
 @pytest.fixture(scope="session")
