@@ -195,6 +195,7 @@ void bind_model(nb::module_& m) {
             const auto e = x.model.eos_ids();
             return std::vector<token_id>(e.begin(), e.end());
         })
+        .def_prop_ro("logits_shift", [](const py_model& x) { return x.model.logits_shift(); })
         .def_prop_ro("architecture", [](const py_model& x) { return std::string(io::architecture_class(x.model.config().arch)); })
         .def_prop_ro("default_preset", [](const py_model& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); })
         .def_prop_ro("has_chat_template", [](const py_model& x) { return x.chat != io::chat_format::none; })
