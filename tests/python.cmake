@@ -20,7 +20,7 @@ set(_py ${CMAKE_CURRENT_SOURCE_DIR}/python)
 add_test(NAME "python: pip builds the package's wheel and installs it into a venv"
          COMMAND ${_py}/install_package.sh build ${DLM_PYTHON_VENV} ${PROJECT_SOURCE_DIR})
 set_tests_properties("python: pip builds the package's wheel and installs it into a venv"
-                     PROPERTIES FIXTURES_SETUP dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 1200 RUN_SERIAL ON)
+                     PROPERTIES FIXTURES_SETUP dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 1200)
 # lm-evaluation-harness (PyPI lm-eval 0.4.x; its base install needs no torch) in a venv of its own, with the same wheel.
 set(DLM_LM_EVAL_VENV ${PROJECT_SOURCE_DIR}/build/venv-lm-eval CACHE PATH
     "Python venv with lm-eval and dlm's package for the harness tests (made by tests/python/install_package.sh)")
