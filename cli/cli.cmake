@@ -17,7 +17,7 @@ target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR})
 target_link_libraries(dlm_cli INTERFACE dlm::cpu_kernels)
 target_compile_definitions(dlm_cli INTERFACE DLM_DEFAULT_MODEL_DIR="${DLM_DEFAULT_MODEL_DIR}"
                                              DLM_DEFAULT_EVAL_DATA="${DLM_DEFAULT_EVAL_DATA}")
-target_compile_options(dlm_cli INTERFACE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wpedantic>)
+target_compile_options(dlm_cli INTERFACE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU,Clang>>:-Wall -Wextra -Wpedantic>)
 
 # PNG traces (--trace FILE.png) when libpng is installed (Debian: libpng-dev); SVG always.
 find_package(PNG QUIET)

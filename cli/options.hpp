@@ -99,6 +99,7 @@ struct options {
     double body_timeout = 60;              ///< seconds its body may take after them (then 408)
     double drain_timeout = 30;             ///< seconds in-flight requests get after SIGTERM before they are cancelled
     std::size_t prompt_cache_mib = 0;      ///< MiB of exact prompt K/V kept across requests (0: none; docs/server.md)
+    std::string device = "cpu";            ///< where the model runs: cpu, or cuda (a dlm-server built with CUDA; docs/server.md)
 
     /// The spelling the user gave each flag, by the flag's canonical name ("--steps" may have been
     /// given as "--diffusion-steps"), so later errors name the flag as it was typed.
@@ -313,6 +314,13 @@ struct flag {
          "keep the exact K/V of shared prompt blocks across requests, at most MIB MiB (default 0: none); presets with an exact "
          "KV cache only (autoregressive, cdlm, sdar, llada2, fast-dllm-v2)", S,
          [](options& o, auto f, auto v) { o.prompt_cache_mib = to_integer<std::size_t>(f, v, 0, std::size_t{1} << 20); }},
+        {"Server", "--device", "cpu|cuda",
+         "where the model runs (default cpu); cuda: on the GPU, the presets with a device step (autoregressive, llada, dream, "
+         "fast-dllm, cdlm, cd4lm) sampling and selecting there too (a dlm-server built with a CUDA compiler)", S,
+         [](options& o, auto f, auto v) {
+             if (v != "cpu" && v != "cuda") throw invalid_parameter(std::string(f), "must be cpu or cuda, got '" + std::string(v) + "'");
+             o.device = std::string(v);
+         }},
     };
     return table;
 }

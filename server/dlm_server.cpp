@@ -12,7 +12,8 @@
 // --timeout, --max-connections, --header-timeout, --body-timeout, --drain-timeout). The port is bound
 // and /health answers before the model loads; "listening on" is printed once requests are served.
 // SIGINT/SIGTERM drains (new requests 503, in-flight ones finish within --drain-timeout, then are
-// cancelled). Exit status: 0 after SIGINT/SIGTERM, 1 a dlm error (model, port, threads), 2 a bad flag.
+// cancelled). --device cuda runs the model on the GPU (server/serve_cuda.cu). Exit status: 0 after
+// SIGINT/SIGTERM, 1 a dlm error (model, port, threads, GPU), 2 a bad flag.
 #include <atomic>
 #include <csignal>
 #include <ctime>
@@ -25,57 +26,23 @@
 #include <dlm/registry/describe.hpp>
 #include <dlm/registry/table.hpp>
 
-#include "cli/model.hpp"
-#include "cli/options.hpp"
-#include "preset_rules.hpp"
-#include "routes.hpp"
+#include "serve.hpp"
+#ifdef DLM_SERVER_CUDA
+#include "serve_cuda.hpp"
+#endif
 
 namespace {
 
 using namespace dlm;
 
 server::http::server* running_server = nullptr;
-std::atomic<bool> serving{false};
+using server::serving;
 
 /// SIGINT/SIGTERM: before the model is loaded there is nothing to finish, so the process ends at
 /// once; after, the server drains (a second signal ends the grace period).
 extern "C" void on_signal(int) {
     if (!serving || !running_server) ::_exit(0);
     running_server->request_drain();
-}
-
-template <class Decoder>
-int serve(const cli::options& o, cli::loaded_model& m, const registry::settings& s, const std::string& model_id, server::http::server& http) {
-    Decoder dec = registry::make_decoder<Decoder>(m.model, s);
-    std::optional<engine<Decoder>> made;
-    try {
-        made.emplace(dec, prompt_cache_options{.bytes = static_cast<std::uint64_t>(o.prompt_cache_mib) << 20});
-    } catch (const invalid_parameter& e) {  // a prompt cache asked of a preset that cannot keep one exactly
-        std::cerr << "dlm-server: --prompt-cache: " << e.what() << '\n';
-        return 2;
-    }
-    engine<Decoder>& eng = *made;
-    server::metrics stats;
-    stats.model_name = model_id;
-    server::scheduler<engine<Decoder>> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
-                                             [threads = o.threads] { cli::set_threads(threads); });
-    const bool steps_given = o.was_given("--steps");
-    server::service<Decoder> svc{m,     s,     server::rules_for(s, steps_given, m.model.max_context(), model_id),
-                                 sched, stats, std::chrono::duration<double>(o.timeout),
-                                 static_cast<std::int64_t>(std::time(nullptr))};
-    svc.steps_given = steps_given;
-    server::add_routes(http, svc);
-    http.set_ready(true);
-    serving = true;
-    std::cout << "dlm-server: " << registry::describe(registry::builtin, s) << ", model " << model_id << ", listening on http://" << o.host << ":" << http.port()
-              << std::endl;
-    // Returns once a signal has asked for the drain and the requests in flight have finished (or
-    // been cancelled after --drain-timeout: stopping the scheduler ends them with an error).
-    http.wait_drained(std::chrono::duration<double>(o.drain_timeout), [&sched] { sched.stop(); });
-    sched.stop();
-    serving = false;  // a later signal ends the process at once
-    std::cerr << "dlm-server: stopped" << std::endl;
-    return 0;
 }
 
 /// The HTTP layer's bounds from the flags: every request waiting in the queue or the batch holds a
@@ -114,8 +81,17 @@ int run(const cli::options& o) {
     std::filesystem::path dir = std::filesystem::absolute(m.dir).lexically_normal();
     if (!dir.has_filename()) dir = dir.parent_path();
     const std::string model_id = !o.alias.empty() ? o.alias : dir.filename().string();
+    if (o.device == "cuda") {
+#ifdef DLM_SERVER_CUDA
+        return server::serve_on_cuda(o, m, s, model_id, http);
+#else
+        std::cerr << "dlm-server: --device cuda: this dlm-server was built without CUDA (CMake found no CUDA compiler); "
+                     "rebuild where nvcc works, or serve with --device cpu\n";
+        return 2;
+#endif
+    }
     return registry::visit<cpu::transformer>(registry::builtin, s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-        return serve<Decoder>(o, m, s, model_id, http);
+        return server::serve<Decoder>(o, m.model, m, s, model_id, http);
     });
 }
 

@@ -33,7 +33,8 @@ set_tests_properties("test_cuda: cache (DLM_CUDA_SYNC=1)" PROPERTIES SKIP_RETURN
 
 foreach(_case IN ITEMS "cuda_exact_cache_bidirectional|an exact KV cache needs a mask under which committed keys and values are final"
                        "cuda_unsupported_schedule|this schedule has no device implementation"
-                       "cuda_unsupported_sampler|this sampler has no device implementation")
+                       "cuda_unsupported_sampler|this sampler has no device implementation"
+                       "cuda_block_causal_preset|the hook dlm::cuda::device_schedule<Schedule> (prepare on the host, select on the device) is missing")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _expect)

@@ -66,6 +66,16 @@ if(Python3_Interpreter_FOUND)
                        PROPERTIES LABELS "server;scaleout" SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL ON)
 endif()
 
+# dlm-server --device cuda (tests/server/cuda_test.py): on a GPU, presets with and without a device step
+# answer batched requests as they answer alone; skipped, saying why, without a GPU or a CUDA build.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME "server: --device cuda serves the model on the GPU, batched answers equal to alone"
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/cuda_test.py
+                   --server $<TARGET_FILE:dlm-server> --model ${DLM_MODELS_DIR}/cdlm)
+  set_tests_properties("server: --device cuda serves the model on the GPU, batched answers equal to alone"
+                       PROPERTIES LABELS "server;cuda" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL ON)
+endif()
+
 # The prompt cache through the server (tests/server/prompt_cache_test.py): the same answers with and
 # without --prompt-cache, its hits and bytes in /metrics, and the refusal for a preset without exact K/V.
 if(Python3_Interpreter_FOUND)

@@ -2,6 +2,7 @@
 // decoding (dlm::cuda::device_decoder) equal to host-side decoding (dlm::decoder) on the same GPU model.
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "cuda_test_util.cuh"
 
@@ -154,6 +155,69 @@ TEST_SUITE("presets") {
         const std::size_t before = with.graph_replays();
         check_same_tokens(with.generate(std::span<const tvec>(prompts), {48, 5}), a);
         CHECK(with.graph_replays() > before);
+    }
+
+    TEST_CASE("the engine steps on the device as on the host: sequences joining mid-batch, their own policies, guidance, cancel") {
+        auto g = gpu32::load(models_dir / "llada_tiny");
+        using P = presets::llada<gpu32>;
+        using D = dlm::cuda::device_decoder_t<P>;
+        const presets::llada_sampler hot(0.7f);
+        P on_host(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot);
+        D on_device(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot);
+        // One script of adds, steps and a cancel; what each sequence decoded, and the prefixes streamed.
+        const auto run = [](auto& dec) {
+            dlm::engine e(dec);
+            typename decltype(e)::policies own;
+            own.mask = semi_ar_mask{16};
+            own.schedule = llada_schedule{16};
+            own.sampler = presets::llada_sampler(0.f);
+            generation_options guided{32, 3};
+            guided.cfg_scale = 1.0;
+            std::vector<std::uint64_t> ids{e.add({5, 17, 42, 7}, {32, 1}), e.add({11, 12, 250}, guided)};
+            std::map<std::uint64_t, sequence_result> done;
+            std::vector<std::vector<token_id>> streamed;
+            for (int step = 1; !e.idle(); ++step) {
+                e.step();
+                if (step == 2) ids.push_back(e.add({8, 9, 10, 11, 12}, {32, 7}, own));
+                if (step == 3) ids.push_back(e.add({99, 98}, {32, 2}));
+                if (step == 5) e.cancel(ids[3]);
+                for (const auto id : ids)
+                    if (done.find(id) == done.end()) {
+                        const auto p = e.committed_prefix(id);
+                        streamed.emplace_back(p.begin(), p.end());
+                    }
+                for (auto& [id, r] : e.take_finished()) done.emplace(id, std::move(r));
+            }
+            return std::pair(std::move(done), std::move(streamed));
+        };
+        const auto [host, host_streamed] = run(on_host);
+        const auto [device, device_streamed] = run(on_device);
+        REQUIRE(host.size() == 4);
+        REQUIRE(device.size() == 4);
+        for (const auto& [id, r] : host) {
+            CAPTURE(id);
+            const sequence_result& d = device.at(id);
+            CHECK(d.status == r.status);
+            CHECK(d.tokens == r.tokens);
+            CHECK(d.commit_forward == r.commit_forward);
+            CHECK(d.stats.forwards == r.stats.forwards);
+        }
+        CHECK(device.at(3).cancelled());
+        CHECK(device_streamed == host_streamed);
+        CHECK(device.at(2).stats.steps_per_block == std::vector<index_t>{8, 8});  // its own blocks of 16, 16 steps
+    }
+
+    TEST_CASE("the device decoder refuses by name what its kernels do not implement") {
+        auto g = gpu32::load(models_dir / "llada_tiny");
+        using D = dlm::cuda::device_decoder_t<presets::llada<gpu32>>;
+        D d(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32});
+        dlm::engine e(d);
+        typename decltype(e)::policies filtered;
+        filtered.sampler = presets::llada_sampler(0.8f, 5);
+        CHECK_THROWS_WITH_AS((void)e.add({5, 6}, {32, 1}, filtered), doctest::Contains("top_k"), invalid_parameter);
+        CHECK(e.idle());  // nothing was queued
+        CHECK_THROWS_WITH_AS(D(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, presets::llada_sampler(0.8f, 0, 0.9f)),
+                             doctest::Contains("top_p"), invalid_parameter);
     }
 
     TEST_CASE("the step callback sees the same events and can cancel") {

@@ -167,3 +167,21 @@ TEST_CASE("cd4lm defaults: tau 0.95, 1-32 tokens, EOS guard 0.3, blocks of 32") 
     const auto r = d.generate(prompt, {8, 0});
     CHECK(r.sequences[0].commit_forward == ivec{0, 1, 2, 3, 3, 3, 3, 3});
 }
+
+TEST_CASE("the aligned block presets decode a shifted model whose prompt is shorter than one block") {
+    // Aligned blocks put a 3-token prompt inside block 0, so the row before the block is row -1: the
+    // plans start at row 0 instead (a prompt row), and every slot is still decoded.
+    const tvec answer{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 4, 5, 6};
+    const std::vector<double> conf(answer.size(), 0.95);
+    auto m = model(answer, conf, true);
+    presets::fast_dllm_v2<scripted_model> v2(m, aligned_block_diffusion_mask{8});
+    const auto r = v2.generate(prompt, {13, 0});
+    CHECK(r.sequences[0].tokens == answer);
+    auto c = model(answer, conf, true);
+    presets::fast_dllm_v2_block_cache<scripted_model> cached(c, aligned_block_diffusion_mask{8});
+    CHECK(cached.generate(prompt, {13, 0}).sequences[0].tokens == answer);
+    auto s = model(answer, conf, true);
+    presets::sdar<scripted_model> sdar(s, aligned_block_diffusion_mask{8});
+    CHECK(sdar.generate(prompt, {13, 0}).sequences[0].tokens == answer);
+    for (const auto& f : m.log()) CHECK(f[0].logits_begin >= 0);
+}

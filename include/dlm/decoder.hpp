@@ -7,7 +7,7 @@
 // token and confidence for each masked slot of the active block (Sampler), commit some of them
 // (Schedule), and move to the next block when the active one has no masked slot left. The loop itself
 // is dlm::engine (engine.hpp, the layer below); the decoder names the policies, checks at compile time
-// that they fit, and generate() runs an engine to the end.
+// that they fit, and generate() (detail::generate_api) runs an engine with the host stepper to the end.
 #pragma once
 
 #include <algorithm>
@@ -31,7 +31,7 @@
 namespace dlm {
 
 template <class Model, class Mask, class Cache, class Schedule, class Sampler>
-class decoder {
+class decoder : public detail::generate_api<decoder<Model, Mask, Cache, Schedule, Sampler>> {
     // Sentence-style checks: a policy missing a hook fails here, where the decoder is named, with the
     // name of the hook.
     static_assert(model_has_traits<Model>,
@@ -80,38 +80,6 @@ public:
     [[nodiscard]] const Schedule& schedule() const noexcept { return schedule_; }
     [[nodiscard]] const Sampler& sampler() const noexcept { return sampler_; }
     [[nodiscard]] Model& model() const noexcept { return *model_; }
-
-    /// Decode a batch of prompts. Sequences may have different prompt lengths; each advances through
-    /// its own blocks, all active sequences sharing every batched forward. Every parameter is checked
-    /// before the first forward (dlm::invalid_parameter names the one that is wrong). A sequence that
-    /// fails (NaN/Inf logits, a policy breaking its contract) ends alone, with status failed and the
-    /// error on its result; the others finish normally.
-    decode_result generate(std::span<const std::vector<token_id>> prompts, const generation_options& options,
-                           const step_callback& on_step = {}) {
-        const auto clock_start = std::chrono::steady_clock::now();
-        engine<decoder> e(*this);
-        const std::vector<std::uint64_t> ids = e.add_batch(prompts, options);
-        while (!e.idle()) e.step(on_step);
-        decode_result out;
-        out.stats = e.stats();
-        const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
-        out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
-        out.sequences.resize(ids.size());
-        for (auto& [id, result] : e.take_finished()) out.sequences[static_cast<std::size_t>(id - ids.front())] = std::move(result);
-        return out;
-    }
-
-    /// A single prompt. Its failure, having no other sequence to spare, is thrown (typed).
-    sequence_result generate(const std::vector<token_id>& prompt, const generation_options& options,
-                             const step_callback& on_step = {}) {
-        sequence_result r = std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
-        r.rethrow_if_failed();
-        return r;
-    }
-
-    /// A schedule that leaves a block unfinished after this many forwards per slot is broken; the
-    /// decoder throws dlm::contract_error instead of looping forever.
-    static constexpr index_t max_steps_per_slot = detail::max_steps_per_slot;
 
 private:
     Model* model_;

@@ -10,11 +10,14 @@
 //       for (auto& [done, result] : eng.take_finished()) ...
 //   }
 //
-// It is the one decoding loop of the host decoder: `decoder::generate` (decoder.hpp, the layer above)
-// adds its prompts, steps until idle and takes the results. `Decoder` is any type with the decoder's
-// policy types and accessors (model(), mask(), cache(), schedule(), sampler()). A sequence decodes the
-// same alone, in any batch, and whenever it joins, as long as the model's forward is batch-invariant
-// (dlm's CPU transformer is; docs/determinism.md).
+// It is the one decoding loop of every backend: `decoder::generate` (decoder.hpp, the layer above) and
+// dlm::cuda::device_decoder's generate add their prompts, step until idle and take the results
+// (detail::generate_api below). `Decoder` is any type with the decoder's policy types and accessors
+// (model(), mask(), cache(), schedule(), sampler()); what differs between backends is only its
+// stepper (engine/step.hpp): how one step turns the plans and a forward into commits — on the host
+// (engine/host_stepper.hpp, the default) or on the GPU (`Decoder::stepper_type`, dlm/cuda). A sequence
+// decodes the same alone, in any batch, and whenever it joins, as long as the model's forward is
+// batch-invariant (dlm's CPU transformer is; docs/determinism.md).
 // Single-threaded: one owner thread calls every member.
 #pragma once
 
@@ -33,8 +36,10 @@
 #include "cache/prompt_cache.hpp"
 #include "core/error.hpp"
 #include "core/result.hpp"
+#include "engine/host_stepper.hpp"
 #include "engine/prepare.hpp"
 #include "engine/sequence_state.hpp"
+#include "engine/step.hpp"
 #include "model/concept.hpp"
 #include "sampler/concept.hpp"
 #include "schedule/concept.hpp"
@@ -48,6 +53,17 @@ template <class Decoder>
 inline constexpr bool supports_prompt_cache = reuses_exact_kv<typename Decoder::cache_type>() &&
                                               mask_has_prompt_blocks<typename Decoder::mask_type> &&
                                               model_has_kv_copy<typename Decoder::model_type>;
+
+/// The stepper an engine of this decoder runs: the decoder's `stepper_type`, else the host's.
+template <class Decoder>
+struct stepper_of {
+    using type = host_stepper<Decoder>;
+};
+template <class Decoder>
+    requires requires { typename Decoder::stepper_type; }
+struct stepper_of<Decoder> {
+    using type = typename Decoder::stepper_type;
+};
 }  // namespace detail
 
 template <class Decoder>
@@ -59,6 +75,7 @@ public:
     using schedule_type = typename Decoder::schedule_type;
     using sampler_type = typename Decoder::sampler_type;
     using sequence_id = std::uint64_t;
+    using stepper_type = typename detail::stepper_of<Decoder>::type;
 
     /// Per-sequence policy options; an unset one is the decoder's. The mask's only per-sequence
     /// option is its block length (semi_ar_mask{8}); the schedule's are its threshold or steps, the
@@ -82,7 +99,7 @@ public:
     /// exact K/V of prompt prefixes shared across the sequences added, answers unchanged. A decoder
     /// that cannot reuse K/V exactly (no cache, an approximate cache, a bidirectional mask, a model
     /// without copy_kv) throws dlm::invalid_parameter naming prompt_cache_bytes.
-    explicit engine(Decoder& d, const prompt_cache_options& prompt_cache = {}) : dec_(&d) {
+    explicit engine(Decoder& d, const prompt_cache_options& prompt_cache = {}) : dec_(&d), stepper_(d) {
         if (prompt_cache.bytes == 0) return;
         if constexpr (detail::supports_prompt_cache<Decoder>) pcache_.emplace(d.model(), prompt_cache);
         else
@@ -100,14 +117,14 @@ public:
         const schedule_type& schedule = p.schedule ? *p.schedule : dec_->schedule();
         const sampler_type& sampler = p.sampler ? *p.sampler : dec_->sampler();
         sampler_validate(sampler);
-        auto states = prepare(mask, schedule, std::span<const std::vector<token_id>>(&prompt, 1), options);
+        auto states = prepare(mask, schedule, sampler, std::span<const std::vector<token_id>>(&prompt, 1), options);
         return enqueue(std::move(states.front()), options, schedule, sampler);
     }
 
     /// Queues a batch, checked and seeded exactly as decoder::generate does (sequence i of `prompts`
     /// gets sequence_seed(options.seed, i) unless options.seeds is given). Returns consecutive ids.
     std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
-        auto states = prepare(dec_->mask(), dec_->schedule(), prompts, options);
+        auto states = prepare(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options);
         std::vector<sequence_id> ids;
         ids.reserve(states.size());
         for (auto& s : states) ids.push_back(enqueue(std::move(s), options, dec_->schedule(), dec_->sampler()));
@@ -133,15 +150,16 @@ public:
         events_.clear();
         const auto t0 = clock::now();
         const double model_before = stats_.model_seconds;
-        plan_all();
+        const std::size_t rows = plan_all();
         if (!batch_.empty()) {
             const auto t_forward = clock::now();
-            dec_->model().forward(std::span<const forward_request<kv_type>>(requests_), dec_->mask(), std::span<float>(logits_));
+            stepper_.forward(std::span<const forward_request<kv_type>>(requests_), std::span<const input>(inputs_), rows);
             stats_.model_seconds += seconds_since(t_forward);
             ++stats_.forwards;
             if constexpr (detail::supports_prompt_cache<Decoder>)  // the prompt blocks this forward made final go into it
                 if (pcache_)
-                    for (const auto& [e, plan] : batch_) pcache_->after_forward(e->cached, plan, e->st.canvas, *e->st.kv);
+                    for (std::size_t i = 0; i < batch_.size(); ++i)
+                        pcache_->after_forward(batch_[i]->cached, inputs_[i].plan, batch_[i]->st.canvas, *batch_[i]->st.kv);
             in_step_ = true;
             step_all(on_step);
             in_step_ = false;
@@ -183,6 +201,7 @@ public:
 private:
     using kv_type = typename model_type::kv_cache;
     using sequence = detail::sequence_state<kv_type>;
+    using input = detail::step_input<kv_type, schedule_type, sampler_type>;
     using clock = std::chrono::steady_clock;
     static constexpr const char* who = "dlm::decoder";
 
@@ -200,10 +219,14 @@ private:
 
     static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
-    std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, std::span<const std::vector<token_id>> prompts,
-                                  const generation_options& o) {
-        return detail::prepare_batch<kv_type, decoder_type::cache_type::needs_storage>(dec_->model(), mask, schedule, prompts, o,
-                                                                                      detail::cfg_refusal<typename decoder_type::cache_type>());
+    /// The checked states of a batch, each one also admitted by the stepper (a backend refuses, naming
+    /// the option, what it cannot run) before any is queued.
+    std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
+                                  std::span<const std::vector<token_id>> prompts, const generation_options& o) {
+        auto states = detail::prepare_batch<kv_type, decoder_type::cache_type::needs_storage>(
+            dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>());
+        for (const sequence& s : states) stepper_.admit(s, schedule, sampler);
+        return states;
     }
 
     sequence_id enqueue(sequence&& s, const generation_options& o, const schedule_type& schedule, const sampler_type& sampler) {
@@ -223,9 +246,12 @@ private:
     /// Ends a sequence with status failed; called inside the handler of `why`.
     static void fail(entry& e, const error& why) { detail::fail(e.st, why); }
 
-    /// Plans every running sequence's forward (a broken plan fails that sequence) and sizes the logits.
-    void plan_all() {
+    /// Plans every running sequence's forward (a broken plan fails that sequence) and lays out the
+    /// batch: one request per sequence (two with guidance), its step input, its logits rows. Returns
+    /// the number of logits rows.
+    std::size_t plan_all() {
         batch_.clear();
+        inputs_.clear();
         requests_.clear();
         std::size_t rows = 0;
         for (auto& e : running_) {
@@ -240,103 +266,69 @@ private:
                 fail(*e, x);
                 continue;
             }
-            const bool cfg = e->cfg_factor > 0.f;
+            const decoding_settings& settings = s.result.settings;
+            const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
+                                   settings.seed.value, settings.eos_ids.value, settings.end_of_turn_ids.value};
+            inputs_.push_back({&s, plan, ctx, &e->schedule, &e->sampler, e->cfg_factor, rows, static_cast<index_t>(e->id & 0x7fffffffu)});
             requests_.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
             // LLaDA's classifier-free guidance: the same forward on the canvas with the prompt masked.
-            if (cfg) requests_.push_back({s.uncond_canvas, s.layout, plan, s.uncond_kv ? &*s.uncond_kv : nullptr});
-            batch_.push_back({e.get(), plan});
-            rows += static_cast<std::size_t>(plan.logits_rows()) * (cfg ? 2 : 1);
+            if (e->cfg_factor > 0.f) requests_.push_back({s.uncond_canvas, s.layout, plan, s.uncond_kv ? &*s.uncond_kv : nullptr});
+            batch_.push_back(e.get());
+            rows += inputs_.back().rows();
         }
-        logits_.resize(rows * static_cast<std::size_t>(dec_->model().vocab_size()));
+        return rows;
     }
 
+    /// After the forward, each sequence's step in the order they were added: the stepper chooses its
+    /// commits, the engine applies them; then `on_step`.
     void step_all(const step_callback& on_step) {
-        const auto vocab = static_cast<std::size_t>(dec_->model().vocab_size());
-        std::size_t row_offset = 0;
-        for (const auto& [e, plan] : batch_) {
-            const bool cfg = e->cfg_factor > 0.f;
-            const std::size_t n = static_cast<std::size_t>(plan.logits_rows()) * vocab;
-            const std::span<float> cond(logits_.data() + row_offset, n);
-            row_offset += n * (cfg ? 2 : 1);
-            if (e->cancelled) continue;  // cancelled by an earlier sequence's callback in this step
-            if (cfg) {  // logits = un + (cfg_scale + 1) * (cond - un), as LLaDA's generate()
-                const float* un = cond.data() + n;
-                for (std::size_t k = 0; k < n; ++k) cond[k] = un[k] + e->cfg_factor * (cond[k] - un[k]);
-            }
-            events_.push_back({e->id, {}, false});
+        for (std::size_t i = 0; i < batch_.size(); ++i) {
+            entry& e = *batch_[i];
+            if (e.cancelled) continue;  // cancelled by an earlier sequence's callback in this step
+            events_.push_back({e.id, {}, false});
             try {
-                step_one(*e, plan, cond, events_.back().committed);
+                commits_.clear();
+                stepper_.choose(i, inputs_[i], commits_);
+                apply(e, inputs_[i], events_.back().committed);
             } catch (const error& x) {  // one failure ends its own sequence only
-                fail(*e, x);
+                fail(e, x);
             }
             if (on_step) {
-                const step_event ev{static_cast<index_t>(e->id & 0x7fffffffu), e->st.result.stats.forwards - 1, stepped_, e->st.layout,
-                                    e->st.canvas, events_.back().committed, &e->st.result};
-                if (!e->st.result.failed() && on_step(ev) == step_action::cancel)
+                const step_event ev{inputs_[i].index, e.st.result.stats.forwards - 1, stepped_, e.st.layout,
+                                    e.st.canvas, events_.back().committed, &e.st.result};
+                if (!e.st.result.failed() && on_step(ev) == step_action::cancel)
                     for (auto& other : running_)
                         if (!other->st.done) other->cancelled = true;
             }
         }
     }
 
-    /// One sequence's step after a forward: sample every masked slot of its active block from `logits`
-    /// (its logits rows), let the schedule choose, commit, advance. Throws dlm::numeric_error or
-    /// dlm::contract_error for this sequence alone.
-    void step_one(entry& e, const forward_plan& plan, std::span<const float> logits, std::vector<index_t>& committed) {
+    /// Applies one sequence's chosen commits (commits_) to its canvas and result, counts the step and
+    /// advances its block. Throws dlm::contract_error for a slot chosen that is not masked (chosen twice).
+    void apply(entry& e, const input& in, std::vector<index_t>& committed) {
         sequence& s = e.st;
-        const decoding_settings& settings = s.result.settings;
-        const auto vocab = static_cast<std::size_t>(dec_->model().vocab_size());
-        const token_id mask_id = settings.mask_id.value;
-        const std::span<const token_id> eos = settings.eos_ids.value;
-        const auto index = static_cast<index_t>(e.id & 0x7fffffffu);
-        const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
-                               settings.seed.value, eos, settings.end_of_turn_ids.value};
-        const bool ban_eos = schedule_suppresses_eos(e.schedule, ctx);
-        // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
-        // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
-        banned_.assign(1, mask_id);
-        if (ban_eos) banned_.insert(banned_.end(), eos.begin(), eos.end());
-        const std::span<const token_id> banned(banned_);
-
-        cands_.clear();
-        std::size_t masked = 0;  // in the block; a plan may return the rows of some of them only (sub_block_cache)
-        const index_t b_begin = s.layout.block_begin(s.cursor.block), b_end = s.layout.block_end(s.cursor.block);
-        for (index_t p = b_begin; p < b_end; ++p) {
-            if (s.canvas[static_cast<std::size_t>(p)] != mask_id) continue;
-            ++masked;
-            const index_t row = s.layout.row_for_slot(p);
-            if (row < plan.logits_begin || row >= plan.logits_end) continue;
-            const slot_choice c = e.sampler.sample(logits.subspan(static_cast<std::size_t>(row - plan.logits_begin) * vocab, vocab),
-                                                   ctx.key(rng_stream::sampling, p), banned);
-            if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= vocab)
-                throw numeric_error(index, ctx.forward, row,
-                                    "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
-            cands_.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
-        }
-
-        chosen_.clear();
-        e.schedule.select(ctx, std::span<const candidate>(cands_), chosen_);
-        for (index_t j : chosen_) {
-            if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
-                throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
-                                     std::to_string(cands_.size()) + " exist");
-            const candidate& c = cands_[static_cast<std::size_t>(j)];
+        const token_id mask_id = s.result.settings.mask_id.value;
+        for (const slot_commit& c : commits_) {
             const auto at = static_cast<std::size_t>(c.position);
-            if (s.canvas[at] != mask_id) throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " twice");
+            if (s.canvas[at] != mask_id)
+                throw contract_error("dlm::decoder: the schedule chose the slot at position " + std::to_string(c.position) +
+                                     ", which is not masked (chosen twice)");
             s.canvas[at] = c.token;
             if (!s.uncond_canvas.empty()) s.uncond_canvas[at] = c.token;
             const auto g = static_cast<std::size_t>(c.position - s.layout.prompt_length);
             s.result.tokens[g] = c.token;
-            s.result.commit_forward[g] = ctx.forward;
+            s.result.commit_forward[g] = in.ctx.forward;
             s.result.commit_confidence[g] = c.probability;
             committed.push_back(c.position);
         }
-        s.result.stats.committed += static_cast<index_t>(chosen_.size());
+        std::size_t still_masked = 0;
+        detail::for_each_masked_slot(s, mask_id, [&still_masked](index_t) { ++still_masked; });
+        s.result.stats.committed += static_cast<index_t>(commits_.size());
         s.result.stats.forwards += 1;
-        s.result.stats.rows_computed += plan.window_size();
+        s.result.stats.rows_computed += in.plan.window_size();
         stepped_ = s.cursor;
         s.cursor.step_in_block += 1;
-        detail::advance(s, e.schedule, ctx, masked - chosen_.size(), mask_id, who);
+        detail::advance(s, e.schedule, in.ctx, still_masked, mask_id, who);
         if (s.done) s.uncond_kv.reset();
         while (e.prefix < s.result.tokens.size() && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
     }
@@ -379,18 +371,58 @@ private:
     std::vector<std::unique_ptr<entry>> running_, finished_;
     decode_stats stats_;
     bool in_step_ = false;
-    // Scratch of step().
-    std::vector<std::pair<entry*, forward_plan>> batch_;
+    stepper_type stepper_;
+    // Scratch of step(): the sequences of this step's batch, their step inputs, their requests.
+    std::vector<entry*> batch_;
+    std::vector<input> inputs_;
     std::vector<forward_request<kv_type>> requests_;
-    std::vector<float> logits_;
+    std::vector<slot_commit> commits_;
     step_events events_;
-    std::vector<candidate> cands_;
-    std::vector<token_id> banned_;  // the tokens no draw may return at this step: the mask id, EOS when suppressed
-    std::vector<index_t> chosen_;
-    block_cursor stepped_;          // the cursor of the step just taken (step_event::cursor)
+    block_cursor stepped_;  // the cursor of the step just taken (step_event::cursor)
 };
 
 template <class Decoder>
 engine(Decoder&) -> engine<Decoder>;
+
+namespace detail {
+
+/// The generate() of a decoder type (dlm::decoder, dlm::cuda::device_decoder), written once: it runs
+/// an engine of the decoder to the end.
+template <class Derived>
+class generate_api {
+public:
+    /// Decode a batch of prompts. Sequences may have different prompt lengths; each advances through
+    /// its own blocks, all active sequences sharing every batched forward. Every parameter is checked
+    /// before the first forward (dlm::invalid_parameter names the one that is wrong). A sequence that
+    /// fails (NaN/Inf logits, a policy breaking its contract) ends alone, with status failed and the
+    /// error on its result; the others finish normally.
+    decode_result generate(std::span<const std::vector<token_id>> prompts, const generation_options& options,
+                           const step_callback& on_step = {}) {
+        const auto clock_start = std::chrono::steady_clock::now();
+        engine<Derived> e(static_cast<Derived&>(*this));
+        const std::vector<std::uint64_t> ids = e.add_batch(prompts, options);
+        while (!e.idle()) e.step(on_step);
+        decode_result out;
+        out.stats = e.stats();
+        const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
+        out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
+        out.sequences.resize(ids.size());
+        for (auto& [id, result] : e.take_finished()) out.sequences[static_cast<std::size_t>(id - ids.front())] = std::move(result);
+        return out;
+    }
+
+    /// A single prompt. Its failure, having no other sequence to spare, is thrown (typed).
+    sequence_result generate(const std::vector<token_id>& prompt, const generation_options& options, const step_callback& on_step = {}) {
+        sequence_result r = std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
+        r.rethrow_if_failed();
+        return r;
+    }
+
+    /// A schedule that leaves a block unfinished after this many forwards per slot is broken; the
+    /// decoder throws dlm::contract_error instead of looping forever.
+    static constexpr index_t max_steps_per_slot = detail::max_steps_per_slot;
+};
+
+}  // namespace detail
 
 }  // namespace dlm

@@ -16,14 +16,14 @@ set(rank_testing 4)
 set(rank_engine 4)
 set(rank_cpu 4)
 set(rank_engine.hpp 5)
-set(rank_cuda 5)
+set(rank_cuda 6)
 set(rank_decoder.hpp 6)
 set(rank_presets.hpp 7)
 set(rank_dlm.hpp 8)
 set(rank_registry 8)
 # Never, whatever the ranks say: one backend including the other, or the products of a higher layer.
 set(forbidden_cpu cuda engine engine.hpp decoder.hpp presets.hpp dlm.hpp registry)
-set(forbidden_cuda cpu engine.hpp decoder.hpp presets.hpp dlm.hpp registry)
+set(forbidden_cuda cpu decoder.hpp presets.hpp dlm.hpp registry)
 
 function(layer_of path out)  # path relative to include/dlm
   string(FIND "${path}" "/" slash)

@@ -40,13 +40,17 @@ struct canvas_view {
     [[nodiscard]] constexpr bool masked(index_t p) const noexcept { return tokens[static_cast<std::size_t>(p)] == mask_id; }
 };
 
-/// The output rows whose logits predict the slots of block `b`: [begin - shift, end - shift).
+/// The output rows whose logits predict the slots of block `b`: [begin - shift, end - shift), from row
+/// 0 at the least. (With blocks aligned to the canvas, a prompt shorter than a block sits in block 0,
+/// whose first position predicts nothing on a shifted model: row −1 does not exist, and its slots'
+/// rows start after the prompt anyway.)
 struct row_range {
     index_t begin, end;
 };
 [[nodiscard]] constexpr row_range block_rows(const canvas_layout& l, index_t b) noexcept {
     const index_t s = l.shift ? 1 : 0;
-    return {l.block_begin(b) - s, l.block_end(b) - s};
+    const index_t begin = l.block_begin(b) - s;
+    return {begin < 0 ? 0 : begin, l.block_end(b) - s};
 }
 
 }  // namespace dlm

@@ -72,15 +72,17 @@ template <>
 struct device_sampler<llada_sampler> : device_sampler<categorical_sampler> {};
 
 /// One masked slot to sample: its sequence's seed, its row in the stacked logits, its canvas position
-/// and the sequence's forward index (the coordinates of its random numbers), and how many entries of
-/// the step's ban list apply (the decoder's list is [mask id, EOS ids...]: 1 bans the mask id, 1 +
-/// n_eos bans EOS too).
+/// and the sequence's forward index (the coordinates of its random numbers), its sequence's ban list
+/// (`banned` ids of the step's id pool from `ban_first`: [mask id, EOS ids...], 1 bans the mask id,
+/// 1 + n_eos bans EOS too) and its sequence's sampler options.
 struct slot_task {
     std::uint64_t seed = 0;
     index_t row = 0;
     index_t position = 0;
     index_t forward = 0;
     index_t banned = 0;
+    index_t ban_first = 0;
+    sampler_params sp{};
 };
 
 /// The sampler's answer for one slot (dlm::slot_choice; NaN confidences for a non-finite row).
@@ -176,12 +178,14 @@ __device__ inline bool banned_token(index_t i, const token_id* list, int n) {
 template <class = void>
 __global__ void __launch_bounds__(sample_threads)
     sample_slots_impl(const float* __restrict__ logits, index_t vocab, const slot_task* __restrict__ tasks, slot_result* __restrict__ out,
-                      sampler_params sp, const token_id* __restrict__ ban_list, const index_t* __restrict__ count) {
+                      const token_id* __restrict__ id_pool, const index_t* __restrict__ count) {
     if (count && static_cast<index_t>(blockIdx.x) >= *count) return;  // a padded grid (CUDA graphs): past the step's slots
     using reduce = cub::BlockReduce<row_state, sample_threads>;
     __shared__ typename reduce::TempStorage temp;
     const float ni = -CUDART_INF_F;
     const slot_task task = tasks[blockIdx.x];
+    const sampler_params sp = task.sp;
+    const token_id* ban_list = id_pool + task.ban_first;
     const float* z = logits + static_cast<std::size_t>(task.row) * static_cast<std::size_t>(vocab);
     const bool tempered = sp.temperature > 0.0f;
     const random_key key{task.seed, rng_stream::sampling, task.forward, task.position};
@@ -224,13 +228,13 @@ __global__ void __launch_bounds__(sample_threads)
 
 }  // namespace kernels
 
-/// Enqueues the sampling of `n` tasks (device arrays) on `stream`; task i bans the first
-/// tasks[i].banned tokens of `ban_list`. `count` (device, optional): only the first *count tasks are
+/// Enqueues the sampling of `n` tasks (device arrays) on `stream`; task i bans tasks[i].banned tokens
+/// of `id_pool` from tasks[i].ban_first. `count` (device, optional): only the first *count tasks are
 /// sampled, the grid staying `n` (a shape a CUDA graph can replay whatever the count).
-inline void sample_slots(const float* logits, index_t vocab, const slot_task* tasks, slot_result* out, std::size_t n, const sampler_params& sp,
-                         const token_id* ban_list, cudaStream_t stream, const index_t* count = nullptr) {
+inline void sample_slots(const float* logits, index_t vocab, const slot_task* tasks, slot_result* out, std::size_t n, const token_id* id_pool,
+                         cudaStream_t stream, const index_t* count = nullptr) {
     if (n == 0) return;
-    kernels::sample_slots_impl<><<<static_cast<unsigned>(n), kernels::sample_threads, 0, stream>>>(logits, vocab, tasks, out, sp, ban_list, count);
+    kernels::sample_slots_impl<><<<static_cast<unsigned>(n), kernels::sample_threads, 0, stream>>>(logits, vocab, tasks, out, id_pool, count);
     check_launch("dlm::cuda sample_slots", stream);
 }
 
@@ -247,7 +251,7 @@ std::vector<slot_result> sample_on_device(const Sampler& sampler, std::span<cons
     for (std::size_t i = 0; i < n; ++i) {
         if (keys[i].stream != rng_stream::sampling) throw invalid_parameter("keys", "every key must use the sampling stream");
         const bool ban = !banned.empty() && banned[i];
-        tasks[i] = {keys[i].seed, static_cast<index_t>(i), keys[i].position, keys[i].step, ban ? static_cast<index_t>(eos.size()) : 0};
+        tasks[i] = {keys[i].seed, static_cast<index_t>(i), keys[i].position, keys[i].step, ban ? static_cast<index_t>(eos.size()) : 0, 0, sp};
     }
     stream_context ctx;
     device_buffer<float> d_logits(std::max<std::size_t>(logits.size(), 1), "logits");
@@ -257,7 +261,7 @@ std::vector<slot_result> sample_on_device(const Sampler& sampler, std::span<cons
     upload(d_logits.data(), logits.data(), logits.size(), ctx.stream(), "logits");
     upload(d_tasks.data(), tasks.data(), n, ctx.stream(), "slot tasks");
     upload(d_eos.data(), eos.data(), eos.size(), ctx.stream(), "EOS ids");
-    sample_slots(d_logits.data(), vocab, d_tasks.data(), d_out.data(), n, sp, d_eos.data(), ctx.stream());
+    sample_slots(d_logits.data(), vocab, d_tasks.data(), d_out.data(), n, d_eos.data(), ctx.stream());
     std::vector<slot_result> out(n);
     download(out.data(), d_out.data(), n, ctx.stream(), "slot results");
     ctx.synchronize();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cub/block/block_radix_sort.cuh>
@@ -48,6 +49,7 @@ struct selection_task {
     std::uint64_t seed = 0;  ///< the sequence's seed
     index_t first = 0, count = 0;
     index_t forward = 0;   ///< the sequence's forward index (coordinates of random draws)
+    index_t deferred_first = 0, n_deferred = 0;  ///< its EOS and end-of-turn ids in the step's id pool (CD4LM defers them)
     index_t k = 0;
     double fraction = 0.0;
     std::uint32_t flags = 0;
@@ -341,15 +343,17 @@ struct device_schedule<next_slot_schedule> {
 
 namespace kernels {
 
-/// One block per sequence: checks the candidates' results, runs the schedule's device selection and
-/// writes the header and the commit records (`stride` per sequence). `deferred`: EOS and end-of-turn ids.
+/// One block per sequence: checks the candidates' results, runs the schedule's device selection (the
+/// sequence's own schedule, schedules[i]) and writes the header and the commit records (`stride` per
+/// sequence). `id_pool`: the step's token ids, each task's EOS and end-of-turn ids among them.
 template <class Schedule>
 __global__ void __launch_bounds__(selection_threads)
-    select_slots(Schedule schedule, const selection_task* __restrict__ tasks, const slot_task* __restrict__ slots,
-                 const slot_result* __restrict__ results, const token_id* __restrict__ deferred, int n_deferred, index_t vocab,
+    select_slots(const Schedule* __restrict__ schedules, const selection_task* __restrict__ tasks, const slot_task* __restrict__ slots,
+                 const slot_result* __restrict__ results, const token_id* __restrict__ id_pool, index_t vocab,
                  selection_header* __restrict__ headers, commit_record* __restrict__ records, index_t stride) {
     __shared__ selector::storage storage;
     const selection_task t = tasks[blockIdx.x];
+    const Schedule schedule = schedules[blockIdx.x];
     const slot_result* c = results + t.first;
     // The first candidate with a non-finite probability or a token outside the vocabulary.
     index_t bad = t.count;
@@ -365,7 +369,7 @@ __global__ void __launch_bounds__(selection_threads)
     const bool ok = storage.broadcast >= t.count;
     __syncthreads();
     if (ok) {
-        selector sel(storage, c, slots + t.first, t.count, t.seed, t.forward, deferred, n_deferred);
+        selector sel(storage, c, slots + t.first, t.count, t.seed, t.forward, id_pool + t.deferred_first, t.n_deferred);
         device_schedule<Schedule>::select(schedule, t, sel);
     }
     __syncthreads();
@@ -379,16 +383,18 @@ __global__ void __launch_bounds__(selection_threads)
 
 }  // namespace kernels
 
-/// Enqueues the selection of `n` sequences on `stream`; `deferred` (device, n_deferred ids): the EOS and
-/// end-of-turn ids.
+/// Enqueues the selection of `n` sequences on `stream` (device arrays): sequence i selects with
+/// schedules[i] among its candidates; `id_pool` holds the tasks' EOS and end-of-turn ids.
 template <class Schedule>
-void select_slots(const Schedule& schedule, const selection_task* tasks, std::size_t n, const slot_task* slots, const slot_result* results,
-                  const token_id* deferred, int n_deferred, index_t vocab, selection_header* headers, commit_record* records,
-                  index_t stride, cudaStream_t stream) {
+void select_slots(const Schedule* schedules, const selection_task* tasks, std::size_t n, const slot_task* slots, const slot_result* results,
+                  const token_id* id_pool, index_t vocab, selection_header* headers, commit_record* records, index_t stride,
+                  cudaStream_t stream) {
     static_assert(device_schedule<Schedule>::supported, "dlm::cuda::select_slots: this schedule has no device implementation");
+    static_assert(std::is_trivially_copyable_v<Schedule>,
+                  "dlm::cuda::select_slots: a device schedule is copied to the GPU byte for byte, so it must be trivially copyable");
     if (n == 0) return;
-    kernels::select_slots<Schedule><<<static_cast<unsigned>(n), selection_threads, 0, stream>>>(schedule, tasks, slots, results, deferred,
-                                                                                              n_deferred, vocab, headers, records, stride);
+    kernels::select_slots<Schedule><<<static_cast<unsigned>(n), selection_threads, 0, stream>>>(schedules, tasks, slots, results, id_pool, vocab,
+                                                                                              headers, records, stride);
     check_launch("dlm::cuda select_slots", stream);
 }
 
@@ -405,12 +411,13 @@ std::vector<std::vector<index_t>> select_on_device(const Schedule& schedule, std
     std::vector<selection_task> tasks(n);
     std::vector<slot_task> slots;
     std::vector<slot_result> results;
-    std::vector<token_id> eos;  // EOS and end-of-turn ids (the first context's: the device decoder's are the batch's)
-    if (n) {
-        eos.assign(contexts[0].eos_ids.begin(), contexts[0].eos_ids.end());
-        eos.insert(eos.end(), contexts[0].end_of_turn_ids.begin(), contexts[0].end_of_turn_ids.end());
-    }
+    std::vector<token_id> eos;  // each context's EOS and end-of-turn ids
+    const std::vector<Schedule> schedules(n, schedule);
     for (std::size_t i = 0; i < n; ++i) {
+        tasks[i].deferred_first = static_cast<index_t>(eos.size());
+        eos.insert(eos.end(), contexts[i].eos_ids.begin(), contexts[i].eos_ids.end());
+        eos.insert(eos.end(), contexts[i].end_of_turn_ids.begin(), contexts[i].end_of_turn_ids.end());
+        tasks[i].n_deferred = static_cast<index_t>(eos.size()) - tasks[i].deferred_first;
         if (candidates[i].size() > static_cast<std::size_t>(max_selection_slots))
             throw invalid_parameter("candidates", "device selection takes at most " + std::to_string(max_selection_slots) + " slots per block");
         tasks[i].seed = contexts[i].seed;
@@ -419,24 +426,26 @@ std::vector<std::vector<index_t>> select_on_device(const Schedule& schedule, std
         tasks[i].forward = contexts[i].forward;
         device_schedule<Schedule>::prepare(schedule, contexts[i], tasks[i]);
         for (const candidate& c : candidates[i]) {
-            slots.push_back({contexts[i].seed, 0, c.position, contexts[i].forward, 0});
+            slots.push_back({contexts[i].seed, 0, c.position, contexts[i].forward, 0, 0, {}});
             results.push_back({c.token, c.probability, c.margin, c.neg_entropy});
         }
     }
     stream_context ctx;
     const auto at_least_one = [](std::size_t k) { return k ? k : std::size_t{1}; };
+    device_buffer<Schedule> d_schedules(at_least_one(n), "schedules");
     device_buffer<selection_task> d_tasks(at_least_one(n), "selection tasks");
     device_buffer<slot_task> d_slots(at_least_one(slots.size()), "slots");
     device_buffer<slot_result> d_results(at_least_one(results.size()), "slot results");
     device_buffer<token_id> d_eos(at_least_one(eos.size()), "EOS ids");
     device_buffer<selection_header> d_headers(at_least_one(n), "selection headers");
     device_buffer<commit_record> d_records(at_least_one(n * max_selection_slots), "commit records");
+    upload(d_schedules.data(), schedules.data(), n, ctx.stream(), "schedules");
     upload(d_tasks.data(), tasks.data(), n, ctx.stream(), "selection tasks");
     upload(d_slots.data(), slots.data(), slots.size(), ctx.stream(), "slots");
     upload(d_results.data(), results.data(), results.size(), ctx.stream(), "slot results");
     upload(d_eos.data(), eos.data(), eos.size(), ctx.stream(), "EOS ids");
-    select_slots(schedule, d_tasks.data(), n, d_slots.data(), d_results.data(), d_eos.data(), static_cast<int>(eos.size()), vocab,
-                 d_headers.data(), d_records.data(), max_selection_slots, ctx.stream());
+    select_slots(d_schedules.data(), d_tasks.data(), n, d_slots.data(), d_results.data(), d_eos.data(), vocab, d_headers.data(),
+                 d_records.data(), max_selection_slots, ctx.stream());
     std::vector<selection_header> headers(n);
     std::vector<commit_record> records(n * max_selection_slots);
     download(headers.data(), d_headers.data(), n, ctx.stream(), "selection headers");

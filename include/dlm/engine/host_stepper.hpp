@@ -1,0 +1,93 @@
+// dlm/engine/host_stepper.hpp — the engine's step on the host: the batched forward writes every
+// sequence's logits rows to host memory; each sequence's masked slots of its active block are
+// sampled there (its sampler, its seed), classifier-free guidance mixes its two halves first, and its
+// schedule chooses the slots to commit. Any model, any policy (engine/step.hpp says what a stepper is).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../model/concept.hpp"
+#include "../sampler/concept.hpp"
+#include "../schedule/concept.hpp"
+#include "step.hpp"
+
+namespace dlm::detail {
+
+template <class Decoder>
+class host_stepper {
+public:
+    using kv_type = typename Decoder::model_type::kv_cache;
+    using input = step_input<kv_type, typename Decoder::schedule_type, typename Decoder::sampler_type>;
+
+    explicit host_stepper(Decoder& d) : dec_(&d) {}
+
+    /// Every policy runs on the host: nothing to refuse.
+    void admit(const sequence_state<kv_type>&, const typename Decoder::schedule_type&, const typename Decoder::sampler_type&) const noexcept {}
+
+    /// The batched forward: `rows` logits rows, each sequence's at its first_row.
+    void forward(std::span<const forward_request<kv_type>> requests, std::span<const input>, std::size_t rows) {
+        logits_.resize(rows * vocab());
+        dec_->model().forward(requests, dec_->mask(), std::span<float>(logits_));
+    }
+
+    /// Sequence `in`'s commits after the forward: sample every masked slot of its active block that the
+    /// plan returned logits for, let its schedule choose. Throws dlm::numeric_error (a row no token can
+    /// be drawn from) or dlm::contract_error (a schedule choosing outside its candidates).
+    void choose(std::size_t, const input& in, std::vector<slot_commit>& out) {
+        const std::size_t v = vocab(), n = static_cast<std::size_t>(in.plan.logits_rows()) * v;
+        const std::span<float> cond(logits_.data() + in.first_row * v, n);
+        if (in.cfg_factor > 0.f) {  // logits = un + (cfg_scale + 1) * (cond - un), as LLaDA's generate()
+            const float* un = cond.data() + n;
+            for (std::size_t k = 0; k < n; ++k) cond[k] = un[k] + in.cfg_factor * (cond[k] - un[k]);
+        }
+        sample(in, cond);
+        chosen_.clear();
+        in.schedule->select(in.ctx, std::span<const candidate>(cands_), chosen_);
+        for (const index_t j : chosen_) {
+            if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
+                throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
+                                     std::to_string(cands_.size()) + " exist");
+            const candidate& c = cands_[static_cast<std::size_t>(j)];
+            out.push_back({c.position, c.token, c.probability});
+        }
+    }
+
+private:
+    [[nodiscard]] std::size_t vocab() const { return static_cast<std::size_t>(dec_->model().vocab_size()); }
+
+    /// The candidates of a step: one draw per masked slot of the active block with a logits row.
+    void sample(const input& in, std::span<const float> logits) {
+        const sequence_state<kv_type>& s = *in.state;
+        const std::size_t v = vocab();
+        const token_id mask_id = s.result.settings.mask_id.value;
+        const std::span<const token_id> eos = in.ctx.eos_ids;
+        // The mask id is never a token to commit: a reference that draws it leaves the slot masked (LLaDA
+        // generate.py, Dream's _sample); dlm bans it from every draw, so every commit is final.
+        banned_.assign(1, mask_id);
+        if (schedule_suppresses_eos(*in.schedule, in.ctx)) banned_.insert(banned_.end(), eos.begin(), eos.end());
+        cands_.clear();
+        for_each_masked_slot(s, mask_id, [&](index_t p) {
+            const index_t row = s.layout.row_for_slot(p);
+            if (row < in.plan.logits_begin || row >= in.plan.logits_end) return;
+            const slot_choice c = in.sampler->sample(logits.subspan(static_cast<std::size_t>(row - in.plan.logits_begin) * v, v),
+                                                     in.ctx.key(rng_stream::sampling, p), std::span<const token_id>(banned_));
+            if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= v)
+                throw numeric_error(in.index, in.ctx.forward, row,
+                                    "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
+            cands_.push_back({p, c.token, c.probability, c.margin, c.neg_entropy});
+        });
+    }
+
+    Decoder* dec_;
+    std::vector<float> logits_;
+    std::vector<candidate> cands_;
+    std::vector<token_id> banned_;  // the tokens no draw may return at this step: the mask id, EOS when suppressed
+    std::vector<index_t> chosen_;
+};
+
+}  // namespace dlm::detail
