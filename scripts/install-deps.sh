@@ -8,12 +8,14 @@
 #   layer is its own (server/http_*.hpp, POSIX sockets), so it needs no HTTP library.
 #   Its scale-out tests put two routers from Debian in front of several replicas: haproxy and nginx-light
 #   (tests/server/scaleout_test.py).
+#   dlm's Python package (docs/python.md) builds against python3-dev's headers; nanobind and scikit-build-core
+#   come from PyPI into a venv (tests/python/install_package.sh).
 # OpenMP needs no package of its own: GCC's (omp.h, libgomp) comes with g++.
 # Idempotent: installs only what is missing and runs `apt-get update` only when apt cannot find a
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev curl python3-venv haproxy nginx-light)
+packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev curl python3-venv python3-dev haproxy nginx-light)
 min_cmake=3.25
 
 die() {

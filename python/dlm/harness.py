@@ -1,0 +1,145 @@
+"""lm-evaluation-harness's model `dlm` (lm-eval 0.4.x; docs/python.md, "lm-evaluation-harness").
+
+    python -m dlm.harness run --model dlm --model_args pretrained=models/cdlm,preset=cdlm --tasks ...
+
+Importing this module registers the model with the harness (`--model dlm`); `python -m dlm.harness`
+is the harness's own command line with that import done first. The harness is not a dependency of
+the package: `pip install "lm-eval[api]==0.4.13"` beside it.
+
+model_args: `pretrained` (a model folder or .gguf; default: the package's), `preset` (default: the
+model's), `chat`, `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
+option of the preset (threshold, block_length, steps, temperature, ...). `batch_size` is the number
+of prompts decoded as one batch (`device` is ignored: the package decodes on the CPU) (dlm-eval's --batch: sequence i of a batch draws from the seed derived
+from `seed` and i).
+
+generate_until decodes each context with the preset, cuts the answer at the first `until` string and
+at `max_gen_toks` tokens. The generation length is the preset's (the model's dlm_gen_length, or
+gen_length in model_args), not the task's.
+
+loglikelihood is the Monte Carlo estimate LLaDA's authors evaluate with (eval_llada.py,
+get_log_likelihood): mc_num samples in batches of mc_batch; in each batch a masked count x_i is
+spread over [1, L] from a random start, x_i of the L continuation tokens are masked at random, and
+the cross entropy of the masked tokens, over x_i / L, is averaged; the estimate is minus its mean.
+is_greedy says whether one forward with the whole continuation masked predicts every continuation
+token as its argmax (LLaDA's own check unmasks step by step). loglikelihood_rolling is refused.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import numpy as np
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+
+from .llm import LLM
+
+
+def _cut(text: str, until) -> str:
+    for stop in [until] if isinstance(until, str) else list(until or []):
+        if stop:
+            text = text.split(stop, 1)[0]
+    return text
+
+
+def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """log p(target) of each row (float64)."""
+    rows = logits.astype(np.float64)
+    top = rows.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(rows - top).sum(axis=1)) + top[:, 0]
+    return rows[np.arange(len(targets)), targets] - lse
+
+
+@register_model("dlm")
+class HarnessModel(LM):
+    def __init__(self, pretrained: Optional[str] = None, preset: Optional[str] = None, chat: bool = False, dtype: Optional[str] = None,
+                 threads: Optional[int] = None, seed: int = 0, mc_num: int = 128, mc_batch: int = 32, batch_size=1, max_batch_size=None,
+                 device=None, **options):
+        super().__init__()  # device: the harness passes its default ("cuda:0"); the package decodes on the CPU
+        self.llm = LLM(pretrained, dtype=dtype, threads=threads)
+        self.preset = preset or self.llm.default_preset
+        self.chat = bool(chat)
+        self.seed = int(seed)
+        self.options = options
+        self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
+        if self.mc_num < 1 or self.mc_batch < 1 or self.mc_num % self.mc_batch:
+            raise ValueError(f"mc_num ({mc_num}) must be a positive multiple of mc_batch ({mc_batch})")
+        self.batch = int(batch_size) if str(batch_size).isdigit() and int(batch_size) > 0 else 1
+        self.llm.settings(self.preset, seed=self.seed, **options)  # refuses a bad option now, naming it
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list:
+        out = []
+        for b in range(0, len(requests), self.batch):
+            chunk = requests[b:b + self.batch]
+            results = self.llm.generate([r.args[0] for r in chunk], self.preset, chat=self.chat, seed=self.seed, **self.options)
+            for r, res in zip(chunk, results):
+                context, gen_kwargs = r.args
+                limit = gen_kwargs.get("max_gen_toks")
+                text = res.text if not limit or limit >= len(res.tokens) else self.llm.decode(res.tokens[:limit])
+                text = _cut(text, gen_kwargs.get("until"))
+                self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+                out.append(text)
+        return out
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list:
+        out = []
+        for i, r in enumerate(requests):
+            context, continuation = r.args
+            whole = self.llm.encode(context + continuation)
+            prefix = self.llm.encode(context)
+            if whole[: len(prefix)] != prefix:  # the continuation changed how the context tokenizes
+                prefix = prefix[:-1]
+            target = np.asarray(whole[len(prefix):], dtype=np.int64)
+            ll = self._monte_carlo(np.asarray(prefix, dtype=np.int64), target, np.random.default_rng([self.seed, i]))
+            result = (ll, self._greedy(prefix, target))
+            self.cache_hook.add_partial("loglikelihood", (context, continuation), result)
+            out.append(result)
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list:
+        raise NotImplementedError("dlm: loglikelihood_rolling (perplexity tasks) is not estimated for diffusion models; "
+                                  "use generate_until or loglikelihood (Monte Carlo) tasks")
+
+    def _rows(self, canvas: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The logits rows that predict canvas `positions` (row p, or p - 1 for a shifted model)."""
+        logits = self.llm.forward(canvas.tolist())
+        return logits[positions - 1 if self.llm.model.logits_shift else positions]
+
+    def _monte_carlo(self, prefix: np.ndarray, target: np.ndarray, rng: np.random.Generator) -> float:
+        n, b = len(target), self.mc_batch
+        if n == 0:
+            return 0.0
+        mask_id = self.llm.model.mask_id
+        losses = []
+        for _ in range(self.mc_num // b):
+            k = int(rng.integers(1, n + 1))
+            counts = np.round(np.linspace(float(k), k + (b - 1) * (n / b), b)).astype(np.int64)
+            counts = ((counts - 1) % n) + 1
+            total = 0.0
+            for x in counts:
+                masked = np.zeros(n, dtype=bool)
+                masked[rng.permutation(n)[:x]] = True
+                canvas = np.concatenate([prefix, np.where(masked, mask_id, target)])
+                positions = len(prefix) + np.flatnonzero(masked)
+                logp = _log_softmax_at(self._rows(canvas, positions), target[masked])
+                total += -logp.sum() / (x / n)
+            losses.append(total / b)
+        return -float(np.mean(losses))
+
+    def _greedy(self, prefix, target: np.ndarray) -> bool:
+        if len(target) == 0:
+            return True
+        canvas = np.concatenate([np.asarray(prefix, dtype=np.int64), np.full(len(target), self.llm.model.mask_id)])
+        rows = self._rows(canvas, len(prefix) + np.arange(len(target)))
+        return bool((rows.argmax(axis=1) == target).all())
+
+
+def main() -> None:
+    """The harness's command line, with `--model dlm` registered."""
+    from lm_eval.__main__ import cli_evaluate
+    sys.exit(cli_evaluate())
+
+
+if __name__ == "__main__":
+    main()

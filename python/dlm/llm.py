@@ -1,0 +1,263 @@
+"""The Python face of dlm: a model and its tokenizer, decoding with any preset of the library's
+registry, streaming, the step-wise engine, raw forwards and schedules written in Python.
+
+    import dlm
+    llm = dlm.LLM()                                   # the shipped CDLM student, or $DLM_MODEL, or a path
+    print(llm.generate("What is 3 + 4?")[0].text)     # the model's default preset (cdlm here)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _dlm
+
+Prompt = Union[str, Sequence[int]]
+#: A Python schedule: given a step's candidates (ScheduleStep), the indices of those to commit.
+Schedule = Callable[[_dlm.ScheduleStep], Iterable[int]]
+
+_OPTIONS = ("gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed")
+
+
+def default_model_path() -> str:
+    """$DLM_MODEL, else the CDLM student shipped inside the package (models/cdlm of the repository)."""
+    env = os.environ.get("DLM_MODEL")
+    if env:
+        return env
+    return str(Path(__file__).resolve().parent / "models" / "cdlm")
+
+
+@dataclass
+class Stats:
+    """What one sequence's decode cost."""
+
+    forwards: int  #: model forwards (NFE) it took part in
+    committed: int  #: slots its schedule committed
+    tokens_per_forward: float
+    steps_per_block: list
+    rows_computed: int  #: query rows computed over all forwards
+
+
+@dataclass
+class Output:
+    """One decoded prompt, as vLLM's RequestOutput carries it."""
+
+    id: int  #: the engine's sequence id
+    prompt_tokens: np.ndarray
+    text: str  #: the answer: the slots before the first EOS, special tokens left out
+    tokens: np.ndarray  #: the answer's tokens (before the first EOS)
+    slots: np.ndarray  #: every generation slot (EOS and fill included)
+    commit_forward: np.ndarray  #: per slot, the forward that committed it (-1: filled after a stop)
+    commit_confidence: np.ndarray  #: per slot, p(token) when committed
+    finish_reason: str  #: "stop" (an EOS ended it), "length", "cancelled" or "error"
+    stats: Stats
+    message: str = ""  #: why it failed ("error")
+    result: Optional[_dlm.Result] = field(default=None, repr=False)  #: the library's result (raise_if_failed())
+
+
+@dataclass
+class Delta:
+    """What one step of a streamed decode adds."""
+
+    text: str  #: text that became final (concatenated, the deltas are the answer)
+    tokens: np.ndarray  #: tokens added to the committed prefix
+    committed: list  #: canvas positions this step committed (in any order)
+    canvas: Optional[np.ndarray] = None  #: the whole canvas after the step (stream(canvases=True))
+    output: Optional[Output] = None  #: the finished sequence, on the last delta
+
+
+def _finish_reason(r: _dlm.Result) -> str:
+    if r.status == "cancelled":
+        return "cancelled"
+    if r.status == "failed":
+        return "error"
+    return "stop" if r.answer_length < len(r.tokens) else "length"
+
+
+def _output(model: _dlm.Model, seq_id: int, prompt: Sequence[int], r: _dlm.Result) -> Output:
+    slots = r.tokens
+    return Output(id=seq_id, prompt_tokens=np.asarray(prompt, dtype=np.int32), text=model.answer_text(r),
+                  tokens=slots[: r.answer_length], slots=slots, commit_forward=r.commit_forward,
+                  commit_confidence=r.commit_confidence, finish_reason=_finish_reason(r),
+                  stats=Stats(r.forwards, r.committed, r.tokens_per_forward, list(r.steps_per_block), r.rows_computed),
+                  message=r.message, result=r)
+
+
+class Engine:
+    """The step-wise engine (dlm::engine) of one preset: sequences join and leave the running batch
+    at forward boundaries, for custom batching loops.
+
+        eng = llm.engine("cdlm", threshold=0.8)
+        a = eng.add("What is 3 + 4?")
+        while not eng.idle:
+            eng.step()                                # one batched forward (GIL released)
+            for out in eng.finished(): print(out.id, out.text)
+    """
+
+    def __init__(self, llm: "LLM", settings: _dlm.Settings, schedule: Optional[Schedule] = None, stop_at_eos: bool = True):
+        self._llm = llm
+        self._engine = _dlm.Engine(llm.model, settings, schedule, stop_at_eos)
+        self._prompts: dict = {}
+
+    @property
+    def settings(self) -> _dlm.Settings:
+        return self._engine.settings
+
+    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False) -> int:
+        """Queues a prompt (text or token ids); it joins at the next step(). Returns its id."""
+        ids = self._llm._tokens(prompt, chat)
+        seq = self._engine.add(ids, seed, cfg)
+        self._prompts[seq] = ids
+        return seq
+
+    def add_batch(self, prompts: Sequence[Prompt], *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False) -> list:
+        """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
+        lists = [self._llm._tokens(p, chat) for p in prompts]
+        ids = self._engine.add_batch(lists, seed, cfg)
+        self._prompts.update(zip(ids, lists))
+        return ids
+
+    def step(self) -> list:
+        """One batched forward and every sequence's step; returns what it did to each (StepReport)."""
+        return self._engine.step()
+
+    def cancel(self, seq: int) -> None:
+        """Ends a sequence now with status cancelled (unknown or finished ids are ignored)."""
+        self._engine.cancel(seq)
+
+    def finished(self) -> list:
+        """The sequences that left the batch since the last call, as Outputs (their ids are forgotten)."""
+        return [_output(self._llm.model, seq, self._prompts.pop(seq, []), r) for seq, r in self._engine.take_finished()]
+
+    def committed_prefix(self, seq: int) -> np.ndarray:
+        """The answer's tokens committed contiguously from its first slot (what may be streamed)."""
+        return self._engine.committed_prefix(seq)
+
+    def canvas(self, seq: int) -> np.ndarray:
+        """The whole canvas [prompt | slots], the mask id where not yet committed."""
+        return self._engine.canvas(seq)
+
+    @property
+    def idle(self) -> bool:
+        return self._engine.idle
+
+    @property
+    def active(self) -> int:
+        return self._engine.active
+
+    @property
+    def stats(self) -> _dlm.EngineStats:
+        return self._engine.stats
+
+
+class LLM:
+    """A model (a Hugging Face folder or a .gguf file) with its tokenizer, decoded on the CPU.
+
+    Options of generate(), stream() and engine() are the registry's (docs/policies.md): gen_length,
+    block_length, steps, threshold, eps, alg_temp, algorithm, temperature, top_k, top_p, seed; an
+    option the preset's policies do not have raises dlm.InvalidParameter naming it.
+    """
+
+    def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None):
+        if threads:
+            _dlm.set_threads(int(threads))
+        self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype or "")
+
+    @property
+    def default_preset(self) -> str:
+        """The preset of the model's architecture (cdlm for dlm's LLaDA-layout students)."""
+        return self.model.default_preset
+
+    @staticmethod
+    def presets() -> list:
+        """(name, description) of every preset of the registry."""
+        return _dlm.presets()
+
+    def encode(self, text: str, chat: bool = False) -> list:
+        """The prompt's ids (chat: wrapped in the model's chat template)."""
+        return self.model.encode(text, chat)
+
+    def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
+        return self.model.decode(list(tokens), skip_special)
+
+    def settings(self, preset: Optional[str] = None, **options) -> _dlm.Settings:
+        """The preset's settings for these options, resolved and checked by the registry."""
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            from .errors import InvalidParameter
+            raise InvalidParameter(f"invalid parameter '{unknown[0]}': no such option (one of {', '.join(_OPTIONS)})", unknown[0],
+                                   "no such option")
+        return _dlm.resolve(self.model, preset or "", **options)
+
+    def engine(self, preset: Optional[str] = None, *, schedule: Optional[Schedule] = None, stop_at_eos: bool = True, **options) -> Engine:
+        """A step-wise engine of `preset` (default: the model's). With `schedule`, a Python callable
+        chooses the commits over the preset's mask, cache and sampler (stop_at_eos: stop after a
+        block holding EOS, as cdlm does)."""
+        return Engine(self, self.settings(preset, **options), schedule, stop_at_eos)
+
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, cfg: float = 0.0,
+                 schedule: Optional[Schedule] = None, stop_at_eos: bool = True, **options) -> list:
+        """Decodes the prompts (text, token ids, or a list of either) as one batch; one Output each,
+        in order. A single prompt decodes exactly as dlm-generate decodes it."""
+        batch = self._batch(prompts)
+        eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
+        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat)
+        done: dict = {}
+        while not eng.idle:
+            eng.step()
+            for out in eng.finished():
+                done[out.id] = out
+        for out in eng.finished():
+            done[out.id] = out
+        return [done[i] for i in ids]
+
+    def stream(self, prompt: Prompt, preset: Optional[str] = None, *, chat: bool = False, canvases: bool = False, cfg: float = 0.0,
+               schedule: Optional[Schedule] = None, stop_at_eos: bool = True, **options) -> Iterator[Delta]:
+        """Decodes one prompt and yields, after each forward, the text and tokens that became final
+        (the committed prefix's growth; the texts concatenate to the answer). canvases=True yields
+        every step, with the whole canvas, for visualisation. The last Delta carries the Output."""
+        eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
+        seq = eng.add(prompt, seed=options.get("seed"), cfg=cfg, chat=chat)
+        eos = set(self.model.eos_ids)
+        text = _dlm.TextStream()
+        sent = 0
+        while not eng.idle:
+            reports = eng.step()
+            committed = [p for r in reports if r.id == seq for p in r.committed]
+            finished = eng.finished()
+            if finished:
+                out = finished[0]
+                canvas = np.concatenate([out.prompt_tokens, out.slots]) if canvases else None
+                yield Delta(text.advance(out.text, True), out.slots[sent:], committed, canvas, out)
+                return
+            prefix = eng.committed_prefix(seq)
+            cut = next((i for i, t in enumerate(prefix.tolist()) if t in eos), len(prefix))
+            piece = text.advance(self.decode(prefix[:cut]), False)
+            new = prefix[sent:]
+            if canvases or len(new) or piece:
+                sent = len(prefix)
+                yield Delta(piece, new, committed, eng.canvas(seq) if canvases else None)
+
+    def forward(self, tokens: Sequence[int], mask: str = "bidirectional") -> np.ndarray:
+        """One forward over `tokens`: every row's logits, a (len(tokens), vocab) float32 array that
+        owns the buffer the model wrote (no copy). mask: "bidirectional" or "causal". GIL released."""
+        return _dlm.forward(self.model, list(tokens), mask)
+
+    def _tokens(self, prompt: Prompt, chat: bool) -> list:
+        if isinstance(prompt, str):
+            return self.model.encode(prompt, chat)
+        return [int(t) for t in prompt]
+
+    @staticmethod
+    def _batch(prompts) -> list:
+        if isinstance(prompts, str):
+            return [prompts]
+        seq = list(prompts)
+        if seq and all(isinstance(t, (int, np.integer)) for t in seq):
+            return [seq]  # one prompt of token ids
+        return seq

@@ -1,0 +1,320 @@
+// python/src/module.cpp — dlm._dlm, the compiled half of the Python package (python/dlm/ is the other):
+// a loaded model and its tokenizer, the preset registry's settings, the step-wise engine of any preset
+// (or of a preset's policies with a Python schedule), results, and the server's text stream.
+//
+// Everything here is a thin layer on the library and on cli/ (model loading, the model's default
+// preset, prompt encoding and answer text: the same pieces dlm-generate uses, so the answers agree).
+// The GIL is released around every model forward, engine step and model load.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <dlm/mask/masks.hpp>
+#include <dlm/registry/describe.hpp>
+#include <dlm/registry/validate.hpp>
+#include <dlm/server/text_stream.hpp>
+
+#include "any_engine.hpp"
+#include "cli/model.hpp"
+#include "cli/presets.hpp"
+#include "errors.hpp"
+#include "py_schedule.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace dlm::python {
+namespace {
+
+/// A loaded model as Python holds it (shared by the engines made from it). Its forward uses the
+/// model's own scratch buffers, so forwards over one model run one at a time: every forward and step
+/// takes `forwards` (after releasing the GIL, so a Python schedule inside a step can take it back).
+struct py_model : cli::loaded_model {
+    explicit py_model(cli::loaded_model&& m) : cli::loaded_model(std::move(m)) {}
+    std::mutex forwards;
+};
+using model_ptr = std::shared_ptr<py_model>;
+
+/// A numpy array owning `v` (moved, not copied).
+template <class T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T> v) {
+    auto* heap = new std::vector<T>(std::move(v));
+    nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    return nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), {heap->size()}, owner);
+}
+template <class T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::span<const T> s) {
+    return to_numpy(std::vector<T>(s.begin(), s.end()));
+}
+
+registry::preset_id preset_of(const std::string& name) {
+    if (auto p = registry::builtin.find(name)) return *p;
+    throw invalid_parameter("preset", "unknown preset '" + name + "' (one of " + registry::builtin.list() + ")");
+}
+
+model_ptr load(const std::string& path, const std::string& dtype) {
+    if (!dtype.empty() && dtype != "f32" && dtype != "bf16" && dtype != "f16")
+        throw invalid_parameter("dtype", "must be one of f32, bf16, f16 (or empty: as stored), got '" + dtype + "'");
+    nb::gil_scoped_release unlocked;
+    return std::make_shared<py_model>(cli::load_model(path, dtype));
+}
+
+/// The logits of one forward over `tokens` (every row), under a causal or bidirectional mask, as a
+/// rows x vocab float32 array that owns the buffer the model wrote (no copy).
+nb::ndarray<nb::numpy, float, nb::ndim<2>> forward(const model_ptr& m, std::vector<token_id> tokens, const std::string& mask) {
+    if (tokens.empty()) throw invalid_parameter("tokens", "must hold at least one token");
+    if (mask != "bidirectional" && mask != "causal") throw invalid_parameter("mask", "must be 'bidirectional' or 'causal', got '" + mask + "'");
+    const auto n = static_cast<index_t>(tokens.size());
+    const auto vocab = static_cast<std::size_t>(m->model.vocab_size());
+    auto* logits = new std::vector<float>(static_cast<std::size_t>(n) * vocab);
+    nb::capsule owner(logits, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+    {
+        nb::gil_scoped_release unlocked;
+        const std::lock_guard one_at_a_time(m->forwards);
+        using request = forward_request<cpu::transformer::kv_cache>;
+        const request rq{tokens, canvas_layout{0, n, n, false}, forward_plan{0, n, 0, n, 0, 0, n}, nullptr};
+        if (mask == "causal") m->model.forward(std::span<const request>(&rq, 1), causal_mask{}, std::span<float>(*logits));
+        else m->model.forward(std::span<const request>(&rq, 1), bidirectional_mask{}, std::span<float>(*logits));
+    }
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(logits->data(), {static_cast<std::size_t>(n), vocab}, owner);
+}
+
+/// The registry's settings of `preset` (empty: the model's default preset) for the given options,
+/// validated; a refusal names the option as Python spells it (the registry's names).
+registry::settings resolve(const model_ptr& m, const std::string& preset, std::optional<index_t> gen_length, std::optional<index_t> block_length,
+                           std::optional<index_t> steps, std::optional<double> threshold, std::optional<double> eps,
+                           std::optional<double> alg_temp, std::optional<std::string> algorithm, std::optional<float> temperature,
+                           std::optional<index_t> top_k, std::optional<float> top_p, std::optional<std::uint64_t> seed) {
+    const registry::preset_id id = preset.empty() ? cli::model_preset(*m).preset : preset_of(preset);
+    registry::choices c{gen_length, block_length, steps, threshold, eps, alg_temp, std::nullopt, temperature, top_k, top_p, seed};
+    if (algorithm) {
+        c.alg = registry::algorithm_from_name(*algorithm);
+        if (!c.alg) throw invalid_parameter("algorithm", "unknown algorithm '" + *algorithm + "' (origin, maskgit_plus, topk_margin, entropy, random)");
+    }
+    return registry::resolve(registry::builtin, id, c, m->hints);
+}
+
+/// The engine as Python holds it: the model it decodes (kept alive), its settings, the engine, and a
+/// guard against two Python threads using it at once (the engine is single-threaded).
+class py_engine {
+public:
+    py_engine(model_ptr m, const registry::settings& s, nb::object schedule, bool stop_at_eos) : model_(std::move(m)), settings_(s) {
+        std::shared_ptr<py_callable> fn;
+        if (!schedule.is_none()) {
+            if (!PyCallable_Check(schedule.ptr())) throw invalid_parameter("schedule", "must be callable (ScheduleStep -> indices to commit)");
+            fn = std::make_shared<py_callable>(schedule);
+        }
+        eng_ = make_engine(model_->model, settings_, std::move(fn), stop_at_eos);
+    }
+
+    std::uint64_t add(std::vector<token_id> prompt, std::optional<std::uint64_t> seed, double cfg) {
+        const auto lock = guard();
+        return eng_->add(std::move(prompt), options(seed, cfg));
+    }
+    std::vector<std::uint64_t> add_batch(const std::vector<std::vector<token_id>>& prompts, std::optional<std::uint64_t> seed, double cfg) {
+        const auto lock = guard();
+        return eng_->add_batch(prompts, options(seed, cfg));
+    }
+    std::vector<step_report> step() {
+        const auto lock = guard();
+        std::vector<step_report> r;
+        {
+            nb::gil_scoped_release unlocked;
+            const std::lock_guard one_at_a_time(model_->forwards);
+            r = eng_->step();
+        }
+        if (py_callable* fn = eng_->schedule_callable()) fn->reraise_pending();
+        return r;
+    }
+    void cancel(std::uint64_t id) {
+        const auto lock = guard();
+        eng_->cancel(id);
+    }
+    std::vector<std::pair<std::uint64_t, sequence_result>> take_finished() {
+        const auto lock = guard();
+        return eng_->take_finished();
+    }
+    nb::ndarray<nb::numpy, token_id, nb::ndim<1>> committed_prefix(std::uint64_t id) {
+        const auto lock = guard();
+        return to_numpy(eng_->committed_prefix(id));
+    }
+    nb::ndarray<nb::numpy, token_id, nb::ndim<1>> canvas(std::uint64_t id) {
+        const auto lock = guard();
+        return to_numpy(eng_->canvas(id));
+    }
+    bool idle() const { return eng_->idle(); }
+    std::size_t active() const { return eng_->active(); }
+    decode_stats stats() const { return eng_->stats(); }
+    const registry::settings& settings() const { return settings_; }
+    const model_ptr& model() const { return model_; }
+
+private:
+    generation_options options(std::optional<std::uint64_t> seed, double cfg) const {
+        generation_options o;
+        o.gen_length = settings_.gen_length;
+        o.seed = seed.value_or(settings_.seed);
+        o.cfg_scale = cfg;
+        return o;
+    }
+    std::unique_lock<std::mutex> guard() {
+        std::unique_lock<std::mutex> lock(busy_, std::try_to_lock);
+        if (!lock.owns_lock()) throw contract_error("dlm.Engine: another thread is using this engine (an engine is single-threaded)");
+        return lock;
+    }
+
+    model_ptr model_;
+    registry::settings settings_;
+    std::unique_ptr<any_engine> eng_;
+    std::mutex busy_;
+};
+
+const char* status_name(sequence_status s) {
+    return s == sequence_status::finished ? "finished" : s == sequence_status::cancelled ? "cancelled" : "failed";
+}
+
+void bind_model(nb::module_& m) {
+    nb::class_<py_model>(m, "Model", "A loaded model (CPU transformer), its tokenizer and chat format.")
+        .def_prop_ro("path", [](const py_model& x) { return x.dir.string(); })
+        .def_prop_ro("vocab_size", [](const py_model& x) { return x.model.vocab_size(); })
+        .def_prop_ro("mask_id", [](const py_model& x) { return x.model.mask_id(); })
+        .def_prop_ro("eos_ids", [](const py_model& x) {
+            const auto e = x.model.eos_ids();
+            return std::vector<token_id>(e.begin(), e.end());
+        })
+        .def_prop_ro("logits_shift", [](const py_model& x) { return x.model.logits_shift(); })
+        .def_prop_ro("architecture", [](const py_model& x) { return std::string(io::architecture_class(x.model.config().arch)); })
+        .def_prop_ro("default_preset", [](const py_model& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); })
+        .def_prop_ro("has_chat_template", [](const py_model& x) { return x.chat != io::chat_format::none; })
+        .def_prop_ro("weight_type", [](const py_model& x) { return x.model.weight_type(); })
+        .def("encode", [](const py_model& x, const std::string& text, bool chat) { return cli::encode_prompt(x, text, chat); },
+             "text"_a, "chat"_a = false)
+        .def("decode", [](const py_model& x, const std::vector<token_id>& ids, bool skip_special) {
+                 return x.tokenizer.decode(ids, skip_special);
+             }, "tokens"_a, "skip_special"_a = true)
+        .def("answer_text", [](const py_model& x, const sequence_result& r) { return cli::answer_text(x, r); }, "result"_a);
+    // Held by shared_ptr in Python so engines keep their model alive.
+    m.def("load", &load, "path"_a, "dtype"_a = "");
+    m.def("forward", &forward, "model"_a, "tokens"_a, "mask"_a = "bidirectional");
+}
+
+void bind_settings(nb::module_& m) {
+    using registry::settings;
+    nb::class_<settings>(m, "Settings", "A preset's resolved settings (dlm/registry/settings.hpp).")
+        .def_prop_ro("preset", [](const settings& s) { return std::string(registry::builtin.name_of(s.preset)); })
+        .def_ro("gen_length", &settings::gen_length)
+        .def_ro("block_length", &settings::block_length)
+        .def_ro("steps", &settings::steps)
+        .def_ro("threshold", &settings::threshold)
+        .def_ro("eps", &settings::eps)
+        .def_ro("alg_temp", &settings::alg_temp)
+        .def_prop_ro("algorithm", [](const settings& s) { return std::string(registry::name_of(s.alg)); })
+        .def_ro("temperature", &settings::temperature)
+        .def_ro("top_k", &settings::top_k)
+        .def_ro("top_p", &settings::top_p)
+        .def_ro("seed", &settings::seed)
+        .def("source", [](const settings& s, const std::string& option) {
+            const auto o = registry::option_of_parameter(option);
+            if (!o) throw invalid_parameter("option", "no option '" + option + "'");
+            return std::string(registry::name_of(s.source_of(*o)));
+        }, "option"_a)
+        .def("describe", [](const settings& s) { return registry::describe(registry::builtin, s); });
+    m.def("resolve", &resolve, "model"_a, "preset"_a = "", "gen_length"_a = nb::none(), "block_length"_a = nb::none(), "steps"_a = nb::none(),
+          "threshold"_a = nb::none(), "eps"_a = nb::none(), "alg_temp"_a = nb::none(), "algorithm"_a = nb::none(),
+          "temperature"_a = nb::none(), "top_k"_a = nb::none(), "top_p"_a = nb::none(), "seed"_a = nb::none());
+    m.def("presets", [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (std::size_t i = 0; i < registry::builtin.size; ++i)
+            out.emplace_back(registry::builtin.name_of({i}), registry::builtin.description_of({i}));
+        return out;
+    });
+}
+
+void bind_results(nb::module_& m) {
+    nb::class_<sequence_result>(m, "Result", "One decoded sequence (dlm::sequence_result).")
+        .def_prop_ro("tokens", [](const sequence_result& r) { return to_numpy(std::span<const token_id>(r.tokens)); }, nb::rv_policy::move)
+        .def_prop_ro("commit_forward", [](const sequence_result& r) { return to_numpy(std::span<const index_t>(r.commit_forward)); }, nb::rv_policy::move)
+        .def_prop_ro("commit_confidence", [](const sequence_result& r) { return to_numpy(std::span<const float>(r.commit_confidence)); }, nb::rv_policy::move)
+        .def_ro("answer_length", &sequence_result::answer_length)
+        .def_ro("stopped_early", &sequence_result::stopped_early)
+        .def_prop_ro("status", [](const sequence_result& r) { return std::string(status_name(r.status)); })
+        .def_ro("message", &sequence_result::message)
+        .def_prop_ro("forwards", [](const sequence_result& r) { return r.stats.forwards; })
+        .def_prop_ro("committed", [](const sequence_result& r) { return r.stats.committed; })
+        .def_prop_ro("rows_computed", [](const sequence_result& r) { return r.stats.rows_computed; })
+        .def_prop_ro("steps_per_block", [](const sequence_result& r) { return r.stats.steps_per_block; })
+        .def_prop_ro("tokens_per_forward", [](const sequence_result& r) { return r.stats.tokens_per_forward(); })
+        .def_prop_ro("seed", [](const sequence_result& r) { return r.settings.seed.value; })
+        .def("raise_if_failed", &sequence_result::rethrow_if_failed);
+    nb::class_<decode_stats>(m, "EngineStats")
+        .def_ro("forwards", &decode_stats::forwards)
+        .def_ro("model_seconds", &decode_stats::model_seconds)
+        .def_ro("overhead_seconds", &decode_stats::overhead_seconds);
+    nb::class_<step_report>(m, "StepReport")
+        .def_ro("id", &step_report::id)
+        .def_ro("committed", &step_report::committed)
+        .def_ro("finished", &step_report::finished);
+    nb::class_<schedule_step>(m, "ScheduleStep", "What a Python schedule sees at one step; select by returning candidate indices.")
+        .def_prop_ro("position", [](const schedule_step& s) { return to_numpy(std::span<const index_t>(s.position)); }, nb::rv_policy::move)
+        .def_prop_ro("token", [](const schedule_step& s) { return to_numpy(std::span<const token_id>(s.token)); }, nb::rv_policy::move)
+        .def_prop_ro("probability", [](const schedule_step& s) { return to_numpy(std::span<const float>(s.probability)); }, nb::rv_policy::move)
+        .def_prop_ro("margin", [](const schedule_step& s) { return to_numpy(std::span<const float>(s.margin)); }, nb::rv_policy::move)
+        .def_prop_ro("neg_entropy", [](const schedule_step& s) { return to_numpy(std::span<const float>(s.neg_entropy)); }, nb::rv_policy::move)
+        .def("__len__", [](const schedule_step& s) { return s.position.size(); })
+        .def_ro("forward", &schedule_step::forward)
+        .def_ro("block", &schedule_step::block)
+        .def_ro("step_in_block", &schedule_step::step_in_block)
+        .def_ro("block_begin", &schedule_step::block_begin)
+        .def_ro("block_end", &schedule_step::block_end)
+        .def_ro("masked_at_block_start", &schedule_step::masked_at_block_start)
+        .def_ro("committed", &schedule_step::committed)
+        .def_ro("seed", &schedule_step::seed);
+    nb::class_<server::text_stream>(m, "TextStream", "What of a growing committed prefix's text may be shown now (dlm-server's rule).")
+        .def(nb::init<std::vector<std::string>>(), "stop"_a = std::vector<std::string>{})
+        .def("advance", &server::text_stream::advance, "text"_a, "final"_a)
+        .def_prop_ro("stopped", &server::text_stream::stopped);
+}
+
+void bind_engine(nb::module_& m) {
+    nb::class_<py_engine>(m, "Engine", "The step-wise engine of one preset (dlm::engine).")
+        .def(nb::init<model_ptr, const registry::settings&, nb::object, bool>(), "model"_a, "settings"_a, "schedule"_a = nb::none(),
+             "stop_at_eos"_a = true)
+        .def("add", &py_engine::add, "prompt"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
+        .def("add_batch", &py_engine::add_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
+        .def("step", &py_engine::step)
+        .def("cancel", &py_engine::cancel, "id"_a)
+        .def("take_finished", &py_engine::take_finished)
+        .def("committed_prefix", &py_engine::committed_prefix, "id"_a)
+        .def("canvas", &py_engine::canvas, "id"_a)
+        .def_prop_ro("idle", &py_engine::idle)
+        .def_prop_ro("active", &py_engine::active)
+        .def_prop_ro("stats", &py_engine::stats)
+        .def_prop_ro("settings", &py_engine::settings)
+        .def_prop_ro("model", &py_engine::model);
+}
+
+}  // namespace
+}  // namespace dlm::python
+
+NB_MODULE(_dlm, m) {
+    m.doc() = "dlm's compiled core; use the dlm package (python/dlm/__init__.py).";
+    nb::register_exception_translator(&dlm::python::translate_error);
+    dlm::python::bind_model(m);
+    dlm::python::bind_settings(m);
+    dlm::python::bind_results(m);
+    dlm::python::bind_engine(m);
+    m.def("set_threads", &dlm::cli::set_threads, "n"_a);
+}

@@ -1,0 +1,64 @@
+# dlm's Python package (python/, docs/python.md) through pytest (tests/python/): one step builds the package with
+# pip into a venv (scripts/setup-venv.sh) and every case reuses it (a ctest fixture); the cases compare the answers
+# with dlm-generate's, stream, run schedules written in Python, check the typed exceptions and watch the resident
+# memory. Without PyPI the install step and the cases report themselves skipped, saying why.
+# Label python: the asan workflow leaves them out (pip builds the module in Release, outside the sanitizers; the C++
+# under it is tested there by the other suites).
+if(NOT DLM_HAVE_CPU OR NOT DLM_BUILD_EXAMPLES)
+  return()
+endif()
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(NOT Python3_Interpreter_FOUND)
+  add_test(NAME "python: the package is tested" COMMAND ${CMAKE_COMMAND} -E echo "skipped: no python3 to make the venv with")
+  set_tests_properties("python: the package is tested" PROPERTIES SKIP_REGULAR_EXPRESSION "skipped: " LABELS python)
+  return()
+endif()
+set(DLM_PYTHON_VENV ${PROJECT_SOURCE_DIR}/build/venv-python CACHE PATH
+    "Python venv the Python package's tests install it into (made by scripts/setup-venv.sh)")
+set(_py ${CMAKE_CURRENT_SOURCE_DIR}/python)
+
+add_test(NAME "python: pip builds the package's wheel and installs it into a venv"
+         COMMAND ${_py}/install_package.sh build ${DLM_PYTHON_VENV} ${PROJECT_SOURCE_DIR})
+set_tests_properties("python: pip builds the package's wheel and installs it into a venv"
+                     PROPERTIES FIXTURES_SETUP dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 1200)
+# lm-evaluation-harness (PyPI lm-eval 0.4.x; its base install needs no torch) in a venv of its own, with the same wheel.
+set(DLM_LM_EVAL_VENV ${PROJECT_SOURCE_DIR}/build/venv-lm-eval CACHE PATH
+    "Python venv with lm-eval and dlm's package for the harness tests (made by tests/python/install_package.sh)")
+add_test(NAME "python: lm-evaluation-harness installs beside the package"
+         COMMAND ${_py}/install_package.sh install ${DLM_LM_EVAL_VENV} ${PROJECT_SOURCE_DIR} "lm-eval[api]==0.4.13" numpy pytest)
+set_tests_properties("python: lm-evaluation-harness installs beside the package"
+                     PROPERTIES FIXTURES_REQUIRED dlm_python FIXTURES_SETUP dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 900)
+
+# name | pytest selection
+set(_cases
+    "answers equal dlm-generate's for every preset on every shipped model|test_answers.py"
+    "a schedule written in Python reproduces the cdlm preset and its errors reach the caller|test_schedule.py"
+    "bad input raises typed exceptions naming the parameter or file|test_errors.py"
+    "the engine adds, steps, cancels and finishes, and forwards arrive as numpy|test_engine.py"
+    "resident memory stays bounded over many calls|test_leaks.py")
+foreach(_case IN LISTS _cases)
+  string(REPLACE "|" ";" _parts "${_case}")
+  list(GET _parts 0 _name)
+  list(GET _parts 1 _select)
+  add_test(NAME "python: ${_name}"
+           COMMAND ${_py}/run_pytest.sh ${DLM_PYTHON_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
+                   --dlm-generate $<TARGET_FILE:dlm-generate>)
+  set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300)
+endforeach()
+
+if(NOT DLM_BUILD_BENCH OR NOT DLM_HAVE_SERVER)  # dlm-eval and dlm-server to compare with
+  return()
+endif()
+# The harness, offline, on the first rows of the shipped test set (tools/lm_eval/dlm_gsm_synth.yaml): its `dlm` model and
+# its own local-completions model against dlm-server both score what dlm-eval scores.
+foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval does|test_lm_eval.py::test_the_dlm_model_scores_as_dlm_eval"
+                       "lm-eval's local-completions through dlm-server scores the test rows as dlm-eval does|test_lm_eval.py::test_local_completions_through_dlm_server_scores_as_dlm_eval"
+                       "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood")
+  string(REPLACE "|" ";" _parts "${_case}")
+  list(GET _parts 0 _name)
+  list(GET _parts 1 _select)
+  add_test(NAME "python: ${_name}"
+           COMMAND ${_py}/run_pytest.sh ${DLM_LM_EVAL_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
+                   --dlm-eval $<TARGET_FILE:dlm-eval> --dlm-server $<TARGET_FILE:dlm-server>)
+  set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300)
+endforeach()

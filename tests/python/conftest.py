@@ -1,0 +1,49 @@
+"""Shared fixtures of dlm's Python tests (tests/python.cmake runs them with the package installed in a
+venv): the shipped models and dlm-generate, whose answers the package must reproduce."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--models", default=str(ROOT / "models"), help="the shipped model folders (models/)")
+    for program in ("dlm-generate", "dlm-eval", "dlm-server"):
+        parser.addoption(f"--{program}", default="", help=f"the {program} program")
+
+
+def program(request, name) -> str:
+    path = request.config.getoption(f"--{name}") or shutil.which(name) or ""
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip(f"no {name} to compare with (pass --{name} PATH)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def models(request) -> Path:
+    return Path(request.config.getoption("--models"))
+
+
+@pytest.fixture(scope="session")
+def dlm_generate(request) -> str:
+    return program(request, "dlm-generate")
+
+
+@pytest.fixture(scope="session")
+def dlm_eval(request) -> str:
+    return program(request, "dlm-eval")
+
+
+@pytest.fixture(scope="session")
+def dlm_server(request) -> str:
+    return program(request, "dlm-server")
+
+
+@pytest.fixture(scope="session")
+def llm(models):
+    import dlm
+    return dlm.LLM(models / "cdlm")

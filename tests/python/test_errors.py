@@ -1,0 +1,71 @@
+"""Bad input raises typed exceptions naming what is wrong (include/dlm/core/error.hpp's classes)."""
+
+import shutil
+
+import pytest
+
+import dlm
+
+
+def test_an_unknown_preset_names_the_preset_and_lists_the_known_ones(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "fastest")
+    assert e.value.parameter == "preset" and "cdlm" in e.value.rule
+    assert isinstance(e.value, ValueError)
+
+
+def test_an_option_the_preset_lacks_is_named(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "cdlm", steps=4)
+    assert e.value.parameter == "steps" and "does not apply to the cdlm preset" in e.value.rule
+
+
+def test_a_block_length_that_does_not_divide_names_both_lengths(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "llada", block_length=7)
+    assert e.value.parameter == "block_length" and "48" in str(e.value)
+
+
+def test_an_out_of_range_value_and_an_unknown_option_are_refused(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "cdlm", threshold=1.5)
+    assert e.value.parameter == "threshold"
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "cdlm", treshold=0.5)
+    assert e.value.parameter == "treshold"
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "dream", algorithm="best")
+    assert e.value.parameter == "algorithm"
+
+
+def test_a_token_outside_the_vocabulary_is_refused_before_the_forward(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.forward([1, 2, llm.model.vocab_size + 5])
+    assert "canvas" in e.value.parameter and "outside the vocabulary" in e.value.rule
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.forward([1, 2], mask="sideways")
+    assert e.value.parameter == "mask"
+
+
+def test_a_missing_model_folder_names_the_path(tmp_path):
+    with pytest.raises(dlm.FileError) as e:
+        dlm.LLM(tmp_path / "nowhere")
+    assert e.value.path == str(tmp_path / "nowhere")
+    assert isinstance(e.value, OSError)
+
+
+def test_a_truncated_checkpoint_names_the_file(models, tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(models / "cdlm", folder)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(dlm.FileError) as e:
+        dlm.LLM(folder)
+    assert "model.safetensors" in e.value.path
+
+
+def test_a_bad_dtype_is_named(models):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(models / "cdlm", dtype="f8")
+    assert e.value.parameter == "dtype"

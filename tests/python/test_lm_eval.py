@@ -1,0 +1,73 @@
+"""lm-evaluation-harness, offline, on the first rows of the shipped test set (tools/lm_eval/dlm_gsm_synth.yaml):
+its `dlm` model (python -m dlm.harness) and its own local-completions model against dlm-server both
+score the rows as dlm-eval scores them; the dlm model's log-likelihood is LLaDA's Monte Carlo estimate."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is not installed in this venv (tests/python.cmake installs it)")
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = 40
+OFFLINE = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+sys.path.insert(0, str(ROOT / "tests" / "server"))
+from client_test import Server  # noqa: E402  (starts and stops dlm-server on a free port)
+
+
+def dlm_eval_correct(dlm_eval, model, tmp_path):
+    out = tmp_path / "dlm-eval.json"
+    subprocess.run([dlm_eval, "-m", str(model), "--limit", str(ROWS), "--no-progress", "--json", str(out)], check=True,
+                   capture_output=True, timeout=240)
+    figures = json.loads(out.read_text())
+    assert figures["problems"] == ROWS
+    return figures["correct"]
+
+
+def harness(tmp_path, *args):
+    """Runs the harness's command line on the task for the first ROWS rows; the task's accuracy."""
+    out = tmp_path / "lm-eval"
+    p = subprocess.run([sys.executable, *args, "--include_path", str(ROOT / "tools" / "lm_eval"), "--tasks", "dlm_gsm_synth",
+                        "--limit", str(ROWS), "--output_path", str(out)], cwd=ROOT, env=OFFLINE, capture_output=True, text=True,
+                       timeout=240)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    results = glob.glob(str(out / "**" / "results*.json"), recursive=True)
+    assert len(results) == 1, results
+    return json.loads(Path(results[0]).read_text())["results"]["dlm_gsm_synth"]["acc,none"]
+
+
+def test_the_dlm_model_scores_as_dlm_eval(models, dlm_eval, tmp_path):
+    correct = dlm_eval_correct(dlm_eval, models / "cdlm", tmp_path)
+    acc = harness(tmp_path, "-m", "dlm.harness", "run", "--model", "dlm", "--model_args", f"pretrained={models / 'cdlm'},preset=cdlm")
+    assert round(acc * ROWS) == correct and 0 < correct < ROWS
+
+
+def test_local_completions_through_dlm_server_scores_as_dlm_eval(models, dlm_eval, dlm_server, tmp_path):
+    correct = dlm_eval_correct(dlm_eval, models / "cdlm", tmp_path)
+    with Server(dlm_server, str(models / "cdlm")) as s:
+        acc = harness(tmp_path, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args",
+                      f"model=cdlm,base_url={s.url}/v1/completions,tokenizer_backend=None,tokenized_requests=False,num_concurrent=1,max_retries=1")
+    assert round(acc * ROWS) == correct and 0 < correct < ROWS
+
+
+class _Request:
+    def __init__(self, *args):
+        self.args = args
+
+
+def test_loglikelihood(models):
+    from dlm.harness import HarnessModel
+    model = HarnessModel(pretrained=str(models / "cdlm"), mc_num=32, mc_batch=8)
+    q = "There are 8 cups with 5 marbles in each. How many marbles are there now?"
+    right, wrong = model.loglikelihood([_Request(q, "8 x 5 = 40\n#### 40"), _Request(q, "8 x 5 = 13\n#### 13")])
+    assert right[0] > wrong[0], "the model's own answer is the likelier one"
+    assert right[0] < 0 and isinstance(right[1], bool)
+    again = model.loglikelihood([_Request(q, "8 x 5 = 40\n#### 40")])
+    assert again[0][0] == right[0], "seeded: the same estimate"
+    with pytest.raises(NotImplementedError, match="loglikelihood_rolling"):
+        model.loglikelihood_rolling([_Request("text")])
