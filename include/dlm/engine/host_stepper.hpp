@@ -50,13 +50,7 @@ public:
         sample(in, cond);
         chosen_.clear();
         in.schedule->select(in.ctx, std::span<const candidate>(cands_), chosen_);
-        for (const index_t j : chosen_) {
-            if (j < 0 || static_cast<std::size_t>(j) >= cands_.size())
-                throw contract_error("dlm::decoder: the schedule chose candidate " + std::to_string(j) + " but only " +
-                                     std::to_string(cands_.size()) + " exist");
-            const candidate& c = cands_[static_cast<std::size_t>(j)];
-            out.push_back({c.position, c.token, c.probability});
-        }
+        write_chosen(std::span<const candidate>(cands_), "chose candidate", out);
     }
 
     /// A revising schedule's edits of sequence `in` after choose() (whose logits, guidance mixed in,
@@ -77,16 +71,23 @@ public:
         }
         chosen_.clear();
         in.schedule->revise(in.ctx, std::span<const filled_candidate>(filled_), chosen_);
+        write_chosen(std::span<const filled_candidate>(filled_), "chose to edit filled slot", out);
+    }
+
+private:
+    /// The writes of the schedule's choice (chosen_, indices into `from`). Throws dlm::contract_error
+    /// for an index outside `from` ("the schedule <what> j but only n exist").
+    template <class Candidate>
+    void write_chosen(std::span<const Candidate> from, const char* what, std::vector<slot_commit>& out) const {
         for (const index_t j : chosen_) {
-            if (j < 0 || static_cast<std::size_t>(j) >= filled_.size())
-                throw contract_error("dlm::decoder: the schedule chose to edit filled slot " + std::to_string(j) + " but only " +
-                                     std::to_string(filled_.size()) + " exist");
-            const filled_candidate& c = filled_[static_cast<std::size_t>(j)];
+            if (j < 0 || static_cast<std::size_t>(j) >= from.size())
+                throw contract_error(std::string("dlm::decoder: the schedule ") + what + " " + std::to_string(j) + " but only " +
+                                     std::to_string(from.size()) + " exist");
+            const Candidate& c = from[static_cast<std::size_t>(j)];
             out.push_back({c.position, c.token, c.probability});
         }
     }
 
-private:
     [[nodiscard]] std::size_t vocab() const { return static_cast<std::size_t>(dec_->model().vocab_size()); }
 
     /// The sampler's choice for slot `p` from its logits row (banned_ as sample() set it), or nothing
