@@ -80,6 +80,21 @@ struct gguf_part {
 
 }  // namespace detail
 
+/// Tensor `name` of `ck` ([shape]: rows × m.cols()) into rows [at, ...) of `m`, a slice at a time,
+/// each slice's mapped pages released once copied.
+inline void read_checkpoint_rows(const io::checkpoint& ck, const std::string& name, std::vector<std::int64_t> shape, packed_matrix& m, index_t at,
+                                 std::vector<float>& buf) {
+    const index_t rows = static_cast<index_t>(shape[0]), k = m.cols();
+    const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
+    for (index_t r0 = 0; r0 < rows; r0 += chunk) {
+        const index_t n = std::min(chunk, rows - r0);
+        buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+        ck.read_rows_f32(name, shape, r0, n, buf);
+        ck.release_rows(name, r0, n);
+        m.set_rows(at + r0, buf.data(), n);
+    }
+}
+
 class moe_mlp {
 public:
     moe_mlp() = default;
@@ -107,7 +122,7 @@ public:
             return first;
         };
         e.router_ = packed_matrix(e.m_.num_experts, h, io::dtype::f32);
-        read_into(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0, buf);
+        read_checkpoint_rows(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0, buf);
         e.bias_.assign(static_cast<std::size_t>(e.m_.num_experts), 0.f);
         if (e.m_.selection_bias && ck.contains(bias_name)) {
             const std::int64_t shape[] = {e.m_.num_experts};
@@ -115,10 +130,10 @@ public:
         }
         auto expert = [&](const std::string& q, index_t width, packed_matrix& gu, packed_matrix& down) {
             gu = packed_matrix(2 * width, h, held({q + "gate_proj.weight", q + "up_proj.weight"}));
-            read_into(ck, q + "gate_proj.weight", {width, h}, gu, 0, buf);
-            read_into(ck, q + "up_proj.weight", {width, h}, gu, width, buf);
+            read_checkpoint_rows(ck, q + "gate_proj.weight", {width, h}, gu, 0, buf);
+            read_checkpoint_rows(ck, q + "up_proj.weight", {width, h}, gu, width, buf);
             down = packed_matrix(h, width, held({q + "down_proj.weight"}));
-            read_into(ck, q + "down_proj.weight", {h, width}, down, 0, buf);
+            read_checkpoint_rows(ck, q + "down_proj.weight", {h, width}, down, 0, buf);
         };
         e.gate_up_.resize(static_cast<std::size_t>(e.m_.num_experts));
         e.down_.resize(static_cast<std::size_t>(e.m_.num_experts));
@@ -170,6 +185,36 @@ public:
             const auto ux = static_cast<std::size_t>(x);
             e.gate_up_[ux] = matrix(detail::gate_up_parts(t, x, f), h, gu_layout);
             e.down_[ux] = matrix(detail::down_parts(t, x, h), f, down_layout);
+        }
+        return e;
+    }
+
+    /// Experts stored stacked, as Gemma 4 / DiffusionGemma write them under `prefix` (e.g.
+    /// "model.decoder.layers.3."): router.proj.weight [E, hidden], router.per_expert_scale [E],
+    /// experts.gate_up_proj [E, 2·I, hidden] (gate rows, then up rows), experts.down_proj [E, hidden, I].
+    /// Matrices held in their stored type unless `type` is given; the router in f32. The router's
+    /// input transform (a norm and a scale) is the caller's: forward_routed takes its output.
+    static moe_mlp load_stacked(const io::checkpoint& ck, const std::string& prefix, const io::moe_config& m, index_t hidden,
+                                std::optional<io::dtype> type) {
+        moe_mlp e(m, hidden);
+        const index_t n = m.num_experts, h = hidden, f = m.expert_intermediate_size;
+        std::vector<float> buf;
+        e.router_ = packed_matrix(n, h, io::dtype::f32);
+        read_checkpoint_rows(ck, prefix + "router.proj.weight", {n, h}, e.router_, 0, buf);
+        e.bias_.assign(static_cast<std::size_t>(n), 0.f);
+        if (m.per_expert_scale) {
+            e.expert_scale_ = ck.read_f32(prefix + "router.per_expert_scale", {n});
+        }
+        const std::string gu = prefix + "experts.gate_up_proj", dn = prefix + "experts.down_proj";
+        const io::dtype gu_type = type.value_or(ck.info(gu).type), dn_type = type.value_or(ck.info(dn).type);
+        e.gate_up_.resize(static_cast<std::size_t>(n));
+        e.down_.resize(static_cast<std::size_t>(n));
+        for (index_t x = 0; x < n; ++x) {  // expert x: rows [x · rows, (x + 1) · rows) of the stacked tensor seen as 2-D
+            const auto ux = static_cast<std::size_t>(x);
+            e.gate_up_[ux] = packed_matrix(2 * f, h, gu_type);
+            read_stacked(ck, gu, {n, 2 * f, h}, x, e.gate_up_[ux], buf);
+            e.down_[ux] = packed_matrix(h, f, dn_type);
+            read_stacked(ck, dn, {n, h, f}, x, e.down_[ux], buf);
         }
         return e;
     }
@@ -228,11 +273,15 @@ public:
     [[nodiscard]] io::dtype type() const noexcept { return gate_up_.empty() ? io::dtype::f32 : gate_up_.front().type(); }
 
     /// y[m × hidden] = MoE(x[m × hidden]) (rows `ld` floats apart), y overwritten.
-    void forward(index_t m, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing) {
+    void forward(index_t m, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing) { forward_routed(m, x, ld, x, ld, y, timing); }
+
+    /// The same, routed on `route_x` (rows `route_ld` apart) while the experts run on x: Gemma 4
+    /// routes on the residual stream and feeds the experts its own norm of it.
+    void forward_routed(index_t m, const float* route_x, std::ptrdiff_t route_ld, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing) {
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();
         const index_t h = hidden_, k = m_.experts_per_token, n_exp = m_.num_experts;
-        route(m, x, ld);
+        route(m, route_x, route_ld);
         const auto t1 = clock::now();
 
         // Rows per expert, in row order; slot_[r·k + j] = where pick j of row r lands in out_.
@@ -297,19 +346,21 @@ public:
 
 private:
     explicit moe_mlp(const io::model_config& c) : m_(*c.moe), hidden_(c.hidden_size) {}
+    moe_mlp(const io::moe_config& m, index_t hidden) : m_(m), hidden_(hidden) {}
 
-    /// Rows [row0, row0 + rows) of W `name` ([shape]) into rows [at, ...) of `m`.
-    static void read_into(const io::checkpoint& ck, const std::string& name, std::vector<std::int64_t> shape, packed_matrix& m, index_t at,
-                          std::vector<float>& buf) {
-        const index_t rows = static_cast<index_t>(shape[0]), k = m.cols();
-        const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
-        for (index_t r0 = 0; r0 < rows; r0 += chunk) {
-            const index_t n = std::min(chunk, rows - r0);
-            buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
-            ck.read_rows_f32(name, shape, r0, n, buf);
-            ck.release_rows(name, r0, n);
-            m.set_rows(at + r0, buf.data(), n);
-        }
+    /// Expert `x` of stacked tensor `name` ([experts, rows, cols]) into `m` ([rows × cols]).
+    static void read_stacked(const io::checkpoint& ck, const std::string& name, const std::vector<std::int64_t>& shape, index_t x,
+                             packed_matrix& m, std::vector<float>& buf) {
+        const io::tensor_info& t = ck.info(name);
+        if (t.shape != shape)
+            throw tensor_error(t.file, name, "expected shape " + io::shape_string(shape) + ", found " + io::shape_string(t.shape));
+        const auto rows = static_cast<std::size_t>(shape[1]), per = rows * static_cast<std::size_t>(shape[2]);
+        const std::size_t es = io::dtype_size(t.type);
+        buf.resize(per);
+        io::convert_to_f32(t.type, t.bytes.subspan(static_cast<std::size_t>(x) * per * es, per * es), buf);
+        ck.mark_read(name);
+        ck.release_rows(name, static_cast<std::int64_t>(x) * shape[1], shape[1]);
+        m.set_rows(0, buf.data(), static_cast<index_t>(rows));
     }
 
     /// The router: scores, the group-limited pick, the combine weights (picks_, weights_).
@@ -366,17 +417,19 @@ private:
                 picks_[static_cast<std::size_t>(r * k + j)] = e;
                 const float w = m_.bias_in_weights ? choice[static_cast<std::size_t>(e)] : s[e];
                 weights_[static_cast<std::size_t>(r * k + j)] = w / norm * static_cast<float>(m_.routed_scaling);
+                if (!expert_scale_.empty()) weights_[static_cast<std::size_t>(r * k + j)] *= expert_scale_[static_cast<std::size_t>(e)];
             }
         });
     }
 
-    /// out[n × hidden] = down(silu(gate(x)) · up(x)) for rows x[n × hidden].
+    /// out[n × hidden] = down(act(gate(x)) · up(x)) for rows x[n × hidden], act SiLU or GELU (tanh).
     void mlp(index_t n, const float* x, const packed_matrix& gate_up, const packed_matrix& down, float* out) {
         const index_t w = down.cols();
         gu_.resize(static_cast<std::size_t>(n) * 2 * static_cast<std::size_t>(w));
         act_.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(w));
         linear(n, x, hidden_, gate_up, gu_.data(), 2 * std::ptrdiff_t{w});
-        silu_gate(n, w, gu_.data(), 2 * std::ptrdiff_t{w}, act_.data(), w);
+        if (m_.act == io::moe_config::activation::gelu_tanh) gelu_tanh_gate(n, w, gu_.data(), 2 * std::ptrdiff_t{w}, act_.data(), w);
+        else silu_gate(n, w, gu_.data(), 2 * std::ptrdiff_t{w}, act_.data(), w);
         linear(n, act_.data(), w, down, out, hidden_);
     }
 
@@ -384,6 +437,7 @@ private:
     index_t hidden_ = 0;
     packed_matrix router_;
     std::vector<float> bias_;
+    std::vector<float> expert_scale_;  // Gemma 4's per_expert_scale; empty: none
     std::vector<packed_matrix> gate_up_, down_;
     packed_matrix shared_gate_up_, shared_down_;
     // Work buffers, reused across forwards.

@@ -1,8 +1,9 @@
 // dlm/cpu/ops.hpp — the row-wise operations of the CPU transformer: RMSNorm, rotary embeddings,
-// the SiLU-gated product. Each row is computed on its own, in a fixed order, so a row's result never
+// the SiLU- and GELU-gated products. Each row is computed on its own, in a fixed order, so a row's result never
 // depends on the other rows of the batch.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -52,6 +53,22 @@ public:
         }
     }
 
+    /// Gemma's rotary (transformers' "default" and "proportional" rope): pairs (i, i + head_dim/2)
+    /// for every i < head_dim/2, inv_freq[i] = 1 / theta^(2i / head_dim) / factor for i < pairs and 0
+    /// beyond (those pairs stay as they are: cos 1, sin 0).
+    [[nodiscard]] static rotary gemma(index_t head_dim, double theta, index_t pairs, double factor) {
+        rotary r;
+        r.half_ = head_dim / 2;
+        r.stride_ = head_dim;
+        r.inv_freq_.assign(static_cast<std::size_t>(r.half_), 0.f);
+        for (index_t i = 0; i < std::min(pairs, r.half_); ++i) {
+            const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+            const float inv = 1.0f / static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
+            r.inv_freq_[static_cast<std::size_t>(i)] = inv / static_cast<float>(factor);
+        }
+        return r;
+    }
+
     /// cos and sin tables for `positions` (rows of d/2 floats each).
     void tables(const std::vector<index_t>& positions, std::vector<float>& cos_out, std::vector<float>& sin_out) const {
         const std::size_t h = static_cast<std::size_t>(half_);
@@ -92,6 +109,22 @@ private:
 inline void silu_gate(index_t rows, index_t width, const float* in, std::ptrdiff_t ldi, float* out, std::ptrdiff_t ldo) {
     const kernel_table& kt = kernels();
     for_rows(rows, 20.0 * width, [&](index_t r) { kt.silu_gate(in + r * ldi, in + r * ldi + width, out + r * ldo, width); });
+}
+
+/// out[r][i] = gelu_tanh(gate[r][i]) · up[r][i] with gate = in[r][0, width), up = in[r][width, 2·width):
+/// GELU's tanh form as PyTorch's gelu(approximate="tanh") computes it in f32,
+/// 0.5 · x · (1 + tanh(sqrt(2/π) · (x + 0.044715 · x³))) (Gemma's gelu_pytorch_tanh).
+inline void gelu_tanh_gate(index_t rows, index_t width, const float* in, std::ptrdiff_t ldi, float* out, std::ptrdiff_t ldo) {
+    for_rows(rows, 30.0 * width, [&](index_t r) {
+        const float* g = in + r * ldi;
+        const float* u = g + width;
+        float* o = out + r * ldo;
+        constexpr float k_beta = 0.7978845608028654f, k_kappa = 0.044715f;  // sqrt(2/π)
+        for (index_t i = 0; i < width; ++i) {
+            const float x = g[i], inner = k_beta * (x + k_kappa * x * x * x);
+            o[i] = 0.5f * x * (1.f + std::tanh(inner)) * u[i];
+        }
+    });
 }
 
 /// y[r] += d[r] for rows of `width` floats.

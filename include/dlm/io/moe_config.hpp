@@ -51,6 +51,11 @@ struct moe_config {
     enum class normalization { none, several, always };
     normalization normalize = normalization::several;
     double routed_scaling = 1.0;   ///< the routed experts' sum times this
+    /// The experts' gate activation: SiLU (every family above) or GELU's tanh form (Gemma 4).
+    enum class activation { silu, gelu_tanh };
+    activation act = activation::silu;
+    /// Each picked weight, after normalising, times its expert's scale (Gemma 4's router.per_expert_scale).
+    bool per_expert_scale = false;
     std::vector<char> layers;      ///< per layer, whether it has experts (LLaDA-MoE's moe_layer_freq); empty: first_dense_layers decides
 
     [[nodiscard]] bool is_moe_layer(index_t layer) const noexcept {

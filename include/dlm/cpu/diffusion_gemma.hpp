@@ -1,0 +1,364 @@
+// dlm/cpu/diffusion_gemma.hpp — DiffusionGemma (Google, 2026; transformers'
+// DiffusionGemmaForBlockDiffusion) on the CPU: one Gemma 4 mixture-of-experts backbone run in two
+// modes.
+//
+//   auto m = dlm::cpu::diffusion_gemma::load("path/to/folder");
+//   auto ctx = m.new_context(1024);
+//   m.encode(ctx, prompt);                                  // causal; writes every layer's K/V
+//   m.decode(ctx, canvas, nullptr, logits);                 // the canvas, bidirectionally, reading ctx
+//   m.decode(ctx, canvas2, sc_logits.data(), logits);       // with self-conditioning
+//   m.encode(ctx, final_canvas);                            // the next block's context
+//
+// encode: the committed tokens, causally (a sliding layer's query sees the `sliding_window`
+//   positions up to itself), storing each layer's keys and values; as DiffusionGemmaEncoderModel.
+// decode: the canvas (canvas_length random or partly accepted tokens) attends to itself fully and to
+//   the context: every stored position on a full layer, the last sliding_window − 1 on a sliding one
+//   (what transformers' DynamicCache keeps for it); nothing is stored. Its input embeddings pass the
+//   self-conditioning block (the previous step's processed logits, softmax-weighted into embeddings,
+//   through a gated MLP, added, then normed); the output is the tied head's logits, soft-capped
+//   (tanh(l / c) · c). As DiffusionGemmaDecoderModel + the head of DiffusionGemmaForBlockDiffusion.
+// A block (both modes): input norm → attention (q/k RMSNorm with weights, v RMSNorm without, scaling
+//   1, rotary per layer type: default on sliding layers, proportional on full ones, whose values are
+//   their raw keys) → post-attention norm, residual; then a dense GELU MLP and the experts side by side
+//   (the router on the residual stream, the experts on its own norm), each post-normed, summed,
+//   post-normed, residual; times the mode's layer_scalar.
+// Activations, norms, attention and the context are f32; matrices in their stored type through dlm's
+// GEMM. Row results do not depend on other rows or the thread count. Not safe from two threads at once.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/diffusion_gemma_config.hpp"
+#include "diffusion_gemma_weights.hpp"
+#include "ops.hpp"
+
+namespace dlm::cpu {
+
+/// A sequence's encoded context: what each layer's encoder stored for positions [0, length).
+struct gemma_context {
+    index_t length = 0, capacity = 0;
+    std::vector<std::vector<float>> keys, values;  ///< per layer: [kv_heads][capacity][head_dim]
+};
+
+class diffusion_gemma {
+public:
+    using config_type = io::diffusion_gemma_config;
+
+    /// Loads a DiffusionGemma folder (config.json + model.safetensors or shards). Throws file_error
+    /// naming a config key, tensor_error naming a tensor, memory_error before allocating.
+    [[nodiscard]] static diffusion_gemma load(const std::filesystem::path& folder, const load_options& opt = {}) {
+        std::error_code ec;
+        const std::filesystem::path dir = std::filesystem::is_directory(folder, ec) ? folder : folder.parent_path();
+        diffusion_gemma m(io::load_diffusion_gemma_config(dir));
+        const io::checkpoint ck = io::checkpoint::open(dir);
+        m.w_ = load_gemma_weights(ck, m.c_, opt);
+        return m;
+    }
+
+    [[nodiscard]] const config_type& config() const noexcept { return c_; }
+    [[nodiscard]] index_t vocab_size() const noexcept { return c_.vocab_size; }
+    [[nodiscard]] index_t canvas_length() const noexcept { return c_.canvas_length; }
+    [[nodiscard]] std::span<const token_id> eos_ids() const noexcept { return c_.eos_ids; }
+    [[nodiscard]] std::size_t weight_bytes() const noexcept { return w_.bytes; }
+
+    /// An empty context for up to `capacity` positions (prompt and every block). Throws
+    /// invalid_parameter past max_position_embeddings, memory_error when it does not fit.
+    [[nodiscard]] gemma_context new_context(index_t capacity) const {
+        if (capacity <= 0 || capacity > c_.max_context)
+            throw invalid_parameter("capacity", std::to_string(capacity) + " is outside [1, max_position_embeddings " + std::to_string(c_.max_context) + "]");
+        std::uint64_t floats = 0;
+        for (const io::gemma_layer& g : c_.layers) floats += 2ull * static_cast<std::uint64_t>(g.kv_heads) * g.head_dim * static_cast<std::uint64_t>(capacity);
+        check_fits("a DiffusionGemma context of " + std::to_string(capacity) + " positions", floats * sizeof(float));
+        gemma_context ctx;
+        ctx.capacity = capacity;
+        for (const io::gemma_layer& g : c_.layers) {
+            const auto n = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim) * static_cast<std::size_t>(capacity);
+            ctx.keys.emplace_back(n, 0.f);
+            ctx.values.emplace_back(n, 0.f);
+        }
+        return ctx;
+    }
+
+    /// Appends `tokens` to the context: the encoder over them (causal, sliding windows), storing K/V.
+    void encode(gemma_context& ctx, std::span<const token_id> tokens) {
+        check_tokens(tokens, "tokens");
+        check_room(ctx, static_cast<index_t>(tokens.size()), "tokens");
+        const auto m = static_cast<index_t>(tokens.size());
+        if (m == 0) return;
+        embed(tokens);
+        for (index_t l = 0; l < c_.num_layers; ++l) block(l, m, ctx, true, l + 1 == c_.num_layers);
+        ctx.length += m;
+    }
+
+    /// logits[canvas.size() × vocab] of the canvas read against `ctx`; `self_conditioning` is null
+    /// (the first step) or the previous step's processed logits [canvas.size() × vocab].
+    void decode(const gemma_context& ctx, std::span<const token_id> canvas, const float* self_conditioning, std::span<float> logits) {
+        check_tokens(canvas, "canvas");
+        const auto m = static_cast<index_t>(canvas.size()), h = c_.hidden_size;
+        const auto v = static_cast<std::size_t>(c_.vocab_size);
+        if (ctx.length + m > c_.max_context)
+            throw invalid_parameter("canvas", "positions up to " + std::to_string(ctx.length + m) + " exceed max_position_embeddings " + std::to_string(c_.max_context));
+        if (logits.size() != static_cast<std::size_t>(m) * v)
+            throw invalid_parameter("logits", "holds " + std::to_string(logits.size()) + " floats, the canvas needs " + std::to_string(static_cast<std::size_t>(m) * v));
+        if (m == 0) return;
+        embed(canvas);
+        self_condition(m, self_conditioning);
+        for (index_t l = 0; l < c_.num_layers; ++l) block(l, m, const_cast<gemma_context&>(ctx), false, false);
+        rms_norm(m, h, x_.data(), h, w_.final_norm.data(), eps(), xn_.data(), h);
+        linear(m, xn_.data(), h, w_.embedding, logits.data(), static_cast<std::ptrdiff_t>(v));
+        if (const float cap = c_.final_logit_softcapping; cap > 0.f)
+            for_rows(m, 20.0 * static_cast<double>(v), [&](index_t r) {
+                float* row = logits.data() + static_cast<std::size_t>(r) * v;
+                for (std::size_t i = 0; i < v; ++i) row[i] = std::tanh(row[i] / cap) * cap;
+            });
+    }
+
+private:
+    explicit diffusion_gemma(config_type c) : c_(std::move(c)) {
+        const auto sl = std::find_if(c_.layers.begin(), c_.layers.end(), [](const io::gemma_layer& l) { return l.sliding; });
+        const auto fl = std::find_if(c_.layers.begin(), c_.layers.end(), [](const io::gemma_layer& l) { return !l.sliding; });
+        if (sl != c_.layers.end()) sliding_rope_ = rotary::gemma(sl->head_dim, c_.sliding_rope.theta, c_.sliding_rope.rotated_pairs, c_.sliding_rope.factor);
+        full_rope_ = rotary::gemma(fl->head_dim, c_.full_rope.theta, c_.full_rope.rotated_pairs, c_.full_rope.factor);
+        ones_.assign(static_cast<std::size_t>(std::max(c_.hidden_size, c_.max_head_dim())), 1.f);
+    }
+
+    [[nodiscard]] float eps() const noexcept { return static_cast<float>(c_.rms_norm_eps); }
+
+    void check_tokens(std::span<const token_id> t, const char* what) const {
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            if (t[i] < 0 || t[i] >= c_.vocab_size)
+                throw invalid_parameter(what, "token " + std::to_string(t[i]) + " at " + std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(c_.vocab_size) + ")");
+            if (t[i] == c_.image_token_id)
+                throw invalid_parameter(what, "token " + std::to_string(t[i]) + " at " + std::to_string(i) +
+                                                  " is the image placeholder: dlm runs DiffusionGemma's text model only (the vision tower is not loaded)");
+        }
+    }
+    static void check_room(const gemma_context& ctx, index_t n, const char* what) {
+        if (ctx.capacity <= 0 || ctx.keys.empty()) throw invalid_parameter("context", "was not made by new_context");
+        if (ctx.length + n > ctx.capacity)
+            throw invalid_parameter(what, std::to_string(n) + " more positions do not fit the context's " + std::to_string(ctx.capacity) + " (" +
+                                              std::to_string(ctx.length) + " used)");
+    }
+
+    /// x = embedding rows · sqrt(hidden), rounded as the reference rounds in the embedding's type.
+    void embed(std::span<const token_id> tokens) {
+        const auto m = static_cast<index_t>(tokens.size()), h = c_.hidden_size;
+        resize(m);
+        const float scale = round_to_held(static_cast<float>(std::sqrt(static_cast<double>(h))));
+        for (index_t r = 0; r < m; ++r) {
+            float* x = x_.data() + static_cast<std::ptrdiff_t>(r) * h;
+            w_.embedding.row(tokens[static_cast<std::size_t>(r)], x);
+            for (index_t i = 0; i < h; ++i) x[i] = round_to_held(x[i] * scale);
+        }
+        positions_.resize(static_cast<std::size_t>(m));
+    }
+
+    /// f rounded to the embedding's stored type (transformers computes the embedding in it).
+    [[nodiscard]] float round_to_held(float f) const noexcept {
+        switch (w_.embedding.type()) {
+            case io::dtype::bf16: return io::bf16_to_f32(io::f32_to_bf16(f));
+            case io::dtype::f16: return io::f16_to_f32(io::f32_to_f16(f));
+            default: return f;
+        }
+    }
+
+    /// x = post_norm(x + SC-MLP(pre_norm(softmax(sc) · E · sqrt(hidden)))); without logits the MLP's
+    /// input is zero, so its output is zero and x = post_norm(x).
+    void self_condition(index_t m, const float* sc) {
+        const index_t h = c_.hidden_size, f = c_.intermediate_size;
+        if (sc) {
+            soft_embeddings(m, sc);
+            rms_norm(m, h, tmp_.data(), h, w_.sc_pre_norm.data(), eps(), xn_.data(), h);
+            gated_mlp(m, xn_.data(), w_.sc_gate_up, w_.sc_down, f, tmp_.data());
+            add_rows(m, h, x_.data(), h, tmp_.data(), h);
+        }
+        rms_norm(m, h, x_.data(), h, ones_.data(), eps(), x_.data(), h);
+    }
+
+    /// tmp = softmax(sc rows, f32, rounded to the embedding's type) · E, times sqrt(hidden).
+    void soft_embeddings(index_t m, const float* sc) {
+        const index_t h = c_.hidden_size, v = c_.vocab_size;
+        std::vector<float> p(static_cast<std::size_t>(m) * static_cast<std::size_t>(v)), row(static_cast<std::size_t>(h));
+        for_rows(m, 10.0 * v, [&](index_t r) {
+            const float* s = sc + static_cast<std::ptrdiff_t>(r) * v;
+            float* pr = p.data() + static_cast<std::ptrdiff_t>(r) * v;
+            const float top = *std::max_element(s, s + v);
+            double sum = 0;
+            for (index_t i = 0; i < v; ++i) sum += (pr[i] = std::exp(s[i] - top));
+            const float inv = static_cast<float>(1.0 / sum);
+            for (index_t i = 0; i < v; ++i) pr[i] = round_to_held(pr[i] * inv);
+        });
+        std::fill(tmp_.begin(), tmp_.begin() + static_cast<std::ptrdiff_t>(m) * h, 0.f);
+        for (index_t t = 0; t < v; ++t) {  // one embedding row at a time, added into every canvas row
+            w_.embedding.row(t, row.data());
+            for_rows(m, 2.0 * h, [&](index_t r) {
+                const float pt = p[static_cast<std::size_t>(r) * static_cast<std::size_t>(v) + static_cast<std::size_t>(t)];
+                float* o = tmp_.data() + static_cast<std::ptrdiff_t>(r) * h;
+                for (index_t i = 0; i < h; ++i) o[i] += pt * row[static_cast<std::size_t>(i)];
+            });
+        }
+        const float scale = round_to_held(static_cast<float>(std::sqrt(static_cast<double>(h))));
+        for (std::size_t i = 0; i < static_cast<std::size_t>(m) * static_cast<std::size_t>(h); ++i) tmp_[i] = round_to_held(round_to_held(tmp_[i]) * scale);
+    }
+
+    /// out[m × hidden] = down(gelu_tanh(gate(x)) · up(x)).
+    void gated_mlp(index_t m, const float* x, const packed_matrix& gate_up, const packed_matrix& down, index_t width, float* out) {
+        const index_t h = c_.hidden_size;
+        gu_.resize(static_cast<std::size_t>(m) * 2 * static_cast<std::size_t>(width));
+        act_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(width));
+        linear(m, x, h, gate_up, gu_.data(), 2 * std::ptrdiff_t{width});
+        gelu_tanh_gate(m, width, gu_.data(), 2 * std::ptrdiff_t{width}, act_.data(), width);
+        linear(m, act_.data(), width, down, out, h);
+    }
+
+    void resize(index_t m) {
+        const auto n = static_cast<std::size_t>(m) * static_cast<std::size_t>(c_.hidden_size);
+        for (auto* b : {&x_, &xn_, &tmp_, &h1_, &h2_, &rin_}) b->resize(n);
+    }
+
+    /// One block over the m rows of x_ at positions ctx.length + [0, m). The encoder stores K/V in ctx
+    /// (and, on the last layer, stops there: nothing reads its output); the decoder only reads ctx.
+    void block(index_t l, index_t m, gemma_context& ctx, bool encoder, bool kv_only) {
+        gemma_block& b = w_.blocks[static_cast<std::size_t>(l)];
+        const io::gemma_layer& g = c_.layers[static_cast<std::size_t>(l)];
+        const index_t h = c_.hidden_size;
+        rms_norm(m, h, x_.data(), h, b.input_norm.data(), eps(), xn_.data(), h);
+        project_qkv(b, g, m, ctx.length);
+        if (encoder) store_kv(g, m, ctx, l);
+        if (kv_only) return;
+        attention(g, m, ctx, l, encoder);
+        linear(m, att_.data(), c_.num_heads * g.head_dim, b.o, tmp_.data(), h);
+        rms_norm(m, h, tmp_.data(), h, b.post_attn_norm.data(), eps(), tmp_.data(), h);
+        add_rows(m, h, x_.data(), h, tmp_.data(), h);
+        // The dense MLP and the experts, side by side on the residual stream x.
+        rms_norm(m, h, x_.data(), h, b.pre_ffn_norm.data(), eps(), xn_.data(), h);
+        gated_mlp(m, xn_.data(), b.gate_up, b.down, c_.intermediate_size, tmp_.data());
+        rms_norm(m, h, tmp_.data(), h, b.post_ffn_norm_1.data(), eps(), h1_.data(), h);
+        rms_norm(m, h, x_.data(), h, b.router_scale.data(), eps(), rin_.data(), h);
+        const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(h)));
+        for (float& v : rin_) v *= root;
+        rms_norm(m, h, x_.data(), h, b.pre_ffn_norm_2.data(), eps(), xn_.data(), h);
+        b.experts.forward_routed(m, rin_.data(), h, xn_.data(), h, tmp_.data(), nullptr);
+        rms_norm(m, h, tmp_.data(), h, b.post_ffn_norm_2.data(), eps(), h2_.data(), h);
+        add_rows(m, h, h1_.data(), h, h2_.data(), h);
+        rms_norm(m, h, h1_.data(), h, b.post_ffn_norm.data(), eps(), tmp_.data(), h);
+        add_rows(m, h, x_.data(), h, tmp_.data(), h);
+        const float s = encoder ? b.encoder_scalar : b.decoder_scalar;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(m) * static_cast<std::size_t>(h); ++i) x_[i] *= s;
+    }
+
+    /// q_ [m × heads·d], k_ and v_ [m × kv·d]: projected, q/k normed with weights, v without, q/k rotated.
+    void project_qkv(const gemma_block& b, const io::gemma_layer& g, index_t m, index_t pos0) {
+        const index_t h = c_.hidden_size, d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d;
+        const std::ptrdiff_t ld = qd + (g.k_eq_v ? 1 : 2) * std::ptrdiff_t{kvd};
+        qkv_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(ld));
+        v_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(kvd));
+        linear(m, xn_.data(), h, b.qkv, qkv_.data(), ld);
+        const std::ptrdiff_t v_at = g.k_eq_v ? qd : qd + kvd;  // k_eq_v: the values are the raw keys
+        for (index_t r = 0; r < m; ++r) std::copy_n(qkv_.data() + r * ld + v_at, kvd, v_.data() + static_cast<std::ptrdiff_t>(r) * kvd);
+        for (index_t x = 0; x < c_.num_heads; ++x) rms_norm(m, d, qkv_.data() + x * d, ld, b.q_norm.data(), eps(), qkv_.data() + x * d, ld);
+        for (index_t x = 0; x < g.kv_heads; ++x) {
+            rms_norm(m, d, qkv_.data() + qd + x * d, ld, b.k_norm.data(), eps(), qkv_.data() + qd + x * d, ld);
+            rms_norm(m, d, v_.data() + x * d, kvd, ones_.data(), eps(), v_.data() + x * d, kvd);
+        }
+        for (index_t r = 0; r < m; ++r) positions_[static_cast<std::size_t>(r)] = pos0 + r;
+        const rotary& rope = g.sliding ? sliding_rope_ : full_rope_;
+        rope.tables(positions_, cos_, sin_);
+        rope.apply(m, qkv_.data(), ld, c_.num_heads, cos_.data(), sin_.data());
+        rope.apply(m, qkv_.data() + qd, ld, g.kv_heads, cos_.data(), sin_.data());
+        qkv_ld_ = ld;
+    }
+
+    void store_kv(const io::gemma_layer& g, index_t m, gemma_context& ctx, index_t l) const {
+        const index_t d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d;
+        for (index_t x = 0; x < g.kv_heads; ++x)
+            for (index_t r = 0; r < m; ++r) {
+                const std::size_t at = (static_cast<std::size_t>(x) * ctx.capacity + static_cast<std::size_t>(ctx.length + r)) * static_cast<std::size_t>(d);
+                std::copy_n(qkv_.data() + r * qkv_ld_ + qd + x * d, d, ctx.keys[static_cast<std::size_t>(l)].data() + at);
+                std::copy_n(v_.data() + static_cast<std::ptrdiff_t>(r) * kvd + x * d, d, ctx.values[static_cast<std::size_t>(l)].data() + at);
+            }
+    }
+
+    /// att_[m × heads·d]. Encoder: row r (position P = ctx.length + r) attends stored positions
+    /// [P − window + 1, P] on a sliding layer, [0, P] on a full one. Decoder: every canvas row
+    /// attends the stored positions [length − (window − 1), length) (sliding) or [0, length) (full),
+    /// then the whole canvas.
+    void attention(const io::gemma_layer& g, index_t m, const gemma_context& ctx, index_t l, bool encoder) {
+        const index_t d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d, group = c_.num_heads / g.kv_heads;
+        const index_t w = c_.sliding_window;
+        att_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(qd));
+        const float* ck = ctx.keys[static_cast<std::size_t>(l)].data();
+        const float* cv = ctx.values[static_cast<std::size_t>(l)].data();
+        const index_t lo = encoder ? 0 : (g.sliding ? std::max<index_t>(0, ctx.length - (w - 1)) : 0);
+        const index_t n_ctx = encoder ? 0 : ctx.length - lo;
+        // Decoder: each kv head's keys and values as one run, [context part | canvas part].
+        if (!encoder) {
+            dec_k_.resize(static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(n_ctx + m) * static_cast<std::size_t>(d));
+            dec_v_.resize(dec_k_.size());
+            for (index_t x = 0; x < g.kv_heads; ++x) {
+                float* kd = dec_k_.data() + static_cast<std::ptrdiff_t>(x) * (n_ctx + m) * d;
+                float* vd = dec_v_.data() + static_cast<std::ptrdiff_t>(x) * (n_ctx + m) * d;
+                const std::size_t src = (static_cast<std::size_t>(x) * ctx.capacity + static_cast<std::size_t>(lo)) * static_cast<std::size_t>(d);
+                std::copy_n(ck + src, static_cast<std::size_t>(n_ctx) * d, kd);
+                std::copy_n(cv + src, static_cast<std::size_t>(n_ctx) * d, vd);
+                for (index_t r = 0; r < m; ++r) {
+                    std::copy_n(qkv_.data() + r * qkv_ld_ + qd + x * d, d, kd + (n_ctx + r) * std::ptrdiff_t{d});
+                    std::copy_n(v_.data() + static_cast<std::ptrdiff_t>(r) * kvd + x * d, d, vd + (n_ctx + r) * std::ptrdiff_t{d});
+                }
+            }
+        }
+        for_rows(m * c_.num_heads, 4.0 * d * (n_ctx + m), [&](index_t task) {
+            const index_t r = task / c_.num_heads, head = task % c_.num_heads, x = head / group;
+            const float* q = qkv_.data() + r * qkv_ld_ + head * d;
+            float* out = att_.data() + static_cast<std::ptrdiff_t>(r) * qd + head * d;
+            if (encoder) {
+                const index_t p = ctx.length + r, first = g.sliding ? std::max<index_t>(0, p - w + 1) : 0;
+                const std::size_t base = (static_cast<std::size_t>(x) * ctx.capacity + static_cast<std::size_t>(first)) * static_cast<std::size_t>(d);
+                attend_one(q, ck + base, cv + base, p - first + 1, d, out);
+            } else {
+                const std::ptrdiff_t base = static_cast<std::ptrdiff_t>(x) * (n_ctx + m) * d;
+                attend_one(q, dec_k_.data() + base, dec_v_.data() + base, n_ctx + m, d, out);
+            }
+        });
+    }
+
+    /// out = softmax(q · Kᵀ) · V over n contiguous keys and values of d floats (scaling 1), in key order.
+    static void attend_one(const float* q, const float* k, const float* v, index_t n, index_t d, float* out) {
+        thread_local std::vector<float> s;
+        s.resize(static_cast<std::size_t>(n));
+        float top = -INFINITY;
+        for (index_t j = 0; j < n; ++j) {
+            float dot = 0.f;
+            const float* kj = k + static_cast<std::ptrdiff_t>(j) * d;
+            for (index_t i = 0; i < d; ++i) dot += q[i] * kj[i];
+            s[static_cast<std::size_t>(j)] = dot;
+            top = std::max(top, dot);
+        }
+        float sum = 0.f;
+        for (float& e : s) sum += (e = std::exp(e - top));
+        const float inv = 1.f / sum;
+        std::fill_n(out, d, 0.f);
+        for (index_t j = 0; j < n; ++j) {
+            const float p = s[static_cast<std::size_t>(j)] * inv;
+            const float* vj = v + static_cast<std::ptrdiff_t>(j) * d;
+            for (index_t i = 0; i < d; ++i) out[i] += p * vj[i];
+        }
+    }
+
+    config_type c_;
+    gemma_weights w_;
+    rotary sliding_rope_, full_rope_;
+    std::vector<float> ones_;
+    // Work buffers, reused across forwards.
+    std::vector<float> x_, xn_, tmp_, h1_, h2_, rin_, qkv_, v_, att_, gu_, act_, cos_, sin_, dec_k_, dec_v_;
+    std::vector<index_t> positions_;
+    std::ptrdiff_t qkv_ld_ = 0;
+};
+
+}  // namespace dlm::cpu

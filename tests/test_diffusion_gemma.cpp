@@ -1,0 +1,151 @@
+// DiffusionGemma against transformers' DiffusionGemmaForBlockDiffusion on a tiny random model
+// (tools/make_diffusion_gemma_fixtures.py): the config and checkpoint load, every key read or refused
+// by name, and the canvas logits of the decoder (with and without self-conditioning, over one or two
+// encoded blocks) within f32 tolerance of the reference.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <dlm/cpu/diffusion_gemma.hpp>
+
+#include "io_test_util.hpp"
+
+using namespace dlm;
+using dlm::cpu::diffusion_gemma;
+using dlm_test::read_f32_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path tiny = fs::path(DLM_TEST_DATA) / "families" / "diffusion_gemma_tiny";
+
+nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    REQUIRE_MESSAGE(in, "missing fixture " << p << " (tools/make_diffusion_gemma_fixtures.py)");
+    return nlohmann::json::parse(in);
+}
+
+std::vector<token_id> ids(const nlohmann::json& j) { return j.get<std::vector<token_id>>(); }
+
+/// max |a − b| over the rows, relative to the largest |b| (logits are soft-capped at 30).
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double d = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+    return d;
+}
+
+std::vector<index_t> argmax_rows(const std::vector<float>& l, index_t vocab) {
+    std::vector<index_t> out;
+    for (std::size_t r = 0; r * static_cast<std::size_t>(vocab) < l.size(); ++r) {
+        const auto* row = l.data() + r * static_cast<std::size_t>(vocab);
+        out.push_back(static_cast<index_t>(std::max_element(row, row + vocab) - row));
+    }
+    return out;
+}
+
+struct run {
+    diffusion_gemma m = diffusion_gemma::load(tiny);
+    nlohmann::json e = read_json(tiny / "expected.json");
+    index_t v = m.vocab_size();
+    std::vector<float> decode(const cpu::gemma_context& ctx, const std::vector<token_id>& canvas, const float* sc = nullptr) {
+        std::vector<float> l(canvas.size() * static_cast<std::size_t>(v));
+        m.decode(ctx, canvas, sc, l);
+        return l;
+    }
+    void check(const std::string& name, const std::vector<float>& got) {
+        const std::vector<float> want = read_f32_file(tiny / ("logits_" + name + ".f32"));
+        CAPTURE(name);
+        CHECK(max_diff(got, want) < 2e-4);
+        CHECK(argmax_rows(got, v) == e["argmax"][name].get<std::vector<index_t>>());
+    }
+};
+
+}  // namespace
+
+TEST_CASE("diffusion_gemma_tiny: the config and checkpoint load, every layer's geometry as DiffusionGemmaTextConfig resolves it") {
+    const diffusion_gemma m = diffusion_gemma::load(tiny);
+    const auto& c = m.config();
+    CHECK(c.vocab_size == 512);
+    CHECK(c.canvas_length == 16);
+    CHECK(c.sliding_window == 8);
+    REQUIRE(c.layers.size() == 3);
+    CHECK(c.layers[0].sliding);
+    CHECK_FALSE(c.layers[2].sliding);
+    CHECK(c.layers[0].head_dim == 16);
+    CHECK(c.layers[2].head_dim == 32);  // per_layer_config: global_head_dim
+    CHECK(c.layers[2].kv_heads == 1);   // num_global_key_value_heads
+    CHECK(c.layers[2].k_eq_v);
+    CHECK(c.full_rope.rotated_pairs == 4);  // proportional: int(0.25 · 32 / 2)
+    CHECK(c.sliding_rope.rotated_pairs == 8);
+    CHECK(c.final_logit_softcapping == 30.f);
+    CHECK(c.eos_ids == std::vector<token_id>{1});
+}
+
+TEST_CASE("diffusion_gemma_tiny: decoder logits equal transformers' on the first step (encoded prompt longer than the sliding window)") {
+    run r;
+    auto ctx = r.m.new_context(64);
+    r.m.encode(ctx, ids(r.e["prompt"]));
+    CHECK(ctx.length == 13);
+    r.check("first", r.decode(ctx, ids(r.e["canvas_a"])));
+}
+
+TEST_CASE("diffusion_gemma_tiny: decoder logits equal transformers' with the previous step's logits as self-conditioning") {
+    run r;
+    auto ctx = r.m.new_context(64);
+    r.m.encode(ctx, ids(r.e["prompt"]));
+    std::vector<float> sc = r.decode(ctx, ids(r.e["canvas_a"]));
+    const float t = r.e["selfcond_temperature"].get<float>();
+    for (float& x : sc) x /= t;
+    r.check("selfcond", r.decode(ctx, ids(r.e["canvas_b"]), sc.data()));
+}
+
+TEST_CASE("diffusion_gemma_tiny: a second block reads the first canvas the encoder appended, whole or in chunks") {
+    run r;
+    auto ctx = r.m.new_context(64);
+    r.m.encode(ctx, ids(r.e["prompt"]));
+    r.m.encode(ctx, ids(r.e["canvas_a"]));
+    const std::vector<float> whole = r.decode(ctx, ids(r.e["canvas_b"]));
+    r.check("second", whole);
+    auto chunked = r.m.new_context(64);
+    const auto p = ids(r.e["prompt"]);
+    r.m.encode(chunked, std::vector<token_id>(p.begin(), p.begin() + 5));
+    r.m.encode(chunked, std::vector<token_id>(p.begin() + 5, p.end()));
+    r.m.encode(chunked, ids(r.e["canvas_a"]));
+    CHECK(r.decode(chunked, ids(r.e["canvas_b"])) == whole);  // the same bits: no row depends on its chunk
+}
+
+TEST_CASE("diffusion_gemma: bad input is refused by name") {
+    run r;
+    auto ctx = r.m.new_context(20);
+    CHECK_THROWS_WITH_AS(r.m.encode(ctx, std::vector<token_id>{3, 512}), doctest::Contains("outside the vocabulary"), invalid_parameter);
+    CHECK_THROWS_WITH_AS(r.m.encode(ctx, std::vector<token_id>(21, 3)), doctest::Contains("do not fit the context's 20"), invalid_parameter);
+    CHECK_THROWS_AS((void)r.m.new_context(5000), invalid_parameter);  // past max_position_embeddings 4096
+    std::vector<float> small(10);
+    CHECK_THROWS_WITH_AS(r.m.decode(ctx, ids(r.e["canvas_a"]), nullptr, small), doctest::Contains("logits"), invalid_parameter);
+}
+
+TEST_CASE("diffusion_gemma: config keys dlm does not compute are refused by name") {
+    const auto base = read_json(tiny / "config.json");
+    auto refused = [&](const std::string& key, const nlohmann::json& value, const std::string& expect) {
+        auto j = base;
+        j["text_config"][key] = value;
+        CAPTURE(key);
+        CHECK_THROWS_WITH_AS((void)io::parse_diffusion_gemma_config(j, "config.json"), doctest::Contains(expect.c_str()), file_error);
+    };
+    refused("hidden_activation", "gelu", "key 'hidden_activation'");
+    refused("use_bidirectional_attention", "all", "key 'use_bidirectional_attention'");
+    refused("attention_bias", true, "key 'attention_bias'");
+    refused("some_new_feature", 1, "key 'some_new_feature'");
+    refused("num_experts", 0, "key 'num_experts'");
+    auto j = base;
+    j["text_config"]["rope_parameters"]["full_attention"]["rope_type"] = "yarn";
+    CHECK_THROWS_WITH_AS((void)io::parse_diffusion_gemma_config(j, "config.json"), doctest::Contains("'yarn' is not implemented"), file_error);
+}
