@@ -8,12 +8,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <dlm/cpu/diffusion_gemma.hpp>
+#include <dlm/io/model_config.hpp>
 
 #include "io_test_util.hpp"
 
@@ -50,6 +53,8 @@ std::vector<index_t> argmax_rows(const std::vector<float>& l, index_t vocab) {
     }
     return out;
 }
+
+std::vector<index_t> e_argmax(const nlohmann::json& e, const char* name) { return e["argmax"][name].get<std::vector<index_t>>(); }
 
 struct run {
     diffusion_gemma m = diffusion_gemma::load(tiny);
@@ -148,4 +153,25 @@ TEST_CASE("diffusion_gemma: config keys dlm does not compute are refused by name
     auto j = base;
     j["text_config"]["rope_parameters"]["full_attention"]["rope_type"] = "yarn";
     CHECK_THROWS_WITH_AS((void)io::parse_diffusion_gemma_config(j, "config.json"), doctest::Contains("'yarn' is not implemented"), file_error);
+}
+
+TEST_CASE("diffusion_gemma: a bf16 checkpoint's weights load held in bf16 and decode close to the f32 reference") {
+    run f32;
+    const diffusion_gemma bf = diffusion_gemma::load(tiny, {.weight_dtype = io::dtype::bf16});
+    CHECK(bf.weight_bytes() < f32.m.weight_bytes());
+    diffusion_gemma m = bf;
+    auto ctx = m.new_context(64);
+    m.encode(ctx, ids(f32.e["prompt"]));
+    std::vector<float> l(16 * static_cast<std::size_t>(f32.v));
+    m.decode(ctx, ids(f32.e["canvas_a"]), nullptr, l);
+    const std::vector<float> want = read_f32_file(tiny / "logits_first.f32");
+    const double d = max_diff(l, want);
+    CHECK(d > 0);     // held in bf16: not the f32 bits
+    CHECK(d < 1.0);   // but bf16 rounding of the weights only (logits span about ±16)
+    const auto a = argmax_rows(l, f32.v), b = e_argmax(f32.e, "first");
+    CHECK(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::equal_to<>()) >= 12);  // of 16 rows
+}
+
+TEST_CASE("diffusion_gemma: the transformer refuses a DiffusionGemma folder, naming the class that loads it") {
+    CHECK_THROWS_WITH_AS((void)io::load_config(tiny), doctest::Contains("dlm::cpu::diffusion_gemma"), file_error);
 }
