@@ -17,6 +17,8 @@
 
 #include <dlm/cpu/diffusion_gemma.hpp>
 #include <dlm/io/model_config.hpp>
+#include <dlm/engine.hpp>
+#include <dlm/presets.hpp>
 
 #include "io_test_util.hpp"
 
@@ -174,4 +176,87 @@ TEST_CASE("diffusion_gemma: a bf16 checkpoint's weights load held in bf16 and de
 
 TEST_CASE("diffusion_gemma: the transformer refuses a DiffusionGemma folder, naming the class that loads it") {
     CHECK_THROWS_WITH_AS((void)io::load_config(tiny), doctest::Contains("dlm::cpu::diffusion_gemma"), file_error);
+}
+
+namespace {
+
+/// presets::diffusion_gemma over the tiny model with a trajectory fixture's settings: its tokens, its
+/// forwards and the draft after every forward equal transformers' generate() given dlm's random draws.
+void replay(const std::string& name) {
+    const nlohmann::json t = read_json(tiny / ("trajectory_" + name + ".json"));
+    diffusion_gemma model = diffusion_gemma::load(tiny);
+    const nlohmann::json& s = t["settings"];
+    entropy_bound_schedule schedule;
+    schedule.threshold = s.value("entropy_bound", 0.1);
+    schedule.steps = s.value("max_denoising_steps", 48);
+    schedule.t_min = s.value("t_min", 0.4);
+    schedule.t_max = s.value("t_max", 0.8);
+    schedule.confidence_threshold = s.value("confidence_threshold", 0.005);
+    presets::diffusion_gemma<diffusion_gemma> dec(model, block_causal_mask{}, prefix_cache{}, schedule,
+                                                  sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f));
+    std::vector<std::vector<index_t>> drafts;
+    const sequence_result r = dec.generate(ids(t["prompt"]), {.gen_length = t["gen_length"].get<index_t>(), .seed = t["seed"].get<std::uint64_t>()},
+                                           [&](const step_event& ev) {
+                                               const auto first = static_cast<std::size_t>(ev.layout.first_slot(ev.cursor.block) - ev.layout.prompt_length);
+                                               const auto& tok = ev.result->tokens;
+                                               drafts.emplace_back(tok.begin() + static_cast<std::ptrdiff_t>(first),
+                                                                   tok.begin() + static_cast<std::ptrdiff_t>(first + 16));
+                                               return step_action::proceed;
+                                           });
+    CAPTURE(name);
+    CHECK(r.stats.forwards == t["forwards"].get<index_t>());
+    CHECK(r.stats.steps_per_block == t["steps_per_block"].get<std::vector<index_t>>());
+    const auto want_drafts = t["drafts"].get<std::vector<std::vector<index_t>>>();
+    REQUIRE(drafts.size() == want_drafts.size());
+    for (std::size_t k = 0; k < drafts.size(); ++k) {
+        CAPTURE(k);
+        if (drafts[k] != want_drafts[k]) {
+            std::string a, b;
+            for (std::size_t j = 0; j < drafts[k].size(); ++j) a += std::to_string(drafts[k][j]) + " ", b += std::to_string(want_drafts[k][j]) + " ";
+            MESSAGE("draft " << k << ": dlm " << a << "| reference " << b);
+        }
+        CHECK(drafts[k] == want_drafts[k]);
+    }
+    // The answer: the reference's tokens up to its first EOS (after which it pads).
+    std::vector<token_id> want = ids(t["tokens"]);
+    if (const auto eos = std::find(want.begin(), want.end(), 1); eos != want.end()) want.erase(eos, want.end());
+    CHECK(std::vector<token_id>(r.tokens.begin(), r.tokens.begin() + r.answer_length) == want);
+}
+
+}  // namespace
+
+TEST_CASE("diffusion_gemma preset: greedy denoising equals transformers' generate(), draft by draft, over two canvases") { replay("greedy"); }
+
+TEST_CASE("diffusion_gemma preset: sampled denoising equals transformers' generate() given dlm's random draws") { replay("sampled"); }
+
+TEST_CASE("diffusion_gemma preset: the stable-and-confident rule ends a canvas early as the reference's does") {
+    const nlohmann::json t = read_json(tiny / "trajectory_greedy_early_stop.json");
+    const auto steps = t["steps_per_block"].get<std::vector<index_t>>();
+    CHECK(std::any_of(steps.begin(), steps.end(), [&](index_t s) { return s < t["settings"]["max_denoising_steps"].get<index_t>(); }));
+    replay("greedy_early_stop");
+}
+
+TEST_CASE("diffusion_gemma preset: a sequence decodes the same alone and in a batch, and its stream holds final canvases only") {
+    diffusion_gemma model = diffusion_gemma::load(tiny);
+    entropy_bound_schedule schedule;
+    schedule.steps = 4;
+    presets::diffusion_gemma<diffusion_gemma> dec(model, block_causal_mask{}, prefix_cache{}, schedule, sdar_sampler(1.f));
+    const std::vector<std::vector<token_id>> prompts = {{5, 6, 7, 8, 9}, {40, 41, 42}};
+    const generation_options o{.gen_length = 32, .seeds = {3, 4}};
+    const decode_result batch = dec.generate(prompts, o);
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        const sequence_result alone = dec.generate(prompts[i], {.gen_length = 32, .seed = o.seeds[i]});
+        CHECK(alone.tokens == batch.sequences[i].tokens);
+        CHECK(alone.stats.forwards == batch.sequences[i].stats.forwards);
+    }
+    engine eng(dec);
+    const auto id = eng.add(prompts[0], {.gen_length = 32, .seed = 3});
+    std::size_t shown = 0;
+    while (!eng.idle()) {
+        eng.step();
+        const auto prefix = eng.committed_prefix(id);
+        CHECK((prefix.size() == shown || prefix.size() % 16 == 0 || eng.idle()));  // a whole canvas at a time
+        shown = prefix.size();
+    }
+    CHECK(eng.take_finished().front().second.tokens == batch.sequences[0].tokens);
 }

@@ -230,7 +230,10 @@ private:
                                   std::span<const std::vector<token_id>> prompts, const generation_options& o) {
         auto states = detail::prepare_batch<kv_type, decoder_type::cache_type::needs_storage>(
             dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>());
-        for (const sequence& s : states) stepper_.admit(s, schedule, sampler);
+        for (sequence& s : states) {
+            stepper_.admit(s, schedule, sampler);
+            if constexpr (uniform_state_schedule<schedule_type>) fill_noise(s);  // the first block starts as noise
+        }
         return states;
     }
 
@@ -275,7 +278,7 @@ private:
             const step_context ctx{s.layout, s.cursor, s.masked_at_block_start, s.result.stats.committed, s.result.stats.forwards,
                                    settings.seed.value, settings.eos_ids.value, settings.end_of_turn_ids.value, s.steps_after_filled};
             inputs_.push_back({&s, plan, ctx, &e->schedule, &e->sampler, e->cfg_factor, rows, static_cast<index_t>(e->id & 0x7fffffffu)});
-            requests_.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr});
+            requests_.push_back({s.canvas, s.layout, plan, s.kv ? &*s.kv : nullptr, s.self_conditioning});
             // LLaDA's classifier-free guidance: the same forward on the canvas with the prompt masked.
             if (e->cfg_factor > 0.f) requests_.push_back({s.uncond_canvas, s.layout, plan, s.uncond_kv ? &*s.uncond_kv : nullptr});
             batch_.push_back(e.get());
@@ -292,12 +295,17 @@ private:
             if (e.cancelled) continue;  // cancelled by an earlier sequence's callback in this step
             events_.push_back({e.id, {}, false, {}});
             try {
-                commits_.clear();
-                edits_.clear();
-                stepper_.choose(i, inputs_[i], commits_);
-                // A revising schedule's edits: the host stepper's alone (device_decoder refuses such a schedule).
-                if constexpr (revising_schedule<schedule_type>) stepper_.revise(i, inputs_[i], edits_);
-                apply(e, inputs_[i], events_.back().committed, events_.back().edited);
+                if constexpr (uniform_state_schedule<schedule_type>) {  // the host stepper's alone (device_decoder refuses it)
+                    stepper_.denoise(i, inputs_[i], uniform_);
+                    apply_uniform(e, inputs_[i], events_.back().committed);
+                } else {
+                    commits_.clear();
+                    edits_.clear();
+                    stepper_.choose(i, inputs_[i], commits_);
+                    // A revising schedule's edits: the host stepper's alone (device_decoder refuses such a schedule).
+                    if constexpr (revising_schedule<schedule_type>) stepper_.revise(i, inputs_[i], edits_);
+                    apply(e, inputs_[i], events_.back().committed, events_.back().edited);
+                }
             } catch (const error& x) {  // one failure ends its own sequence only
                 fail(e, x);
             }
@@ -330,6 +338,63 @@ private:
         if (s.done) s.uncond_kv.reset();
         const std::size_t final_end = detail::final_slots<schedule_type>(s);
         while (e.prefix < final_end && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
+    }
+
+    /// A uniform-state step of one sequence (uniform_): the draft into its result, the accepted slots'
+    /// sampled tokens and fresh noise elsewhere into its canvas (the next forward's input), the tempered
+    /// logits kept for a self-conditioning model; when the schedule closes the block, the draft becomes
+    /// its final tokens (committed at this forward) and the next block starts as noise.
+    void apply_uniform(entry& e, const input& in, std::vector<index_t>& committed) {
+        sequence& s = e.st;
+        const index_t first = s.layout.first_slot(s.cursor.block), end = s.layout.block_end(s.cursor.block);
+        if (uniform_.draft.size() != static_cast<std::size_t>(end - first))
+            throw contract_error(std::string(who) + ": the stepper's draft does not cover the active block");
+        bool same = s.cursor.step_in_block > 0;
+        for (const slot_commit& d : uniform_.draft) {
+            token_id& t = s.result.tokens[static_cast<std::size_t>(d.position - s.layout.prompt_length)];
+            same = same && t == d.token;
+            t = d.token;
+        }
+        s.draft_unchanged = same ? s.draft_unchanged + 1 : 0;
+        std::vector<char> accepted(static_cast<std::size_t>(end - first), 0);
+        for (const slot_commit& a : uniform_.accepted) {
+            if (a.position < first || a.position >= end || accepted[static_cast<std::size_t>(a.position - first)])
+                throw contract_error(std::string(who) + ": the schedule accepted position " + std::to_string(a.position) + " twice or outside its block");
+            accepted[static_cast<std::size_t>(a.position - first)] = 1;
+            s.canvas[static_cast<std::size_t>(a.position)] = a.token;
+        }
+        const index_t vocab = dec_->model().vocab_size();
+        for (index_t p = first; p < end; ++p)
+            if (!accepted[static_cast<std::size_t>(p - first)]) s.canvas[static_cast<std::size_t>(p)] = uniform_noise(in.ctx.seed, in.ctx.forward + 1, p, vocab);
+        if constexpr (model_self_conditions<model_type>) s.self_conditioning.assign(uniform_.tempered.begin(), uniform_.tempered.end());
+        s.result.stats.forwards += 1;
+        s.result.stats.rows_computed += in.plan.window_size();
+        stepped_ = s.cursor;
+        s.cursor.step_in_block += 1;
+        const block_step step{0, 0, 0, s.draft_unchanged, uniform_.mean_entropy};
+        const index_t block = s.cursor.block;
+        if (schedule_block_done(e.schedule, in.ctx, step)) {  // the draft is final: the canvas the next block's forward stores
+            for (const slot_commit& d : uniform_.draft) {
+                s.canvas[static_cast<std::size_t>(d.position)] = d.token;
+                const auto g = static_cast<std::size_t>(d.position - s.layout.prompt_length);
+                s.result.commit_forward[g] = in.ctx.forward;
+                s.result.commit_confidence[g] = d.probability;
+                committed.push_back(d.position);
+            }
+            s.result.stats.committed += end - first;
+            s.self_conditioning.clear();
+            s.draft_unchanged = 0;
+        }
+        detail::advance(s, e.schedule, in.ctx, step, s.result.settings.mask_id.value, who);
+        if (!s.done && s.cursor.block != block) fill_noise(s);
+        e.prefix = detail::final_slots<schedule_type>(s);
+    }
+
+    /// The active block's slots as uniform noise before the sequence's next forward.
+    void fill_noise(sequence& s) const {
+        const index_t vocab = dec_->model().vocab_size(), forward = s.result.stats.forwards;
+        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p)
+            s.canvas[static_cast<std::size_t>(p)] = uniform_noise(s.result.settings.seed.value, forward, p, vocab);
     }
 
     /// At a sequence's first plan, copies the longest cached prefix of its prompt into its store; every
@@ -376,6 +441,7 @@ private:
     std::vector<input> inputs_;
     std::vector<forward_request<kv_type>> requests_;
     std::vector<slot_commit> commits_, edits_;  // one sequence's writes of a step: fills, a revising schedule's edits
+    uniform_step uniform_;                      // one sequence's step under a uniform-state schedule
     step_events events_;
     block_cursor stepped_;  // the cursor of the step just taken (step_event::cursor)
 };

@@ -16,6 +16,7 @@
 #include "schedule/dream.hpp"
 #include "schedule/dynamic_threshold.hpp"
 #include "schedule/editing.hpp"
+#include "schedule/entropy_bound.hpp"
 #include "schedule/llada.hpp"
 #include "schedule/next_slot.hpp"
 #include "schedule/sub_block.hpp"
@@ -119,5 +120,15 @@ using fast_dllm_v2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, 
 /// only, over the block's K/V from its last full forward (sub_block_cache; approximate).
 template <class Model>
 using fast_dllm_v2_block_cache = decoder<Model, aligned_block_diffusion_mask, sub_block_cache, sub_block_threshold_schedule, categorical_sampler>;
+
+/// DiffusionGemma (transformers' DiffusionGemmaForBlockDiffusion.generate): canvases of the model's
+/// canvas_length, one after another (block_causal_mask; the encoder stores each final canvas in the
+/// next canvas's first forward: prefix_cache), each denoised from uniform noise
+/// (entropy_bound_schedule: temperature ramp 0.8 → 0.4, entropy bound 0.1, at most 48 steps, stop when
+/// the draft is stable and confident, stop after a canvas holding EOS), every slot drawn from its
+/// tempered distribution (sdar_sampler: temperature 1, torch.multinomial's distribution). For
+/// cpu::diffusion_gemma, which self-conditions on the previous step's tempered logits.
+template <class Model>
+using diffusion_gemma = decoder<Model, block_causal_mask, prefix_cache, entropy_bound_schedule, sdar_sampler>;
 
 }  // namespace dlm::presets

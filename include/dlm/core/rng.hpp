@@ -17,6 +17,7 @@ enum class rng_stream : std::uint32_t {
     remasking = 1,  ///< random confidences (LLaDA "random" remasking)
     transfer = 2,   ///< per-slot transfer coin flips (Dream "origin")
     selection = 3,  ///< sampling which slots to commit (Dream alg_temp)
+    noise = 4,      ///< uniform-state diffusion: the random token a slot holds before a forward
 };
 
 namespace detail {
@@ -62,5 +63,13 @@ struct random_key {
         return (static_cast<double>(bits & ((std::uint64_t{1} << 53) - 1)) + 0.5) * 0x1.0p-53;
     }
 };
+
+/// Uniform-state diffusion's noise: the token slot `position` holds before forward `forward` (a block's
+/// initial canvas, or a slot the last step did not accept), uniform over [0, vocab).
+[[nodiscard]] DLM_HOST_DEVICE constexpr token_id uniform_noise(std::uint64_t seed, index_t forward, index_t position, index_t vocab) noexcept {
+    const double u = random_key{seed, rng_stream::noise, forward, position}.uniform(0);
+    const auto t = static_cast<token_id>(u * static_cast<double>(vocab));
+    return t < vocab ? t : vocab - 1;
+}
 
 }  // namespace dlm

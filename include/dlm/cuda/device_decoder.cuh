@@ -60,6 +60,9 @@ class device_decoder : public dlm::detail::generate_api<device_decoder<Model, Ma
     static_assert(!revising_schedule<Schedule>,
                   "dlm::cuda::device_decoder: its fused kernels sample and select masked slots only; a revising schedule (one with "
                   "revise and block_done, e.g. llada21_schedule) runs on the host decoder (dlm::decoder) for now.");
+    static_assert(!uniform_state_schedule<Schedule>,
+                  "dlm::cuda::device_decoder: its fused kernels sample and select masked slots only; a uniform-state schedule "
+                  "(entropy_bound_schedule, DiffusionGemma) runs on the host decoder (dlm::decoder) for now.");
     DLM_CHECK_ALL_OPTIONAL_HOOKS("dlm::cuda::device_decoder", Model, Mask, Cache, Schedule, Sampler);
     static_assert(device_schedule<Schedule>::supported,
                   "dlm::cuda::device_decoder: this schedule has no device implementation: the hook dlm::cuda::device_schedule<Schedule> "

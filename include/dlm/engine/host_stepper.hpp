@@ -74,7 +74,50 @@ public:
         write_chosen(std::span<const filled_candidate>(filled_), "chose to edit filled slot", out);
     }
 
+    /// A uniform-state schedule's step of sequence `in` (instead of choose): its logits rows divided by
+    /// the schedule's step_temperature, every slot of the active block sampled from them (no token
+    /// banned but EOS where the schedule suppresses it), its argmax taken as the draft, the schedule's
+    /// select choosing the slots to accept. Throws as choose() does, and dlm::contract_error when the
+    /// plan returned no row for a slot (the whole block is read each step).
+    void denoise(std::size_t, const input& in, uniform_step& out)
+        requires uniform_state_schedule<typename Decoder::schedule_type>
+    {
+        const sequence_state<kv_type>& s = *in.state;
+        const std::size_t v = vocab(), rows = static_cast<std::size_t>(in.plan.logits_rows());
+        const std::span<float> tempered(logits_.data() + in.first_row * v, rows * v);
+        const float t = in.schedule->step_temperature(in.ctx);
+        for (float& x : tempered) x /= t;
+        banned_.clear();
+        if (schedule_suppresses_eos(*in.schedule, in.ctx)) banned_.assign(in.ctx.eos_ids.begin(), in.ctx.eos_ids.end());
+        cands_.clear();
+        out.accepted.clear();
+        out.draft.clear();
+        double entropy = 0.0;
+        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
+            const auto c = draw(in, tempered, p);
+            if (!c) throw contract_error("dlm::decoder: a uniform-state schedule reads every slot of its block, but the plan returned no logits row for position " + std::to_string(p));
+            cands_.push_back({p, c->token, c->probability, c->margin, c->neg_entropy});
+            out.draft.push_back(top_of(tempered.subspan(static_cast<std::size_t>(s.layout.row_for_slot(p) - in.plan.logits_begin) * v, v), p));
+            entropy -= static_cast<double>(c->neg_entropy);
+        }
+        out.mean_entropy = cands_.empty() ? 0.0 : entropy / static_cast<double>(cands_.size());
+        chosen_.clear();
+        in.schedule->select(in.ctx, std::span<const candidate>(cands_), chosen_);
+        write_chosen(std::span<const candidate>(cands_), "accepted candidate", out.accepted);
+        out.tempered = tempered;
+    }
+
 private:
+    /// The argmax of a tempered row (the first of equal maxima, as torch.argmax) and its probability.
+    static slot_commit top_of(std::span<const float> row, index_t position) {
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < row.size(); ++i)
+            if (row[i] > row[best]) best = i;
+        double sum = 0.0;
+        for (const float x : row) sum += std::exp(static_cast<double>(x) - static_cast<double>(row[best]));
+        return {position, static_cast<token_id>(best), static_cast<float>(1.0 / sum)};
+    }
+
     /// The writes of the schedule's choice (chosen_, indices into `from`). Throws dlm::contract_error
     /// for an index outside `from` ("the schedule <what> j but only n exist").
     template <class Candidate>

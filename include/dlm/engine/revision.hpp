@@ -69,10 +69,11 @@ void apply_writes(sequence_state<KvCache>& s, std::span<const slot_commit> fills
 
 /// The end of the answer's final tokens: slots before it will not change again. Every commit of a
 /// schedule that never revises is final; a revising schedule's active block is not final until it
-/// closes. The committed prefix (what a client may be sent) stops at the first masked slot or here.
+/// closes (a uniform-state schedule's too: its draft is final only then). The committed prefix (what a
+/// client may be sent) stops at the first masked slot or here.
 template <class Schedule, class KvCache>
 [[nodiscard]] std::size_t final_slots(const sequence_state<KvCache>& s) {
-    if constexpr (revising_schedule<Schedule>) {
+    if constexpr (revising_schedule<Schedule> || uniform_state_schedule<Schedule>) {
         if (s.done) return s.result.tokens.size();
         return static_cast<std::size_t>(s.layout.first_slot(s.cursor.block) - s.layout.prompt_length);
     } else {

@@ -33,6 +33,10 @@ struct sequence_state {
     index_t masked_at_block_start = 0;
     index_t steps_after_filled = 0;  ///< revising schedules: forwards of the active block that began with no masked slot
     std::optional<KvCache> kv;
+    /// Uniform-state schedules: consecutive steps whose draft the last one equalled (block_step::draft_unchanged),
+    /// and, for a self-conditioning model, the last step's tempered logits (forward_request::self_conditioning).
+    index_t draft_unchanged = 0;
+    std::vector<float> self_conditioning;
     /// Classifier-free guidance: the canvas with the prompt masked, and its own K/V.
     std::vector<token_id> uncond_canvas;
     std::optional<KvCache> uncond_kv;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "../core/plan.hpp"
@@ -26,6 +27,14 @@ struct slot_commit {
     index_t position = 0;
     token_id token = no_token;
     float probability = 0.f;
+};
+
+/// What a stepper hands back for one step of a uniform-state schedule (schedule/concept.hpp).
+struct uniform_step {
+    std::vector<slot_commit> accepted;  ///< slots of the active block that take their sampled token
+    std::vector<slot_commit> draft;     ///< every slot of the active block, in order: its argmax and p(argmax)
+    double mean_entropy = 0.0;          ///< over the block's slots, of the tempered distributions
+    std::span<const float> tempered;    ///< the step's tempered logits rows (the stepper's; valid until its next forward)
 };
 
 namespace detail {

@@ -20,6 +20,18 @@ struct forward_request {
     canvas_layout layout;
     forward_plan plan;
     KvCache* cache = nullptr;
+    /// A self-conditioning model's input (model_self_conditions): the tempered logits of the
+    /// sequence's previous step of this block, one row per logits row of the plan; empty on a block's
+    /// first step. Empty for every other model.
+    std::span<const float> self_conditioning{};
+};
+
+/// A model that reads the previous step's tempered logits (DiffusionGemma's self-conditioning):
+/// `static constexpr bool self_conditioning = true`. The engine keeps them per sequence and passes
+/// them in forward_request::self_conditioning.
+template <class M>
+concept model_self_conditions = requires {
+    requires M::self_conditioning;
 };
 
 /// Hooks: `vocab_size()`, `mask_id()`, `eos_ids()` and `logits_shift()` (true for the Dream family:

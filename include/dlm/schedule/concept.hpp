@@ -62,11 +62,16 @@ struct filled_candidate : candidate {
     token_id current = no_token;  ///< the slot's token before this step
 };
 
-/// What a revising schedule's block_done sees after a step of the active block.
+/// What a revising or uniform-state schedule's block_done sees after a step of the active block.
 struct block_step {
     index_t masked_before = 0;  ///< masked slots of the block when the step began
     index_t still_masked = 0;   ///< masked slots of the block after the step's fills
     index_t edited = 0;         ///< filled slots the step replaced
+    /// Uniform-state schedules: the consecutive steps before this one whose draft (the argmax of every
+    /// slot) this step's draft equals (0 when it changed, or on a block's first step).
+    index_t draft_unchanged = 0;
+    /// Uniform-state schedules: the mean over the block's slots of the entropy of the step's (tempered) logits.
+    double mean_entropy = 0.0;
 };
 
 // Optional hooks of a schedule: this is the one list (core/hooks.hpp says how it is checked).
@@ -115,11 +120,26 @@ concept schedule_has_block_done = requires(const S& s, const step_context& ctx, 
 template <class S>
 concept revising_schedule = schedule_has_revise<S> && schedule_has_block_done<S>;
 
+/// Uniform-state diffusion (DiffusionGemma), hooks that come together: `static constexpr bool
+/// uniform_state = true`, `float step_temperature(const step_context&) const` and `bool
+/// block_done(const step_context&, const block_step&) const`. The active block starts as uniform
+/// noise (dlm::uniform_noise), not the mask; every forward, each of its slots is sampled from its
+/// logits divided by step_temperature, `select` gets every slot as a candidate and chooses the ones
+/// to accept (they take the sampled token), the others are renoised; each slot's argmax is the draft.
+/// When block_done says so, the draft becomes the block's final tokens. The model gets the previous
+/// step's tempered logits when it self-conditions (model_self_conditions).
+template <class S>
+concept uniform_state_schedule = requires {
+    requires S::uniform_state;
+} && requires(const S& s, const step_context& ctx) {
+    { s.step_temperature(ctx) } -> std::convertible_to<float>;
+} && schedule_has_block_done<S>;
+
 #define DLM_SCHEDULE_HOOKS                                                                                                       \
     "`void validate(const canvas_layout&) const`, `bool suppress_eos(const step_context&) const`, "                              \
     "`bool stop_after_block(const step_context&, std::span<const token_id>) const`, `index_t sub_block`, and together "         \
     "`void revise(const step_context&, std::span<const filled_candidate>, std::vector<index_t>&) const` and "                    \
-    "`bool block_done(const step_context&, const block_step&) const`"
+    "`bool block_done(const step_context&, const block_step&) const`, or `uniform_state` with `step_temperature` and `block_done`"
 
 template <class S>
 concept schedule_hook_misnamed =
@@ -135,7 +155,9 @@ concept schedule_hook_mistyped = (DLM_HAS_MEMBER_NAMED(S, validate) && !schedule
                                  (DLM_HAS_MEMBER_NAMED(S, sub_block) && !schedule_has_sub_block<S>) ||
                                  (DLM_HAS_MEMBER_NAMED(S, revise) && !schedule_has_revise<S>) ||
                                  (DLM_HAS_MEMBER_NAMED(S, block_done) && !schedule_has_block_done<S>) ||
-                                 (schedule_has_revise<S> != schedule_has_block_done<S>);
+                                 (schedule_has_revise<S> != schedule_has_block_done<S> && !uniform_state_schedule<S>) ||
+                                 (requires { S::uniform_state; } && !uniform_state_schedule<S>) ||
+                                 (schedule_has_revise<S> && uniform_state_schedule<S>);
 /// Every member named like a schedule hook is one, in its known form.
 template <class S>
 concept schedule_hooks_known = !schedule_hook_misnamed<S> && !schedule_hook_mistyped<S>;
@@ -157,7 +179,7 @@ template <class S>
 /// Is the active block final after a step? A schedule that never revises: when no slot is masked.
 template <class S>
 [[nodiscard]] bool schedule_block_done(const S& s, const step_context& ctx, const block_step& b) {
-    if constexpr (revising_schedule<S>) return s.block_done(ctx, b);
+    if constexpr (revising_schedule<S> || uniform_state_schedule<S>) return s.block_done(ctx, b);
     else return b.still_masked == 0;
 }
 template <class S>
