@@ -1,5 +1,6 @@
-// cli/model.hpp — which model folder to use, and loading it: the CPU transformer, its
-// tokenizer, its chat format and the decoding hints of its config.json (read by the library).
+// cli/model.hpp — which model folder to use, and loading it: the CPU transformer (or, for a
+// DiffusionGemma folder, cpu::diffusion_gemma), its tokenizer, its chat format and the decoding hints
+// of its config.json (read by the library).
 #pragma once
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <dlm/cpu/diffusion_gemma.hpp>
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/io/chat_template.hpp>
 #include <dlm/io/gguf_tokenizer.hpp>
@@ -45,27 +47,55 @@ namespace dlm::cli {
 /// The generation and block lengths the model suggests (dlm_gen_length and dlm_block_length of its
 /// config.json), through the library's dlm::decoding_hints_of, which every preset uses for what the
 /// flags leave unset.
-[[nodiscard]] inline model_hints hints_of(const cpu::transformer& model) {
+template <class Model>
+[[nodiscard]] model_hints hints_of(const Model& model) {
     const decoding_hints h = decoding_hints_of(model);
     return {h.gen_length.value.value_or(0), h.block_length.value.value_or(0)};
 }
 
 /// A loaded model folder.
-struct loaded_model {
+template <class Model>
+struct basic_loaded_model {
     std::filesystem::path dir;
-    cpu::transformer model;
+    Model model;
     io::tokenizer tokenizer;
     io::chat_format chat = io::chat_format::none;
     model_hints hints;
 };
+/// The CPU transformer's (every family but DiffusionGemma).
+using loaded_model = basic_loaded_model<cpu::transformer>;
+/// DiffusionGemma's (uniform-state diffusion: its own model class and preset).
+using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
 
-/// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
-/// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
-[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}) {
+/// Whether `dir` is a DiffusionGemma folder (config.json model_type "diffusion_gemma").
+[[nodiscard]] inline bool is_diffusion_gemma(const std::filesystem::path& dir) {
+    std::error_code ec;
+    if (io::is_gguf_path(dir) || !std::filesystem::is_regular_file(dir / "config.json", ec)) return false;
+    const std::string source = (dir / "config.json").string();
+    const nlohmann::json j = io::detail::parse_json_strict(io::detail::read_text_file(dir / "config.json"), source, "config");
+    return j.is_object() && j.value("model_type", std::string()) == "diffusion_gemma";
+}
+
+/// The load options of --dtype ("", "f32", "bf16", "f16").
+[[nodiscard]] inline cpu::load_options load_options_of(const std::string& dtype) {
     cpu::load_options lo;
     if (dtype == "f32") lo.weight_dtype = io::dtype::f32;
     else if (dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
     else if (dtype == "f16") lo.weight_dtype = io::dtype::f16;
+    return lo;
+}
+
+/// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
+[[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const std::string& dtype = {}) {
+    cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(dtype));
+    const model_hints hints = hints_of(model);
+    return gemma_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};
+}
+
+/// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
+/// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
+[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}) {
+    const cpu::load_options lo = load_options_of(dtype);
     if (io::is_gguf_path(dir)) {
         const io::gguf_file f = io::gguf_file::open(dir);
         io::tokenizer tok = io::gguf_tokenizer(f.header());
@@ -116,6 +146,10 @@ struct preset_choice {
     return default_preset(m.model.config().arch, io::is_gguf_path(m.dir) ? "general.architecture of the GGUF file" : "config.json architectures",
                           m.model.config().decoding.token_editing);
 }
+/// DiffusionGemma's: diffusion-gemma, the only preset a uniform-state model runs (registry::preset_fits_model).
+[[nodiscard]] inline preset_choice model_preset(const gemma_model&) {
+    return {preset_named("diffusion-gemma"), "the default for DiffusionGemmaForBlockDiffusion (config.json model_type), its reference generate()"};
+}
 
 /// The preset of a run: --preset when given, else `model_default` (model_preset). Throws
 /// dlm::invalid_parameter naming a flag the chosen preset has no option for (parse_args checks the
@@ -131,25 +165,29 @@ struct preset_choice {
 
 /// The prompt text: `text` itself, or with `chat` a one-message conversation in the model's chat
 /// format (a folder without a template gets the text unchanged).
-[[nodiscard]] inline std::string prompt_text(const loaded_model& m, const std::string& text, bool chat) {
+template <class Model>
+[[nodiscard]] std::string prompt_text(const basic_loaded_model<Model>& m, const std::string& text, bool chat) {
     if (!chat || m.chat == io::chat_format::none) return text;
     const io::chat_message msg{"user", text};
     return io::apply_chat_template(m.chat, std::span<const io::chat_message>(&msg, 1));
 }
 
 /// The prompt's ids: tokenized alone, without added special tokens (the chat template writes its own).
-[[nodiscard]] inline std::vector<token_id> encode_prompt(const loaded_model& m, const std::string& text, bool chat) {
+template <class Model>
+[[nodiscard]] std::vector<token_id> encode_prompt(const basic_loaded_model<Model>& m, const std::string& text, bool chat) {
     return m.tokenizer.encode(prompt_text(m, text, chat));
 }
 
 /// The answer's text: the slots before the first EOS, special tokens left out.
-[[nodiscard]] inline std::string answer_text(const loaded_model& m, const sequence_result& r) {
+template <class Model>
+[[nodiscard]] std::string answer_text(const basic_loaded_model<Model>& m, const sequence_result& r) {
     return m.tokenizer.decode(std::span(r.tokens).first(static_cast<std::size_t>(r.answer_length)), true);
 }
 
 /// The CPU path for --stats: "cpu: amx kernels, bf16 weights (amx-bf16), 1.9 MiB, 2 threads", and
 /// where the CPU has no AMX path, why ("; no amx: the CPU has no AMX-BF16/AMX-INT8 tiles").
-[[nodiscard]] inline std::string cpu_line(const loaded_model& m) {
+template <class Model>
+[[nodiscard]] std::string cpu_line(const basic_loaded_model<Model>& m) {
     const cpu::kernel_table& kt = cpu::kernels();
     const std::string type = m.model.weight_type();
     std::string s = std::string("cpu: ") + kt.name + " kernels, " + type + " weights";

@@ -41,6 +41,17 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
     return registry::visit<Model>(registry::builtin, preset, std::forward<F>(f));
 }
 
+/// Throws dlm::invalid_parameter naming --preset when `preset` does not fit Model (uniform-state
+/// presets decode uniform-state models only, registry::preset_fits_model).
+template <class Model>
+void check_fits(preset_id preset) {
+    try {
+        with_preset<Model>(preset, []<class D>(std::type_identity<D>) { return 0; });
+    } catch (const invalid_parameter& e) {
+        throw invalid_parameter("--preset", e.rule());
+    }
+}
+
 /// A decoder of type D over `model`, its policies configured from `s`.
 template <class D>
 [[nodiscard]] D make_decoder(typename D::model_type& model, const settings& s) {

@@ -33,7 +33,8 @@ struct decoded {
     double seconds = 0;  // the decode, without the time --visual spent drawing
 };
 
-decoded decode(cli::loaded_model& m, const cli::settings& s, const std::vector<token_id>& prompt, cli::canvas_view* view) {
+template <class Model>
+decoded decode(cli::basic_loaded_model<Model>& m, const cli::settings& s, const std::vector<token_id>& prompt, cli::canvas_view* view) {
     step_callback on_step;
     if (view) {
         view->begin(cli::describe(s));
@@ -41,7 +42,7 @@ decoded decode(cli::loaded_model& m, const cli::settings& s, const std::vector<t
     }
     const double drawn_before = view ? view->seconds() : 0.0;
     const auto t0 = std::chrono::steady_clock::now();
-    sequence_result r = cli::with_preset<cpu::transformer>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
+    sequence_result r = cli::with_preset<Model>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
         Decoder d = cli::make_decoder<Decoder>(m.model, s);
         return d.generate(prompt, {.gen_length = s.gen_length, .seed = s.seed}, on_step);
     });
@@ -70,16 +71,17 @@ std::string shorten(std::string s, std::size_t n) {
     return s.substr(0, cut) + "…";
 }
 
-int run(const cli::options& o) {
-    cli::set_threads(o.threads);
-    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
+template <class Model>
+int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
     if (o.stats) std::cerr << cli::cpu_line(m) << std::endl;
     std::vector<cli::settings> runs;
     try {
         const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
         if (o.stats && !o.compare) std::cerr << "preset: " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
-        for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{chosen.preset})
+        for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{chosen.preset}) {
+            cli::check_fits<Model>(p);
             runs.push_back(cli::resolve(o, p, m.hints));
+        }
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-generate: " << e.what() << '\n';
         return 2;
@@ -123,6 +125,17 @@ int run(const cli::options& o) {
         std::cerr << "dlm-generate: wrote " << o.trace << '\n';
     }
     return 0;
+}
+
+int run(const cli::options& o) {
+    cli::set_threads(o.threads);
+    const std::filesystem::path dir = cli::resolve_model_dir(o);
+    if (cli::is_diffusion_gemma(dir)) {
+        cli::gemma_model m = cli::load_diffusion_gemma(dir, o.dtype);
+        return run_with(o, m);
+    }
+    cli::loaded_model m = cli::load_model(dir, o.dtype);
+    return run_with(o, m);
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ int run(const cli::options& o) {
     try {
         const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
         std::cerr << "dlm-server: preset " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
+        cli::check_fits<cpu::transformer>(chosen.preset);  // uniform-state presets decode DiffusionGemma (dlm-generate only, for now)
         s = cli::resolve(o, chosen.preset, m.hints);
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-server: " << e.what() << '\n';

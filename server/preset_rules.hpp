@@ -53,7 +53,7 @@ namespace dlm::server {
     user(O::editing_threshold, s.editing_threshold, r.editing_threshold);
     user(O::block_length, s.block_length, r.block_length);
     user(O::seed, s.seed, r.seed);
-    if (!steps_given) s.steps = registry::builtin.accepts(s.preset).steps_in_all ? s.gen_length : s.block_length;
+    if (const registry::accepted a = registry::builtin.accepts(s.preset); !steps_given && !a.steps_capped) s.steps = a.steps_in_all ? s.gen_length : s.block_length;
     user(O::steps, s.steps, r.steps);
     return s;
 }

@@ -2,3 +2,25 @@
 # encoder/decoder forward modes against transformers' DiffusionGemmaForBlockDiffusion on a tiny random
 # model (tools/make_diffusion_gemma_fixtures.py wrote tests/data/families/diffusion_gemma_tiny).
 dlm_test(test_diffusion_gemma test_diffusion_gemma.cpp CPU)
+
+if(NOT DLM_HAVE_CPU OR NOT DLM_BUILD_EXAMPLES OR NOT COMMAND cli_case)
+  return()
+endif()
+# The tiny model with the CLI tests' 300-token tokenizer: dlm-generate decodes a DiffusionGemma folder
+# with its own preset, and refuses the presets that do not fit it (and it to the others' models).
+set(_dg ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
+foreach(f IN ITEMS config.json model.safetensors)
+  configure_file(${DLM_TEST_DATA}/families/diffusion_gemma_tiny/${f} ${_dg}/${f} COPYONLY)
+endforeach()
+foreach(f IN ITEMS tokenizer.json tokenizer_config.json)
+  configure_file(${DLM_TEST_DATA}/cli/${f} ${_dg}/${f} COPYONLY)
+endforeach()
+cli_case("default preset: a DiffusionGemma folder decodes with diffusion-gemma" dlm-generate
+         ARGS "-m|${_dg}|-p|Tom has 3 apples|-n|32|--steps|6|--stats"
+         EXPECT "preset: diffusion-gemma, the default for DiffusionGemmaForBlockDiffusion%%diffusion-gemma: [0-9]+ forwards, steps per block \\[[1-6] [1-6]\\]")
+cli_case("generate --preset diffusion-gemma --threshold --temp 0: the entropy bound and greedy draws" dlm-generate
+         ARGS "-m|${_dg}|-p|Tom has 3 apples|-n|16|--steps|4|--threshold|0.5|--temp|0|--stats" EXPECT "diffusion-gemma: [1-4] forwards")
+cli_case("generate --preset cdlm on a DiffusionGemma folder is refused, naming the flag" dlm-generate
+         ARGS "-m|${_dg}|-p|x|--preset|cdlm" RC 2 EXPECT "'--preset': 'cdlm' decodes masked-diffusion models, and this model is a uniform-state")
+cli_case("generate --preset diffusion-gemma on a masked-diffusion model is refused, naming the flag" dlm-generate
+         ARGS "-p|x|--preset|diffusion-gemma" RC 2 EXPECT "'--preset': 'diffusion-gemma' denoises canvases of uniformly random tokens")

@@ -75,6 +75,12 @@ public:
     // step) and a uniform-state schedule (entropy_bound_schedule); presets::diffusion_gemma.
     using kv_cache = gemma_context;
     static constexpr bool self_conditioning = true;
+    static constexpr bool uniform_state = true;  ///< trained to denoise uniform noise: uniform-state presets only (registry)
+    /// "f32", "bf16" or "f16": the embedding's type (the other matrices follow the same load option).
+    [[nodiscard]] std::string weight_type() const {
+        const io::dtype t = w_.embedding.type();
+        return t == io::dtype::bf16 ? "bf16" : t == io::dtype::f16 ? "f16" : "f32";
+    }
     /// No mask token: the pad id marks slots of blocks not yet active (the active block holds noise).
     [[nodiscard]] token_id mask_id() const noexcept { return c_.pad_id >= 0 && c_.pad_id < c_.vocab_size ? c_.pad_id : 0; }
     [[nodiscard]] bool logits_shift() const noexcept { return false; }

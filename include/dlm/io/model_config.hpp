@@ -209,8 +209,8 @@ namespace detail {
     }
     if (model_type && iequals(*model_type, "diffusion_gemma"))  // uniform-state diffusion: its own model class, not the transformer
         throw file_error(source, "DiffusionGemma (" + described + ") is not a masked-diffusion transformer: dlm::cpu::diffusion_gemma "
-                                 "(dlm/cpu/diffusion_gemma.hpp) loads it and runs its encoder and decoder forwards; its decoding preset "
-                                 "(uniform-state denoising with entropy-bound acceptance) is not in dlm yet, so dlm-generate cannot decode it");
+                                 "(dlm/cpu/diffusion_gemma.hpp) loads it and presets::diffusion_gemma decodes it (dlm-generate does; "
+                                 "dlm-eval and dlm-server serve transformers only, for now)");
     throw file_error(source, "architecture not supported: " + described + "; " + known);
 }
 

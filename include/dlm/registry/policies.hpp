@@ -60,6 +60,7 @@ struct policies_of<decoder<Model, Mask, Cache, Schedule, Sampler>> {
 struct accepted {
     option_set options;                 ///< gen_length and seed always
     bool steps_in_all = false;          ///< steps count every forward (a multiple of the blocks); else per block
+    bool steps_capped = false;          ///< steps cap each block's forwards, defaulting to the schedule's own (not the block length)
     std::array<bool, algorithm_names.size()> algorithms{};  ///< by algorithm, where `algorithm` is accepted
     [[nodiscard]] constexpr bool takes(option o) const noexcept { return options.contains(o); }
     [[nodiscard]] constexpr bool takes(registry::algorithm a) const noexcept { return algorithms[static_cast<std::size_t>(a)]; }
@@ -76,6 +77,7 @@ template <class D>
     if constexpr (schedule_takes_steps<S>) {
         a.options.add(option::steps);
         a.steps_in_all = schedule_step_count<S>() == step_count::in_all;
+        a.steps_capped = schedule_step_count<S>() == step_count::capped;
     }
     if constexpr (schedule_takes_threshold<S>) a.options.add(option::threshold);
     if constexpr (schedule_takes_eps<S>) a.options.add(option::eps);
@@ -154,6 +156,8 @@ void read_policy_defaults(settings& s) {
     if constexpr (requires { sch.threshold + 0.0; }) s.threshold = sch.threshold;
     else if constexpr (requires { sch.tau + 0.0; }) s.threshold = sch.tau;
     if constexpr (schedule_takes_eps<typename P::schedule>) s.eps = sch.eps;
+    if constexpr (schedule_takes_steps<typename P::schedule>)
+        if (schedule_step_count<typename P::schedule>() == step_count::capped) s.steps = sch.steps;
     if constexpr (schedule_takes_editing_threshold<typename P::schedule>) s.editing_threshold = sch.editing_threshold;
     if constexpr (schedule_takes_alg_temp<typename P::schedule>) s.alg_temp = sch.alg_temp;
     if constexpr (schedule_remasks<typename P::schedule>) s.alg = detail::algorithm_of(sch.mode);

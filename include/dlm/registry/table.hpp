@@ -127,20 +127,57 @@ inline constexpr table builtin{
     preset<presets::llada21_s>{"llada21-s", "LLaDA 2.1 Speedy mode: token editing with fill > 0.5, edit > 0.0, 16 post steps"},
     preset<presets::cdlm_edit>{"cdlm-edit", "cdlm with LLaDA 2.1's token editing (fill > 0.9, edit > 0.9, 16 post steps): an experiment"},
     preset<presets::fast_dllm_edit>{"fast-dllm-edit", "fast-dllm with LLaDA 2.1's token editing (fill > 0.9, edit > 0.9, 16 post steps): an experiment"},
+    preset<presets::diffusion_gemma>{"diffusion-gemma", "DiffusionGemma generate(): canvases denoised from uniform noise, entropy-bound acceptance, temperature ramp, stable-and-confident stop"},
 };
 // clang-format on
 
 namespace detail {
 
+/// A uniform-state model (`static constexpr bool uniform_state = true`: DiffusionGemma) runs only
+/// uniform-state presets, and a masked-diffusion model only the others: the noise a block starts from
+/// is what the model was trained to denoise.
+template <class Model>
+concept uniform_state_model = requires {
+    requires Model::uniform_state;
+};
+/// (any_model, the registry's stand-in for reading policy types, fits every preset.)
+template <class Model, class Row>
+inline constexpr bool preset_fits_model =
+    std::is_same_v<Model, any_model> ||
+    uniform_state_model<Model> == uniform_state_schedule<typename policies_of<typename Row::template decoder_type<any_model>>::schedule>;
+
+/// f called with the first row that fits Model (never reached at run time: it gives call_row's type).
+template <class Model, std::size_t I, class Table, class F>
+decltype(auto) visit_fitting(const Table& t, F&& f) {
+    using Row = typename Table::template row<I>;
+    if constexpr (preset_fits_model<Model, Row>) return std::forward<F>(f)(std::type_identity<typename Row::template decoder_type<Model>>{});
+    else return visit_fitting<Model, I + 1>(t, std::forward<F>(f));
+}
+
+template <class Model, std::size_t I, class Table, class F>
+decltype(auto) call_row(const Table& t, F&& f) {
+    using Row = typename Table::template row<I>;
+    if constexpr (preset_fits_model<Model, Row>) {
+        return std::forward<F>(f)(std::type_identity<typename Row::template decoder_type<Model>>{});
+    } else {  // the first fitting row gives the return type; this one is refused at run time
+        constexpr bool uniform = uniform_state_model<Model>;
+        throw invalid_parameter("preset", "'" + std::string(t.name_of(preset_id{I})) + "' " +
+                                              (uniform ? "decodes masked-diffusion models, and this model is a uniform-state diffusion model "
+                                                         "(its canvases start from random tokens): use diffusion-gemma"
+                                                       : "denoises canvases of uniformly random tokens, which only a uniform-state diffusion "
+                                                         "model (DiffusionGemma) was trained to do"));
+        return visit_fitting<Model, 0>(t, std::forward<F>(f));
+    }
+}
+
 template <class Model, std::size_t I, class Table, class F>
 decltype(auto) visit_from(const Table& t, preset_id id, F&& f) {
-    using D = typename Table::template row<I>::template decoder_type<Model>;
     if constexpr (I + 1 == Table::size) {
         if (id.index != I)
             throw invalid_parameter("preset", "no preset " + std::to_string(id.index) + " in a table of " + std::to_string(Table::size));
-        return std::forward<F>(f)(std::type_identity<D>{});
+        return call_row<Model, I>(t, std::forward<F>(f));
     } else {
-        if (id.index == I) return std::forward<F>(f)(std::type_identity<D>{});
+        if (id.index == I) return call_row<Model, I>(t, std::forward<F>(f));
         return visit_from<Model, I + 1>(t, id, std::forward<F>(f));
     }
 }
@@ -149,7 +186,8 @@ decltype(auto) visit_from(const Table& t, preset_id id, F&& f) {
 
 /// Calls f(std::type_identity<D>{}) with D the decoder type of preset `id` of `t` for `Model`, and
 /// returns what f returns (the same type for every preset). Throws dlm::invalid_parameter for an id
-/// past the table.
+/// past the table, or a preset that does not fit the model (preset_fits_model: uniform-state presets
+/// for uniform-state models only, and the others for the others); only fitting presets are instantiated.
 template <class Model, class Table, class F>
 decltype(auto) visit(const Table& t, preset_id id, F&& f) {
     return detail::visit_from<Model, 0>(t, id, std::forward<F>(f));

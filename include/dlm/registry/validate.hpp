@@ -151,8 +151,12 @@ template <class Table>
     pick(option::gen_length, s.gen_length, c.gen_length, h.gen_length, "dlm_gen_length", "dlm's default");
     pick(option::block_length, s.block_length, c.block_length, h.block_length, "dlm_block_length", "dlm's default");
     const accepted a = t.accepts(id);
-    s.steps = a.steps_in_all ? s.gen_length : s.block_length;
-    s.set_source(option::steps, source::preset, a.steps_in_all ? "the generation length" : "the block length");
+    if (a.steps_capped) {
+        s.set_source(option::steps, source::preset, "the schedule's own cap per block");  // read_policy_defaults set it
+    } else {
+        s.steps = a.steps_in_all ? s.gen_length : s.block_length;
+        s.set_source(option::steps, source::preset, a.steps_in_all ? "the generation length" : "the block length");
+    }
     const auto user = [&](option o, auto& out, const auto& v) {
         if (v) out = *v, s.set_source(o, source::user, "");
     };

@@ -189,10 +189,12 @@ template <class S>
 }
 
 /// How a schedule with a `steps` option counts them: every forward of the generation, split evenly
-/// over the blocks (LLaDA, Dream), or the planned forwards of each block (SDAR, LLaDA2). A schedule
+/// over the blocks (LLaDA, Dream), the planned forwards of each block (SDAR, LLaDA2), or a cap on each
+/// block's forwards with the schedule's own default (DiffusionGemma's max_denoising_steps). A schedule
 /// says `static constexpr step_count counts_steps = step_count::in_all;`; without it, per block.
-/// The preset registry reads it (the default of steps, include/dlm/registry/).
-enum class step_count { in_all, per_block };
+/// The preset registry reads it (the default of steps: the generation length, the block length, or
+/// the schedule's own; include/dlm/registry/).
+enum class step_count { in_all, per_block, capped };
 
 template <class S>
 [[nodiscard]] constexpr step_count schedule_step_count() noexcept {

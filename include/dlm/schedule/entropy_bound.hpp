@@ -28,6 +28,7 @@ namespace dlm {
 ///   * with `stop_at_eos`, the sequence ends after a block holding EOS.
 struct entropy_bound_schedule {
     static constexpr bool uniform_state = true;
+    static constexpr step_count counts_steps = step_count::capped;  ///< `steps` caps each block; 48 unless set
     double threshold = 0.1;  ///< the entropy bound (EntropyBoundSamplerConfig.entropy_bound)
     index_t steps = 48;      ///< max_denoising_steps: forwards per block at most
     double t_min = 0.4, t_max = 0.8;
