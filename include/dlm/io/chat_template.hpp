@@ -16,7 +16,7 @@
 //           trimmed), and no new header for a model message right after another assistant message;
 //           tool messages are left out (the template renders them only as responses to tool calls,
 //           which dlm does not write). Then <|turn>model\n<|channel>thought\n<channel|>: the template's
-//           generation prompt with thinking off, its default. (The reference fails on an empty
+//           generation prompt with thinking off, its default. (transformers refuses an empty
 //           conversation; dlm writes <bos> and the generation prompt.)
 //   none    a base model: the contents joined by a blank line, nothing added.
 //
@@ -89,7 +89,8 @@ namespace detail {
     for (const chat_message& m : messages.subspan(first)) {
         if (m.role == "tool") continue;
         const bool model = m.role == "assistant";
-        if (!(model && previous != nullptr && previous->role == "assistant")) out += "<|turn>" + (model ? std::string("model") : m.role) + "\n";
+        const bool continues = model && previous != nullptr && previous->role == "assistant";
+        if (!continues) out += "<|turn>" + (model ? std::string("model") : m.role) + "\n";
         out += (model ? gemma4_strip_thinking(m.content) : jinja_trim(m.content)) + "<turn|>\n";
         previous = &m;
     }
