@@ -211,6 +211,8 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Count: 1 2 3"}, {"role": "assistant", "content": "4"}, {"role": "assistant", "content": "5 <channel|>6"},
      {"role": "tool", "content": "ignored"}, {"role": "system", "content": "Later system note"},
      {"role": "user", "content": "東京 😀 <bos>"}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<|channel>x<channel|>A"},
+     {"role": "model", "content": " B<|channel>y"}, {"role": "user", "content": "C"}, {"role": "model", "content": "D"}],
 ]
 
 

@@ -12,7 +12,7 @@
 //           processor (Gemma4Processor) uses, in its text-only subset: <bos>; a system turn
 //           <|turn>system\n{content | trim}<turn|>\n when the first message is a system or developer
 //           message; then <|turn>{role}\n{content}<turn|>\n per message, "assistant" written "model",
-//           its content with <|channel>...<channel|> thinking cut out and trimmed (other roles' content
+//           a model message's content with <|channel>...<channel|> thinking cut out and trimmed (other roles' content
 //           trimmed), and no new header for a model message right after another assistant message;
 //           tool messages are left out (the template renders them only as responses to tool calls,
 //           which dlm does not write). Then <|turn>model\n<|channel>thought\n<channel|>: the template's
@@ -85,13 +85,14 @@ namespace detail {
         out += "<|turn>system\n" + jinja_trim(messages[0].content) + "<turn|>\n";
         first = 1;
     }
-    const chat_message* previous = nullptr;  // the last message that was not a tool message
+    static const std::string model_role = "model";  // "assistant" is written "model"
+    const chat_message* previous = nullptr;        // the last message that was not a tool message
     for (const chat_message& m : messages.subspan(first)) {
         if (m.role == "tool") continue;
-        const bool model = m.role == "assistant";
-        const bool continues = model && previous != nullptr && previous->role == "assistant";
-        if (!continues) out += "<|turn>" + (model ? std::string("model") : m.role) + "\n";
-        out += (model ? gemma4_strip_thinking(m.content) : jinja_trim(m.content)) + "<turn|>\n";
+        const std::string& role = m.role == "assistant" ? model_role : m.role;
+        const bool continues = role == model_role && previous != nullptr && previous->role == "assistant";
+        if (!continues) out += "<|turn>" + role + "\n";
+        out += (role == model_role ? gemma4_strip_thinking(m.content) : jinja_trim(m.content)) + "<turn|>\n";
         previous = &m;
     }
     if (add_generation_prompt) out += "<|turn>model\n<|channel>thought\n<channel|>";
