@@ -199,8 +199,12 @@ TEST_CASE("gemma tokenizer: a 262,144-token vocabulary with half a million merge
                  << " MB of JSON) loaded in " << seconds << " s; peak memory " << grown_mib << " MiB above the resident size before");
     CHECK(tok.vocab_size() == static_cast<dlm::index_t>(size));
     CHECK(merges > 500000);
+#ifdef NDEBUG
     CHECK(seconds < 30.0);  // generous: under a second in a Release build on the 2-core development machine
-    if (before.first >= 0 && after.second >= 0) CHECK(grown_mib < 1024.0);  // about 170 MiB measured
+#else
+    CHECK(seconds < 180.0);  // a Debug build with the sanitizers took 18 s there
+#endif
+    if (before.first >= 0 && after.second >= 0) CHECK(grown_mib < 1024.0);  // 167 MiB measured, 346 with the sanitizers
 
     // A long text of the synthetic characters (one BPE word: no pre-tokenizer split applies) merges
     // into pairs and triples and decodes back.
