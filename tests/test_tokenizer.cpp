@@ -16,20 +16,18 @@
 #include "dlm/io/chat_template.hpp"
 #include "dlm/io/tokenizer.hpp"
 #include "io_test_util.hpp"
+#include "tokenizer_test_util.hpp"
 
 using dlm::token_id;
 using dlm::io::tokenizer;
+using dlm_test::from_hex;
+using dlm_test::read_json;
+using dlm_test::show;
 using nlohmann::json;
 
 namespace {
 
 const std::filesystem::path data_dir = std::filesystem::path(DLM_TEST_DATA) / "tokenizer";
-
-json read_json(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    REQUIRE(in.good());
-    return json::parse(in);
-}
 
 const json& base_json() {
     static const json j = read_json(data_dir / "tokenizer.json");
@@ -56,27 +54,8 @@ const tokenizer& variant(const std::string& name) {
 }
 
 const std::vector<json>& cases() {
-    static const std::vector<json> all = [] {
-        std::ifstream in(data_dir / "cases.jsonl", std::ios::binary);
-        REQUIRE(in.good());
-        std::vector<json> v;
-        for (std::string line; std::getline(in, line);)
-            if (!line.empty()) v.push_back(json::parse(line));
-        return v;
-    }();
+    static const std::vector<json> all = dlm_test::read_jsonl(data_dir / "cases.jsonl");
     return all;
-}
-
-std::string from_hex(const std::string& hex) {
-    std::string out;
-    for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-    return out;
-}
-
-std::string show(const std::vector<token_id>& ids) {
-    std::ostringstream s;
-    for (std::size_t i = 0; i < ids.size(); ++i) s << (i ? "," : "") << ids[i];
-    return s.str();
 }
 
 /// Encodes every text case of the fixture with `tok` (default: the case's variant) and counts the

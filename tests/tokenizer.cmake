@@ -1,2 +1,4 @@
 # The tokenizer (tokenizer.json, byte-level BPE) and the chat templates.
 dlm_test(test_tokenizer test_tokenizer.cpp CPU)
+# DiffusionGemma's (Gemma 4's) tokenizer and chat template, against the real vocabulary.
+dlm_test(test_tokenizer_gemma test_tokenizer_gemma.cpp CPU)

@@ -8,6 +8,16 @@
 //   chatml  Dream-v0-Instruct-7B's (Qwen2-Instruct's) template: <|im_start|>{role}\n{content}<|im_end|>\n
 //           per message, preceded by the default system message "You are a helpful assistant." when
 //           the first message is not a system message; then <|im_start|>assistant\n.
+//   gemma4  Gemma 4's template (google/gemma-4-31B-it's chat_template.jinja), which DiffusionGemma's
+//           processor (Gemma4Processor) uses, in its text-only subset: <bos>; a system turn
+//           <|turn>system\n{content | trim}<turn|>\n when the first message is a system or developer
+//           message; then <|turn>{role}\n{content}<turn|>\n per message, "assistant" written "model",
+//           a model message's content with <|channel>...<channel|> thinking cut out and trimmed (other roles' content
+//           trimmed), and no new header for a model message right after another assistant message;
+//           tool messages are left out (the template renders them only as responses to tool calls,
+//           which dlm does not write). Then <|turn>model\n<|channel>thought\n<channel|>: the template's
+//           generation prompt with thinking off, its default. (transformers refuses an empty
+//           conversation; dlm writes <bos> and the generation prompt.)
 //   none    a base model: the contents joined by a blank line, nothing added.
 //
 // add_generation_prompt = false leaves out the assistant header. (LLaDA's own template writes it
@@ -28,7 +38,7 @@
 
 namespace dlm::io {
 
-enum class chat_format { none, llada, chatml };
+enum class chat_format { none, llada, chatml, gemma4 };
 
 struct chat_message {
     std::string role;  // "system", "user", "assistant", ...
@@ -52,6 +62,43 @@ namespace detail {
     return encode_utf8(std::u32string_view(c).substr(b, e - b));
 }
 
+/// Gemma 4's strip_thinking macro: the pieces of `text` outside <|channel> ... <channel|> thinking,
+/// joined and trimmed (a piece before a <channel|> is kept up to its first <|channel>).
+[[nodiscard]] inline std::string gemma4_strip_thinking(std::string_view text) {
+    static constexpr std::string_view open = "<|channel>", close = "<channel|>";
+    std::string kept;
+    for (std::size_t begin = 0;;) {
+        const std::size_t end = text.find(close, begin);
+        const std::string_view part = text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
+        kept += part.substr(0, part.find(open));
+        if (end == std::string_view::npos) break;
+        begin = end + close.size();
+    }
+    return jinja_trim(kept);
+}
+
+/// The gemma4 format (see the header comment).
+[[nodiscard]] inline std::string gemma4_chat(std::span<const chat_message> messages, bool add_generation_prompt) {
+    std::string out = "<bos>";
+    std::size_t first = 0;
+    if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
+        out += "<|turn>system\n" + jinja_trim(messages[0].content) + "<turn|>\n";
+        first = 1;
+    }
+    static const std::string model_role = "model";  // "assistant" is written "model"
+    const chat_message* previous = nullptr;        // the last message that was not a tool message
+    for (const chat_message& m : messages.subspan(first)) {
+        if (m.role == "tool") continue;
+        const std::string& role = m.role == "assistant" ? model_role : m.role;
+        const bool continues = role == model_role && previous != nullptr && previous->role == "assistant";
+        if (!continues) out += "<|turn>" + role + "\n";
+        out += (role == model_role ? gemma4_strip_thinking(m.content) : jinja_trim(m.content)) + "<turn|>\n";
+        previous = &m;
+    }
+    if (add_generation_prompt) out += "<|turn>model\n<|channel>thought\n<channel|>";
+    return out;
+}
+
 }  // namespace detail
 
 /// The prompt text for `messages` in the model's chat format.
@@ -73,6 +120,9 @@ namespace detail {
             for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
             if (add_generation_prompt) out += "<|im_start|>assistant\n";
             break;
+        case chat_format::gemma4:
+            out = detail::gemma4_chat(messages, add_generation_prompt);
+            break;
         case chat_format::none:
             for (std::size_t i = 0; i < messages.size(); ++i) out += (i ? "\n\n" : "") + messages[i].content;
             break;
@@ -80,10 +130,11 @@ namespace detail {
     return out;
 }
 
-/// Which format a Jinja chat template writes: llada for the <|start_header_id|> ... <|eot_id|>
-/// family, chatml for <|im_start|> ... <|im_end|>, none otherwise.
+/// Which format a Jinja chat template writes: gemma4 for <|turn> ... <turn|>, llada for the
+/// <|start_header_id|> ... <|eot_id|> family, chatml for <|im_start|> ... <|im_end|>, none otherwise.
 [[nodiscard]] inline chat_format chat_format_of_template(std::string_view jinja) noexcept {
     const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
+    if (has("<|turn>") && has("<turn|>")) return chat_format::gemma4;
     if (has("<|start_header_id|>") && has("<|eot_id|>")) return chat_format::llada;
     if (has("<|im_start|>") && has("<|im_end|>")) return chat_format::chatml;
     return chat_format::none;

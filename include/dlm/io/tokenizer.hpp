@@ -1,5 +1,6 @@
 // dlm/io/tokenizer.hpp — a Hugging Face tokenizer.json (byte-level BPE, as Qwen2, Dream and LLaDA
-// use it), encoding and decoding exactly as the HF tokenizers library does.
+// use it; SentencePiece-style BPE with byte fallback, as Gemma 4 and DiffusionGemma use it),
+// encoding and decoding exactly as the HF tokenizers library does.
 //
 //   auto tok = dlm::io::tokenizer::load("/models/LLaDA-8B-Instruct");   // folder or tokenizer.json
 //   std::vector<dlm::token_id> ids = tok.encode("Hello <|mdm_mask|>");
