@@ -260,3 +260,19 @@ TEST_CASE("diffusion_gemma preset: a sequence decodes the same alone and in a ba
     }
     CHECK(eng.take_finished().front().second.tokens == batch.sequences[0].tokens);
 }
+
+TEST_CASE("diffusion_gemma: a prompt holding the image placeholder is refused (the vision tower is not loaded), a canvas may hold it") {
+    dlm_test::temp_dir dir;
+    auto j = read_json(tiny / "config.json");
+    j["image_token_id"] = 500;
+    dlm_test::write_text(dir.path() / "config.json", j.dump());
+    fs::copy_file(tiny / "model.safetensors", dir.path() / "model.safetensors");
+    diffusion_gemma m = diffusion_gemma::load(dir.path());
+    auto ctx = m.new_context(64);
+    CHECK_THROWS_WITH_AS(m.encode(ctx, std::vector<token_id>{3, 500}), doctest::Contains("is the image placeholder"), invalid_parameter);
+    m.encode(ctx, std::vector<token_id>{3, 4});
+    std::vector<float> l(16 * static_cast<std::size_t>(m.vocab_size()));
+    std::vector<token_id> canvas(16, 500);  // uniform noise may draw it
+    m.decode(ctx, canvas, nullptr, l);
+    CHECK(std::isfinite(l.front()));
+}
