@@ -21,6 +21,13 @@ def presets() -> list:
     return _dlm.presets()
 
 
+def policies() -> dict:
+    """{axis: [(name, description), ...]} for "mask", "cache", "schedule" and "sampler": the policy
+    name table of the library (dlm/registry/policy_names.hpp), what generate(mask=..., cache=...,
+    schedule=..., sampler=...) composes."""
+    return {axis: rows for axis, rows in _dlm.policies()}
+
+
 __all__ = ["LLM", "Engine", "Output", "Delta", "Stats", "Schedule", "Model", "Result", "ScheduleStep", "Settings", "StepReport",
-           "EngineStats", "TextStream", "presets", "default_model_path", "Error", "InvalidParameter", "FileError", "TensorError",
+           "EngineStats", "TextStream", "presets", "policies", "default_model_path", "Error", "InvalidParameter", "FileError", "TensorError",
            "NumericError", "OutOfMemory", "ContractError"]
