@@ -96,6 +96,11 @@ private:
     std::shared_ptr<py_callable> fn_;
 };
 
+/// The engine of composition s.composed over `model` (registry::visit_composition), its policies
+/// configured from `s`. Compiled in its own translation unit (composed_engine.cpp): its decoder
+/// types, one per mask x cache pair, build beside the presets' rather than after them.
+[[nodiscard]] std::unique_ptr<any_engine> make_composed_engine(cpu::transformer& model, const registry::settings& s);
+
 /// The engine of preset s.preset over `model`, its policies configured from `s`; with `fn`, the
 /// preset's mask, cache and sampler and a schedule calling `fn` (stop_at_eos: CDLM's early stop).
 /// With s.composed, the composed decoder of those four policies (registry/compose.hpp); a Python
@@ -107,11 +112,7 @@ private:
     using registry::builtin;
     if (s.composed) {
         if (fn) throw invalid_parameter("schedule", "a Python schedule runs over a preset's mask, cache and sampler: give a preset, not policy names");
-        std::unique_ptr<any_engine> out;
-        registry::visit_composition<cpu::transformer>(*s.composed, [&]<class D>(std::type_identity<D>) {
-            out = std::make_unique<engine_of<D>>(registry::make_decoder<D>(model, s));
-        });
-        return out;
+        return make_composed_engine(model, s);
     }
     return registry::visit<cpu::transformer>(builtin, s.preset, [&]<class D>(std::type_identity<D>) -> std::unique_ptr<any_engine> {
         if (!fn) return std::make_unique<engine_of<D>>(registry::make_decoder<D>(model, s));

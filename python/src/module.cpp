@@ -131,14 +131,14 @@ registry::settings resolve(const model_ptr& m, const std::string& preset, std::o
 }
 
 /// {axis: policy name} of settings `s`: its composition's, or its preset's policies.
-nb::dict policies_of(const registry::settings& s) {
+nb::typed<nb::dict, nb::str, nb::str> policies_of(const registry::settings& s) {
     const registry::composition c = s.composed ? *s.composed : registry::composition_of(registry::builtin, s.preset);
     nb::dict d;
     d["mask"] = std::string(registry::masks.name_of(c.mask));
     d["cache"] = std::string(registry::caches.name_of(c.cache));
     d["schedule"] = std::string(registry::schedules.name_of(c.schedule));
     d["sampler"] = std::string(registry::samplers.name_of(c.sampler));
-    return d;
+    return nb::typed<nb::dict, nb::str, nb::str>(std::move(d));
 }
 
 /// (name, description) of every row of a policy list.

@@ -33,8 +33,8 @@
 namespace dlm::registry {
 
 /// A schedule chosen at run time among S... (the table's rows); models dlm::unmask_schedule by
-/// forwarding every hook to the chosen one. With `Revising`, revise and block_done too.
-template <bool Revising, class... S>
+/// forwarding every hook to the chosen one (revising_schedule_choice: revise and block_done too).
+template <class... S>
 struct schedule_choice_base {
     std::variant<S...> policy;
 
@@ -53,13 +53,13 @@ struct schedule_choice_base {
 };
 
 template <class... S>
-struct schedule_choice : schedule_choice_base<false, S...> {
+struct schedule_choice : schedule_choice_base<S...> {
     /// The schedule of row s.composed->schedule, its options from `s`.
     static schedule_choice from_settings(const settings& s);
 };
 
 template <class... S>
-struct revising_schedule_choice : schedule_choice_base<true, S...> {
+struct revising_schedule_choice : schedule_choice_base<S...> {
     static revising_schedule_choice from_settings(const settings& s);
     void revise(const step_context& ctx, std::span<const filled_candidate> f, std::vector<index_t>& edits) const {
         std::visit([&](const auto& p) { p.revise(ctx, f, edits); }, this->policy);

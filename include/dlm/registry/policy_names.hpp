@@ -4,7 +4,7 @@
 //
 //   dlm::registry::schedules.find("threshold");        // its index in the schedule list
 //   dlm::registry::schedules.description_of(i);        // "Fast-dLLM's threshold rule: ..."
-//   using S = dlm::registry::schedules.type<3>;        // (decltype) the policy type of row 3
+//   using S = decltype(dlm::registry::schedules)::type<3>;   // the policy type of row 3
 //
 // A row is a policy type and its name; what it accepts is read from the type (registry/policies.hpp),
 // as for a preset. Every policy a builtin preset names is in the table (checked below), so a preset's
