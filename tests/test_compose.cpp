@@ -26,7 +26,8 @@ constexpr token_id mask = 15, eos = 14;
 scripted_model model(bool shift) {
     std::vector<double> conf;
     for (int i = 0; i < 16; ++i) conf.push_back(0.5 + 0.03 * ((i * 7) % 16));
-    return {16, mask, {eos}, shift, dlm_test::oracle({4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11}, conf)};
+    // An EOS in the first block: the schedules that stop after a block holding it (cdlm, sdar, ...) stop there.
+    return {16, mask, {eos}, shift, dlm_test::oracle({4, 5, 6, 7, 8, 9, eos, 11, 4, 5, 6, 7, 8, 9, 10, 11}, conf)};
 }
 
 template <class F>
