@@ -76,10 +76,6 @@ void as_option(F&& check, const option_namer& name, const std::string& lengths) 
     }
 }
 
-}  // namespace detail
-
-namespace detail {
-
 /// "; block length 8 (the model's dlm_block_length), generation length 48 (dlm's default)": where the
 /// lengths a rule about them speaks of came from.
 inline std::string lengths_said(const settings& s, const option_namer& name) {
@@ -168,10 +164,6 @@ template <class Table>
     return c;
 }
 
-/// The settings of preset `id` for `c`: each option the user set, else the model's hint (generation
-/// and block length), else the preset's policy's own default, else dlm's; steps default to the
-/// generation length where the schedule counts them in all (one slot per forward) and to the block
-/// length where it counts them per block. Validated (validate above).
 namespace detail {
 
 /// The options of `c` into `s` (whose policy defaults are read), as resolve describes: each option the
