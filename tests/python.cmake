@@ -35,7 +35,9 @@ set(_cases
     "a schedule written in Python reproduces the cdlm preset and its errors reach the caller|test_schedule.py"
     "bad input raises typed exceptions naming the parameter or file|test_errors.py"
     "the engine adds, steps, cancels and finishes, and forwards arrive as numpy|test_engine.py"
-    "resident memory stays bounded over many calls|test_leaks.py")
+    "resident memory stays bounded over many calls|test_leaks.py"
+    "policies composed by name decode as the preset they spell and refusals name the axis|test_compose.py"
+    "every Python example of docs/python.md runs|test_docs.py")
 foreach(_case IN LISTS _cases)
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)

@@ -8,6 +8,8 @@ docs/python.md is the tour: presets and their options, streaming, the step-wise 
 numpy arrays, schedules written in Python, and lm-evaluation-harness.
 """
 
+from typing import Dict, List, Tuple
+
 from . import _dlm
 from ._dlm import EngineStats, Model, Result, ScheduleStep, Settings, StepReport, TextStream
 from .errors import ContractError, Error, FileError, InvalidParameter, NumericError, OutOfMemory, TensorError
@@ -21,6 +23,13 @@ def presets() -> list:
     return _dlm.presets()
 
 
+def policies() -> Dict[str, List[Tuple[str, str]]]:
+    """{axis: [(name, description), ...]} for "mask", "cache", "schedule" and "sampler": the policy
+    name table of the library (dlm/registry/policy_names.hpp), what generate(mask=..., cache=...,
+    schedule=..., sampler=...) composes."""
+    return {axis: rows for axis, rows in _dlm.policies()}
+
+
 __all__ = ["LLM", "Engine", "Output", "Delta", "Stats", "Schedule", "Model", "Result", "ScheduleStep", "Settings", "StepReport",
-           "EngineStats", "TextStream", "presets", "default_model_path", "Error", "InvalidParameter", "FileError", "TensorError",
+           "EngineStats", "TextStream", "presets", "policies", "default_model_path", "Error", "InvalidParameter", "FileError", "TensorError",
            "NumericError", "OutOfMemory", "ContractError"]

@@ -8,7 +8,8 @@ the package: `pip install "lm-eval[api]==0.4.13"` beside it.
 
 model_args: `pretrained` (a model folder or .gguf; default: the package's), `preset` (default: the
 model's), `chat`, `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
-option of the preset (threshold, block_length, steps, temperature, ...). `batch_size` is the number
+option of the preset (threshold, block_length, steps, temperature, ...), and `mask`, `cache`,
+`schedule`, `sampler` to compose policies by name (LLM.generate). `batch_size` is the number
 of prompts decoded as one batch (`device` is ignored: the package decodes on the CPU) (dlm-eval's --batch: sequence i of a batch draws from the seed derived
 from `seed` and i).
 

@@ -20,6 +20,8 @@ from . import _dlm
 Prompt = Union[str, Sequence[int]]
 #: A Python schedule: given a step's candidates (ScheduleStep), the indices of those to commit.
 Schedule = Callable[[_dlm.ScheduleStep], Iterable[int]]
+#: Policies by name (dlm.policies()); every axis not named is the preset's.
+_AXES = ("mask", "cache", "schedule", "sampler")
 
 _OPTIONS = ("gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed")
 
@@ -69,6 +71,7 @@ class Delta:
     committed: list  #: canvas positions this step committed (in any order)
     canvas: Optional[np.ndarray] = None  #: the whole canvas after the step (stream(canvases=True))
     output: Optional[Output] = None  #: the finished sequence, on the last delta
+    index: int = 0  #: which prompt of stream()'s list it belongs to
 
 
 def _finish_reason(r: _dlm.Result) -> str:
@@ -99,19 +102,27 @@ class Engine:
             for out in eng.finished(): print(out.id, out.text)
     """
 
-    def __init__(self, llm: "LLM", settings: _dlm.Settings, schedule: Optional[Schedule] = None, stop_at_eos: bool = True):
+    def __init__(self, llm: "LLM", settings: _dlm.Settings, schedule: Optional[Schedule] = None, stop_at_eos: bool = True,
+                 options: Optional[dict] = None):
         self._llm = llm
         self._engine = _dlm.Engine(llm.model, settings, schedule, stop_at_eos)
         self._prompts: dict = {}
+        self._options = dict(options or {})  # what settings were resolved from (preset, policy names, options)
 
     @property
     def settings(self) -> _dlm.Settings:
         return self._engine.settings
 
-    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False) -> int:
-        """Queues a prompt (text or token ids); it joins at the next step(). Returns its id."""
+    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False, **options) -> int:
+        """Queues a prompt (text or token ids); it joins at the next step(). Returns its id.
+
+        Options (gen_length, block_length, steps, threshold, temperature, top_k, top_p, seed, ...)
+        give this sequence its own settings over the engine's: its generation length and its own
+        mask, schedule and sampler, resolved and checked as the engine's were; it decodes as it
+        would alone with them."""
         ids = self._llm._tokens(prompt, chat)
-        seq = self._engine.add(ids, seed, cfg)
+        own = self._llm.settings(**{**self._options, **options}) if options else None
+        seq = self._engine.add(ids, seed, cfg, own)
         self._prompts[seq] = ids
         return seq
 
@@ -160,7 +171,8 @@ class LLM:
 
     Options of generate(), stream() and engine() are the registry's (docs/policies.md): gen_length,
     block_length, steps, threshold, eps, alg_temp, algorithm, temperature, top_k, top_p, seed; an
-    option the preset's policies do not have raises dlm.InvalidParameter naming it.
+    option the preset's policies do not have raises dlm.InvalidParameter naming it. mask=, cache=,
+    schedule= and sampler= compose policies by name (dlm.policies()) instead of a preset's.
     """
 
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None):
@@ -185,25 +197,35 @@ class LLM:
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
         return self.model.decode(list(tokens), skip_special)
 
-    def settings(self, preset: Optional[str] = None, **options) -> _dlm.Settings:
-        """The preset's settings for these options, resolved and checked by the registry."""
+    def settings(self, preset: Optional[str] = None, *, mask: Optional[str] = None, cache: Optional[str] = None,
+                 schedule: Optional[str] = None, sampler: Optional[str] = None, **options) -> _dlm.Settings:
+        """The preset's settings for these options, resolved and checked by the registry. Naming a
+        mask, cache, schedule or sampler (dlm.policies()) composes those policies with the preset's
+        others (default: the model's preset); a composition the decoder does not allow, or an option
+        none of its policies takes, raises dlm.InvalidParameter naming the axis or the option."""
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
             from .errors import InvalidParameter
             raise InvalidParameter(f"invalid parameter '{unknown[0]}': no such option (one of {', '.join(_OPTIONS)})", unknown[0],
                                    "no such option")
-        return _dlm.resolve(self.model, preset or "", **options)
+        return _dlm.resolve(self.model, preset or "", mask, cache, schedule, sampler, **options)
 
-    def engine(self, preset: Optional[str] = None, *, schedule: Optional[Schedule] = None, stop_at_eos: bool = True, **options) -> Engine:
-        """A step-wise engine of `preset` (default: the model's). With `schedule`, a Python callable
-        chooses the commits over the preset's mask, cache and sampler (stop_at_eos: stop after a
-        block holding EOS, as cdlm does)."""
-        return Engine(self, self.settings(preset, **options), schedule, stop_at_eos)
+    def engine(self, preset: Optional[str] = None, *, mask: Optional[str] = None, cache: Optional[str] = None,
+               schedule: Union[str, Schedule, None] = None, sampler: Optional[str] = None, stop_at_eos: bool = True, **options) -> Engine:
+        """A step-wise engine of `preset` (default: the model's), or of the policies named (as
+        settings()). `schedule` is a schedule's name, or a Python callable that chooses the commits
+        over the preset's mask, cache and sampler (stop_at_eos: stop after a block holding EOS, as
+        cdlm does)."""
+        fn = schedule if callable(schedule) else None
+        named = dict(preset=preset, mask=mask, cache=cache, schedule=None if fn else schedule, sampler=sampler)
+        named = {k: v for k, v in named.items() if v is not None}
+        return Engine(self, self.settings(**named, **options), fn, stop_at_eos, {**named, **options})
 
     def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, cfg: float = 0.0,
-                 schedule: Optional[Schedule] = None, stop_at_eos: bool = True, **options) -> list:
+                 schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True, **options) -> list:
         """Decodes the prompts (text, token ids, or a list of either) as one batch; one Output each,
-        in order. A single prompt decodes exactly as dlm-generate decodes it."""
+        in order. A single prompt decodes exactly as dlm-generate decodes it. mask=, cache=,
+        schedule= and sampler= name policies to compose (settings())."""
         batch = self._batch(prompts)
         eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
         ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat)
@@ -216,32 +238,40 @@ class LLM:
             done[out.id] = out
         return [done[i] for i in ids]
 
-    def stream(self, prompt: Prompt, preset: Optional[str] = None, *, chat: bool = False, canvases: bool = False, cfg: float = 0.0,
-               schedule: Optional[Schedule] = None, stop_at_eos: bool = True, **options) -> Iterator[Delta]:
-        """Decodes one prompt and yields, after each forward, the text and tokens that became final
-        (the committed prefix's growth; the texts concatenate to the answer). canvases=True yields
-        every step, with the whole canvas, for visualisation. The last Delta carries the Output."""
+    def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, canvases: bool = False,
+               cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True, **options) -> Iterator[Delta]:
+        """Decodes the prompts (one, or a list decoded as one batch, as generate()) and yields, after
+        each forward, each prompt's text and tokens that became final (the committed prefix's
+        growth), tagged with the prompt's index (Delta.index): the texts of one index concatenate to
+        generate()'s answer for it. canvases=True yields every step of every prompt, with the whole
+        canvas, for visualisation. Each prompt's last Delta carries its Output."""
+        batch = self._batch(prompts)
         eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
-        seq = eng.add(prompt, seed=options.get("seed"), cfg=cfg, chat=chat)
+        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat)
+        index = {seq: i for i, seq in enumerate(ids)}
         eos = set(self.model.eos_ids)
-        text = _dlm.TextStream()
-        sent = 0
+        texts = {seq: _dlm.TextStream() for seq in ids}
+        sent = dict.fromkeys(ids, 0)
         while not eng.idle:
-            reports = eng.step()
-            committed = [p for r in reports if r.id == seq for p in r.committed]
-            finished = eng.finished()
-            if finished:
-                out = finished[0]
-                canvas = np.concatenate([out.prompt_tokens, out.slots]) if canvases else None
-                yield Delta(text.advance(out.text, True), out.slots[sent:], committed, canvas, out)
-                return
-            prefix = eng.committed_prefix(seq)
-            cut = next((i for i, t in enumerate(prefix.tolist()) if t in eos), len(prefix))
-            piece = text.advance(self.decode(prefix[:cut]), False)
-            new = prefix[sent:]
-            if canvases or len(new) or piece:
-                sent = len(prefix)
-                yield Delta(piece, new, committed, eng.canvas(seq) if canvases else None)
+            committed: dict = {}
+            for r in eng.step():
+                committed.setdefault(r.id, []).extend(r.committed)
+            finished = {out.id: out for out in eng.finished()}
+            for seq in ids:
+                if seq not in committed and seq not in finished:
+                    continue
+                out = finished.get(seq)
+                if out is not None:
+                    canvas = np.concatenate([out.prompt_tokens, out.slots]) if canvases else None
+                    yield Delta(texts[seq].advance(out.text, True), out.slots[sent[seq]:], committed.get(seq, []), canvas, out, index[seq])
+                    continue
+                prefix = eng.committed_prefix(seq)
+                cut = next((i for i, t in enumerate(prefix.tolist()) if t in eos), len(prefix))
+                piece = texts[seq].advance(self.decode(prefix[:cut]), False)
+                new = prefix[sent[seq]:]
+                if canvases or len(new) or piece:
+                    sent[seq] = len(prefix)
+                    yield Delta(piece, new, committed.get(seq, []), eng.canvas(seq) if canvases else None, None, index[seq])
 
     def forward(self, tokens: Sequence[int], mask: str = "bidirectional") -> np.ndarray:
         """One forward over `tokens`: every row's logits, a (len(tokens), vocab) float32 array that

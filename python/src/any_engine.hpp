@@ -1,10 +1,11 @@
 // python/src/any_engine.hpp — dlm::engine behind one run-time interface, so Python can pick a preset
 // by name: the registry's visitor (dlm/registry/table.hpp) instantiates the engine of each preset's
 // decoder type over the CPU transformer, and an engine whose schedule is a Python callable over the
-// mask, cache and sampler of a preset.
+// mask, cache and sampler of a preset; or the composed decoder of four policies named in the policy
+// name table (registry/compose.hpp: only its mask x cache pairs are instantiated).
 //
 //   auto eng = dlm::python::make_engine(model, settings, nullptr);          // the preset's own schedule
-//   auto id = eng->add(prompt, {.gen_length = settings.gen_length, .seed = 7});
+//   auto id = eng->add(prompt, {.gen_length = settings.gen_length, .seed = 7}, nullptr);
 //   while (!eng->idle()) eng->step();
 //
 // Only the engine's public API is used (add, add_batch, step, cancel, take_finished,
@@ -15,11 +16,13 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/engine.hpp>
+#include <dlm/registry/compose.hpp>
 #include <dlm/registry/policies.hpp>
 #include <dlm/registry/table.hpp>
 
@@ -38,7 +41,9 @@ struct step_report {
 class any_engine {
 public:
     virtual ~any_engine() = default;
-    virtual std::uint64_t add(std::vector<token_id> prompt, const generation_options& o) = 0;
+    /// Queues a prompt; with `own`, its own mask, schedule and sampler built from those settings (of
+    /// this engine's preset or composition: engine::policies), else the engine's.
+    virtual std::uint64_t add(std::vector<token_id> prompt, const generation_options& o, const registry::settings* own) = 0;
     virtual std::vector<std::uint64_t> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) = 0;
     virtual std::vector<step_report> step() = 0;
     virtual void cancel(std::uint64_t id) = 0;
@@ -57,7 +62,17 @@ class engine_of final : public any_engine {
 public:
     explicit engine_of(Decoder&& d, std::shared_ptr<py_callable> fn = {}) : dec_(std::move(d)), eng_(dec_), fn_(std::move(fn)) {}
 
-    std::uint64_t add(std::vector<token_id> prompt, const generation_options& o) override { return eng_.add(std::move(prompt), o); }
+    std::uint64_t add(std::vector<token_id> prompt, const generation_options& o, const registry::settings* own) override {
+        typename engine<Decoder>::policies p;
+        if (own) {
+            p.mask = registry::make_policy<typename Decoder::mask_type>(*own);
+            p.sampler = registry::make_policy<typename Decoder::sampler_type>(*own);
+            // A Python schedule has no options: every sequence shares the engine's callable.
+            if constexpr (!std::is_same_v<typename Decoder::schedule_type, py_schedule>)
+                p.schedule = registry::make_policy<typename Decoder::schedule_type>(*own);
+        }
+        return eng_.add(std::move(prompt), o, p);
+    }
     std::vector<std::uint64_t> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) override {
         return eng_.add_batch(prompts, o);
     }
@@ -81,13 +96,24 @@ private:
     std::shared_ptr<py_callable> fn_;
 };
 
+/// The engine of composition s.composed over `model` (registry::visit_composition), its policies
+/// configured from `s`. Compiled in its own translation unit (composed_engine.cpp): its decoder
+/// types, one per mask x cache pair, build beside the presets' rather than after them.
+[[nodiscard]] std::unique_ptr<any_engine> make_composed_engine(cpu::transformer& model, const registry::settings& s);
+
 /// The engine of preset s.preset over `model`, its policies configured from `s`; with `fn`, the
 /// preset's mask, cache and sampler and a schedule calling `fn` (stop_at_eos: CDLM's early stop).
-/// Throws dlm::invalid_parameter naming "schedule" for a preset whose cache depends on its schedule's
-/// sub-blocks (fast-dllm-v2 and its block-cache variant), which a Python schedule does not have.
+/// With s.composed, the composed decoder of those four policies (registry/compose.hpp); a Python
+/// schedule then is refused (it runs over a preset's policies). Throws dlm::invalid_parameter naming
+/// "schedule" for a preset whose cache depends on its schedule's sub-blocks (fast-dllm-v2 and its
+/// block-cache variant), which a Python schedule does not have.
 [[nodiscard]] inline std::unique_ptr<any_engine> make_engine(cpu::transformer& model, const registry::settings& s,
                                                              std::shared_ptr<py_callable> fn, bool stop_at_eos = true) {
     using registry::builtin;
+    if (s.composed) {
+        if (fn) throw invalid_parameter("schedule", "a Python schedule runs over a preset's mask, cache and sampler: give a preset, not policy names");
+        return make_composed_engine(model, s);
+    }
     return registry::visit<cpu::transformer>(builtin, s.preset, [&]<class D>(std::type_identity<D>) -> std::unique_ptr<any_engine> {
         if (!fn) return std::make_unique<engine_of<D>>(registry::make_decoder<D>(model, s));
         using P = registry::policies_of<D>;

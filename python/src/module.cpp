@@ -24,6 +24,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <dlm/mask/masks.hpp>
+#include <dlm/registry/compose.hpp>
 #include <dlm/registry/describe.hpp>
 #include <dlm/registry/validate.hpp>
 #include <dlm/server/text_stream.hpp>
@@ -93,19 +94,59 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> forward(const model_ptr& m, std::vect
     return nb::ndarray<nb::numpy, float, nb::ndim<2>>(logits->data(), {static_cast<std::size_t>(n), vocab}, owner);
 }
 
+/// A policy named on the axis of `list`, in place of `row`.
+template <class List>
+void name_row(const List& list, std::size_t& row, const std::optional<std::string>& name) {
+    if (!name) return;
+    const std::string axis(registry::name_of(list.which));
+    if (auto i = list.find(*name)) row = *i;
+    else throw invalid_parameter(axis, "unknown " + axis + " '" + *name + "' (one of " + list.list() + ")");
+}
+
 /// The registry's settings of `preset` (empty: the model's default preset) for the given options,
-/// validated; a refusal names the option as Python spells it (the registry's names).
-registry::settings resolve(const model_ptr& m, const std::string& preset, std::optional<index_t> gen_length, std::optional<index_t> block_length,
-                           std::optional<index_t> steps, std::optional<double> threshold, std::optional<double> eps,
-                           std::optional<double> alg_temp, std::optional<std::string> algorithm, std::optional<float> temperature,
-                           std::optional<index_t> top_k, std::optional<float> top_p, std::optional<std::uint64_t> seed) {
+/// validated; a refusal names the option as Python spells it (the registry's names). With a mask,
+/// cache, schedule or sampler named, the composition of those policies, the others the preset's
+/// (registry/compose.hpp).
+registry::settings resolve(const model_ptr& m, const std::string& preset, std::optional<std::string> mask, std::optional<std::string> cache,
+                           std::optional<std::string> schedule, std::optional<std::string> sampler, std::optional<index_t> gen_length,
+                           std::optional<index_t> block_length, std::optional<index_t> steps, std::optional<double> threshold,
+                           std::optional<double> eps, std::optional<double> alg_temp, std::optional<std::string> algorithm,
+                           std::optional<float> temperature, std::optional<index_t> top_k, std::optional<float> top_p,
+                           std::optional<std::uint64_t> seed) {
     const registry::preset_id id = preset.empty() ? cli::model_preset(*m).preset : preset_of(preset);
     registry::choices c{gen_length, block_length, steps, threshold, eps, alg_temp, std::nullopt, temperature, top_k, top_p, seed};
     if (algorithm) {
         c.alg = registry::algorithm_from_name(*algorithm);
         if (!c.alg) throw invalid_parameter("algorithm", "unknown algorithm '" + *algorithm + "' (origin, maskgit_plus, topk_margin, entropy, random)");
     }
-    return registry::resolve(registry::builtin, id, c, m->hints);
+    if (!mask && !cache && !schedule && !sampler) return registry::resolve(registry::builtin, id, c, m->hints);
+    registry::composition comp = registry::composition_of(registry::builtin, id);
+    name_row(registry::masks, comp.mask, mask);
+    name_row(registry::caches, comp.cache, cache);
+    name_row(registry::schedules, comp.schedule, schedule);
+    name_row(registry::samplers, comp.sampler, sampler);
+    registry::settings s = registry::resolve_composition(comp, c, m->hints);
+    s.preset = id;  // where the policies not named came from
+    return s;
+}
+
+/// {axis: policy name} of settings `s`: its composition's, or its preset's policies.
+nb::typed<nb::dict, nb::str, nb::str> policies_of(const registry::settings& s) {
+    const registry::composition c = s.composed ? *s.composed : registry::composition_of(registry::builtin, s.preset);
+    nb::dict d;
+    d["mask"] = std::string(registry::masks.name_of(c.mask));
+    d["cache"] = std::string(registry::caches.name_of(c.cache));
+    d["schedule"] = std::string(registry::schedules.name_of(c.schedule));
+    d["sampler"] = std::string(registry::samplers.name_of(c.sampler));
+    return nb::typed<nb::dict, nb::str, nb::str>(std::move(d));
+}
+
+/// (name, description) of every row of a policy list.
+template <class List>
+std::vector<std::pair<std::string, std::string>> rows_of(const List& list) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (std::size_t i = 0; i < list.size; ++i) out.emplace_back(list.name_of(i), list.description_of(i));
+    return out;
 }
 
 /// The engine as Python holds it: the model it decodes (kept alive), its settings, the engine, and a
@@ -121,9 +162,16 @@ public:
         eng_ = make_engine(model_->model, settings_, std::move(fn), stop_at_eos);
     }
 
-    std::uint64_t add(std::vector<token_id> prompt, std::optional<std::uint64_t> seed, double cfg) {
+    /// With `own`: the sequence's own settings (of this engine's preset or composition), for its
+    /// generation length, seed, mask, schedule and sampler.
+    std::uint64_t add(std::vector<token_id> prompt, std::optional<std::uint64_t> seed, double cfg, const registry::settings* own) {
         const auto lock = guard();
-        return eng_->add(std::move(prompt), options(seed, cfg));
+        if (!own) return eng_->add(std::move(prompt), options(seed, cfg), nullptr);
+        if (own->composed != settings_.composed || (!own->composed && own->preset != settings_.preset))
+            throw invalid_parameter("settings", "a sequence's own settings must be of the engine's preset or composition (" + describe() + ")");
+        generation_options o = options(seed.value_or(own->seed), cfg);
+        o.gen_length = own->gen_length;
+        return eng_->add(std::move(prompt), o, own);
     }
     std::vector<std::uint64_t> add_batch(const std::vector<std::vector<token_id>>& prompts, std::optional<std::uint64_t> seed, double cfg) {
         const auto lock = guard();
@@ -160,6 +208,7 @@ public:
     std::size_t active() const { return eng_->active(); }
     decode_stats stats() const { return eng_->stats(); }
     const registry::settings& settings() const { return settings_; }
+    std::string describe() const { return registry::describe(registry::builtin, settings_); }
     const model_ptr& model() const { return model_; }
 
 private:
@@ -214,7 +263,10 @@ void bind_model(nb::module_& m) {
 void bind_settings(nb::module_& m) {
     using registry::settings;
     nb::class_<settings>(m, "Settings", "A preset's resolved settings (dlm/registry/settings.hpp).")
-        .def_prop_ro("preset", [](const settings& s) { return std::string(registry::builtin.name_of(s.preset)); })
+        .def_prop_ro("preset", [](const settings& s) { return std::string(registry::builtin.name_of(s.preset)); },
+                     "The preset; for a composition, the preset its policies not named came from.")
+        .def_prop_ro("composed", [](const settings& s) { return s.composed.has_value(); }, "Whether the policies were composed by name.")
+        .def_prop_ro("policies", [](const settings& s) { return policies_of(s); }, "{axis: policy name} of mask, cache, schedule and sampler.")
         .def_ro("gen_length", &settings::gen_length)
         .def_ro("block_length", &settings::block_length)
         .def_ro("steps", &settings::steps)
@@ -232,9 +284,15 @@ void bind_settings(nb::module_& m) {
             return std::string(registry::name_of(s.source_of(*o)));
         }, "option"_a)
         .def("describe", [](const settings& s) { return registry::describe(registry::builtin, s); });
-    m.def("resolve", &resolve, "model"_a, "preset"_a = "", "gen_length"_a = nb::none(), "block_length"_a = nb::none(), "steps"_a = nb::none(),
+    m.def("resolve", &resolve, "model"_a, "preset"_a = "", "mask"_a = nb::none(), "cache"_a = nb::none(), "schedule"_a = nb::none(),
+          "sampler"_a = nb::none(), "gen_length"_a = nb::none(), "block_length"_a = nb::none(), "steps"_a = nb::none(),
           "threshold"_a = nb::none(), "eps"_a = nb::none(), "alg_temp"_a = nb::none(), "algorithm"_a = nb::none(),
           "temperature"_a = nb::none(), "top_k"_a = nb::none(), "top_p"_a = nb::none(), "seed"_a = nb::none());
+    m.def("policies", [] {
+        return std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>{
+            {"mask", rows_of(registry::masks)}, {"cache", rows_of(registry::caches)}, {"schedule", rows_of(registry::schedules)},
+            {"sampler", rows_of(registry::samplers)}};
+    }, "[(axis, [(name, description)])] of the policy name table (dlm/registry/policy_names.hpp).");
     m.def("presets", [] {
         std::vector<std::pair<std::string, std::string>> out;
         for (std::size_t i = 0; i < registry::builtin.size; ++i)
@@ -292,7 +350,7 @@ void bind_engine(nb::module_& m) {
     nb::class_<py_engine>(m, "Engine", "The step-wise engine of one preset (dlm::engine).")
         .def(nb::init<model_ptr, const registry::settings&, nb::object, bool>(), "model"_a, "settings"_a, "schedule"_a = nb::none(),
              "stop_at_eos"_a = true)
-        .def("add", &py_engine::add, "prompt"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
+        .def("add", &py_engine::add, "prompt"_a, "seed"_a = nb::none(), "cfg"_a = 0.0, "settings"_a = nb::none())
         .def("add_batch", &py_engine::add_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
         .def("step", &py_engine::step)
         .def("cancel", &py_engine::cancel, "id"_a)

@@ -90,3 +90,19 @@ def test_sampling_options_and_seed_are_the_registrys(llm):
     assert a.text == b.text
     s = llm.settings("fast-dllm", threshold=0.7, block_length=16)
     assert (s.preset, s.threshold, s.block_length, s.source("threshold"), s.source("gen_length")) == ("fast-dllm", 0.7, 16, "user", "model")
+
+
+@pytest.mark.parametrize("preset", ["cdlm", "llada"])
+def test_streaming_several_prompts_tags_each_delta_with_its_prompt(llm, preset):
+    prompts = [PROMPT, "Tom has 3 apples. He buys 4 more. How many apples does he have now?", llm.encode("What is 3 + 4?")]
+    whole = llm.generate(prompts, preset, seed=7)
+    deltas = list(llm.stream(prompts, preset, seed=7))
+    assert {d.index for d in deltas} == {0, 1, 2}
+    for i, out in enumerate(whole):
+        mine = [d for d in deltas if d.index == i]
+        assert "".join(d.text for d in mine) == out.text
+        assert [t for d in mine for t in d.tokens.tolist()] == out.slots.tolist()
+        assert mine[-1].output is not None and mine[-1].output.text == out.text
+        assert all(d.output is None for d in mine[:-1])
+    # A list of one prompt streams as the prompt alone.
+    assert [d.text for d in llm.stream([PROMPT], preset, seed=7)] == [d.text for d in llm.stream(PROMPT, preset, seed=7)]

@@ -101,3 +101,43 @@ def test_the_gil_is_released_during_steps(llm):
     inside = [a] + [x for x in ticks if a < x < b] + [b]
     longest_gap = max(y - x for x, y in zip(inside, inside[1:]))
     assert longest_gap < (b - a) / 3, f"the other thread stalled {longest_gap:.3f} s of a {b - a:.3f} s step"
+
+
+def test_sequences_with_their_own_settings_in_one_batch_each_decode_as_alone(llm):
+    q2 = "Tom has 3 apples. He buys 4 more. How many apples does he have now?"
+    eng = llm.engine("llada", steps=48)
+    a = eng.add(PROMPT, temperature=0.9, seed=4, block_length=16)   # its own sampler and mask
+    b = eng.add(q2, steps=24, gen_length=24, block_length=8)         # its own schedule and length
+    c = eng.add(PROMPT, seed=4)                                       # the engine's settings
+    outs = {}
+    while not eng.idle:
+        eng.step()
+        outs.update((o.id, o) for o in eng.finished())
+    alone_a = llm.generate(PROMPT, "llada", steps=48, temperature=0.9, seed=4, block_length=16)[0]
+    alone_b = llm.generate(q2, "llada", steps=24, gen_length=24, block_length=8)[0]
+    alone_c = llm.generate(PROMPT, "llada", steps=48, seed=4)[0]
+    for seq, alone in ((a, alone_a), (b, alone_b), (c, alone_c)):
+        assert outs[seq].slots.tolist() == alone.slots.tolist()
+        assert outs[seq].commit_forward.tolist() == alone.commit_forward.tolist()
+    # Each had its own: a its blocks of 16, b its 24 slots in 3 blocks, c the engine's blocks of 8.
+    assert [outs[s].stats.steps_per_block for s in (a, b, c)] == [[16] * 3, [8] * 3, [8] * 6]
+
+
+def test_a_composed_engine_takes_per_sequence_settings_and_refuses_what_its_policies_lack(llm):
+    eng = llm.engine(mask="block_causal", cache="prefix", schedule="threshold", sampler="categorical")
+    a = eng.add(PROMPT, threshold=0.5, temperature=5.0, seed=2)  # hot enough to change this confident model's answer
+    b = eng.add(PROMPT)
+    outs = {}
+    while not eng.idle:
+        eng.step()
+        outs.update((o.id, o) for o in eng.finished())
+    names = dict(mask="block_causal", cache="prefix", schedule="threshold", sampler="categorical")
+    assert outs[a].slots.tolist() == llm.generate(PROMPT, **names, threshold=0.5, temperature=5.0, seed=2)[0].slots.tolist()
+    assert outs[b].slots.tolist() == llm.generate(PROMPT, **names)[0].slots.tolist()
+    assert outs[a].slots.tolist() != outs[b].slots.tolist()
+    with pytest.raises(dlm.InvalidParameter) as e:
+        eng.add(PROMPT, steps=4)
+    assert e.value.parameter == "steps"
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.engine("cdlm").add(PROMPT, block_length=5)
+    assert e.value.parameter == "block_length"

@@ -11,6 +11,7 @@
 // the option with no change here, and its own default is the preset's default.
 #pragma once
 
+#include <concepts>
 #include <type_traits>
 
 #include "../decoder.hpp"
@@ -64,40 +65,65 @@ struct accepted {
     std::array<bool, algorithm_names.size()> algorithms{};  ///< by algorithm, where `algorithm` is accepted
     [[nodiscard]] constexpr bool takes(option o) const noexcept { return options.contains(o); }
     [[nodiscard]] constexpr bool takes(registry::algorithm a) const noexcept { return algorithms[static_cast<std::size_t>(a)]; }
+    /// What either accepts (a decoder's options are its policies' together).
+    constexpr accepted& operator|=(const accepted& o) noexcept {
+        for (std::size_t i = 0; i < option_count; ++i)
+            if (o.takes(static_cast<option>(i))) options.add(static_cast<option>(i));
+        steps_in_all = steps_in_all || o.steps_in_all;
+        steps_capped = steps_capped || o.steps_capped;
+        for (std::size_t i = 0; i < algorithms.size(); ++i) algorithms[i] = algorithms[i] || o.algorithms[i];
+        return *this;
+    }
 };
 
-/// Read from the types of decoder D.
-template <class D>
-[[nodiscard]] constexpr accepted accepted_by() noexcept {
-    using P = policies_of<D>;
+/// What one policy type accepts on its own (no gen_length, no seed): the options its members carry.
+/// A mask, cache, schedule or sampler: each test reads only the members of its own axis.
+template <class P>
+[[nodiscard]] constexpr accepted accepted_by_policy() noexcept {
     accepted a;
-    a.options = {option::gen_length, option::seed};
-    if constexpr (mask_takes_block_length<typename P::mask>) a.options.add(option::block_length);
-    using S = typename P::schedule;
-    if constexpr (schedule_takes_steps<S>) {
+    if constexpr (mask_takes_block_length<P>) a.options.add(option::block_length);
+    if constexpr (schedule_takes_steps<P>) {
         a.options.add(option::steps);
-        a.steps_in_all = schedule_step_count<S>() == step_count::in_all;
-        a.steps_capped = schedule_step_count<S>() == step_count::capped;
+        a.steps_in_all = schedule_step_count<P>() == step_count::in_all;
+        a.steps_capped = schedule_step_count<P>() == step_count::capped;
     }
-    if constexpr (schedule_takes_threshold<S>) a.options.add(option::threshold);
-    if constexpr (schedule_takes_eps<S>) a.options.add(option::eps);
-    if constexpr (schedule_takes_editing_threshold<S>) a.options.add(option::editing_threshold);
-    if constexpr (schedule_takes_alg_temp<S>) a.options.add(option::alg_temp);
-    if constexpr (schedule_remasks<S>) {
+    if constexpr (schedule_takes_threshold<P>) a.options.add(option::threshold);
+    if constexpr (schedule_takes_eps<P>) a.options.add(option::eps);
+    if constexpr (schedule_takes_editing_threshold<P>) a.options.add(option::editing_threshold);
+    if constexpr (schedule_takes_alg_temp<P>) a.options.add(option::alg_temp);
+    if constexpr (schedule_remasks<P>) {
         a.options.add(option::algorithm);
         a.algorithms[static_cast<std::size_t>(algorithm::maskgit_plus)] = a.algorithms[static_cast<std::size_t>(algorithm::random)] = true;
     }
-    if constexpr (schedule_ranks_by_alg<S>) {
+    if constexpr (schedule_ranks_by_alg<P>) {
         a.options.add(option::algorithm);
         for (algorithm x : {algorithm::origin, algorithm::maskgit_plus, algorithm::topk_margin, algorithm::entropy})
             a.algorithms[static_cast<std::size_t>(x)] = true;
     }
-    if constexpr (sampler_draws<typename P::sampler>) {
+    if constexpr (sampler_draws<P>) {
         a.options.add(option::temperature);
         a.options.add(option::top_k);
         a.options.add(option::top_p);
     }
     return a;
+}
+
+/// What a decoder of these policies accepts: gen_length, seed and what each policy accepts.
+template <class Mask, class Schedule, class Sampler>
+[[nodiscard]] constexpr accepted accepted_by_policies() noexcept {
+    accepted a;
+    a.options = {option::gen_length, option::seed};
+    a |= accepted_by_policy<Mask>();
+    a |= accepted_by_policy<Schedule>();
+    a |= accepted_by_policy<Sampler>();
+    return a;
+}
+
+/// Read from the types of decoder D.
+template <class D>
+[[nodiscard]] constexpr accepted accepted_by() noexcept {
+    using P = policies_of<D>;
+    return accepted_by_policies<typename P::mask, typename P::schedule, typename P::sampler>();
 }
 
 namespace detail {
@@ -117,10 +143,10 @@ namespace detail {
 
 }  // namespace detail
 
-/// Policy P (a mask, cache, schedule or sampler type), default-constructed, with every option it has
-/// set from `s`.
+/// A policy type with its options as members (a mask, cache, schedule or sampler type),
+/// default-constructed, with every option it has set from `s`.
 template <class P>
-[[nodiscard]] P make_policy(const settings& s) {
+[[nodiscard]] P make_named_policy(const settings& s) {
     P p{};
     if constexpr (mask_takes_block_length<P>) p.block_length = s.block_length;
     if constexpr (schedule_takes_steps<P>) p.steps = s.steps;
@@ -139,6 +165,14 @@ template <class P>
     return p;
 }
 
+/// Policy P, its options set from `s`: make_named_policy, or P::from_settings for a policy chosen at
+/// run time (registry/compose.hpp).
+template <class P>
+[[nodiscard]] P make_policy(const settings& s) {
+    if constexpr (requires { { P::from_settings(s) } -> std::same_as<P>; }) return P::from_settings(s);
+    else return make_named_policy<P>(s);
+}
+
 /// A decoder of type D over `model`, its policies configured from `s`.
 template <class D>
 [[nodiscard]] D make_decoder(typename D::model_type& model, const settings& s) {
@@ -146,30 +180,44 @@ template <class D>
              make_policy<typename D::sampler_type>(s));
 }
 
-/// The defaults of D's policies: what a default-constructed policy holds for each option it has,
-/// written into `s` with source preset (options D lacks keep their values).
-template <class D>
-void read_policy_defaults(settings& s) {
-    using P = policies_of<D>;
-    const typename P::schedule sch{};
-    const typename P::sampler smp{};
+/// The defaults of a schedule type: what a default-constructed one holds for each option it has,
+/// written into `s` (options it lacks keep their values).
+template <class Schedule>
+void read_schedule_defaults(settings& s) {
+    const Schedule sch{};
     if constexpr (requires { sch.threshold + 0.0; }) s.threshold = sch.threshold;
     else if constexpr (requires { sch.tau + 0.0; }) s.threshold = sch.tau;
-    if constexpr (schedule_takes_eps<typename P::schedule>) s.eps = sch.eps;
-    if constexpr (schedule_takes_steps<typename P::schedule>)
-        if (schedule_step_count<typename P::schedule>() == step_count::capped) s.steps = sch.steps;
-    if constexpr (schedule_takes_editing_threshold<typename P::schedule>) s.editing_threshold = sch.editing_threshold;
-    if constexpr (schedule_takes_alg_temp<typename P::schedule>) s.alg_temp = sch.alg_temp;
-    if constexpr (schedule_remasks<typename P::schedule>) s.alg = detail::algorithm_of(sch.mode);
-    if constexpr (schedule_ranks_by_alg<typename P::schedule>) s.alg = detail::algorithm_of(sch.alg);
-    if constexpr (sampler_draws<typename P::sampler>) {
+    if constexpr (schedule_takes_eps<Schedule>) s.eps = sch.eps;
+    if constexpr (schedule_takes_steps<Schedule>)
+        if (schedule_step_count<Schedule>() == step_count::capped) s.steps = sch.steps;
+    if constexpr (schedule_takes_editing_threshold<Schedule>) s.editing_threshold = sch.editing_threshold;
+    if constexpr (schedule_takes_alg_temp<Schedule>) s.alg_temp = sch.alg_temp;
+    if constexpr (schedule_remasks<Schedule>) s.alg = detail::algorithm_of(sch.mode);
+    if constexpr (schedule_ranks_by_alg<Schedule>) s.alg = detail::algorithm_of(sch.alg);
+}
+/// The defaults of a sampler type, as read_schedule_defaults.
+template <class Sampler>
+void read_sampler_defaults(settings& s) {
+    if constexpr (sampler_draws<Sampler>) {
+        const Sampler smp{};
         s.temperature = smp.temperature;
         s.top_k = smp.top_k;
         s.top_p = smp.top_p;
     }
+}
+/// Marks the options the policies' defaults set as coming from the preset's policies.
+inline void mark_policy_defaults(settings& s) {
     for (option o : {option::threshold, option::eps, option::alg_temp, option::algorithm, option::temperature, option::top_k, option::top_p,
                      option::editing_threshold})
         s.set_source(o, source::preset, "the preset's policy default");
+}
+
+/// The defaults of D's policies (read_schedule_defaults, read_sampler_defaults), with source preset.
+template <class D>
+void read_policy_defaults(settings& s) {
+    read_schedule_defaults<typename policies_of<D>::schedule>(s);
+    read_sampler_defaults<typename policies_of<D>::sampler>(s);
+    mark_policy_defaults(s);
 }
 
 }  // namespace dlm::registry

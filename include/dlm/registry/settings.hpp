@@ -140,10 +140,18 @@ struct preset_id {
     friend constexpr bool operator==(preset_id, preset_id) = default;
 };
 
+/// Four policies chosen by name from the policy name table (registry/policy_names.hpp), one per axis:
+/// indices into its mask, cache, schedule and sampler lists (registry/compose.hpp).
+struct composition {
+    std::size_t mask = 0, cache = 0, schedule = 0, sampler = 0;
+    friend constexpr bool operator==(const composition&, const composition&) = default;
+};
+
 /// Every run-time option of a preset's policies, resolved, and where each value came from. An option
 /// the preset's policies lack keeps its default here and is not read.
 struct settings {
     preset_id preset{};
+    std::optional<registry::composition> composed{};  ///< set: the policies are these, not the preset's
     index_t gen_length = default_gen_length;
     index_t block_length = default_block_length;  ///< the mask's block option (presets without one: unused)
     index_t steps = default_gen_length;

@@ -33,10 +33,9 @@ using option_namer = std::function<std::string(option)>;
 
 namespace detail {
 
-/// "does not apply to the cdlm preset (its schedule has no threshold); it applies to fast-dllm, ..."
-template <class Table>
-[[noreturn]] void refuse_option(const Table& t, preset_id id, option o, const option_namer& name) {
-    const char* why = o == option::block_length                  ? "its mask has no blocks to size"
+/// Why a decoder refuses option `o` its policies lack ("its schedule has no threshold").
+[[nodiscard]] constexpr const char* why_not_taken(option o) noexcept {
+    return o == option::block_length                  ? "its mask has no blocks to size"
                       : o == option::steps                        ? "its schedule decides the number of forwards"
                       : o == option::threshold                    ? "its schedule has no threshold"
                       : o == option::eps                          ? "its schedule has no eps (Dream's timestep schedule has)"
@@ -44,6 +43,12 @@ template <class Table>
                       : o == option::algorithm                    ? "its schedule ranks slots by probability"
                       : o == option::editing_threshold            ? "its schedule never edits a filled slot"
                                                                   : "it samples greedily";
+}
+
+/// "does not apply to the cdlm preset (its schedule has no threshold); it applies to fast-dllm, ..."
+template <class Table>
+[[noreturn]] void refuse_option(const Table& t, preset_id id, option o, const option_namer& name) {
+    const char* why = why_not_taken(o);
     std::string where;
     for (std::size_t i = 0; i < Table::size; ++i)
         if (t.accepts(preset_id{i}).takes(o)) where += (where.empty() ? "" : ", ") + std::string(t.name_of(preset_id{i}));
@@ -71,7 +76,40 @@ void as_option(F&& check, const option_namer& name, const std::string& lengths) 
     }
 }
 
+/// "; block length 8 (the model's dlm_block_length), generation length 48 (dlm's default)": where the
+/// lengths a rule about them speaks of came from.
+inline std::string lengths_said(const settings& s, const option_namer& name) {
+    return "; " + said(s, option::block_length, "block length", s.block_length, name) + ", " +
+           said(s, option::gen_length, "generation length", s.gen_length, name);
+}
+
 }  // namespace detail
+
+/// The checks of one policy built from `s` (make_policy), as the engine runs them when a sequence is
+/// added: a mask's block length against the generation length (returns the block length), a
+/// schedule against a canvas of s.gen_length slots in blocks of `block`, a sampler's options.
+template <class Mask>
+index_t validate_mask(const settings& s, const option_namer& name = default_name) {
+    if (s.gen_length < 1) throw invalid_parameter(name(option::gen_length), "must be >= 1, got " + std::to_string(s.gen_length));
+    index_t block = 0;
+    detail::as_option([&] { block = make_policy<Mask>(s).block_length_for(s.gen_length); }, name, detail::lengths_said(s, name));
+    return block;
+}
+template <class Schedule>
+void validate_schedule(const settings& s, index_t block, const option_namer& name = default_name) {
+    const canvas_layout l{0, s.gen_length, block, true};  // the model's shift is the engine's to check
+    detail::as_option([&] { schedule_validate(make_policy<Schedule>(s), l); }, name, detail::lengths_said(s, name));
+}
+template <class Sampler>
+void validate_sampler(const settings& s, const option_namer& name = default_name) {
+    detail::as_option([&] { sampler_validate(make_policy<Sampler>(s)); }, name, detail::lengths_said(s, name));
+}
+/// The three checks above for a decoder of these policies.
+template <class Mask, class Schedule, class Sampler>
+void validate_policies(const settings& s, const option_namer& name = default_name) {
+    validate_schedule<Schedule>(s, validate_mask<Mask>(s, name), name);
+    validate_sampler<Sampler>(s, name);
+}
 
 /// Refuses an option set in `c` that preset `id`'s policies do not have (a neutral value of a
 /// sampling option passes), and an algorithm its schedule does not rank by.
@@ -98,17 +136,9 @@ void check_accepted(const Table& t, preset_id id, const choices& c, const option
 template <class Table>
 void validate(const Table& t, const settings& s, const choices& given = {}, const option_namer& name = default_name) {
     check_accepted(t, s.preset, given, name);
-    if (s.gen_length < 1) throw invalid_parameter(name(option::gen_length), "must be >= 1, got " + std::to_string(s.gen_length));
     visit<any_model>(t, s.preset, [&]<class D>(std::type_identity<D>) {
         using P = policies_of<D>;
-        const auto mask = make_policy<typename P::mask>(s);
-        index_t block = 0;
-        const std::string lengths = "; " + detail::said(s, option::block_length, "block length", s.block_length, name) + ", " +
-                                    detail::said(s, option::gen_length, "generation length", s.gen_length, name);
-        detail::as_option([&] { block = mask.block_length_for(s.gen_length); }, name, lengths);
-        canvas_layout l{0, s.gen_length, block, true};  // the model's shift is the engine's to check
-        detail::as_option([&] { schedule_validate(make_policy<typename P::schedule>(s), l); }, name, lengths);
-        detail::as_option([&] { sampler_validate(make_policy<typename P::sampler>(s)); }, name, lengths);
+        validate_policies<typename P::mask, typename P::schedule, typename P::sampler>(s, name);
     });
 }
 
@@ -134,15 +164,11 @@ template <class Table>
     return c;
 }
 
-/// The settings of preset `id` for `c`: each option the user set, else the model's hint (generation
-/// and block length), else the preset's policy's own default, else dlm's; steps default to the
-/// generation length where the schedule counts them in all (one slot per forward) and to the block
-/// length where it counts them per block. Validated (validate above).
-template <class Table>
-[[nodiscard]] settings resolve(const Table& t, preset_id id, const choices& c, const model_hints& h = {}, const option_namer& name = default_name) {
-    settings s;
-    s.preset = id;
-    visit<any_model>(t, id, [&]<class D>(std::type_identity<D>) { read_policy_defaults<D>(s); });
+namespace detail {
+
+/// The options of `c` into `s` (whose policy defaults are read), as resolve describes: each option the
+/// user set, else the model's hint, else what `s` holds; steps default by `a.steps_in_all`.
+inline void apply_choices(settings& s, const accepted& a, const choices& c, const model_hints& h) {
     const auto pick = [&](option o, index_t& out, std::optional<index_t> user, index_t hint, const char* key, const char* library) {
         if (user) out = *user, s.set_source(o, source::user, "");
         else if (hint > 0) out = hint, s.set_source(o, source::model, std::string("the model's ") + key);
@@ -150,9 +176,8 @@ template <class Table>
     };
     pick(option::gen_length, s.gen_length, c.gen_length, h.gen_length, "dlm_gen_length", "dlm's default");
     pick(option::block_length, s.block_length, c.block_length, h.block_length, "dlm_block_length", "dlm's default");
-    const accepted a = t.accepts(id);
     if (a.steps_capped) {
-        s.set_source(option::steps, source::preset, "the schedule's own cap per block");  // read_policy_defaults set it
+        s.set_source(option::steps, source::preset, "the schedule's own cap per block");  // read_schedule_defaults set it
     } else {
         s.steps = a.steps_in_all ? s.gen_length : s.block_length;
         s.set_source(option::steps, source::preset, a.steps_in_all ? "the generation length" : "the block length");
@@ -170,6 +195,20 @@ template <class Table>
     user(option::top_p, s.top_p, c.top_p);
     user(option::seed, s.seed, c.seed);
     user(option::editing_threshold, s.editing_threshold, c.editing_threshold);
+}
+
+}  // namespace detail
+
+/// The settings of preset `id` for `c`: each option the user set, else the model's hint (generation
+/// and block length), else the preset's policy's own default, else dlm's; steps default to the
+/// generation length where the schedule counts them in all (one slot per forward) and to the block
+/// length where it counts them per block. Validated (validate above).
+template <class Table>
+[[nodiscard]] settings resolve(const Table& t, preset_id id, const choices& c, const model_hints& h = {}, const option_namer& name = default_name) {
+    settings s;
+    s.preset = id;
+    visit<any_model>(t, id, [&]<class D>(std::type_identity<D>) { read_policy_defaults<D>(s); });
+    detail::apply_choices(s, t.accepts(id), c, h);
     validate(t, s, c, name);
     return s;
 }
