@@ -46,7 +46,7 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
 template <class Model>
 void check_fits(preset_id preset) {
     try {
-        with_preset<Model>(preset, []<class D>(std::type_identity<D>) { return 0; });
+        registry::check_fits<Model>(registry::builtin, preset);
     } catch (const invalid_parameter& e) {
         throw invalid_parameter("--preset", e.rule());
     }

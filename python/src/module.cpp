@@ -114,6 +114,7 @@ registry::settings resolve(const model_ptr& m, const std::string& preset, std::o
                            std::optional<float> temperature, std::optional<index_t> top_k, std::optional<float> top_p,
                            std::optional<std::uint64_t> seed) {
     const registry::preset_id id = preset.empty() ? cli::model_preset(*m).preset : preset_of(preset);
+    registry::check_fits<cpu::transformer>(registry::builtin, id);  // as dlm-generate: a preset that does not fit the model first
     registry::choices c{gen_length, block_length, steps, threshold, eps, alg_temp, std::nullopt, temperature, top_k, top_p, seed};
     if (algorithm) {
         c.alg = registry::algorithm_from_name(*algorithm);

@@ -193,4 +193,12 @@ decltype(auto) visit(const Table& t, preset_id id, F&& f) {
     return detail::visit_from<Model, 0>(t, id, std::forward<F>(f));
 }
 
+/// Throws dlm::invalid_parameter naming `preset` when preset `id` of `t` does not fit Model
+/// (detail::preset_fits_model): the check a program makes before it resolves a preset's settings, so
+/// that a model's own refusal comes first. Instantiates no decoder.
+template <class Model, class Table>
+void check_fits(const Table& t, preset_id id) {
+    visit<Model>(t, id, []<class D>(std::type_identity<D>) { return 0; });
+}
+
 }  // namespace dlm::registry
