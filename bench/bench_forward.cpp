@@ -5,7 +5,9 @@
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
 //                     [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
 //
-//   --shape    100M (default), 168M, llada-8b, dream-7b, tiny (bench/shapes.hpp): random weights
+//   --shape    100M (default), 168M, llada-8b, dream-7b, tiny, ... (bench/shapes.hpp): random weights;
+//              diffusiongemma-26b-a4b[-16e]: DiffusionGemma's encode, canvas step and (--decode) generation
+//              (bench/bench_gemma.hpp), in Q4_K_M blocks unless --dtype says otherwise
 //              generated straight into --dtype (default bf16), no file needed; q8_0, q4_0, q4_k,
 //              q6_k and q4_k_m hold them in GGUF blocks typed as llama.cpp's file type of that name
 //              (quant/random_source.hpp: Q4_K_M's Q6_K head, attn_v and ffn_down)
@@ -57,6 +59,7 @@
 
 #include "ceilings.hpp"
 #include "roofline.hpp"
+#include "bench_gemma.hpp"
 #include "shapes.hpp"
 
 #if defined(_OPENMP)
@@ -74,7 +77,7 @@ struct options {
     index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64, roofline_rows = 1024, bandwidth_mib = 1024;
     std::vector<int> threads;
     int reps = 3;
-    bool decode = false, peak = true, roofline = false;
+    bool decode = false, peak = true, roofline = false, dtype_given = false;
     std::optional<std::uint64_t> verify_seed;
     std::optional<cpu::quant::file_type> verify_type;
 };
@@ -141,6 +144,7 @@ options parse(int argc, char** argv) {
         } else if (a == "-h" || a == "--help") usage(argv[0], "");
         else usage(argv[0], "unknown argument '" + a + "'");
     }
+    o.dtype_given = !o.dtype.empty();
     if (o.dtype.empty()) o.dtype = o.model_dir.empty() ? "bf16" : "keep";
     const bool quantized = cpu::quant::parse_file_type(o.dtype).has_value();
     if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16" && !quantized)
@@ -273,6 +277,15 @@ cpu::transformer load_model(const options& o, const char* argv0, std::string& wh
     return cpu::transformer::random(cfg, 1, *dtype_of(o.dtype), 0.5f);
 }
 
+/// --json FILE: the run's figures (nothing without a path).
+void write_json(const json& out, const std::string& path) {
+    if (path.empty()) return;
+    std::ofstream f(path);
+    f << out.dump(2) << '\n';
+    if (!f) throw std::runtime_error("--json: cannot write " + path);
+    std::printf("wrote %s\n", path.c_str());
+}
+
 /// The model's line, its product form and what a forward streams; the load time and memory.
 void print_model(const cpu::transformer& m, const std::string& what, const std::string& product, double streamed, double load_s) {
     const io::model_config& cfg = m.config();
@@ -303,6 +316,13 @@ int main(int argc, char** argv) {
         if (o.peak) bench::print_ceilings(ceil, static_cast<std::size_t>(o.bandwidth_mib));
         out["ceilings"] = bench::to_json(ceil);
 
+        if (const auto shape = bench::find_shape(o.shape); o.model_dir.empty() && shape && bench::is_diffusion_gemma(shape->config)) {
+            // DiffusionGemma (bench/bench_gemma.hpp): Q4_K_M blocks unless --dtype says otherwise.
+            const bench::gemma_bench_options g{o.shape, o.dtype_given ? o.dtype : "q4_k_m", o.threads, o.reps, o.prompt, o.decode};
+            out["diffusion_gemma"] = bench::run_gemma_bench(shape->config, g, ceil);
+            write_json(out, o.json_path);
+            return 0;
+        }
         const auto t0 = clock_type::now();
         std::string what;
         cpu::transformer m = load_model(o, argv[0], what);
@@ -337,12 +357,7 @@ int main(int argc, char** argv) {
                         o.canvas, o.roofline_rows);
             out["roofline"] = bench::run_roofline(m, {o.cache, o.canvas, o.roofline_rows, o.reps, t}, c, bench::peak_for(c.pk, ref.product));
         }
-        if (!o.json_path.empty()) {
-            std::ofstream f(o.json_path);
-            f << out.dump(2) << '\n';
-            if (!f) throw std::runtime_error("--json: cannot write " + o.json_path);
-            std::printf("wrote %s\n", o.json_path.c_str());
-        }
+        write_json(out, o.json_path);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlm-bench-forward: error: %s\n", e.what());
         return 1;

@@ -54,20 +54,16 @@ void write_text(const std::string& path, const std::string& text) {
     if (!f) throw file_error(path, "cannot be written");
 }
 
-int run(const cli::options& o) {
-    cli::set_threads(o.threads);
-    const std::filesystem::path data = o.data.empty() ? std::filesystem::path(DLM_DEFAULT_EVAL_DATA) : std::filesystem::path(o.data);
-    std::vector<cli::problem> problems = cli::read_problems(data);
-    if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
-    if (problems.empty()) throw file_error(data.string(), "holds no problem");
-
-    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
+/// Scores `problems` (read from `data`) on the loaded folder `m`: the transformer's or DiffusionGemma's.
+template <class Model>
+int evaluate(const cli::options& o, const std::filesystem::path& data, const std::vector<cli::problem>& problems,
+             cli::basic_loaded_model<Model>& m) {
     std::cerr << cli::cpu_line(m) << std::endl;
     cli::settings s;
     try {
         const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
         std::cerr << "preset: " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
-        cli::check_fits<cpu::transformer>(chosen.preset);  // uniform-state presets decode DiffusionGemma (dlm-generate only, for now)
+        cli::check_fits<Model>(chosen.preset);  // uniform-state presets for DiffusionGemma, the others for the transformer
         s = cli::resolve(o, chosen.preset, m.hints);
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-eval: " << e.what() << '\n';
@@ -86,7 +82,7 @@ int run(const cli::options& o) {
     std::vector<outcome> results(problems.size());
     totals t;
     cli::progress_bar bar("dlm-eval " + std::string(cli::name_of(s.preset)), problems.size(), o.progress);
-    cli::with_preset<cpu::transformer>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
+    cli::with_preset<Model>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
         Decoder d = cli::make_decoder<Decoder>(m.model, s);
         const auto batch = static_cast<std::size_t>(o.batch);
         for (std::size_t b = 0; b < prompts.size(); b += batch) {
@@ -178,6 +174,15 @@ int run(const cli::options& o) {
         write_text(o.predictions, lines);
     }
     return 0;
+}
+
+int run(const cli::options& o) {
+    cli::set_threads(o.threads);
+    const std::filesystem::path data = o.data.empty() ? std::filesystem::path(DLM_DEFAULT_EVAL_DATA) : std::filesystem::path(o.data);
+    std::vector<cli::problem> problems = cli::read_problems(data);
+    if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
+    if (problems.empty()) throw file_error(data.string(), "holds no problem");
+    return cli::with_loaded_model(cli::resolve_model_dir(o), o.dtype, [&](auto& m) { return evaluate(o, data, problems, m); });
 }
 
 }  // namespace

@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
     if (shape_name.empty() || out_dir.empty()) usage(argv[0], "--shape and --out are required");
     const auto shape = bench::find_shape(shape_name);
     if (!shape) usage(argv[0], "unknown shape '" + shape_name + "' (" + bench::shape_names() + ")");
+    if (bench::is_diffusion_gemma(shape->config))
+        usage(argv[0], "shape '" + shape_name + "' is a DiffusionGemma model: dlm-make-checkpoint writes transformer layouts; "
+                       "dlm-bench-forward --shape " + shape_name + " measures it with random weights");
     io::dtype type;
     if (dtype_name == "bf16") type = io::dtype::bf16;
     else if (dtype_name == "f16") type = io::dtype::f16;

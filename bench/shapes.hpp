@@ -22,6 +22,16 @@
 //             KV, q/k norms, experts of 768, 8 per token, norm_topk_prob, vocabulary 151936,
 //             block_size 4) with 16 of its 128 experts: the same work per token (about 3.3B active
 //             parameters) in 5.1B parameters (9.5 GiB in bf16)
+//   diffusiongemma-26b-a4b  google/diffusiongemma-26B-A4B-it's text model (Gemma 4 26B-A4B): d 2816, 30 layers
+//             (25 sliding of window 1024, 5 full), 16 heads of 256 (8 KV) on sliding layers and of 512
+//             (2 KV, keys as values) on full ones, a dense GELU MLP of 2112 beside 128 experts of 704,
+//             8 per token, vocabulary 262144, canvas 256. The published figures (30 layers, 25 + 5,
+//             window 1024, 16/8 heads of 256, 128 experts of 704 top-8 plus a dense MLP, 25.2B
+//             parameters, 3.8B active, 210 KiB of K/V a token in bf16) fix d, the MLP and the full
+//             layers' heads: 2816 and 2112 give 25.2B and 3.8B, and 25·8·256·2·2 + 5·2·512·2 bytes
+//             = 210 KiB. Random weights in Q4_K_M blocks by default (dlm-bench-forward)
+//   diffusiongemma-26b-a4b-16e  the same with 16 of its 128 experts: the same work per token in
+//             5.2B parameters, so that it fits a 24 GB machine in bf16
 #pragma once
 
 #include <optional>
@@ -98,6 +108,25 @@ inline nlohmann::json sdar_moe_config(int d, int layers, int heads, int kv_heads
     return j;
 }
 
+/// config.json of a DiffusionGemma model (the keys of DiffusionGemmaForBlockDiffusion's config).
+inline nlohmann::json diffusion_gemma_config(int d, int layers, int heads, int kv_heads, int head_dim, int global_kv_heads, int global_head_dim,
+                                             int mlp, int experts, int per_token, int expert_mlp, int window, int vocab, int canvas) {
+    const nlohmann::json rope = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                                 {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}};
+    const nlohmann::json text = {{"model_type", "diffusion_gemma_text"}, {"attention_bias", false}, {"bos_token_id", 2}, {"eos_token_id", {1, 106}},
+                                 {"pad_token_id", 0}, {"final_logit_softcapping", 30.0}, {"head_dim", head_dim}, {"global_head_dim", global_head_dim},
+                                 {"hidden_activation", "gelu_pytorch_tanh"}, {"hidden_size", d}, {"intermediate_size", mlp},
+                                 {"max_position_embeddings", 262144}, {"moe_intermediate_size", expert_mlp}, {"num_attention_heads", heads},
+                                 {"num_experts", experts}, {"num_hidden_layers", layers}, {"num_key_value_heads", kv_heads},
+                                 {"num_global_key_value_heads", global_kv_heads}, {"rms_norm_eps", 1e-6}, {"rope_parameters", rope},
+                                 {"sliding_window", window}, {"top_k_experts", per_token}, {"vocab_size", vocab}, {"dtype", "bfloat16"}};
+    return {{"architectures", {"DiffusionGemmaForBlockDiffusion"}}, {"model_type", "diffusion_gemma"}, {"canvas_length", canvas},
+            {"image_token_id", 258880}, {"tie_word_embeddings", true}, {"text_config", text}};
+}
+
+/// Whether a shape is a DiffusionGemma model (its own benchmark, bench/bench_gemma.hpp).
+[[nodiscard]] inline bool is_diffusion_gemma(const nlohmann::json& config) { return config.value("model_type", "") == "diffusion_gemma"; }
+
 [[nodiscard]] inline std::vector<named_shape> shapes() {
     return {
         {"tiny", llada_config(48, 2, 6, 2, 80, 300, true, 299, 1, 10000.0, 4096), 1},
@@ -109,6 +138,8 @@ inline nlohmann::json sdar_moe_config(int d, int layers, int heads, int kv_heads
         {"sdar-4b", sdar_config(2560, 36, 32, 8, 128, 9728, 151936, 4), 2},
         {"llada2-mini-64e", llada2_config(2048, 20, 16, 4, 128, 5120, 64, 8, 512, 8, 4, 157184), 1},
         {"sdar-30b-a3b-16e", sdar_moe_config(2048, 48, 32, 4, 128, 6144, 16, 8, 768, 151936, 4), 1},
+        {"diffusiongemma-26b-a4b", diffusion_gemma_config(2816, 30, 16, 8, 256, 2, 512, 2112, 128, 8, 704, 1024, 262144, 256), 1},
+        {"diffusiongemma-26b-a4b-16e", diffusion_gemma_config(2816, 30, 16, 8, 256, 2, 512, 2112, 16, 8, 704, 1024, 262144, 256), 1},
     };
 }
 

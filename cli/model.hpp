@@ -110,6 +110,18 @@ using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
     return loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};
 }
 
+/// Loads `dir` as what it is (a DiffusionGemma folder as cpu::diffusion_gemma, anything else as the
+/// transformer: load_model) and returns f(the loaded folder); f takes either basic_loaded_model.
+template <class F>
+decltype(auto) with_loaded_model(const std::filesystem::path& dir, const std::string& dtype, F&& f) {
+    if (is_diffusion_gemma(dir)) {
+        gemma_model m = load_diffusion_gemma(dir, dtype);
+        return f(m);
+    }
+    loaded_model m = load_model(dir, dtype);
+    return f(m);
+}
+
 /// The preset a run decodes with, and why (printed by --stats, dlm-eval and dlm-server).
 struct preset_choice {
     preset_id preset = preset_named("cdlm");

@@ -129,13 +129,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
 int run(const cli::options& o) {
     cli::set_threads(o.threads);
-    const std::filesystem::path dir = cli::resolve_model_dir(o);
-    if (cli::is_diffusion_gemma(dir)) {
-        cli::gemma_model m = cli::load_diffusion_gemma(dir, o.dtype);
-        return run_with(o, m);
-    }
-    cli::loaded_model m = cli::load_model(dir, o.dtype);
-    return run_with(o, m);
+    return cli::with_loaded_model(cli::resolve_model_dir(o), o.dtype, [&](auto& m) { return run_with(o, m); });
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #   cmake (>= 3.25, for CMakePresets.json v6), g++ (C++20), make, doctest-dev,
 #   nlohmann-json3-dev, and for the fuzz targets (tests/fuzz/) clang with its libFuzzer runtime
 #   (libclang-rt-14-dev: bookworm's clang is 14, and --no-install-recommends leaves the runtime out),
+#   libomp-14-dev (clang's OpenMP: the asan preset builds with clang++, CMakePresets.json),
 #   and for dlm-server's client tests (docs/server.md) curl and python3-venv (the openai package goes
 #   into a venv made by scripts/setup-openai-venv.sh, never into the system Python). dlm-server's HTTP
 #   layer is its own (server/http_*.hpp, POSIX sockets), so it needs no HTTP library.
@@ -10,12 +11,12 @@
 #   (tests/server/scaleout_test.py).
 #   dlm's Python package (docs/python.md) builds against python3-dev's headers; nanobind and scikit-build-core
 #   come from PyPI into a venv (tests/python/install_package.sh).
-# OpenMP needs no package of its own: GCC's (omp.h, libgomp) comes with g++.
+# GCC's OpenMP (omp.h, libgomp) comes with g++; clang's is libomp-14-dev.
 # Idempotent: installs only what is missing and runs `apt-get update` only when apt cannot find a
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev curl python3-venv python3-dev haproxy nginx-light)
+packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libomp-14-dev curl python3-venv python3-dev haproxy nginx-light)
 min_cmake=3.25
 
 die() {
@@ -78,6 +79,8 @@ echo 'int main() { return 0; }' | g++ -std=c++20 -fopenmp -x c++ - -o /dev/null 
 echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
     clang++ -std=c++20 -fsanitize=fuzzer,address,undefined -x c++ - -o /dev/null 2>/dev/null ||
     die "clang++ cannot link -fsanitize=fuzzer,address,undefined (the fuzz targets need libclang-rt-14-dev)"
+echo 'int main() { return 0; }' | clang++ -std=c++20 -fopenmp -fsanitize=address,undefined -x c++ - -o /dev/null 2>/dev/null ||
+    die "clang++ cannot compile with -fopenmp and the sanitizers (the asan preset needs libomp-14-dev)"
 
 echo "install-deps.sh: all dependencies present (cmake ${version}, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')," \
     "$(clang++ -dumpversion 2>/dev/null | sed 's/^/clang++ /'))"

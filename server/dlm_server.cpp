@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <type_traits>
 
 #include <unistd.h>
 
@@ -57,6 +58,39 @@ server::http::server_limits http_limits(const cli::options& o) {
     return l;
 }
 
+/// Serves the loaded folder `m` (the CPU transformer's, or DiffusionGemma's) with the preset the flags
+/// or the model choose; the transformer also on the GPU with --device cuda.
+template <class Model>
+int serve_loaded(const cli::options& o, cli::basic_loaded_model<Model>& m, server::http::server& http) {
+    registry::settings s;
+    try {
+        const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
+        std::cerr << "dlm-server: preset " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
+        cli::check_fits<Model>(chosen.preset);  // uniform-state presets for DiffusionGemma, the others for the transformer
+        s = cli::resolve(o, chosen.preset, m.hints);
+    } catch (const invalid_parameter& e) {
+        std::cerr << "dlm-server: " << e.what() << '\n';
+        return 2;
+    }
+    std::filesystem::path dir = std::filesystem::absolute(m.dir).lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();
+    const std::string model_id = !o.alias.empty() ? o.alias : dir.filename().string();
+    if (o.device == "cuda") {
+#ifdef DLM_SERVER_CUDA
+        if constexpr (std::is_same_v<Model, cpu::transformer>) return server::serve_on_cuda(o, m, s, model_id, http);
+        std::cerr << "dlm-server: --device cuda: the CUDA backend runs the transformer families; serve DiffusionGemma with --device cpu\n";
+        return 2;
+#else
+        std::cerr << "dlm-server: --device cuda: this dlm-server was built without CUDA (CMake found no CUDA compiler); "
+                     "rebuild where nvcc works, or serve with --device cpu\n";
+        return 2;
+#endif
+    }
+    return registry::visit<Model>(registry::builtin, s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
+        return server::serve<Decoder>(o, m.model, m, s, model_id, http);
+    });
+}
+
 int run(const cli::options& o) {
     std::signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-stream is a failed write, not a signal
     cli::set_threads(o.threads);
@@ -68,32 +102,7 @@ int run(const cli::options& o) {
     std::signal(SIGTERM, on_signal);
     http.start();
     std::cerr << "dlm-server: port " << http.port() << " bound, loading the model (/ready answers 503 until it is served)" << std::endl;
-    cli::loaded_model m = cli::load_model(cli::resolve_model_dir(o), o.dtype);
-    registry::settings s;
-    try {
-        const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
-        std::cerr << "dlm-server: preset " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
-        cli::check_fits<cpu::transformer>(chosen.preset);  // uniform-state presets decode DiffusionGemma (dlm-generate only, for now)
-        s = cli::resolve(o, chosen.preset, m.hints);
-    } catch (const invalid_parameter& e) {
-        std::cerr << "dlm-server: " << e.what() << '\n';
-        return 2;
-    }
-    std::filesystem::path dir = std::filesystem::absolute(m.dir).lexically_normal();
-    if (!dir.has_filename()) dir = dir.parent_path();
-    const std::string model_id = !o.alias.empty() ? o.alias : dir.filename().string();
-    if (o.device == "cuda") {
-#ifdef DLM_SERVER_CUDA
-        return server::serve_on_cuda(o, m, s, model_id, http);
-#else
-        std::cerr << "dlm-server: --device cuda: this dlm-server was built without CUDA (CMake found no CUDA compiler); "
-                     "rebuild where nvcc works, or serve with --device cpu\n";
-        return 2;
-#endif
-    }
-    return registry::visit<cpu::transformer>(registry::builtin, s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-        return server::serve<Decoder>(o, m.model, m, s, model_id, http);
-    });
+    return cli::with_loaded_model(cli::resolve_model_dir(o), o.dtype, [&](auto& m) { return serve_loaded(o, m, http); });
 }
 
 }  // namespace

@@ -28,14 +28,15 @@
 
 namespace dlm::server {
 
-/// What every route shares: the model, the server's settings and rules, the engine's scheduler.
-template <class Decoder>
+/// What every route shares: the model folder (`Loaded`: cli::basic_loaded_model of the CPU model the
+/// folder loaded as, whichever model the decoder runs), the server's settings and rules, the engine's scheduler.
+template <class Decoder, class Loaded = cli::loaded_model>
 struct service {
     using engine_type = engine<Decoder>;
     using scheduler_type = scheduler<engine_type>;
     using job = typename scheduler_type::job;
 
-    const cli::loaded_model& model;
+    const Loaded& model;
     registry::settings base;     ///< the preset's settings from the flags and the model's hints
     request_rules rules;
     scheduler_type& sched;
@@ -131,9 +132,9 @@ void count_request(Service& svc, const std::string& route, clock::time_point rec
 /// Parses, checks and tokenizes a completion request into job `j`, submits it and waits until it has
 /// joined the batch. A refusal (the request's own, a full queue, the engine's) is answered here with
 /// its status; then it returns false.
-template <class Decoder>
-bool admit_completion(service<Decoder>& svc, endpoint kind, const http::request& req, http::exchange& ex, completion_request& r,
-                      const std::shared_ptr<typename service<Decoder>::job>& j, const std::string& route, clock::time_point received) {
+template <class Service>
+bool admit_completion(Service& svc, endpoint kind, const http::request& req, http::exchange& ex, completion_request& r,
+                      const std::shared_ptr<typename Service::job>& j, const std::string& route, clock::time_point received) {
     try {
         r = parse_request(req.body, kind, svc.rules);
         const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages) : r.prompt;
@@ -171,8 +172,8 @@ bool admit_completion(service<Decoder>& svc, endpoint kind, const http::request&
 
 /// A non-streamed answer: whole, with its own status, when it ends within whole_wait; else status 200
 /// at once, then spaces until the JSON body.
-template <class Decoder>
-void reply_whole(service<Decoder>& svc, http::exchange& ex, const std::shared_ptr<typename service<Decoder>::job>& j,
+template <class Service>
+void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typename Service::job>& j,
                  const completion_request& r, const response_head& head, const std::string& route, clock::time_point received) {
     const endpoint kind = head.kind;
     // The ended job's reply: its status and body (the caller holds j->m).
@@ -217,8 +218,8 @@ void reply_whole(service<Decoder>& svc, http::exchange& ex, const std::shared_pt
 }
 
 /// A streamed answer: server-sent events as the committed prefix grows.
-template <class Decoder>
-void reply_stream(service<Decoder>& svc, http::exchange& ex, const std::shared_ptr<typename service<Decoder>::job>& j,
+template <class Service>
+void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typename Service::job>& j,
                   const completion_request& r, const response_head& head, const std::string& route, clock::time_point received) {
     // Streamed: text goes out as the committed prefix grows; a heartbeat comment every 100 ms without
     // news finds a client that has gone (the second write after its close fails), which cancels the
@@ -289,9 +290,9 @@ void reply_stream(service<Decoder>& svc, http::exchange& ex, const std::shared_p
 }
 
 /// One completion request, whole or streamed.
-template <class Decoder>
-void handle_completion(service<Decoder>& svc, endpoint kind, const http::request& req, http::exchange& ex) {
-    using job = typename service<Decoder>::job;
+template <class Service>
+void handle_completion(Service& svc, endpoint kind, const http::request& req, http::exchange& ex) {
+    using job = typename Service::job;
     const auto received = clock::now();
     const std::string route = kind == endpoint::chat ? "/v1/chat/completions" : "/v1/completions";
     completion_request r;
@@ -309,8 +310,8 @@ void handle_completion(service<Decoder>& svc, endpoint kind, const http::request
 /// The routes answered on the I/O thread (they never wait): /health (liveness), /ready (readiness:
 /// 503 while loading or draining), /metrics, /v1/models, and 404 for an unknown route; nullopt for
 /// the completions, which go to a worker thread.
-template <class Decoder>
-std::optional<http::response> quick_route(service<Decoder>& svc, const http::server& srv, const http::request& req) {
+template <class Service>
+std::optional<http::response> quick_route(Service& svc, const http::server& srv, const http::request& req) {
     const bool get = req.method == "GET";
     if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) return std::nullopt;
     http::response res;
@@ -332,8 +333,8 @@ std::optional<http::response> quick_route(service<Decoder>& svc, const http::ser
 }
 
 /// Hands dlm-server's routes to `srv`.
-template <class Decoder>
-void add_routes(http::server& srv, service<Decoder>& svc) {
+template <class Service>
+void add_routes(http::server& srv, Service& svc) {
     srv.on_refusal = [&svc](int status) { svc.stats.request("other", status); };
     srv.set_handlers([&svc, &srv](const http::request& req) { return quick_route(svc, srv, req); },
                      [&svc](const http::request& req, http::exchange& ex) {

@@ -1,5 +1,5 @@
 // server/serve.hpp — dlm-server once its model is loaded: one preset's decoder on one model (the CPU
-// transformer, or the CUDA one with --device cuda: server/serve_cuda.cu), its engine and scheduler,
+// transformer or cpu::diffusion_gemma, or the CUDA transformer with --device cuda: server/serve_cuda.cu), its engine and scheduler,
 // the routes, and the drain at the end. Shared by both translation units of dlm-server.
 #pragma once
 
@@ -26,9 +26,9 @@ inline std::atomic<bool> serving{false};
 
 /// Serves `model` with the preset's decoder `Decoder` (its engine runs the decoder's stepper: the
 /// host's, or the GPU's for dlm::cuda::device_decoder) until a signal has drained the server.
-/// `m` is the loaded model folder: its tokenizer, chat format and config (limits, EOS).
-template <class Decoder>
-int serve(const cli::options& o, typename Decoder::model_type& model, cli::loaded_model& m, const registry::settings& s,
+/// `m` is the loaded model folder (cli::basic_loaded_model): its tokenizer, chat format and config (limits, EOS).
+template <class Decoder, class Loaded>
+int serve(const cli::options& o, typename Decoder::model_type& model, Loaded& m, const registry::settings& s,
           const std::string& model_id, http::server& http) {
     Decoder dec = registry::make_decoder<Decoder>(model, s);
     std::optional<engine<Decoder>> made;
@@ -44,7 +44,7 @@ int serve(const cli::options& o, typename Decoder::model_type& model, cli::loade
     scheduler<engine<Decoder>> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
                                      [threads = o.threads] { cli::set_threads(threads); });
     const bool steps_given = o.was_given("--steps");
-    service<Decoder> svc{m,     s,     rules_for(s, steps_given, m.model.max_context(), model_id),
+    service<Decoder, Loaded> svc{m,     s,     rules_for(s, steps_given, m.model.max_context(), model_id),
                          sched, stats, std::chrono::duration<double>(o.timeout),
                          static_cast<std::int64_t>(std::time(nullptr))};
     svc.steps_given = steps_given;

@@ -24,3 +24,16 @@ cli_case("generate --preset cdlm on a DiffusionGemma folder is refused, naming t
          ARGS "-m|${_dg}|-p|x|--preset|cdlm" RC 2 EXPECT "'--preset': 'cdlm' decodes masked-diffusion models, and this model is a uniform-state")
 cli_case("generate --preset diffusion-gemma on a masked-diffusion model is refused, naming the flag" dlm-generate
          ARGS "-p|x|--preset|diffusion-gemma" RC 2 EXPECT "'--preset': 'diffusion-gemma' denoises canvases of uniformly random tokens")
+# dlm-eval and dlm-server take a DiffusionGemma folder like any other: its own preset by default.
+if(DLM_BUILD_BENCH)
+  cli_case("eval: a DiffusionGemma folder is scored with diffusion-gemma" dlm-eval
+           ARGS "-m|${_dg}|--limit|2|-n|16|--steps|4|--no-progress" EXPECT "preset: diffusion-gemma%%accuracy +[0-9.]+ % \\(")
+endif()
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(DLM_HAVE_SERVER AND Python3_Interpreter_FOUND)
+  add_test(NAME "server: a DiffusionGemma folder is served with its own preset, answering as dlm-generate"
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py uniform-state
+                   --server $<TARGET_FILE:dlm-server> --generate $<TARGET_FILE:dlm-generate> --model ${_dg})
+  set_tests_properties("server: a DiffusionGemma folder is served with its own preset, answering as dlm-generate"
+                       PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL ON)
+endif()

@@ -6,6 +6,12 @@
 # once). Without a clang++ that links -fsanitize=fuzzer (Debian: clang, libclang-rt-14-dev), the
 # tests are registered and report themselves skipped. docs/fuzzing.md has the details.
 
+# DLM_BUILD_FUZZ OFF leaves them out: the asan preset does, since the targets carry their own sanitizers
+# whatever the preset, and the default workflow already builds and runs them.
+option(DLM_BUILD_FUZZ "Build the libFuzzer targets and register their tests" ON)
+if(NOT DLM_BUILD_FUZZ)
+  return()
+endif()
 set(DLM_FUZZ_SECONDS 10 CACHE STRING "Seconds each fuzz target runs under ctest (0: replay the seed corpus only)")
 find_program(DLM_FUZZ_CXX NAMES clang++ clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++-14
              DOC "clang++ with libFuzzer, for the fuzz targets")

@@ -14,6 +14,10 @@
 
 #include "dlm/core/error.hpp"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 namespace dlm_test {
 
 /// The little-endian f32 values of a raw fixture file (logits written by tools/make_*_fixtures.py).
@@ -76,5 +80,28 @@ std::string expect_error(F&& f, std::initializer_list<std::string_view> parts) {
     }
     return message;
 }
+
+/// OpenMP's thread count set to `n` while in scope (nothing without OpenMP).
+class omp_threads {
+public:
+    explicit omp_threads(int n) {
+#if defined(_OPENMP)
+        before_ = omp_get_max_threads();
+        omp_set_num_threads(n);
+#else
+        (void)n;
+#endif
+    }
+    omp_threads(const omp_threads&) = delete;
+    omp_threads& operator=(const omp_threads&) = delete;
+    ~omp_threads() {
+#if defined(_OPENMP)
+        omp_set_num_threads(before_);
+#endif
+    }
+
+private:
+    int before_ = 1;
+};
 
 }  // namespace dlm_test

@@ -262,7 +262,7 @@ TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
         {"", std::nullopt},
         {"#### 007", "7"},
     };
-    for (const auto& [text, want] : cases) CHECK_MESSAGE(cli::extract_final(text) == want, text);
+    for (const auto& c : cases) CHECK_MESSAGE(cli::extract_final(c.first) == c.second, c.first);
     CHECK(cli::format_prompt("Q: {question}\nA:", "2+2?") == "Q: 2+2?\nA:");
     CHECK(cli::format_prompt("{question}", "x") == "x");
 }

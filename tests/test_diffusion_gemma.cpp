@@ -5,11 +5,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -275,4 +277,86 @@ TEST_CASE("diffusion_gemma: a prompt holding the image placeholder is refused (t
     std::vector<token_id> canvas(16, 500);  // uniform noise may draw it
     m.decode(ctx, canvas, nullptr, l);
     CHECK(std::isfinite(l.front()));
+}
+
+namespace {
+
+/// The tiny model's config at sizes GGUF blocks tile (hidden 256: K-quant rows; 96-wide MLPs and
+/// 32-wide experts: the types llama.cpp falls back to).
+io::diffusion_gemma_config blockable_config() {
+    nlohmann::json j = read_json(tiny / "config.json");
+    j["text_config"]["hidden_size"] = 256;
+    j["text_config"]["moe_intermediate_size"] = 32;
+    return io::parse_diffusion_gemma_config(j, "blockable");
+}
+
+/// Canvas logits of `m` after encoding a prompt: without and with self-conditioning.
+std::vector<float> two_steps(diffusion_gemma& m) {
+    auto ctx = m.new_context(64);
+    m.encode(ctx, std::vector<token_id>{2, 10, 11, 12, 13, 14, 15, 16, 17, 18});
+    std::vector<token_id> canvas(16);
+    for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>((i * 37 + 5) % 512);
+    std::vector<float> first(canvas.size() * 512), second(first.size());
+    m.decode(ctx, canvas, nullptr, first);
+    m.decode(ctx, canvas, first.data(), second);
+    first.insert(first.end(), second.begin(), second.end());
+    return first;
+}
+
+}  // namespace
+
+TEST_CASE("diffusion_gemma: random weights decode finitely in bf16, Q8_0 and Q4_K_M blocks, the same on 1 and 2 threads") {
+    const io::diffusion_gemma_config c = blockable_config();
+    std::vector<std::size_t> bytes;
+    for (const cpu::weight_spec spec : {cpu::weight_spec{io::dtype::bf16}, cpu::weight_spec{cpu::quant::file_type::q8_0},
+                                        cpu::weight_spec{cpu::quant::file_type::q4_k_m}}) {
+        std::vector<std::vector<float>> runs;
+        std::string type;
+        for (int threads : {1, 2}) {
+            dlm_test::omp_threads t(threads);
+            diffusion_gemma m = diffusion_gemma::random(c, 11, spec, 1.f);
+            runs.push_back(two_steps(m));
+            type = m.weight_type();
+            if (threads == 1) bytes.push_back(m.weight_bytes());
+        }
+        CAPTURE(type);
+        CHECK(std::all_of(runs[0].begin(), runs[0].end(), [](float x) { return std::isfinite(x); }));
+        CHECK(runs[0] == runs[1]);
+        CHECK(std::set<float>(runs[0].begin(), runs[0].end()).size() > 1000);  // not a constant
+    }
+    CHECK(bytes[0] > bytes[1]);  // bf16 > Q8_0 > Q4_K_M
+    CHECK(bytes[1] > bytes[2]);
+}
+
+TEST_CASE("diffusion_gemma: llama.cpp's block types for Q4_K_M, and its fallback where K-quant blocks do not tile a row") {
+    using T = io::gguf_type;
+    using cpu::quant::file_type;
+    CHECK(cpu::quant::file_type_of(file_type::q4_k_m, 30, true, false, 5) == T::q6_k);    // the tied head
+    CHECK(cpu::quant::file_type_of(file_type::q4_k_m, 30, false, true, 0) == T::q6_k);    // ffn_down in the first eighth
+    CHECK(cpu::quant::file_type_of(file_type::q4_k_m, 30, false, true, 4) == T::q4_k);    // (4 − 3) % 3 != 2
+    CHECK(cpu::quant::file_type_of(file_type::q4_k_m, 30, false, true, 5) == T::q6_k);    // (5 − 3) % 3 == 2
+    CHECK(cpu::quant::file_type_of(file_type::q4_k_m, 30, false, false, 5) == T::q4_k);
+    CHECK(cpu::quant::column_fallback(T::q4_k, 2816) == T::q4_k);  // 11 blocks of 256
+    CHECK(cpu::quant::column_fallback(T::q4_k, 704) == T::q4_0);   // llama.cpp: Q5_0, which dlm does not multiply
+    CHECK(cpu::quant::column_fallback(T::q6_k, 704) == T::q8_0);
+    CHECK(cpu::quant::column_fallback(T::q8_0, 704) == T::q8_0);
+}
+
+TEST_CASE("diffusion_gemma: timed phases add up to no more than the forwards took, each measured") {
+    diffusion_gemma m = diffusion_gemma::load(tiny);
+    cpu::gemma_timing t;
+    m.time_phases(&t);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ctx = m.new_context(64);
+    m.encode(ctx, std::vector<token_id>{2, 10, 11, 12});
+    std::vector<token_id> canvas(16, 7);
+    std::vector<float> a(16 * 512), b(a.size());
+    m.decode(ctx, canvas, nullptr, a);
+    m.decode(ctx, canvas, a.data(), b);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m.time_phases(nullptr);
+    m.decode(ctx, canvas, a.data(), b);  // not counted
+    CHECK(t.decodes == 2);
+    for (double phase : {t.encoder, t.projections, t.attention, t.dense_mlp, t.experts, t.self_conditioning, t.head}) CHECK(phase > 0);
+    CHECK(t.total() <= wall);
 }

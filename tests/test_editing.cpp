@@ -109,7 +109,9 @@ TEST_CASE("llada21 preset: the same fills and edits, forward by forward, as LLaD
     for (const char* name : trajectories) {
         CAPTURE(name);
         const auto t = read_json(fixture_dir / name);
-        const auto [got, r] = replay(m, t);
+        const auto replayed = replay(m, t);
+        const auto& got = replayed.first;
+        const auto& r = replayed.second;
         const auto want = reference_writes(t);
         CHECK_MESSAGE(got == want, "dlm:" << show(got) << "\nreference:" << show(want));
         const auto answer = t.at("answer").get<tvec>();

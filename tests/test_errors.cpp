@@ -217,9 +217,9 @@ TEST_CASE("errors: invalid UTF-8 in a prompt becomes U+FFFD, as Python's bytes.d
         {"ok\xF0\x9F\x98\x80", "ok\xF0\x9F\x98\x80"}  // valid: unchanged
     };
     const auto tok = io::tokenizer::load(std::filesystem::path(DLM_TEST_DATA) / "tokenizer" / "tokenizer.json");
-    for (const auto& [bad, replaced] : cases) {
-        CAPTURE(replaced);
-        CHECK(io::detail::to_valid_utf8(bad) == replaced);
+    for (const auto& c : cases) {
+        CAPTURE(c.second);
+        CHECK(io::detail::to_valid_utf8(c.first) == c.second);
         const tvec ids = tok.encode(bad);
         CHECK(ids == tok.encode(replaced));
         CHECK(tok.decode(ids) == replaced);

@@ -117,7 +117,9 @@ TEST_CASE("quantized GGUF files: logits against the gguf package's dequantizatio
     const auto meta = nlohmann::json::parse(in);
     const tvec ids = meta.at("input_ids").get<tvec>();
     const std::vector<float> exact = dlm_test::read_f32_file(gguf_dir / meta["cases"]["f32"]["logits"].get<std::string>());
-    for (const auto& [label, c] : meta.at("cases").items()) {
+    for (const auto& item : meta.at("cases").items()) {
+        const std::string& label = item.key();
+        const auto& c = item.value();
         if (!c.contains("gguf")) continue;
         CAPTURE(label);
         const auto path = gguf_dir / c["gguf"].get<std::string>();

@@ -148,10 +148,11 @@ TEST_CASE("golden: LLaDA generate.py, Gumbel-max sampling at temperature 1 (torc
 }
 
 TEST_CASE("golden: Dream diffusion_generate, maskgit_plus, topk_margin and entropy at temperature 0") {
-    for (const auto& [name, alg] : {std::pair{"dream_maskgit_plus", dream_alg::maskgit_plus},
-                                    std::pair{"dream_topk_margin", dream_alg::topk_margin},
-                                    std::pair{"dream_entropy", dream_alg::entropy}}) {
-        CAPTURE(name);
+    for (const auto& case_ : {std::pair{"dream_maskgit_plus", dream_alg::maskgit_plus},
+                              std::pair{"dream_topk_margin", dream_alg::topk_margin},
+                              std::pair{"dream_entropy", dream_alg::entropy}}) {
+        const auto& [name, alg] = case_;
+        CAPTURE(case_.first);
         const golden g(name);
         auto d = make_dream(g, alg);
         same_trajectory(replay(d, g), g);
@@ -181,10 +182,11 @@ TEST_CASE("golden: Dream diffusion_generate, origin (torch's draws): every slot 
 TEST_CASE("golden: the mask id is never committed (dream_tiny's head predicts it at masked rows)") {
     // A reference leaves a slot whose draw is the mask id masked, and returns it when its steps run out;
     // dlm bans it from every draw (the Dream tests above run the preset as it is, with no sampler adapter).
-    for (const auto& [name, alg] : {std::pair{"dream_maskgit_plus", dream_alg::maskgit_plus},
-                                    std::pair{"dream_topk_margin", dream_alg::topk_margin},
-                                    std::pair{"dream_entropy", dream_alg::entropy}, std::pair{"dream_origin", dream_alg::origin}}) {
-        CAPTURE(name);
+    for (const auto& case_ : {std::pair{"dream_maskgit_plus", dream_alg::maskgit_plus},
+                              std::pair{"dream_topk_margin", dream_alg::topk_margin},
+                              std::pair{"dream_entropy", dream_alg::entropy}, std::pair{"dream_origin", dream_alg::origin}}) {
+        const auto& [name, alg] = case_;
+        CAPTURE(case_.first);
         const golden g(name);
         auto d = make_dream(g, alg);
         generation_options options{};

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../bench/shapes.hpp"
+#include "dlm/io/diffusion_gemma_config.hpp"
 #include "dlm/io/model_config.hpp"
 #include "io_test_util.hpp"
 
@@ -449,6 +450,10 @@ TEST_CASE("decoding keys: dlm_gen_length, dlm_block_length, where mask and EOS i
 TEST_CASE("every benchmark shape's config.json is one dlm reads (bench/shapes.hpp)") {
     for (const auto& shape : dlm::bench::shapes()) {
         CAPTURE(shape.name);
+        if (dlm::bench::is_diffusion_gemma(shape.config)) {
+            CHECK(dlm::io::parse_diffusion_gemma_config(shape.config, shape.name).vocab_size == 262144);
+            continue;
+        }
         const model_config c = parse_config(shape.config, shape.name);
         CHECK(c.vocab_size > 0);
         if (shape.name == "sdar-30b-a3b-16e") {
@@ -460,4 +465,26 @@ TEST_CASE("every benchmark shape's config.json is one dlm reads (bench/shapes.hp
             for (dlm::index_t l = 0; l < c.num_layers; ++l) CHECK(c.moe->is_moe_layer(l));
         }
     }
+}
+
+TEST_CASE("the diffusiongemma-26b-a4b shape has the published counts: 25.2B parameters, 3.8B active, 210 KiB of K/V a token") {
+    const auto shape = dlm::bench::find_shape("diffusiongemma-26b-a4b");
+    REQUIRE(shape.has_value());
+    const auto c = dlm::io::parse_diffusion_gemma_config(shape->config, shape->name);
+    const double h = c.hidden_size, f = c.intermediate_size, e = c.moe_intermediate_size;
+    double attention = 0, kv_bytes = 0;
+    int sliding = 0;
+    for (const auto& l : c.layers) {
+        const double q = double(c.num_heads) * l.head_dim, kv = double(l.kv_heads) * l.head_dim;
+        attention += h * q * 2 + h * kv * (l.k_eq_v ? 1 : 2);
+        kv_bytes += kv * (l.k_eq_v ? 1 : 2) * 2;  // bf16; a full layer's values are its keys
+        sliding += l.sliding;
+    }
+    const double embedding = double(c.vocab_size) * h, dense = c.num_layers * 3 * h * f, router = c.num_layers * h * c.num_experts;
+    const double total = embedding + attention + dense + router + c.num_layers * 3.0 * h * e * c.num_experts;
+    const double active = embedding + attention + dense + router + c.num_layers * 3.0 * h * e * c.experts_per_token;
+    CHECK(sliding == 25);
+    CHECK(total == doctest::Approx(25.2e9).epsilon(0.01));
+    CHECK(active == doctest::Approx(3.8e9).epsilon(0.02));
+    CHECK(kv_bytes == 210 * 1024);
 }

@@ -123,7 +123,9 @@ TEST_CASE("registry: an option a preset's policies lack is refused by its name, 
             {option::top_k, {.top_k = 3}},               {option::top_p, {.top_p = 0.5f}},
             {option::editing_threshold, {.editing_threshold = 0.3}},
         };
-        for (const auto& [o, c] : cases) {
+        for (const auto& oc : cases) {
+            const auto& o = oc.first;
+            const auto& c = oc.second;
             CAPTURE(reg::name_of(o));
             const std::string p = refused([&] { reg::check_accepted(reg::builtin, pid, c); });
             CHECK(p == (a.takes(o) ? "" : std::string(reg::name_of(o))));

@@ -356,7 +356,8 @@ private:
             t = d.token;
         }
         s.draft_unchanged = same ? s.draft_unchanged + 1 : 0;
-        std::vector<char> accepted(static_cast<std::size_t>(end - first), 0);
+        std::vector<char>& accepted = accepted_;
+        accepted.assign(static_cast<std::size_t>(end - first), 0);
         for (const slot_commit& a : uniform_.accepted) {
             if (a.position < first || a.position >= end || accepted[static_cast<std::size_t>(a.position - first)])
                 throw contract_error(std::string(who) + ": the schedule accepted position " + std::to_string(a.position) + " twice or outside its block");
@@ -442,6 +443,7 @@ private:
     std::vector<forward_request<kv_type>> requests_;
     std::vector<slot_commit> commits_, edits_;  // one sequence's writes of a step: fills, a revising schedule's edits
     uniform_step uniform_;                      // one sequence's step under a uniform-state schedule
+    std::vector<char> accepted_;                // its accepted slots (apply_uniform), reused across steps
     step_events events_;
     block_cursor stepped_;  // the cursor of the step just taken (step_event::cursor)
 };

@@ -189,6 +189,26 @@ def case_curl(args):
     return 0
 
 
+def case_uniform_state(args):
+    """A DiffusionGemma folder (--model): served with its own preset, the answers dlm-generate gives, whole and streamed."""
+    flags = ["-n", "32", "--steps", "6"]
+    want = generate(args, "Tom has 3 apples", *flags)
+    with Server(args.server, args.model, *flags) as s:
+        st, _, text = s.post("/v1/completions", {"prompt": "Tom has 3 apples"})
+        check(st == 200, f"{st} {text}")
+        whole = json.loads(text)
+        check(whole["choices"][0]["text"] == want, f"served {whole['choices'][0]['text']!r}, dlm-generate {want!r}")
+        st, _, raw = s.post("/v1/completions", {"prompt": "Tom has 3 apples", "stream": True})
+        streamed, reason = sse_texts(raw)
+        check(st == 200 and streamed == want and reason == whole["choices"][0]["finish_reason"], f"streamed {streamed!r} ({reason})")
+        # Another sequence's seed gives its own noise: the same request twice answers the same.
+        st, _, again = s.post("/v1/completions", {"prompt": "Tom has 3 apples", "seed": 5})
+        st2, _, again2 = s.post("/v1/completions", {"prompt": "Tom has 3 apples", "seed": 5})
+        check(st == st2 == 200 and json.loads(again)["choices"] == json.loads(again2)["choices"], "seed 5 twice differs")
+        check(s.metric("dlm_forwards_total") > 0, "no forwards counted in /metrics")
+    return 0
+
+
 def case_load(args):
     """64 requests from 16 concurrent clients; 16 distinct (prompt, seed, length) requests, 4 times each, sampled
     (fast-dllm at temperature 2 on the teacher model), so that an answer decoded with another request's seed or
@@ -653,7 +673,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "openai", "openai-client",
                                    "chunked-limit", "gzip", "slowloris", "connection-cap", "http10", "drain", "startup-failure",
-                                   "request-id"])
+                                   "request-id", "uniform-state"])
     p.add_argument("--server")
     p.add_argument("--generate")
     p.add_argument("--model")
@@ -667,7 +687,7 @@ def main():
              "full-queue": case_full_queue, "chunked-limit": case_chunked_limit, "gzip": case_gzip, "slowloris": case_slowloris,
              "connection-cap": case_connection_cap, "http10": case_http10, "drain": case_drain,
              "startup-failure": case_startup_failure, "request-id": case_request_id,
-             "openai": case_openai, "openai-client": openai_client}
+             "openai": case_openai, "openai-client": openai_client, "uniform-state": case_uniform_state}
     return cases[args.case](args)
 
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <span>
@@ -38,6 +39,7 @@
 #include "../io/diffusion_gemma_config.hpp"
 #include "../mask/masks.hpp"
 #include "../model/concept.hpp"
+#include "diffusion_gemma_random.hpp"
 #include "diffusion_gemma_weights.hpp"
 #include "ops.hpp"
 
@@ -47,6 +49,19 @@ namespace dlm::cpu {
 struct gemma_context {
     index_t length = 0, capacity = 0;
     std::vector<std::vector<float>> keys, values;  ///< per layer: [kv_heads][capacity][head_dim]
+};
+
+/// Seconds spent in each phase of DiffusionGemma's forwards while timed (diffusion_gemma::time_phases).
+struct gemma_timing {
+    double encoder = 0;            ///< the encoder over stored rows (prompt, final canvases), all of it
+    double projections = 0;        ///< decoder: q/k/v and output projections, norms and rotary
+    double attention = 0;          ///< decoder: scores and weighted values over context and canvas
+    double dense_mlp = 0;          ///< decoder: the dense GELU MLP beside the experts
+    double experts = 0;            ///< decoder: router and experts
+    double self_conditioning = 0;  ///< decoder: softmax-weighted embeddings and the gated MLP
+    double head = 0;               ///< decoder: final norm, the tied head over the vocabulary, soft-capping
+    std::int64_t decodes = 0;
+    [[nodiscard]] double total() const noexcept { return encoder + projections + attention + dense_mlp + experts + self_conditioning + head; }
 };
 
 class diffusion_gemma {
@@ -64,6 +79,17 @@ public:
         return m;
     }
 
+    /// The model of config `c` with random weights held as `spec` says (cpu/diffusion_gemma_random.hpp):
+    /// full-size shapes for benchmarks. Throws memory_error before allocating.
+    [[nodiscard]] static diffusion_gemma random(config_type c, std::uint64_t seed, weight_spec spec, float scale = 1.0f) {
+        diffusion_gemma m(std::move(c));
+        m.w_ = random_gemma_weights(m.c_, seed, spec, scale);
+        return m;
+    }
+
+    /// Where decoding time goes (benchmarks): seconds per phase while `t` is set; null stops timing.
+    void time_phases(gemma_timing* t) noexcept { timing_ = t; }
+
     [[nodiscard]] const config_type& config() const noexcept { return c_; }
     [[nodiscard]] index_t vocab_size() const noexcept { return c_.vocab_size; }
     [[nodiscard]] index_t canvas_length() const noexcept { return c_.canvas_length; }
@@ -76,11 +102,9 @@ public:
     using kv_cache = gemma_context;
     static constexpr bool self_conditioning = true;
     static constexpr bool uniform_state = true;  ///< trained to denoise uniform noise: uniform-state presets only (registry)
-    /// "f32", "bf16" or "f16": the embedding's type (the other matrices follow the same load option).
-    [[nodiscard]] std::string weight_type() const {
-        const io::dtype t = w_.embedding.type();
-        return t == io::dtype::bf16 ? "bf16" : t == io::dtype::f16 ? "f16" : "f32";
-    }
+    /// "f32", "bf16" or "f16": the embedding's type (the other matrices follow the same load option);
+    /// random weights in GGUF blocks: their file type ("q4_k_m").
+    [[nodiscard]] const std::string& weight_type() const noexcept { return w_.held; }
     /// No mask token: the pad id marks slots of blocks not yet active (the active block holds noise).
     [[nodiscard]] token_id mask_id() const noexcept { return c_.pad_id >= 0 && c_.pad_id < c_.vocab_size ? c_.pad_id : 0; }
     [[nodiscard]] bool logits_shift() const noexcept { return false; }
@@ -166,9 +190,14 @@ public:
         if (logits.size() != static_cast<std::size_t>(m) * v)
             throw invalid_parameter("logits", "holds " + std::to_string(logits.size()) + " floats, the canvas needs " + std::to_string(static_cast<std::size_t>(m) * v));
         if (m == 0) return;
+        if (timing_) ++timing_->decodes;
         embed(canvas);
-        self_condition(m, self_conditioning);
-        for (index_t l = 0; l < c_.num_layers; ++l) block(l, m, const_cast<gemma_context&>(ctx), false, false);
+        {
+            const phase_timer t(timing_ ? &timing_->self_conditioning : nullptr);
+            self_condition(m, self_conditioning);
+        }
+        for (index_t l = 0; l < c_.num_layers; ++l) block(l, m, ctx, nullptr, false);
+        const phase_timer t(timing_ ? &timing_->head : nullptr);
         rms_norm(m, h, x_.data(), h, w_.final_norm.data(), eps(), xn_.data(), h);
         linear(m, xn_.data(), h, w_.embedding, logits.data(), static_cast<std::ptrdiff_t>(v));
         if (const float cap = c_.final_logit_softcapping; cap > 0.f)
@@ -189,11 +218,27 @@ private:
 
     [[nodiscard]] float eps() const noexcept { return static_cast<float>(c_.rms_norm_eps); }
 
+    /// Adds the elapsed time to *sink, if not null, when it goes out of scope.
+    struct phase_timer {
+        double* sink;
+        std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+        explicit phase_timer(double* s) : sink(s) {}
+        phase_timer(const phase_timer&) = delete;
+        phase_timer& operator=(const phase_timer&) = delete;
+        ~phase_timer() {
+            if (sink) *sink += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+    };
+    [[nodiscard]] double* decoder_sink(double gemma_timing::*phase, bool encoder) const noexcept {
+        return timing_ && !encoder ? &(timing_->*phase) : nullptr;
+    }
+
     void run_encoder(gemma_context& ctx, std::span<const token_id> tokens) {
         const auto m = static_cast<index_t>(tokens.size());
         if (m == 0) return;
+        const phase_timer t(timing_ ? &timing_->encoder : nullptr);
         embed(tokens);
-        for (index_t l = 0; l < c_.num_layers; ++l) block(l, m, ctx, true, l + 1 == c_.num_layers);
+        for (index_t l = 0; l < c_.num_layers; ++l) block(l, m, ctx, &ctx, l + 1 == c_.num_layers);
         ctx.length += m;
     }
 
@@ -250,28 +295,21 @@ private:
         rms_norm(m, h, x_.data(), h, ones_.data(), eps(), x_.data(), h);
     }
 
-    /// tmp = softmax(sc rows, f32, rounded to the embedding's type) · E, times sqrt(hidden).
+    /// tmp = softmax(sc rows, f32, rounded to the embedding's type) · E, times sqrt(hidden): one product
+    /// against the transposed embedding.
     void soft_embeddings(index_t m, const float* sc) {
         const index_t h = c_.hidden_size, v = c_.vocab_size;
-        std::vector<float> p(static_cast<std::size_t>(m) * static_cast<std::size_t>(v)), row(static_cast<std::size_t>(h));
+        probs_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(v));
         for_rows(m, 10.0 * v, [&](index_t r) {
             const float* s = sc + static_cast<std::ptrdiff_t>(r) * v;
-            float* pr = p.data() + static_cast<std::ptrdiff_t>(r) * v;
+            float* pr = probs_.data() + static_cast<std::ptrdiff_t>(r) * v;
             const float top = *std::max_element(s, s + v);
             double sum = 0;
             for (index_t i = 0; i < v; ++i) sum += (pr[i] = std::exp(s[i] - top));
             const float inv = static_cast<float>(1.0 / sum);
             for (index_t i = 0; i < v; ++i) pr[i] = round_to_held(pr[i] * inv);
         });
-        std::fill(tmp_.begin(), tmp_.begin() + static_cast<std::ptrdiff_t>(m) * h, 0.f);
-        for (index_t t = 0; t < v; ++t) {  // one embedding row at a time, added into every canvas row
-            w_.embedding.row(t, row.data());
-            for_rows(m, 2.0 * h, [&](index_t r) {
-                const float pt = p[static_cast<std::size_t>(r) * static_cast<std::size_t>(v) + static_cast<std::size_t>(t)];
-                float* o = tmp_.data() + static_cast<std::ptrdiff_t>(r) * h;
-                for (index_t i = 0; i < h; ++i) o[i] += pt * row[static_cast<std::size_t>(i)];
-            });
-        }
+        linear(m, probs_.data(), v, w_.embedding_t, tmp_.data(), h);
         const float scale = round_to_held(static_cast<float>(std::sqrt(static_cast<double>(h))));
         for (std::size_t i = 0; i < static_cast<std::size_t>(m) * static_cast<std::size_t>(h); ++i) tmp_[i] = round_to_held(round_to_held(tmp_[i]) * scale);
     }
@@ -291,24 +329,39 @@ private:
         for (auto* b : {&x_, &xn_, &tmp_, &h1_, &h2_, &rin_}) b->resize(n);
     }
 
-    /// One block over the m rows of x_ at positions ctx.length + [0, m). The encoder stores K/V in ctx
-    /// (and, on the last layer, stops there: nothing reads its output); the decoder only reads ctx.
-    void block(index_t l, index_t m, gemma_context& ctx, bool encoder, bool kv_only) {
+    /// One block over the m rows of x_ at positions ctx.length + [0, m). The encoder (`store`: the
+    /// context it writes, ctx itself) stores K/V (and, on the last layer, stops there: nothing reads
+    /// its output); the decoder (`store` null) only reads ctx.
+    void block(index_t l, index_t m, const gemma_context& ctx, gemma_context* store, bool kv_only) {
         gemma_block& b = w_.blocks[static_cast<std::size_t>(l)];
         const io::gemma_layer& g = c_.layers[static_cast<std::size_t>(l)];
         const index_t h = c_.hidden_size;
-        rms_norm(m, h, x_.data(), h, b.input_norm.data(), eps(), xn_.data(), h);
-        project_qkv(b, g, m, ctx.length);
-        if (encoder) store_kv(g, m, ctx, l);
+        const bool encoder = store != nullptr;
+        {
+            const phase_timer t(decoder_sink(&gemma_timing::projections, encoder));
+            rms_norm(m, h, x_.data(), h, b.input_norm.data(), eps(), xn_.data(), h);
+            project_qkv(b, g, m, ctx.length);
+        }
+        if (encoder) store_kv(g, m, *store, l);
         if (kv_only) return;
-        attention(g, m, ctx, l, encoder);
-        linear(m, att_.data(), c_.num_heads * g.head_dim, b.o, tmp_.data(), h);
-        rms_norm(m, h, tmp_.data(), h, b.post_attn_norm.data(), eps(), tmp_.data(), h);
-        add_rows(m, h, x_.data(), h, tmp_.data(), h);
+        {
+            const phase_timer t(decoder_sink(&gemma_timing::attention, encoder));
+            attention(g, m, ctx, l, encoder);
+        }
+        {
+            const phase_timer t(decoder_sink(&gemma_timing::projections, encoder));
+            linear(m, att_.data(), c_.num_heads * g.head_dim, b.o, tmp_.data(), h);
+            rms_norm(m, h, tmp_.data(), h, b.post_attn_norm.data(), eps(), tmp_.data(), h);
+            add_rows(m, h, x_.data(), h, tmp_.data(), h);
+        }
         // The dense MLP and the experts, side by side on the residual stream x.
-        rms_norm(m, h, x_.data(), h, b.pre_ffn_norm.data(), eps(), xn_.data(), h);
-        gated_mlp(m, xn_.data(), b.gate_up, b.down, c_.intermediate_size, tmp_.data());
-        rms_norm(m, h, tmp_.data(), h, b.post_ffn_norm_1.data(), eps(), h1_.data(), h);
+        {
+            const phase_timer t(decoder_sink(&gemma_timing::dense_mlp, encoder));
+            rms_norm(m, h, x_.data(), h, b.pre_ffn_norm.data(), eps(), xn_.data(), h);
+            gated_mlp(m, xn_.data(), b.gate_up, b.down, c_.intermediate_size, tmp_.data());
+            rms_norm(m, h, tmp_.data(), h, b.post_ffn_norm_1.data(), eps(), h1_.data(), h);
+        }
+        const phase_timer t(decoder_sink(&gemma_timing::experts, encoder));
         rms_norm(m, h, x_.data(), h, b.router_scale.data(), eps(), rin_.data(), h);
         const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(h)));
         for (float& v : rin_) v *= root;
@@ -425,9 +478,10 @@ private:
     rotary sliding_rope_, full_rope_;
     std::vector<float> ones_;
     // Work buffers, reused across forwards.
-    std::vector<float> x_, xn_, tmp_, h1_, h2_, rin_, qkv_, v_, att_, gu_, act_, cos_, sin_, dec_k_, dec_v_;
+    std::vector<float> x_, xn_, tmp_, h1_, h2_, rin_, qkv_, v_, att_, gu_, act_, cos_, sin_, dec_k_, dec_v_, probs_;
     std::vector<index_t> positions_;
     std::ptrdiff_t qkv_ld_ = 0;
+    gemma_timing* timing_ = nullptr;
 };
 
 static_assert(language_model<diffusion_gemma>);

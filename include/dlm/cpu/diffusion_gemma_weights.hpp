@@ -11,6 +11,7 @@
 // scales and the router in f32.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,14 +39,65 @@ struct gemma_block {
 };
 
 struct gemma_weights {
-    packed_matrix embedding;  ///< [vocab × hidden]; also the head
+    packed_matrix embedding;    ///< [vocab × hidden]; also the head
+    packed_matrix embedding_t;  ///< [hidden × vocab]: the embedding transposed, so self-conditioning's softmax-weighted sum is one product
     std::vector<float> final_norm, sc_pre_norm;
     packed_matrix sc_gate_up, sc_down;  ///< the self-conditioning MLP
     std::vector<gemma_block> blocks;
     std::size_t bytes = 0;              ///< as held
+    std::string held = "f32";           ///< "f32", "bf16", "f16" (the embedding's type), or the file type of GGUF blocks ("q4_k_m")
 };
 
+/// "f32", "f16", "bf16".
+[[nodiscard]] inline std::string held_name(io::dtype t) { return t == io::dtype::bf16 ? "bf16" : t == io::dtype::f16 ? "f16" : "f32"; }
+
+/// The type the transposed embedding is held in: the embedding's element type, bf16 for GGUF blocks
+/// (re-encoding blocks along the other axis would change the values).
+[[nodiscard]] inline io::dtype transposed_embedding_type(const packed_matrix& e) noexcept { return e.quantized() ? io::dtype::bf16 : e.type(); }
+
+/// Bytes the transposed copy of a [vocab × hidden] embedding takes.
+[[nodiscard]] inline std::uint64_t transposed_embedding_bytes(index_t vocab, index_t hidden, io::dtype type) {
+    return packed_matrix::bytes_for(hidden, vocab, type);
+}
+
+/// e [vocab × hidden] as [hidden × vocab], a slice of hidden rows at a time (one pass over e per slice).
+[[nodiscard]] inline packed_matrix transposed_embedding(const packed_matrix& e) {
+    const index_t v = e.rows(), h = e.cols(), slice = std::min<index_t>(h, 256);
+    packed_matrix t(h, v, transposed_embedding_type(e));
+    std::vector<float> rows(static_cast<std::size_t>(slice) * static_cast<std::size_t>(v));
+    for (index_t i0 = 0; i0 < h; i0 += slice) {
+        const index_t n = std::min(slice, h - i0);
+#if defined(_OPENMP)
+#pragma omp parallel
+#endif
+        {
+            std::vector<float> row(static_cast<std::size_t>(h));
+#if defined(_OPENMP)
+#pragma omp for schedule(static)
+#endif
+            for (index_t j = 0; j < v; ++j) {
+                e.row(j, row.data());
+                for (index_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i) * static_cast<std::size_t>(v) + static_cast<std::size_t>(j)] = row[static_cast<std::size_t>(i0 + i)];
+            }
+        }
+        t.set_rows(i0, rows.data(), n);
+    }
+    return t;
+}
+
 namespace detail {
+
+/// How DiffusionGemma routes: softmax top-k renormalised, GELU-tanh experts, per-expert scales.
+[[nodiscard]] inline io::moe_config gemma_moe_config(const io::diffusion_gemma_config& c) {
+    io::moe_config m;
+    m.num_experts = c.num_experts;
+    m.experts_per_token = c.experts_per_token;
+    m.expert_intermediate_size = c.moe_intermediate_size;
+    m.normalize = io::moe_config::normalization::always;
+    m.act = io::moe_config::activation::gelu_tanh;
+    m.per_expert_scale = true;
+    return m;
+}
 
 /// Where the blocks' tensors are: the decoder's names, or the encoder's when only those are stored.
 [[nodiscard]] inline std::string gemma_block_prefix(const io::checkpoint& ck) {
@@ -118,14 +170,7 @@ public:
         b.decoder_scalar = vec(p + "layer_scalar", 1)[0];
         const std::string enc = "model.encoder.language_model.layers." + std::to_string(l) + ".layer_scalar";
         b.encoder_scalar = ck_.contains(enc) ? vec(enc, 1)[0] : b.decoder_scalar;
-        io::moe_config m;
-        m.num_experts = c_.num_experts;
-        m.experts_per_token = c_.experts_per_token;
-        m.expert_intermediate_size = c_.moe_intermediate_size;
-        m.normalize = io::moe_config::normalization::always;
-        m.act = io::moe_config::activation::gelu_tanh;
-        m.per_expert_scale = true;
-        b.experts = moe_mlp::load_stacked(ck_, p, m, h, type_);
+        b.experts = moe_mlp::load_stacked(ck_, p, gemma_moe_config(c_), h, type_);
         return b;
     }
 
@@ -155,13 +200,16 @@ private:
 
 }  // namespace detail
 
-/// DiffusionGemma's text weights from an opened checkpoint. Throws memory_error before allocating when
+/// DiffusionGemma's text weights from an opened checkpoint (and the embedding's transposed copy). Throws memory_error before allocating when
 /// they do not fit, tensor_error naming a missing, misshapen or unexpected tensor.
 [[nodiscard]] inline gemma_weights load_gemma_weights(const io::checkpoint& ck, const io::diffusion_gemma_config& c, const load_options& opt) {
-    const std::uint64_t need = detail::gemma_held_bytes(ck, opt.weight_dtype);
+    const io::dtype embedding_type = opt.weight_dtype.value_or(ck.info(detail::gemma_block_prefix(ck) + "embed_tokens.weight").type);
+    const std::uint64_t need = detail::gemma_held_bytes(ck, opt.weight_dtype) + transposed_embedding_bytes(c.vocab_size, c.hidden_size, embedding_type);
     if (opt.check_memory) check_fits("DiffusionGemma's weights from " + ck.source(), need);
     gemma_weights w = detail::gemma_reader(ck, c, opt.weight_dtype).all();
+    w.embedding_t = transposed_embedding(w.embedding);
     w.bytes = need;
+    w.held = held_name(w.embedding.type());
     return w;
 }
 

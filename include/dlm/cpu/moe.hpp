@@ -219,6 +219,27 @@ public:
         return e;
     }
 
+    /// Experts assembled from matrices made elsewhere (random full-size models, cpu/diffusion_gemma_random.hpp):
+    /// the router [E × hidden] (f32), Gemma's per-expert scales (empty: none), each expert's gate|up [2·I × hidden]
+    /// and down [hidden × I]. Throws contract_error when the counts or shapes disagree with `m`.
+    static moe_mlp from_parts(const io::moe_config& m, index_t hidden, packed_matrix router, std::vector<float> expert_scale,
+                              std::vector<packed_matrix> gate_up, std::vector<packed_matrix> down) {
+        const auto n = static_cast<std::size_t>(m.num_experts);
+        const index_t f = m.expert_intermediate_size;
+        bool fits = router.rows() == m.num_experts && router.cols() == hidden && gate_up.size() == n && down.size() == n &&
+                    (expert_scale.empty() || expert_scale.size() == n);
+        for (std::size_t x = 0; fits && x < n; ++x)
+            fits = gate_up[x].rows() == 2 * f && gate_up[x].cols() == hidden && down[x].rows() == hidden && down[x].cols() == f;
+        if (!fits) throw contract_error("moe_mlp::from_parts: the matrices' counts or shapes do not match the expert config");
+        moe_mlp e(m, hidden);
+        e.router_ = std::move(router);
+        e.bias_.assign(n, 0.f);
+        e.expert_scale_ = std::move(expert_scale);
+        e.gate_up_ = std::move(gate_up);
+        e.down_ = std::move(down);
+        return e;
+    }
+
     /// Random experts for benchmarks (full-size shapes without a file): matrices ±scale·sqrt(3/fan_in),
     /// the router ±sqrt(3/hidden), expert_bias ±0.1, drawn from `seed` and stored in `type`.
     static moe_mlp random(const io::model_config& c, std::uint64_t seed, io::dtype type, float scale = 1.0f) {

@@ -93,7 +93,8 @@ inline constexpr std::string_view gemma_read_text_keys[] = {
     "top_k_experts", "moe_intermediate_size", "per_layer_config", "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v"};
 
 inline void check_gemma_keys(const nlohmann::json& t, const config_reader& r) {
-    for (const auto& [key, value] : t.items()) {
+    for (const auto& item : t.items()) {
+        const std::string& key = item.key();
         auto in = [&](const auto& list) { return std::find(std::begin(list), std::end(list), key) != std::end(list); };
         if (!in(gemma_ignored_text_keys) && !in(gemma_read_text_keys))
             r.fail(key, "is not a DiffusionGemmaTextConfig key dlm knows; refusing rather than ignoring what it may change");

@@ -296,7 +296,9 @@ struct random_spread {
     };
     transformer_weights w;
     w.layers.resize(static_cast<std::size_t>(c.num_layers));
-    for (const auto& [role, layer] : weight_order(c)) {
+    for (const auto& entry : weight_order(c)) {
+        const auto role = entry.first;
+        const auto layer = entry.second;  // named, not bound: lambdas below capture them (C++20 lets them capture bindings; clang 14 does not)
         const auto shape = tensor_shape(c, role);
         layer_weights* L = role == tensor_role::embedding || role == tensor_role::final_norm || role == tensor_role::lm_head
                                ? nullptr

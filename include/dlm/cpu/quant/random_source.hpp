@@ -34,35 +34,62 @@ enum class file_type { q8_0, q4_0, q4_k, q6_k, q4_k_m };
     return std::nullopt;
 }
 
-/// The block type llama.cpp's quantizer (llama-quant.cpp, llama_tensor_get_type) gives tensor
-/// `role` of layer `l` in a file of type `f`, for a dense LLaMA-like model: nullopt for vectors
-/// (norms, biases stay F32).
+/// llama-quantize's name of `f` ("q4_k_m").
+[[nodiscard]] constexpr std::string_view file_type_name(file_type f) noexcept {
+    switch (f) {
+        case file_type::q8_0: return "q8_0";
+        case file_type::q4_0: return "q4_0";
+        case file_type::q4_k: return "q4_k";
+        case file_type::q6_k: return "q6_k";
+        case file_type::q4_k_m: return "q4_k_m";
+    }
+    return "?";
+}
+
+/// The block type llama.cpp's quantizer (llama-quant.cpp, llama_tensor_get_type) gives a matrix of
+/// layer `l` of `num_layers` in a file of type `f`, for a LLaMA-like model; `head`: the output head
+/// (the embedding when the two are tied); `more_bits_role`: a role llama.cpp gives more bits in some
+/// layers (attn_v, ffn_down, also the experts' ffn_down_exps).
 ///   Q8_0    every matrix Q8_0
 ///   Q4_0    every matrix Q4_0 but the output head (Q6_K)
 ///   Q4_K_M  Q4_K, but the output head Q6_K, and attn_v and ffn_down Q6_K in the layers
 ///           use_more_bits picks: the first and last eighth, and every third layer between
 ///   Q4_K, Q6_K  every matrix of that type ("pure", llama-quantize --pure)
-/// The output head is the embedding when the two are tied.
-[[nodiscard]] inline std::optional<io::gguf_type> file_type_of(file_type f, const io::model_config& c, tensor_role role, index_t l) {
+[[nodiscard]] constexpr io::gguf_type file_type_of(file_type f, index_t num_layers, bool head, bool more_bits_role, index_t l) noexcept {
     using T = io::gguf_type;
-    using R = tensor_role;
-    const bool matrix = role == R::embedding || role == R::lm_head || role == R::q_proj || role == R::k_proj || role == R::v_proj ||
-                        role == R::o_proj || role == R::gate_proj || role == R::up_proj || role == R::down_proj;
-    if (!matrix) return std::nullopt;
-    const bool head = role == R::lm_head || (role == R::embedding && c.tie_word_embeddings);
-    const index_t n = c.num_layers;
+    const index_t n = num_layers;
     const bool more_bits = l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
     switch (f) {
         case file_type::q8_0: return T::q8_0;
         case file_type::q4_0: return head ? T::q6_k : T::q4_0;
         case file_type::q4_k: return T::q4_k;
         case file_type::q6_k: return T::q6_k;
-        case file_type::q4_k_m:
-            if (head) return T::q6_k;
-            if ((role == R::v_proj || role == R::down_proj) && more_bits) return T::q6_k;
-            return T::q4_k;
+        case file_type::q4_k_m: return head || (more_bits_role && more_bits) ? T::q6_k : T::q4_k;
     }
-    return std::nullopt;
+    return T::q8_0;
+}
+
+/// The type llama.cpp writes instead of `t` for a matrix of `cols` columns that K-quant blocks
+/// (256 values) do not tile (llama-quant.cpp's fallback): Q6_K becomes Q8_0 and Q4_K becomes Q5_0,
+/// which dlm does not multiply, so Q4_0 stands for it (0.5 bit a weight less: a file measured this
+/// way is that much smaller than llama-quantize's). Other types are returned as they are.
+[[nodiscard]] constexpr io::gguf_type column_fallback(io::gguf_type t, index_t cols) noexcept {
+    if (cols % 256 == 0) return t;
+    if (t == io::gguf_type::q6_k) return io::gguf_type::q8_0;
+    if (t == io::gguf_type::q4_k || t == io::gguf_type::q5_k) return io::gguf_type::q4_0;
+    return t;
+}
+
+/// file_type_of for tensor `role` of layer `l` of a dense model of config `c` (nullopt for vectors:
+/// norms and biases stay F32), after column_fallback.
+[[nodiscard]] inline std::optional<io::gguf_type> file_type_of(file_type f, const io::model_config& c, tensor_role role, index_t l) {
+    using R = tensor_role;
+    const bool matrix = role == R::embedding || role == R::lm_head || role == R::q_proj || role == R::k_proj || role == R::v_proj ||
+                        role == R::o_proj || role == R::gate_proj || role == R::up_proj || role == R::down_proj;
+    if (!matrix) return std::nullopt;
+    const bool head = role == R::lm_head || (role == R::embedding && c.tie_word_embeddings);
+    return column_fallback(file_type_of(f, c.num_layers, head, role == R::v_proj || role == R::down_proj, l),
+                           static_cast<index_t>(tensor_shape(c, role)[1]));
 }
 
 /// random_source's values (f32) in the block types of a file type: matrices as GGUF blocks
