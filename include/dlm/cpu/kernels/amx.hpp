@@ -121,36 +121,41 @@ inline constexpr index_t bf16_step_k = 32, bf16_pass_steps = 32;
     return _mm512_cvtepi32_epi16(h);
 }
 
-/// A[m × k] as bf16 bits in tiles of 16 rows × 32 of k (a_format {16, 32}): the layout pack_a writes,
-/// vectorized; rows past m and k past its end are zero.
-inline void pack_bf16(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept {
-    auto* o = static_cast<std::uint16_t*>(out);
-    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k, tiles = (m + tile_m - 1) / tile_m, full = k / bf16_step_k;
-    [[maybe_unused]] const bool parallel = tiles > 1 && static_cast<double>(m) * k > 1e6;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-    for (index_t tile = 0; tile < tiles; ++tile) {
-        std::uint16_t* ot = o + tile * tile_m * steps * bf16_step_k;
-        for (int r = 0; r < tile_m; ++r) {
-            const index_t row = tile * tile_m + r;
-            for (index_t t = 0; t < steps; ++t) {
-                std::uint16_t* dst = ot + (t * tile_m + r) * bf16_step_k;
-                if (row >= m) {
-                    std::memset(dst, 0, bf16_step_k * sizeof(std::uint16_t));
-                } else if (t < full) {
-                    const float* src = a + row * lda + t * bf16_step_k;
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bf16_daz16(src));
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), bf16_daz16(src + 16));
-                } else {
-                    for (index_t e = 0; e < bf16_step_k; ++e) {
-                        const index_t col = t * bf16_step_k + e;
-                        dst[e] = col < k ? to_bf16_daz(a[row * lda + col]) : std::uint16_t{0};
-                    }
+/// Row tile `tile` of pack_bf16's output: a function of its own, so that the OpenMP region calling it
+/// keeps this file's target (clang outlines a parallel region into a function without it).
+inline void pack_bf16_tile(index_t tile, index_t m, index_t k, const float* a, std::ptrdiff_t lda, std::uint16_t* o) noexcept {
+    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k, full = k / bf16_step_k;
+    std::uint16_t* ot = o + tile * tile_m * steps * bf16_step_k;
+    for (int r = 0; r < tile_m; ++r) {
+        const index_t row = tile * tile_m + r;
+        for (index_t t = 0; t < steps; ++t) {
+            std::uint16_t* dst = ot + (t * tile_m + r) * bf16_step_k;
+            if (row >= m) {
+                std::memset(dst, 0, bf16_step_k * sizeof(std::uint16_t));
+            } else if (t < full) {
+                const float* src = a + row * lda + t * bf16_step_k;
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bf16_daz16(src));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), bf16_daz16(src + 16));
+            } else {
+                for (index_t e = 0; e < bf16_step_k; ++e) {
+                    const index_t col = t * bf16_step_k + e;
+                    dst[e] = col < k ? to_bf16_daz(a[row * lda + col]) : std::uint16_t{0};
                 }
             }
         }
     }
+}
+
+/// A[m × k] as bf16 bits in tiles of 16 rows × 32 of k (a_format {16, 32}): the layout pack_a writes,
+/// vectorized; rows past m and k past its end are zero.
+inline void pack_bf16(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept {
+    auto* o = static_cast<std::uint16_t*>(out);
+    const index_t tiles = (m + tile_m - 1) / tile_m;
+    [[maybe_unused]] const bool parallel = tiles > 1 && static_cast<double>(m) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (index_t tile = 0; tile < tiles; ++tile) pack_bf16_tile(tile, m, k, a, lda, o);
 }
 
 /// Loads (or zeroes) C tiles 0-3 for the rows the block has (NA row tiles).
