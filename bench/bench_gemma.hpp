@@ -141,7 +141,7 @@ inline void print_gemma_split(const cpu::gemma_timing& t) {
                 cfg.canvas_length, m.weight_type().c_str(), static_cast<double>(m.weight_bytes()) / gib);
     std::printf("load: %.1f s; resident %.2f GiB now, peak %.2f GiB\n", load_s, static_cast<double>(cpu::resident_memory()) / gib,
                 static_cast<double>(cpu::peak_resident_memory()) / gib);
-    const std::string product = weight_product(m.weight_type() == "f32" || m.weight_type() == "bf16" || m.weight_type() == "f16" ? m.weight_type() : "q");
+    const std::string product = weight_product(m.weight_type());  // a file type's blocks: the quantized form
     nlohmann::json out{{"model", {{"shape", o.shape}, {"weight_type", m.weight_type()}, {"weight_bytes", m.weight_bytes()}, {"load_seconds", load_s},
                                   {"peak_resident_bytes", cpu::peak_resident_memory()}, {"product", product}}}};
     nlohmann::json cases = nlohmann::json::array();

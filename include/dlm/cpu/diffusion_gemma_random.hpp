@@ -50,6 +50,7 @@ public:
         : c_(c), seed_(seed), spec_(spec), scale_(scale), count_only_(count_only) {}
 
     [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+    [[nodiscard]] bool counting() const noexcept { return count_only_; }
     [[nodiscard]] float spread(index_t fan_in) const { return scale_ * static_cast<float>(std::sqrt(3.0 / static_cast<double>(fan_in))); }
 
     /// Parts stacked into one matrix of `cols` columns, of layer `layer` (-1: outside the blocks).
@@ -165,7 +166,7 @@ private:
             gate_up.push_back(mk.matrix({{e}, {e}}, h, l, false, mk.spread(h)));
             down.push_back(mk.matrix({{h, true}}, e, l, false, mk.spread(e)));
         }
-        if (!router.rows()) {  // counting only
+        if (mk.counting()) {
             w.blocks.push_back(std::move(b));
             continue;
         }
