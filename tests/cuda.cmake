@@ -13,6 +13,15 @@ target_link_libraries(test_cuda PRIVATE dlm::cuda dlm::cpu_kernels doctest::doct
 target_compile_definitions(test_cuda PRIVATE DLM_TEST_DATA="${DLM_TEST_DATA}" DLM_CUDA_SKIP_CODE=${DLM_CUDA_SKIP_CODE})
 target_compile_options(test_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
                                          $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas -diag-suppress=1675>)
+# The suite's host code at the suites' level (DLM_TEST_OPTIMIZATION, tests/CMakeLists.txt): nvcc's -O is the host
+# compiler's level (the device code keeps ptxas' own), replaced in this directory's flags, where test_cuda is the only
+# CUDA target (nvcc warns when -O is given twice). test_cuda_presets.cu (nvcc --time): 158 s at -O3, 108 s at -O1.
+if(DLM_TEST_OPTIMIZATION)
+  foreach(_config IN ITEMS RELEASE RELWITHDEBINFO MINSIZEREL)
+    string(REGEX REPLACE "(^| )-O[0-9s]( |$)" "\\1${DLM_TEST_OPTIMIZATION}\\2" CMAKE_CUDA_FLAGS_${_config} "${CMAKE_CUDA_FLAGS_${_config}}")
+  endforeach()
+endif()
+target_compile_options(test_cuda PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo,MinSizeRel>>:${DLM_TEST_OPTIMIZATION}>)
 
 foreach(_suite IN ITEMS host philox sampling selection gemm parity cache presets errors)
   add_test(NAME "test_cuda: ${_suite}" COMMAND test_cuda --test-suite=${_suite})
@@ -42,5 +51,5 @@ foreach(_case IN ITEMS "cuda_exact_cache_bidirectional|an exact KV cache needs a
   add_test(NAME "compile_fail: ${_name}"
            COMMAND ${CMAKE_COMMAND} -DNVCC=${CMAKE_CUDA_COMPILER} -DSOURCE=${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/${_name}.cu
                    -DINCLUDE=${PROJECT_SOURCE_DIR}/include "-DEXPECT=${_expect}" -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/check_cuda.cmake)
-  set_tests_properties("compile_fail: ${_name}" PROPERTIES LABELS cuda)
+  set_tests_properties("compile_fail: ${_name}" PROPERTIES LABELS cuda COST 10)  # about 10 s of nvcc: started early
 endforeach()

@@ -27,7 +27,7 @@ foreach(_source IN LISTS _fuzz_sources)
 endforeach()
 
 # Can DLM_FUZZ_CXX build and link a libFuzzer target? Probed once per compiler.
-set(_fuzz_flags -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+set(_fuzz_flags -std=c++20 -g1 -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)  # -g1: line tables for the crash reports
 set(_fuzz_skip_reason "")
 if(NOT DLM_HAVE_CPU)
   set(_fuzz_skip_reason "nlohmann_json was not found")
@@ -98,6 +98,7 @@ foreach(_name IN LISTS _fuzz_targets)
            COMMAND ${CMAKE_COMMAND} -DFUZZER=${_exe} -DSECONDS=${DLM_FUZZ_SECONDS} -DSEEDS=${_fuzz_src}/corpus/${_name}
                    -DWORK=${_fuzz_bin}/${_name} ${_extra} -P ${_fuzz_src}/run_fuzz.cmake)
   math(EXPR _timeout "${DLM_FUZZ_SECONDS} + 300")
-  set_tests_properties("fuzz: ${_name}" PROPERTIES LABELS fuzz TIMEOUT ${_timeout})
+  math(EXPR _cost "${DLM_FUZZ_SECONDS} + 2")  # started early by ctest (tests/python.cmake says why)
+  set_tests_properties("fuzz: ${_name}" PROPERTIES LABELS fuzz TIMEOUT ${_timeout} COST ${_cost})
 endforeach()
 add_custom_target(dlm_fuzz_targets ALL DEPENDS ${_fuzz_exes})

@@ -20,14 +20,17 @@ set(_py ${CMAKE_CURRENT_SOURCE_DIR}/python)
 add_test(NAME "python: pip builds the package's wheel and installs it into a venv"
          COMMAND ${_py}/install_package.sh build ${DLM_PYTHON_VENV} ${PROJECT_SOURCE_DIR})
 set_tests_properties("python: pip builds the package's wheel and installs it into a venv"
-                     PROPERTIES FIXTURES_SETUP dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 1200)
+                     PROPERTIES FIXTURES_SETUP dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 1200 COST 190)
+# COST (seconds measured on the 2-core machine): a fresh build has no ctest timing history, and ctest starts the
+# costliest tests first, so the wheel's build (about 3 minutes on one core) and the chain of tests behind it start at
+# once instead of after the short suites.
 # lm-evaluation-harness (PyPI lm-eval 0.4.x; its base install needs no torch) in a venv of its own, with the same wheel.
 set(DLM_LM_EVAL_VENV ${PROJECT_SOURCE_DIR}/build/venv-lm-eval CACHE PATH
     "Python venv with lm-eval and dlm's package for the harness tests (made by tests/python/install_package.sh)")
 add_test(NAME "python: lm-evaluation-harness installs beside the package"
          COMMAND ${_py}/install_package.sh install ${DLM_LM_EVAL_VENV} ${PROJECT_SOURCE_DIR} "lm-eval[api]==0.4.13" numpy pytest)
 set_tests_properties("python: lm-evaluation-harness installs beside the package"
-                     PROPERTIES FIXTURES_REQUIRED dlm_python FIXTURES_SETUP dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 900)
+                     PROPERTIES FIXTURES_REQUIRED dlm_python FIXTURES_SETUP dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 900 COST 60)
 
 # name | pytest selection
 set(_cases
@@ -45,7 +48,7 @@ foreach(_case IN LISTS _cases)
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_PYTHON_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
                    --dlm-generate $<TARGET_FILE:dlm-generate>)
-  set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
 endforeach()
 
 if(NOT DLM_BUILD_BENCH OR NOT DLM_HAVE_SERVER)  # dlm-eval and dlm-server to compare with
@@ -62,5 +65,5 @@ foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval doe
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_LM_EVAL_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
                    --dlm-eval $<TARGET_FILE:dlm-eval> --dlm-server $<TARGET_FILE:dlm-server>)
-  set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
 endforeach()
