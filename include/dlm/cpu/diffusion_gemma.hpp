@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/separate.hpp"
 #include "../io/diffusion_gemma_config.hpp"
 #include "../mask/masks.hpp"
 #include "../model/concept.hpp"
@@ -70,22 +71,11 @@ public:
 
     /// Loads a DiffusionGemma folder (config.json + model.safetensors or shards). Throws file_error
     /// naming a config key, tensor_error naming a tensor, memory_error before allocating.
-    [[nodiscard]] static diffusion_gemma load(const std::filesystem::path& folder, const load_options& opt = {}) {
-        std::error_code ec;
-        const std::filesystem::path dir = std::filesystem::is_directory(folder, ec) ? folder : folder.parent_path();
-        diffusion_gemma m(io::load_diffusion_gemma_config(dir));
-        const io::checkpoint ck = io::checkpoint::open(dir);
-        m.w_ = load_gemma_weights(ck, m.c_, opt);
-        return m;
-    }
+    [[nodiscard]] static diffusion_gemma load(const std::filesystem::path& folder, const load_options& opt = {});
 
     /// The model of config `c` with random weights held as `spec` says (cpu/diffusion_gemma_random.hpp):
     /// full-size shapes for benchmarks. Throws memory_error before allocating.
-    [[nodiscard]] static diffusion_gemma random(config_type c, std::uint64_t seed, weight_spec spec, float scale = 1.0f) {
-        diffusion_gemma m(std::move(c));
-        m.w_ = random_gemma_weights(m.c_, seed, spec, scale);
-        return m;
-    }
+    [[nodiscard]] static diffusion_gemma random(config_type c, std::uint64_t seed, weight_spec spec, float scale = 1.0f);
 
     /// Where decoding time goes (benchmarks): seconds per phase while `t` is set; null stops timing.
     void time_phases(gemma_timing* t) noexcept { timing_ = t; }
@@ -483,6 +473,23 @@ private:
     std::ptrdiff_t qkv_ld_ = 0;
     gemma_timing* timing_ = nullptr;
 };
+
+#if DLM_SEPARATE_BODIES
+DLM_SEPARATE_INLINE diffusion_gemma diffusion_gemma::load(const std::filesystem::path& folder, const load_options& opt) {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::is_directory(folder, ec) ? folder : folder.parent_path();
+    diffusion_gemma m(io::load_diffusion_gemma_config(dir));
+    const io::checkpoint ck = io::checkpoint::open(dir);
+    m.w_ = load_gemma_weights(ck, m.c_, opt);
+    return m;
+}
+
+DLM_SEPARATE_INLINE diffusion_gemma diffusion_gemma::random(config_type c, std::uint64_t seed, weight_spec spec, float scale) {
+    diffusion_gemma m(std::move(c));
+    m.w_ = random_gemma_weights(m.c_, seed, spec, scale);
+    return m;
+}
+#endif  // DLM_SEPARATE_BODIES
 
 static_assert(language_model<diffusion_gemma>);
 static_assert(model_self_conditions<diffusion_gemma>);

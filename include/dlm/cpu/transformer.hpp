@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/separate.hpp"
 #include "../io/model_config.hpp"
 #include "../io/safetensors.hpp"
 #include "../model/concept.hpp"
@@ -51,29 +52,16 @@ public:
     /// A transformer from in-memory f32 weights (tests, benchmarks), held as f32 unless `options`
     /// says otherwise. Throws invalid_parameter naming the config field or the weight
     /// ("weights.layers[1].k_proj") that does not fit.
-    transformer(io::model_config config, const transformer_weights& w, const load_options& options = {}) : transformer(std::move(config)) {
-        memory_source src(w, config_);
-        build(src, options);
-    }
+    transformer(io::model_config config, const transformer_weights& w, const load_options& options = {});
 
     /// The model random_weights(config, seed, scale) describes, generated straight into `type`
     /// without an f32 copy: full-size shapes (LLaDA-8B, Dream-7B) for benchmarks.
     [[nodiscard]] static transformer random(io::model_config config, std::uint64_t seed, io::dtype type, float scale = 1.0f,
-                                            bool check_memory = true) {
-        transformer t(std::move(config));
-        random_source src(t.config_, seed, type, scale);
-        t.build(src, {.weight_dtype = type, .check_memory = check_memory});
-        return t;
-    }
+                                            bool check_memory = true);
     /// The same model in the GGUF block types llama.cpp gives a file of type `f` (quant/random_source.hpp),
     /// held in its blocks.
     [[nodiscard]] static transformer random(io::model_config config, std::uint64_t seed, quant::file_type f, float scale = 1.0f,
-                                            bool check_memory = true) {
-        transformer t(std::move(config));
-        quant::random_quant_source src(t.config_, seed, f, scale);
-        t.build(src, {.weight_dtype = std::nullopt, .check_memory = check_memory});
-        return t;
-    }
+                                            bool check_memory = true);
 
     /// Loads a Hugging Face model folder (a path to a file inside it names the folder): config.json
     /// (and generation_config.json), then every tensor of model.safetensors or of a sharded
@@ -82,39 +70,13 @@ public:
     /// the file and the tensor (a checkpoint holding a tensor the model does not use is refused), and
     /// memory_error, before allocating, if the weights do not fit in the available memory.
     /// A path ending in ".gguf" is loaded by load_gguf.
-    [[nodiscard]] static transformer load(const std::filesystem::path& model_dir, const load_options& options = {}) {
-        if (io::is_gguf_path(model_dir)) return load_gguf(model_dir, options);
-        std::error_code ec;
-        const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
-        transformer t(io::load_config(dir));
-        const io::checkpoint ck = io::checkpoint::open(dir);
-        const io::architecture arch = t.config_.arch;
-        checkpoint_source src(ck, t.config_);
-        t.build(src, options);
-        // Buffers some exporters keep: a tied head stored anyway (if it is the embedding), rotary
-        // frequency tables. Unused.
-        accept_stored_tied_head(ck, t.config_);
-        if (arch != io::architecture::llada)
-            for (index_t l = 0; l < t.config_.num_layers; ++l) {
-                const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
-                if (ck.contains(inv)) ck.mark_read(inv);
-            }
-        ck.check_all_read();
-        return t;
-    }
+    [[nodiscard]] static transformer load(const std::filesystem::path& model_dir, const load_options& options = {});
 
     /// Loads a GGUF file as llama.cpp writes LLaDA and Dream (io/gguf_model.hpp): config from its
     /// metadata, every tensor through gguf_source (LLaDA's q/k rows un-permuted). Throws file_error
     /// naming the key, tensor_error naming the tensor (missing, misshapen, unused, or of a type dlm
     /// does not multiply), memory_error as load does.
-    [[nodiscard]] static transformer load_gguf(const std::filesystem::path& file, const load_options& options = {}) {
-        const io::gguf_file f = io::gguf_file::open(file);
-        transformer t(io::gguf_model_config(f.header()));
-        gguf_source src(f, t.config_);
-        src.check_all_used();
-        t.build(src, options);
-        return t;
-    }
+    [[nodiscard]] static transformer load_gguf(const std::filesystem::path& file, const load_options& options = {});
 
     [[nodiscard]] const io::model_config& config() const noexcept { return config_; }
     [[nodiscard]] index_t vocab_size() const noexcept { return config_.vocab_size; }
@@ -572,6 +534,58 @@ private:
     std::vector<window_kv> windows_;
     moe_timing* moe_timing_ = nullptr;
 };
+
+#if DLM_SEPARATE_BODIES
+DLM_SEPARATE_INLINE transformer::transformer(io::model_config config, const transformer_weights& w, const load_options& options)
+    : transformer(std::move(config)) {
+    memory_source src(w, config_);
+    build(src, options);
+}
+
+DLM_SEPARATE_INLINE transformer transformer::random(io::model_config config, std::uint64_t seed, io::dtype type, float scale, bool check_memory) {
+    transformer t(std::move(config));
+    random_source src(t.config_, seed, type, scale);
+    t.build(src, {.weight_dtype = type, .check_memory = check_memory});
+    return t;
+}
+
+DLM_SEPARATE_INLINE transformer transformer::random(io::model_config config, std::uint64_t seed, quant::file_type f, float scale, bool check_memory) {
+    transformer t(std::move(config));
+    quant::random_quant_source src(t.config_, seed, f, scale);
+    t.build(src, {.weight_dtype = std::nullopt, .check_memory = check_memory});
+    return t;
+}
+
+DLM_SEPARATE_INLINE transformer transformer::load(const std::filesystem::path& model_dir, const load_options& options) {
+    if (io::is_gguf_path(model_dir)) return load_gguf(model_dir, options);
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
+    transformer t(io::load_config(dir));
+    const io::checkpoint ck = io::checkpoint::open(dir);
+    const io::architecture arch = t.config_.arch;
+    checkpoint_source src(ck, t.config_);
+    t.build(src, options);
+    // Buffers some exporters keep: a tied head stored anyway (if it is the embedding), rotary
+    // frequency tables. Unused.
+    accept_stored_tied_head(ck, t.config_);
+    if (arch != io::architecture::llada)
+        for (index_t l = 0; l < t.config_.num_layers; ++l) {
+            const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
+            if (ck.contains(inv)) ck.mark_read(inv);
+        }
+    ck.check_all_read();
+    return t;
+}
+
+DLM_SEPARATE_INLINE transformer transformer::load_gguf(const std::filesystem::path& file, const load_options& options) {
+    const io::gguf_file f = io::gguf_file::open(file);
+    transformer t(io::gguf_model_config(f.header()));
+    gguf_source src(f, t.config_);
+    src.check_all_used();
+    t.build(src, options);
+    return t;
+}
+#endif  // DLM_SEPARATE_BODIES
 
 static_assert(language_model<transformer>);
 

@@ -34,6 +34,7 @@
 
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../core/separate.hpp"
 #include "bpe.hpp"
 #include "json_util.hpp"
 #include "tokenizer_pipeline.hpp"
@@ -46,61 +47,17 @@ public:
     /// Reads `path`/tokenizer.json when `path` is a folder (or, lacking it, the folder's vocab.json,
     /// merges.txt and tokenizer_config.json of a Qwen2-family slow tokenizer), else the file `path`.
     /// Throws dlm::file_error naming the file that is missing, malformed or not supported.
-    [[nodiscard]] static tokenizer load(const std::filesystem::path& path) {
-        std::error_code ec;
-        if (std::filesystem::is_directory(path, ec)) {
-            const auto json = path / "tokenizer.json";
-            if (std::filesystem::exists(json, ec)) return load_file(json);
-            if (std::filesystem::exists(path / "vocab.json", ec) && std::filesystem::exists(path / "merges.txt", ec))
-                return from_vocab_and_merges(path);
-            throw file_error(json.string(), "no such file (nor vocab.json and merges.txt beside it)");
-        }
-        return load_file(path);
-    }
+    [[nodiscard]] static tokenizer load(const std::filesystem::path& path);
 
     /// Builds the tokenizer from a parsed tokenizer.json; `source` names it in errors.
-    [[nodiscard]] static tokenizer parse(const nlohmann::json& j, const std::string& source) {
-        return parse_with(j, source, false);
-    }
+    [[nodiscard]] static tokenizer parse(const nlohmann::json& j, const std::string& source);
 
     /// The ids of `text`. add_special: wrap them as the file's post-processor says (BOS, ...).
-    [[nodiscard]] std::vector<token_id> encode(std::string_view text, bool add_special = false) const {
-        std::string s = detail::to_valid_utf8(text);
-        if (normalize_first_) s = detail::apply_normalizers(normalizers_, std::move(s));
-        std::vector<token_id> ids;
-        if (add_special) ids = post_.before;
-        std::vector<detail::piece> raw, pieces;
-        raw_tokens_.split(s, added_, raw);
-        for (auto& p : raw) {
-            if (p.id != no_token) {
-                pieces.push_back(std::move(p));
-                continue;
-            }
-            std::string n = normalize_first_ ? std::move(p.text) : detail::apply_normalizers(normalizers_, std::move(p.text));
-            normalized_tokens_.split(n, added_, pieces);
-        }
-        for (auto& p : pieces) {
-            if (p.id != no_token) {
-                ids.push_back(p.id);
-                continue;
-            }
-            for (const std::string& word : detail::pre_tokenize(pre_tokenizers_, std::move(p.text))) model_.tokenize(word, ids);
-        }
-        if (add_special) ids.insert(ids.end(), post_.after.begin(), post_.after.end());
-        return ids;
-    }
+    [[nodiscard]] std::vector<token_id> encode(std::string_view text, bool add_special = false) const;
 
     /// The text of `ids`; ids the tokenizer does not know are skipped. skip_special: leave out the
     /// special added tokens (<|endoftext|>, <|mdm_mask|>, ...).
-    [[nodiscard]] std::string decode(std::span<const token_id> ids, bool skip_special = false) const {
-        std::vector<std::string> tokens;
-        tokens.reserve(ids.size());
-        for (const token_id id : ids) {
-            if (!known(id) || (skip_special && special_[static_cast<std::size_t>(id)])) continue;
-            tokens.push_back(id_to_token_[static_cast<std::size_t>(id)]);
-        }
-        return detail::apply_decoders(decoders_, std::move(tokens));
-    }
+    [[nodiscard]] std::string decode(std::span<const token_id> ids, bool skip_special = false) const;
 
     /// The id of a token string (added tokens first, then the model's vocabulary).
     [[nodiscard]] std::optional<token_id> token_to_id(std::string_view token) const {
@@ -352,5 +309,59 @@ private:
     std::vector<bool> present_, special_;
     bool normalize_first_ = false;
 };
+
+#if DLM_SEPARATE_BODIES
+DLM_SEPARATE_INLINE tokenizer tokenizer::load(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        const auto json = path / "tokenizer.json";
+        if (std::filesystem::exists(json, ec)) return load_file(json);
+        if (std::filesystem::exists(path / "vocab.json", ec) && std::filesystem::exists(path / "merges.txt", ec))
+            return from_vocab_and_merges(path);
+        throw file_error(json.string(), "no such file (nor vocab.json and merges.txt beside it)");
+    }
+    return load_file(path);
+}
+
+DLM_SEPARATE_INLINE tokenizer tokenizer::parse(const nlohmann::json& j, const std::string& source) {
+    return parse_with(j, source, false);
+}
+
+DLM_SEPARATE_INLINE std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special) const {
+    std::string s = detail::to_valid_utf8(text);
+    if (normalize_first_) s = detail::apply_normalizers(normalizers_, std::move(s));
+    std::vector<token_id> ids;
+    if (add_special) ids = post_.before;
+    std::vector<detail::piece> raw, pieces;
+    raw_tokens_.split(s, added_, raw);
+    for (auto& p : raw) {
+        if (p.id != no_token) {
+            pieces.push_back(std::move(p));
+            continue;
+        }
+        std::string n = normalize_first_ ? std::move(p.text) : detail::apply_normalizers(normalizers_, std::move(p.text));
+        normalized_tokens_.split(n, added_, pieces);
+    }
+    for (auto& p : pieces) {
+        if (p.id != no_token) {
+            ids.push_back(p.id);
+            continue;
+        }
+        for (const std::string& word : detail::pre_tokenize(pre_tokenizers_, std::move(p.text))) model_.tokenize(word, ids);
+    }
+    if (add_special) ids.insert(ids.end(), post_.after.begin(), post_.after.end());
+    return ids;
+}
+
+DLM_SEPARATE_INLINE std::string tokenizer::decode(std::span<const token_id> ids, bool skip_special) const {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (const token_id id : ids) {
+        if (!known(id) || (skip_special && special_[static_cast<std::size_t>(id)])) continue;
+        tokens.push_back(id_to_token_[static_cast<std::size_t>(id)]);
+    }
+    return detail::apply_decoders(decoders_, std::move(tokens));
+}
+#endif  // DLM_SEPARATE_BODIES
 
 }  // namespace dlm::io
