@@ -17,10 +17,11 @@
 #endif
 #if defined(DLM_SEPARATE_HPP_INCLUDED)
 #error "dlm/cpu/kernels/definitions.hpp: include it before any other dlm header (the ones before it were read as declarations only)"
-#endif
+#else
 #define DLM_SEPARATE_DEFINITIONS 1
 
 #include "all.hpp"
 #include "../../io/tokenizer.hpp"
 #include "../diffusion_gemma.hpp"
 #include "../transformer.hpp"
+#endif
