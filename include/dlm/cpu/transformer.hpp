@@ -562,17 +562,9 @@ DLM_SEPARATE_INLINE transformer transformer::load(const std::filesystem::path& m
     const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
     transformer t(io::load_config(dir));
     const io::checkpoint ck = io::checkpoint::open(dir);
-    const io::architecture arch = t.config_.arch;
     checkpoint_source src(ck, t.config_);
     t.build(src, options);
-    // Buffers some exporters keep: a tied head stored anyway (if it is the embedding), rotary
-    // frequency tables. Unused.
-    accept_stored_tied_head(ck, t.config_);
-    if (arch != io::architecture::llada)
-        for (index_t l = 0; l < t.config_.num_layers; ++l) {
-            const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
-            if (ck.contains(inv)) ck.mark_read(inv);
-        }
+    dlm::accept_unused_buffers(ck, t.config_);
     ck.check_all_read();
     return t;
 }

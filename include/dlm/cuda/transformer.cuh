@@ -67,13 +67,7 @@ public:
         basic_transformer t(io::load_config(dir));
         const io::checkpoint ck = io::checkpoint::open(dir);
         t.weights_ = weights_from<T>(t.config_, ck, t.ctx_.stream());
-        const io::architecture arch = t.config_.arch;
-        dlm::accept_stored_tied_head(ck, t.config_);
-        if (arch != io::architecture::llada)
-            for (index_t l = 0; l < t.config_.num_layers; ++l) {
-                const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
-                if (ck.contains(inv)) ck.mark_read(inv);
-            }
+        dlm::accept_unused_buffers(ck, t.config_);
         ck.check_all_read();
         return t;
     }

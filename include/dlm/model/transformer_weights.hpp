@@ -250,6 +250,18 @@ inline void accept_stored_tied_head(const io::checkpoint& ck, const io::model_co
     ck.mark_read(head);
 }
 
+/// The buffers some exporters keep beside the weights, accepted and marked read: a tied head stored
+/// anyway (accept_stored_tied_head), and the rotary frequency tables (`...self_attn.rotary_emb.inv_freq`,
+/// recomputed from the config) of every family but LLaDA, whose checkpoints have none.
+inline void accept_unused_buffers(const io::checkpoint& ck, const io::model_config& c) {
+    accept_stored_tied_head(ck, c);
+    if (c.arch == io::architecture::llada) return;
+    for (index_t l = 0; l < c.num_layers; ++l) {
+        const std::string inv = "model.layers." + std::to_string(l) + ".self_attn.rotary_emb.inv_freq";
+        if (ck.contains(inv)) ck.mark_read(inv);
+    }
+}
+
 namespace detail {
 /// splitmix64: a tiny, portable generator, so random weights are the same everywhere.
 struct splitmix {
