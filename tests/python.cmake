@@ -22,7 +22,7 @@ add_test(NAME "python: pip builds the package's wheel and installs it into a ven
 set_tests_properties("python: pip builds the package's wheel and installs it into a venv"
                      PROPERTIES FIXTURES_SETUP dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 1200 COST 190)
 # COST (seconds measured on the 2-core machine): a fresh build has no ctest timing history, and ctest starts the
-# costliest tests first, so the wheel's build (about 3 minutes on one core) and the chain of tests behind it start at
+# costliest tests first, so the wheel's build (about 3 minutes beside the other tests) and the chain behind it start at
 # once instead of after the short suites.
 # lm-evaluation-harness (PyPI lm-eval 0.4.x; its base install needs no torch) in a venv of its own, with the same wheel.
 set(DLM_LM_EVAL_VENV ${PROJECT_SOURCE_DIR}/build/venv-lm-eval CACHE PATH
