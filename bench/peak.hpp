@@ -37,6 +37,7 @@ inline void set_threads(int n) {
 struct peaks {
     double fma = 0;       ///< f32 FMA, FLOP/s
     double bf16_dot = 0;  ///< vdpbf16ps, FLOP/s
+    double int8_dot = 0;  ///< vpdpbusd (AVX-512 VNNI, the quantized kernels' form there), integer OP/s (multiply-adds × 2)
     double amx_bf16 = 0;  ///< TDPBF16PS, FLOP/s
     double amx_int8 = 0;  ///< TDPBSSD, integer OP/s (multiply-adds × 2)
 };
@@ -106,6 +107,23 @@ __attribute__((target("avx512f,avx512bf16"))) inline double dot512(long iteratio
     keep(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
     return 64.0 * 16 * static_cast<double>(iterations) / s;
 }
+__attribute__((target("avx512f,avx512vnni"))) inline double vnni512(long iterations) {
+#define DLM_INIT_I(i) __m512i a##i = _mm512_set1_epi32(i);
+    DLM_INIT_I(0) DLM_INIT_I(1) DLM_INIT_I(2) DLM_INIT_I(3) DLM_INIT_I(4) DLM_INIT_I(5) DLM_INIT_I(6) DLM_INIT_I(7) DLM_INIT_I(8)
+    DLM_INIT_I(9) DLM_INIT_I(10) DLM_INIT_I(11) DLM_INIT_I(12) DLM_INIT_I(13) DLM_INIT_I(14) DLM_INIT_I(15)
+#undef DLM_INIT_I
+    const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-5);
+#define DLM_OP(i) a##i = _mm512_dpbusd_epi32(a##i, x, y);
+    DLM_PEAK_CHAINS((void)0, DLM_OP)
+#undef DLM_OP
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                                          _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7))),
+                                         _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)),
+                                                          _mm512_add_epi32(_mm512_add_epi32(a12, a13), _mm512_add_epi32(a14, a15))));
+    volatile int sink = _mm512_reduce_add_epi32(sum);
+    (void)sink;
+    return 128.0 * 16 * static_cast<double>(iterations) / s;  // 64 u8 × s8 multiply-adds an instruction
+}
 #undef DLM_PEAK_CHAINS
 #undef DLM_INIT512
 #undef DLM_INIT_Z
@@ -137,7 +155,10 @@ inline peaks measure_peaks(int threads = 1) {
     const cpu::isa i = cpu::kernels().id;
     if (i >= cpu::isa::avx512) p.fma = detail::best_of_3(threads, [] { return detail::fma512(iters); });
     else if (i == cpu::isa::avx2) p.fma = detail::best_of_3(threads, [] { return detail::fma256(iters); });
-    if (best >= cpu::isa::avx512_bf16) p.bf16_dot = detail::best_of_3(threads, [] { return detail::dot512(iters); });
+    if (best >= cpu::isa::avx512_bf16) {  // dlm's avx512-bf16 level is AVX-512 BF16 + VNNI
+        p.bf16_dot = detail::best_of_3(threads, [] { return detail::dot512(iters); });
+        p.int8_dot = detail::best_of_3(threads, [] { return detail::vnni512(iters); });
+    }
     if (best == cpu::isa::amx) {
         p.amx_bf16 = detail::best_of_3(threads, [] { return detail::amx_rate(detail::amx_op::bf16, amx_iters); });
         p.amx_int8 = detail::best_of_3(threads, [] { return detail::amx_rate(detail::amx_op::int8, amx_iters); });

@@ -114,7 +114,8 @@ def draw_cpu(r, plt, output) -> int:
     ax.plot(xs, [roof(x) / 1e9 for x in xs], color="black", lw=2,
             label=f"roof: {rl['peak']} {peak / 1e12:.2f} T/s, read {bw / 1e9:.1f} GB/s")
     for key, name, ls in (("amx_bf16_flops", "AMX bf16", "--"), ("amx_int8_ops", "AMX int8 (OP/s)", "-."),
-                          ("f32_fma_flops", "f32 FMA", ":"), ("bf16_dot_flops", "vdpbf16ps", (0, (1, 3)))):
+                          ("f32_fma_flops", "f32 FMA", ":"), ("bf16_dot_flops", "vdpbf16ps", (0, (1, 3))),
+                          ("int8_dot_ops", "vpdpbusd (OP/s)", (0, (3, 1, 1, 1)))):
         v = ceil.get(key, 0)
         if v > 0:
             ax.plot(xs, [min(v, x * bw) / 1e9 for x in xs], color="gray", ls=ls, lw=1, label=f"{name} {v / 1e9:.0f} G/s")

@@ -157,6 +157,31 @@ void check_cached_keys(const forward_request<kv_cache>& rq, const Mask& mask, st
     }
 }
 
+/// Scores sr[0, n) of one query row become its attention weights: the allowed keys' scores times
+/// `scale`, softmaxed in key order (exp by the kernel table, summed 0, 1, 2, ...); a key not allowed
+/// gets weight 0, and a row with no key allowed is all zeros. The one softmax of every CPU attention.
+template <class Allowed>
+void masked_softmax_row(float* sr, index_t n, float scale, Allowed&& allowed, const kernel_table& kt) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (index_t k = 0; k < n; ++k) {
+        if (allowed(k)) {
+            sr[k] *= scale;
+            mx = std::max(mx, sr[k]);
+        } else {
+            sr[k] = -std::numeric_limits<float>::infinity();
+        }
+    }
+    if (mx == -std::numeric_limits<float>::infinity()) {  // no key allowed: output zero
+        std::fill(sr, sr + n, 0.0f);
+        return;
+    }
+    kt.exp_shifted(sr, n, mx);
+    float sum = 0.0f;
+    for (index_t k = 0; k < n; ++k) sum += sr[k];
+    const float inv = 1.0f / sum;
+    for (index_t k = 0; k < n; ++k) sr[k] *= inv;
+}
+
 /// One attention task: query head `h`, window rows [r0, r1) of one request.
 struct attention_task {
     index_t request, head, r0, r1;
@@ -207,27 +232,9 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const kernel_table& kt = kernels();
     for (index_t r = 0; r < rows; ++r) {
-        float* sr = s + r * lds;
         const index_t qpos = p.window_begin + t.r0 + r;
         const index_t kend = std::min(p.attend_end, mask.key_end(l, qpos));
-        float mx = -std::numeric_limits<float>::infinity();
-        for (index_t k = 0; k < kmax; ++k) {
-            if (k < kend && mask.allowed(l, qpos, k)) {
-                sr[k] *= scale;
-                mx = std::max(mx, sr[k]);
-            } else {
-                sr[k] = -std::numeric_limits<float>::infinity();
-            }
-        }
-        if (mx == -std::numeric_limits<float>::infinity()) {  // no key allowed: output zero
-            std::fill(sr, sr + kmax, 0.0f);
-            continue;
-        }
-        kt.exp_shifted(sr, kmax, mx);
-        float sum = 0.0f;
-        for (index_t k = 0; k < kmax; ++k) sum += sr[k];
-        const float inv = 1.0f / sum;
-        for (index_t k = 0; k < kmax; ++k) sr[k] *= inv;
+        masked_softmax_row(s + r * lds, kmax, scale, [&](index_t k) { return k < kend && mask.allowed(l, qpos, k); }, kt);
     }
 
     // Output: O[r] = Σ_k P[r][k] v_k, keys in order across the chunks.
@@ -238,6 +245,45 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     }
     if (n_chunks == 0)
         for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);
+}
+
+/// The keys [begin, end) of a run that one query row attends.
+struct key_range {
+    index_t begin = 0, end = 0;
+};
+
+/// Attention of `rows` query rows (q: row r at q[r · q_ld], d floats) over one run of keys held in
+/// kv_cache's layouts: keys transposed (dim i of key j at keys[i · key_ld + j], key_ld at least the
+/// run's length + panel_width) and values (key j's at values[j · value_ld], value_ld at least d
+/// rounded up to panel_width). Row r attends the keys range(r) (weight 0 elsewhere), scores times
+/// `scale`; out[r · out_ld + i]. Scores and weighted values are GEMMs over the keys the rows attend
+/// together; a key another row needs adds exact zeros to a row's sums, so each row's result depends
+/// on its query and its own keys only, whatever rows share the call (the scheme of `attend` above).
+template <class Range>
+void attend_run(index_t rows, index_t d, const float* q, std::ptrdiff_t q_ld, const float* keys, std::ptrdiff_t key_ld,
+                const float* values, std::ptrdiff_t value_ld, float scale, Range&& range, float* out, std::ptrdiff_t out_ld) {
+    index_t kb = std::numeric_limits<index_t>::max(), ke = 0;
+    for (index_t r = 0; r < rows; ++r)
+        if (const key_range k = range(r); k.begin < k.end) {
+            kb = std::min(kb, k.begin);
+            ke = std::max(ke, k.end);
+        }
+    if (kb >= ke) {
+        for (index_t r = 0; r < rows; ++r) std::fill_n(out + r * out_ld, d, 0.0f);
+        return;
+    }
+    const index_t n = ke - kb;
+    const std::ptrdiff_t lds = (n + panel_width - 1) / panel_width * panel_width + panel_width;
+    thread_local std::vector<float, aligned_allocator<float>> scratch;
+    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds));
+    float* s = scratch.data();
+    gemm(rows, n, d, q, q_ld, {keys + kb, panel_width, key_ld}, s, lds);
+    const kernel_table& kt = kernels();
+    for (index_t r = 0; r < rows; ++r) {
+        const key_range k = range(r);
+        masked_softmax_row(s + r * lds, n, scale, [&](index_t j) { return j + kb >= k.begin && j + kb < k.end; }, kt);
+    }
+    gemm(rows, d, n, s, lds, {values + kb * value_ld, panel_width, value_ld}, out, out_ld);
 }
 
 }  // namespace dlm::cpu

@@ -42,6 +42,7 @@
 #include "../model/concept.hpp"
 #include "diffusion_gemma_random.hpp"
 #include "diffusion_gemma_weights.hpp"
+#include "attention.hpp"
 #include "ops.hpp"
 
 namespace dlm::cpu {
@@ -400,67 +401,45 @@ private:
     /// att_[m × heads·d]. Encoder: row r (position P = ctx.length + r) attends stored positions
     /// [P − window + 1, P] on a sliding layer, [0, P] on a full one. Decoder: every canvas row
     /// attends the stored positions [length − (window − 1), length) (sliding) or [0, length) (full),
-    /// then the whole canvas.
+    /// then the whole canvas. The keys from the first one any row reads are laid out once per kv head
+    /// as kv_cache lays them out (the context's, then the decoder's canvas), and each task (a head and
+    /// 32 rows) runs cpu::attend_run's two GEMMs over them: a row's result does not depend on the
+    /// rows beside it or the thread count.
     void attention(const io::gemma_layer& g, index_t m, const gemma_context& ctx, index_t l, bool encoder) {
         const index_t d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d, group = c_.num_heads / g.kv_heads;
         const index_t w = c_.sliding_window;
         att_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(qd));
+        // Keys [k0, k0 + n): the stored ones (the encoder's rows are stored already), then the canvas.
+        const index_t k0 = g.sliding ? std::max<index_t>(0, ctx.length - (w - 1)) : 0;
+        const index_t n_ctx = (encoder ? ctx.length + m : ctx.length) - k0, n = encoder ? n_ctx : n_ctx + m;
+        const std::ptrdiff_t kst = n + panel_width, vst = (d + panel_width - 1) / panel_width * panel_width;
+        run_k_.resize(static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(d * kst));
+        run_v_.resize(static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(n * vst));
         const float* ck = ctx.keys[static_cast<std::size_t>(l)].data();
         const float* cv = ctx.values[static_cast<std::size_t>(l)].data();
-        const index_t lo = encoder ? 0 : (g.sliding ? std::max<index_t>(0, ctx.length - (w - 1)) : 0);
-        const index_t n_ctx = encoder ? 0 : ctx.length - lo;
-        // Decoder: each kv head's keys and values as one run, [context part | canvas part].
-        if (!encoder) {
-            dec_k_.resize(static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(n_ctx + m) * static_cast<std::size_t>(d));
-            dec_v_.resize(dec_k_.size());
-            for (index_t x = 0; x < g.kv_heads; ++x) {
-                float* kd = dec_k_.data() + static_cast<std::ptrdiff_t>(x) * (n_ctx + m) * d;
-                float* vd = dec_v_.data() + static_cast<std::ptrdiff_t>(x) * (n_ctx + m) * d;
-                const std::size_t src = (static_cast<std::size_t>(x) * ctx.capacity + static_cast<std::size_t>(lo)) * static_cast<std::size_t>(d);
-                std::copy_n(ck + src, static_cast<std::size_t>(n_ctx) * d, kd);
-                std::copy_n(cv + src, static_cast<std::size_t>(n_ctx) * d, vd);
-                for (index_t r = 0; r < m; ++r) {
-                    std::copy_n(qkv_.data() + r * qkv_ld_ + qd + x * d, d, kd + (n_ctx + r) * std::ptrdiff_t{d});
-                    std::copy_n(v_.data() + static_cast<std::ptrdiff_t>(r) * kvd + x * d, d, vd + (n_ctx + r) * std::ptrdiff_t{d});
-                }
-            }
-        }
-        for_rows(m * c_.num_heads, 4.0 * d * (n_ctx + m), [&](index_t task) {
-            const index_t r = task / c_.num_heads, head = task % c_.num_heads, x = head / group;
-            const float* q = qkv_.data() + r * qkv_ld_ + head * d;
-            float* out = att_.data() + static_cast<std::ptrdiff_t>(r) * qd + head * d;
-            if (encoder) {
-                const index_t p = ctx.length + r, first = g.sliding ? std::max<index_t>(0, p - w + 1) : 0;
-                const std::size_t base = (static_cast<std::size_t>(x) * ctx.capacity + static_cast<std::size_t>(first)) * static_cast<std::size_t>(d);
-                attend_one(q, ck + base, cv + base, p - first + 1, d, out);
-            } else {
-                const std::ptrdiff_t base = static_cast<std::ptrdiff_t>(x) * (n_ctx + m) * d;
-                attend_one(q, dec_k_.data() + base, dec_v_.data() + base, n_ctx + m, d, out);
-            }
+        for_rows(g.kv_heads, 2.0 * static_cast<double>(n) * d, [&](index_t x) {
+            float* kt = run_k_.data() + x * d * kst;
+            float* vv = run_v_.data() + x * n * vst;
+            const auto key = [&](index_t j, const float* k, const float* v) {
+                for (index_t i = 0; i < d; ++i) kt[i * kst + j] = k[i];
+                std::copy_n(v, d, vv + j * vst);
+            };
+            const std::ptrdiff_t at = (static_cast<std::ptrdiff_t>(x) * ctx.capacity + k0) * d;
+            for (index_t j = 0; j < n_ctx; ++j) key(j, ck + at + j * d, cv + at + j * d);
+            for (index_t r = 0; r < n - n_ctx; ++r) key(n_ctx + r, qkv_.data() + r * qkv_ld_ + qd + x * d, v_.data() + r * kvd + x * d);
         });
-    }
-
-    /// out = softmax(q · Kᵀ) · V over n contiguous keys and values of d floats (scaling 1), in key order.
-    static void attend_one(const float* q, const float* k, const float* v, index_t n, index_t d, float* out) {
-        thread_local std::vector<float> s;
-        s.resize(static_cast<std::size_t>(n));
-        float top = -INFINITY;
-        for (index_t j = 0; j < n; ++j) {
-            float dot = 0.f;
-            const float* kj = k + static_cast<std::ptrdiff_t>(j) * d;
-            for (index_t i = 0; i < d; ++i) dot += q[i] * kj[i];
-            s[static_cast<std::size_t>(j)] = dot;
-            top = std::max(top, dot);
-        }
-        float sum = 0.f;
-        for (float& e : s) sum += (e = std::exp(e - top));
-        const float inv = 1.f / sum;
-        std::fill_n(out, d, 0.f);
-        for (index_t j = 0; j < n; ++j) {
-            const float p = s[static_cast<std::size_t>(j)] * inv;
-            const float* vj = v + static_cast<std::ptrdiff_t>(j) * d;
-            for (index_t i = 0; i < d; ++i) out[i] += p * vj[i];
-        }
+        constexpr index_t rows_per_task = 32;
+        const index_t blocks = (m + rows_per_task - 1) / rows_per_task;
+        for_rows(blocks * c_.num_heads, 4.0 * d * n * rows_per_task, [&](index_t task) {
+            const index_t head = task % c_.num_heads, r0 = task / c_.num_heads * rows_per_task, x = head / group;
+            const auto range = [&](index_t r) -> key_range {
+                if (!encoder) return {0, n};
+                const index_t p = ctx.length + r0 + r;
+                return {(g.sliding ? std::max<index_t>(0, p - w + 1) : 0) - k0, p + 1 - k0};
+            };
+            attend_run(std::min(rows_per_task, m - r0), d, qkv_.data() + r0 * qkv_ld_ + head * d, qkv_ld_, run_k_.data() + x * d * kst, kst,
+                       run_v_.data() + x * n * vst, vst, 1.0f, range, att_.data() + r0 * qd + head * d, qd);
+        });
     }
 
     config_type c_;
@@ -468,7 +447,8 @@ private:
     rotary sliding_rope_, full_rope_;
     std::vector<float> ones_;
     // Work buffers, reused across forwards.
-    std::vector<float> x_, xn_, tmp_, h1_, h2_, rin_, qkv_, v_, att_, gu_, act_, cos_, sin_, dec_k_, dec_v_, probs_;
+    std::vector<float> x_, xn_, tmp_, h1_, h2_, rin_, qkv_, v_, att_, gu_, act_, cos_, sin_, probs_;
+    std::vector<float, aligned_allocator<float>> run_k_, run_v_;  // one layer's keys and values, per kv head, as cpu::attend_run reads them
     std::vector<index_t> positions_;
     std::ptrdiff_t qkv_ld_ = 0;
     gemma_timing* timing_ = nullptr;
