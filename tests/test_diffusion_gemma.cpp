@@ -155,6 +155,17 @@ TEST_CASE("diffusion_gemma_tiny: prompts and canvases of several 32-row attentio
     CHECK(std::set<float>(runs[0].begin(), runs[0].end()).size() > 1000);
 }
 
+TEST_CASE("diffusion_gemma_tiny: a context holds sliding_window - 1 positions on a sliding layer, every position on a full one") {
+    const diffusion_gemma m = diffusion_gemma::load(tiny);
+    const auto& c = m.config();
+    const auto ctx = m.new_context(4096);
+    std::uint64_t want = 0;
+    for (const io::gemma_layer& g : c.layers)
+        want += 2ull * sizeof(float) * static_cast<std::uint64_t>(g.kv_heads) * g.head_dim * (g.sliding ? c.sliding_window - 1 : 4096);
+    CHECK(ctx.bytes() == want);
+    CHECK(m.new_context(5).bytes() < want);  // a context shorter than the window holds its own length
+}
+
 TEST_CASE("diffusion_gemma: bad input is refused by name") {
     run r;
     auto ctx = r.m.new_context(20);

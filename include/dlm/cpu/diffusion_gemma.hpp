@@ -47,10 +47,19 @@
 
 namespace dlm::cpu {
 
-/// A sequence's encoded context: what each layer's encoder stored for positions [0, length).
+/// A sequence's encoded context: what each layer's encoder stored for positions [0, length). A full
+/// layer keeps every position; a sliding layer only the last sliding_window − 1, all any later query
+/// reads, in a ring: position p in slot p mod slots[layer].
 struct gemma_context {
     index_t length = 0, capacity = 0;
-    std::vector<std::vector<float>> keys, values;  ///< per layer: [kv_heads][capacity][head_dim]
+    std::vector<index_t> slots;                    ///< per layer: positions held (capacity, or the window's)
+    std::vector<std::vector<float>> keys, values;  ///< per layer: [kv_heads][slots][head_dim]
+    /// Bytes of the stored keys and values.
+    [[nodiscard]] std::uint64_t bytes() const noexcept {
+        std::uint64_t b = 0;
+        for (std::size_t l = 0; l < keys.size(); ++l) b += (keys[l].size() + values[l].size()) * sizeof(float);
+        return b;
+    }
 };
 
 /// Seconds spent in each phase of DiffusionGemma's forwards while timed (diffusion_gemma::time_phases).
@@ -149,13 +158,15 @@ public:
     [[nodiscard]] gemma_context new_context(index_t capacity) const {
         if (capacity <= 0 || capacity > c_.max_context)
             throw invalid_parameter("capacity", std::to_string(capacity) + " is outside [1, max_position_embeddings " + std::to_string(c_.max_context) + "]");
+        const auto slots = [&](const io::gemma_layer& g) { return g.sliding ? std::clamp<index_t>(c_.sliding_window - 1, 1, capacity) : capacity; };
         std::uint64_t floats = 0;
-        for (const io::gemma_layer& g : c_.layers) floats += 2ull * static_cast<std::uint64_t>(g.kv_heads) * g.head_dim * static_cast<std::uint64_t>(capacity);
+        for (const io::gemma_layer& g : c_.layers) floats += 2ull * static_cast<std::uint64_t>(g.kv_heads) * g.head_dim * static_cast<std::uint64_t>(slots(g));
         check_fits("a DiffusionGemma context of " + std::to_string(capacity) + " positions", floats * sizeof(float));
         gemma_context ctx;
         ctx.capacity = capacity;
         for (const io::gemma_layer& g : c_.layers) {
-            const auto n = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim) * static_cast<std::size_t>(capacity);
+            ctx.slots.push_back(slots(g));
+            const auto n = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim) * static_cast<std::size_t>(slots(g));
             ctx.keys.emplace_back(n, 0.f);
             ctx.values.emplace_back(n, 0.f);
         }
@@ -333,12 +344,12 @@ private:
             rms_norm(m, h, x_.data(), h, b.input_norm.data(), eps(), xn_.data(), h);
             project_qkv(b, g, m, ctx.length);
         }
-        if (encoder) store_kv(g, m, *store, l);
-        if (kv_only) return;
-        {
+        if (!kv_only) {  // before the store: a sliding layer's ring may reuse the slots it reads
             const phase_timer t(decoder_sink(&gemma_timing::attention, encoder));
             attention(g, m, ctx, l, encoder);
         }
+        if (encoder) store_kv(g, m, *store, l);
+        if (kv_only) return;
         {
             const phase_timer t(decoder_sink(&gemma_timing::projections, encoder));
             linear(m, att_.data(), c_.num_heads * g.head_dim, b.o, tmp_.data(), h);
@@ -388,13 +399,17 @@ private:
         qkv_ld_ = ld;
     }
 
+    /// Stores the K/V of the m rows at positions ctx.length + [0, m) (a sliding layer: the last of
+    /// them its ring holds).
     void store_kv(const io::gemma_layer& g, index_t m, gemma_context& ctx, index_t l) const {
-        const index_t d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d;
+        const index_t d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d, slots = ctx.slots[static_cast<std::size_t>(l)];
+        float* keys = ctx.keys[static_cast<std::size_t>(l)].data();
+        float* values = ctx.values[static_cast<std::size_t>(l)].data();
         for (index_t x = 0; x < g.kv_heads; ++x)
-            for (index_t r = 0; r < m; ++r) {
-                const std::size_t at = (static_cast<std::size_t>(x) * ctx.capacity + static_cast<std::size_t>(ctx.length + r)) * static_cast<std::size_t>(d);
-                std::copy_n(qkv_.data() + r * qkv_ld_ + qd + x * d, d, ctx.keys[static_cast<std::size_t>(l)].data() + at);
-                std::copy_n(v_.data() + static_cast<std::ptrdiff_t>(r) * kvd + x * d, d, ctx.values[static_cast<std::size_t>(l)].data() + at);
+            for (index_t r = std::max<index_t>(0, m - slots); r < m; ++r) {
+                const std::ptrdiff_t at = (static_cast<std::ptrdiff_t>(x) * slots + (ctx.length + r) % slots) * d;
+                std::copy_n(qkv_.data() + r * qkv_ld_ + qd + x * d, d, keys + at);
+                std::copy_n(v_.data() + static_cast<std::ptrdiff_t>(r) * kvd + x * d, d, values + at);
             }
     }
 
@@ -402,16 +417,16 @@ private:
     /// [P − window + 1, P] on a sliding layer, [0, P] on a full one. Decoder: every canvas row
     /// attends the stored positions [length − (window − 1), length) (sliding) or [0, length) (full),
     /// then the whole canvas. The keys from the first one any row reads are laid out once per kv head
-    /// as kv_cache lays them out (the context's, then the decoder's canvas), and each task (a head and
-    /// 32 rows) runs cpu::attend_run's two GEMMs over them: a row's result does not depend on the
-    /// rows beside it or the thread count.
+    /// as kv_cache lays them out, in position order (the stored ones, then the m rows'), and each
+    /// task (a head and 32 rows) runs cpu::attend_run's two GEMMs over them: a row's result does not
+    /// depend on the rows beside it or the thread count.
     void attention(const io::gemma_layer& g, index_t m, const gemma_context& ctx, index_t l, bool encoder) {
         const index_t d = g.head_dim, qd = c_.num_heads * d, kvd = g.kv_heads * d, group = c_.num_heads / g.kv_heads;
         const index_t w = c_.sliding_window;
         att_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(qd));
-        // Keys [k0, k0 + n): the stored ones (the encoder's rows are stored already), then the canvas.
+        // Keys of positions [k0, k0 + n): the stored ones, then the m rows' own.
         const index_t k0 = g.sliding ? std::max<index_t>(0, ctx.length - (w - 1)) : 0;
-        const index_t n_ctx = (encoder ? ctx.length + m : ctx.length) - k0, n = encoder ? n_ctx : n_ctx + m;
+        const index_t n_ctx = ctx.length - k0, n = n_ctx + m, slots = ctx.slots[static_cast<std::size_t>(l)];
         const std::ptrdiff_t kst = n + panel_width, vst = (d + panel_width - 1) / panel_width * panel_width;
         run_k_.resize(static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(d * kst));
         run_v_.resize(static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(n * vst));
@@ -424,9 +439,11 @@ private:
                 for (index_t i = 0; i < d; ++i) kt[i * kst + j] = k[i];
                 std::copy_n(v, d, vv + j * vst);
             };
-            const std::ptrdiff_t at = (static_cast<std::ptrdiff_t>(x) * ctx.capacity + k0) * d;
-            for (index_t j = 0; j < n_ctx; ++j) key(j, ck + at + j * d, cv + at + j * d);
-            for (index_t r = 0; r < n - n_ctx; ++r) key(n_ctx + r, qkv_.data() + r * qkv_ld_ + qd + x * d, v_.data() + r * kvd + x * d);
+            for (index_t j = 0; j < n_ctx; ++j) {
+                const std::ptrdiff_t at = (static_cast<std::ptrdiff_t>(x) * slots + (k0 + j) % slots) * d;
+                key(j, ck + at, cv + at);
+            }
+            for (index_t r = 0; r < m; ++r) key(n_ctx + r, qkv_.data() + r * qkv_ld_ + qd + x * d, v_.data() + r * kvd + x * d);
         });
         constexpr index_t rows_per_task = 32;
         const index_t blocks = (m + rows_per_task - 1) / rows_per_task;
