@@ -9,7 +9,6 @@ namespace dlm::cpu {
 
 using matrix = f32_matrix;
 using vector = f32_vector;
-using dlm::accept_stored_tied_head;
 using dlm::layer_weights;
 using dlm::random_spread;
 using dlm::random_spread_of;

@@ -118,25 +118,21 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     c.moe = m;
 }
 
-}  // namespace detail
-
-/// The model_config of a GGUF file's metadata. Throws file_error naming the key (missing, mistyped,
-/// inconsistent, or a feature dlm does not run) or tensor_error for a missing token_embd.weight.
-[[nodiscard]] inline model_config gguf_model_config(const gguf_header& h) {
+/// The architecture and the block's geometry, RoPE and norm of a GGUF file's metadata.
+inline void read_gguf_geometry(const gguf_header& h, model_config& c) {
     const std::string arch = std::string(h.string("general.architecture"));
-    model_config c;
     if (arch == "llada") c.arch = architecture::llada;
     else if (arch == "dream") c.arch = architecture::dream;
     else if (arch == "llada-moe") c.arch = architecture::lladamoe;
     else
         h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada', 'dream' "
                                            "and 'llada-moe' (llama.cpp's LLaDAModel, DreamModel and LLaDAMoEModel converters)");
-    const detail::gguf_keys k{h, arch};
+    const gguf_keys k{h, arch};
     const std::string origin = "GGUF key '";
     c.num_layers = k.size("block_count");
     c.hidden_size = k.size("embedding_length");
     if (c.arch == architecture::lladamoe) {
-        detail::read_gguf_experts(h, k, c);
+        read_gguf_experts(h, k, c);
     } else {
         c.intermediate_size = k.size("feed_forward_length");
     }
@@ -167,7 +163,12 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     const std::string eps_key = k.key("attention.layer_norm_rms_epsilon");
     c.rms_norm_eps = h.has(eps_key) ? h.number(eps_key) : c.arch == architecture::llada ? 1e-5 : 1e-6;
     if (!(c.rms_norm_eps > 0 && c.rms_norm_eps <= max_rms_norm_eps)) h.fail_key(eps_key, "must be in (0, 1], got " + std::to_string(c.rms_norm_eps));
+}
 
+/// The vocabulary (token_embd.weight's rows), the tied head, biases and norms the tensors show, the
+/// logit shift and the refusal of causal files.
+inline void read_gguf_tensors_and_flags(const gguf_header& h, const std::string& arch, model_config& c) {
+    const gguf_keys k{h, arch};
     const gguf_tensor& emb = h.tensor("token_embd.weight");
     if (emb.shape.size() != 2 || emb.shape[0] != c.hidden_size)
         throw tensor_error(h.path(), emb.name, "shape " + shape_string(emb.shape) + " is not {" + k.key("embedding_length") + " " +
@@ -184,9 +185,13 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     c.causal = false;
     if (h.has(k.key("attention.causal")) && h.boolean(k.key("attention.causal")))
         h.fail_key(k.key("attention.causal"), "true: a causal model; dlm reads the bidirectional diffusion models 'llada', 'dream' and 'llada-moe'");
+}
 
+/// The mask, EOS and end-of-turn ids and dlm's own decoding hints.
+inline void read_gguf_decoding(const gguf_header& h, const std::string& arch, model_config& c) {
+    const std::string origin = "GGUF key '";
     const bool mask_given = h.has("tokenizer.ggml.mask_token_id");
-    c.mask_id = mask_given ? detail::gguf_token(h, "tokenizer.ggml.mask_token_id", c.vocab_size)
+    c.mask_id = mask_given ? gguf_token(h, "tokenizer.ggml.mask_token_id", c.vocab_size)
                 : c.arch == architecture::llada    ? llada_default_mask_id
                 : c.arch == architecture::lladamoe ? llada2_default_mask_id  // 156895, as the converter writes
                                                    : dream_default_mask_id;
@@ -197,7 +202,7 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     std::string eos_from;
     for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
         if (!h.has(key)) continue;
-        const token_id id = detail::gguf_token(h, key, c.vocab_size);
+        const token_id id = gguf_token(h, key, c.vocab_size);
         if (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) == c.eos_ids.end()) c.eos_ids.push_back(id);
         eos_from += (eos_from.empty() ? origin : ", '") + key + "'";
     }
@@ -216,6 +221,18 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     }
     for (const auto& [key, hint] : {std::pair{"dlm.gen_length", &c.decoding.gen_length}, std::pair{"dlm.block_length", &c.decoding.block_length}})
         if (h.has(key)) *hint = {static_cast<index_t>(h.integer(key, 1)), origin + key + "'"};
+}
+
+}  // namespace detail
+
+/// The model_config of a GGUF file's metadata. Throws file_error naming the key (missing, mistyped,
+/// inconsistent, or a feature dlm does not run) or tensor_error for a missing token_embd.weight.
+[[nodiscard]] inline model_config gguf_model_config(const gguf_header& h) {
+    model_config c;
+    detail::read_gguf_geometry(h, c);
+    const std::string arch = std::string(h.string("general.architecture"));
+    detail::read_gguf_tensors_and_flags(h, arch, c);
+    detail::read_gguf_decoding(h, arch, c);
     return c;
 }
 
