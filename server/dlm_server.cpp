@@ -28,9 +28,14 @@
 #include <dlm/registry/table.hpp>
 
 #include "serve.hpp"
+#include "serve_engine.hpp"
 #ifdef DLM_SERVER_CUDA
 #include "serve_cuda.hpp"
 #endif
+
+// The HTTP service once per model folder type (serve_cuda.cu's engines call the first).
+template int dlm::server::serve_engine<dlm::cli::loaded_model>(const dlm::cli::options&, dlm::server::any_engine&, dlm::cli::loaded_model&,
+                                                               const dlm::registry::settings&, const std::string&, dlm::server::http::server&);
 
 namespace {
 

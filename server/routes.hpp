@@ -1,7 +1,8 @@
 // server/routes.hpp — dlm-server's HTTP routes (on server/http_server.hpp): each request is parsed and checked
 // (dlm/server/request.hpp), tokenized, handed to the engine thread (dlm/server/scheduler.hpp) and
 // answered whole or streamed as server-sent events (dlm/server/response.hpp, text_stream.hpp).
-// Generic over the preset's decoder type; dlm_server.cpp picks it at start. The quick routes
+// Compiled once for every preset: the engine is an any_engine (server/any_engine.hpp), whose
+// decoder type dlm_server.cpp picks at start. The quick routes
 // (/health, /ready, /metrics, /v1/models, unknown routes) are answered on the HTTP layer's I/O
 // thread; the completions on a worker thread, which waits for (or streams) the engine's results.
 #pragma once
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "any_engine.hpp"
 #include "cli/model.hpp"
 #include "http_server.hpp"
 #include "preset_rules.hpp"
@@ -29,14 +31,15 @@
 namespace dlm::server {
 
 /// What every route shares: the model folder (`Loaded`: cli::basic_loaded_model of the CPU model the
-/// folder loaded as, whichever model the decoder runs), the server's settings and rules, the engine's scheduler.
-template <class Decoder, class Loaded = cli::loaded_model>
+/// folder loaded as, whichever model the decoder runs), the engine, the server's settings and rules,
+/// the engine's scheduler.
+template <class Loaded = cli::loaded_model>
 struct service {
-    using engine_type = engine<Decoder>;
-    using scheduler_type = scheduler<engine_type>;
+    using scheduler_type = scheduler<any_engine>;
     using job = typename scheduler_type::job;
 
     const Loaded& model;
+    const any_engine& engine;
     registry::settings base;     ///< the preset's settings from the flags and the model's hints
     request_rules rules;
     scheduler_type& sched;
@@ -49,10 +52,7 @@ struct service {
     /// The decoder settings of one request: the server's, with the request's overrides.
     [[nodiscard]] registry::settings settings_for(const completion_request& r) const { return request_settings(base, steps_given, r); }
 
-    [[nodiscard]] typename engine_type::policies policies_for(const registry::settings& s) const {
-        return {registry::make_policy<typename Decoder::mask_type>(s), registry::make_policy<typename Decoder::schedule_type>(s),
-                registry::make_policy<typename Decoder::sampler_type>(s)};
-    }
+    [[nodiscard]] any_engine::policies policies_for(const registry::settings& s) const { return engine.make_policies(s); }
 
     /// The answer's tokens that may be shown: before the first EOS, at most max_tokens.
     [[nodiscard]] std::span<const token_id> shown(std::span<const token_id> tokens, index_t max_tokens) const {
