@@ -258,6 +258,9 @@ TEST_CASE("chat templates: the exact strings of LLaDA-8B-Instruct's and Dream-v0
           "<|im_start|>assistant\n");
     CHECK(apply_chat_template(chat_format::chatml, one, false) ==
           "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n");
+    // Neither template has a thinking mode: enable_thinking changes nothing (Jinja ignores the variable).
+    for (const chat_format f : {chat_format::llada, chat_format::chatml, chat_format::none})
+        CHECK(apply_chat_template(f, one, true, dlm::io::chat_thinking::on) == apply_chat_template(f, one));
 
     const std::vector<chat_message> multi{{"system", "  Be brief.\n"},
                                           {"user", "\tHi there \u3000"},

@@ -218,19 +218,23 @@ TEST_CASE("gemma tokenizer: a 262,144-token vocabulary with half a million merge
     CHECK(tok.decode(ids) == text);
 }
 
-TEST_CASE("gemma chat template: a system, user and assistant conversation with the generation prompt renders as transformers renders it") {
+TEST_CASE("gemma chat template: conversations with and without the generation prompt, thinking off and on, render as transformers renders them") {
     const json chats = dlm_test::read_json(data_dir / "chat.json");
-    std::size_t checked = 0;
+    std::size_t checked = 0, thinking = 0;
     for (const json& c : chats["conversations"]) {
         const auto messages = messages_of(c);
         const bool prompt = c["add_generation_prompt"].get<bool>();
-        const std::string text = dlm::io::apply_chat_template(dlm::io::chat_format::gemma4, messages, prompt);
-        INFO("conversation " << c["messages"].dump() << ", add_generation_prompt " << prompt);
+        const bool think = c.value("enable_thinking", false);
+        const std::string text = dlm::io::apply_chat_template(dlm::io::chat_format::gemma4, messages, prompt,
+                                                              think ? dlm::io::chat_thinking::on : dlm::io::chat_thinking::off);
+        INFO("conversation " << c["messages"].dump() << ", add_generation_prompt " << prompt << ", enable_thinking " << think);
         CHECK(text == c["text"].get<std::string>());
         CHECK(show(gemma().encode(text)) == show(c["ids"].get<std::vector<token_id>>()));  // markers are single ids
         ++checked;
+        thinking += think ? 1 : 0;
     }
     CHECK(checked >= 2);
+    CHECK(thinking >= 2);
     const json& first = chats["conversations"][0];  // the system + user + assistant + user conversation
     REQUIRE(first["messages"][0]["role"] == "system");
     CHECK(first["add_generation_prompt"].get<bool>());
@@ -253,4 +257,6 @@ TEST_CASE("gemma chat template: Gemma 4's template is recognised in a model fold
     CHECK(dlm::io::detect_chat_format(dir.path()) == chat_format::gemma4);
     // An empty conversation: <bos> and the generation prompt (transformers refuses one).
     CHECK(dlm::io::apply_chat_template(chat_format::gemma4, {}) == "<bos><|turn>model\n<|channel>thought\n<channel|>");
+    CHECK(dlm::io::apply_chat_template(chat_format::gemma4, {}, true, dlm::io::chat_thinking::on) ==
+          "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>model\n");
 }

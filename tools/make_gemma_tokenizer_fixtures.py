@@ -25,7 +25,8 @@ user-defined ones not). The committed data is small:
         "out_skip"} (encode without / with special tokens, decode of ids without / with
         skip_special_tokens), or {"decode": ids, "out", "out_skip"} for random ids.
   tests/data/tokenizer_gemma/chat.json       conversations rendered by transformers' apply_chat_template
-        with TEMPLATE, with and without the generation prompt, and their ids.
+        with TEMPLATE, with and without the generation prompt, with thinking off (the default) and on
+        (enable_thinking=True, an entry's "enable_thinking"), and their ids.
   tests/data/tokenizer_gemma/source.json     the full vocabulary's size and merge count, the template's
         file name and SHA-256.
 
@@ -223,12 +224,17 @@ def chat_cases(tj, template_path):
                                  pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
     hf.chat_template = template
     out = []
-    for messages in CONVERSATIONS:
-        for gen in (True, False):
-            text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
-            ids = hf.apply_chat_template(messages, tokenize=True, add_generation_prompt=gen)
-            ids = ids["input_ids"] if not isinstance(ids, list) else ids
-            out.append({"messages": messages, "add_generation_prompt": gen, "text": text, "ids": list(ids)})
+    for think in (False, True):
+        for messages in CONVERSATIONS:
+            for gen in (True, False):
+                kwargs = {"enable_thinking": True} if think else {}
+                text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen, **kwargs)
+                ids = hf.apply_chat_template(messages, tokenize=True, add_generation_prompt=gen, **kwargs)
+                ids = ids["input_ids"] if not isinstance(ids, list) else ids
+                case = {"messages": messages, "add_generation_prompt": gen, "text": text, "ids": list(ids)}
+                if think:
+                    case["enable_thinking"] = True
+                out.append(case)
     meta = {"template": os.path.basename(template_path), "template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest()}
     return meta, out
 

@@ -16,11 +16,16 @@
 //           trimmed), and no new header for a model message right after another assistant message;
 //           tool messages are left out (the template renders them only as responses to tool calls,
 //           which dlm does not write). Then <|turn>model\n<|channel>thought\n<channel|>: the template's
-//           generation prompt with thinking off, its default. (transformers refuses an empty
-//           conversation; dlm writes <bos> and the generation prompt.)
+//           generation prompt with thinking off, its default. With thinking on (the template's
+//           enable_thinking; chat_thinking::on) the system turn is always written and opens with
+//           <|think|>\n, and the generation prompt is <|turn>model\n alone: the model writes its
+//           thought channel itself. (transformers refuses an empty conversation; dlm writes <bos>
+//           and the generation prompt.)
 //   none    a base model: the contents joined by a blank line, nothing added.
 //
-// add_generation_prompt = false leaves out the assistant header. (LLaDA's own template writes it
+// add_generation_prompt = false leaves out the assistant header. `thinking` is the templates'
+// enable_thinking: only gemma4 reads it (the others have no thinking mode, and a Jinja template
+// ignores a variable it does not use). (LLaDA's own template writes it
 // unconditionally; dlm honours the flag so that a conversation can end on an assistant turn.)
 #pragma once
 
@@ -39,6 +44,9 @@
 namespace dlm::io {
 
 enum class chat_format { none, llada, chatml, gemma4 };
+
+/// A chat template's enable_thinking (Gemma 4's thinking mode; off is every template's default).
+enum class chat_thinking { off, on };
 
 struct chat_message {
     std::string role;  // "system", "user", "assistant", ...
@@ -78,12 +86,14 @@ namespace detail {
 }
 
 /// The gemma4 format (see the header comment).
-[[nodiscard]] inline std::string gemma4_chat(std::span<const chat_message> messages, bool add_generation_prompt) {
+[[nodiscard]] inline std::string gemma4_chat(std::span<const chat_message> messages, bool add_generation_prompt, chat_thinking thinking) {
     std::string out = "<bos>";
     std::size_t first = 0;
-    if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
-        out += "<|turn>system\n" + jinja_trim(messages[0].content) + "<turn|>\n";
-        first = 1;
+    const bool think = thinking == chat_thinking::on;
+    const bool system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
+    if (system || think) {
+        out += std::string("<|turn>system\n") + (think ? "<|think|>\n" : "") + (system ? jinja_trim(messages[0].content) : "") + "<turn|>\n";
+        first = system ? 1 : 0;
     }
     static const std::string model_role = "model";  // "assistant" is written "model"
     const chat_message* previous = nullptr;        // the last message that was not a tool message
@@ -95,7 +105,7 @@ namespace detail {
         out += (role == model_role ? gemma4_strip_thinking(m.content) : jinja_trim(m.content)) + "<turn|>\n";
         previous = &m;
     }
-    if (add_generation_prompt) out += "<|turn>model\n<|channel>thought\n<channel|>";
+    if (add_generation_prompt) out += think ? "<|turn>model\n" : "<|turn>model\n<|channel>thought\n<channel|>";
     return out;
 }
 
@@ -103,7 +113,7 @@ namespace detail {
 
 /// The prompt text for `messages` in the model's chat format.
 [[nodiscard]] inline std::string apply_chat_template(chat_format format, std::span<const chat_message> messages,
-                                                     bool add_generation_prompt = true) {
+                                                     bool add_generation_prompt = true, chat_thinking thinking = chat_thinking::off) {
     std::string out;
     switch (format) {
         case chat_format::llada:
@@ -121,7 +131,7 @@ namespace detail {
             if (add_generation_prompt) out += "<|im_start|>assistant\n";
             break;
         case chat_format::gemma4:
-            out = detail::gemma4_chat(messages, add_generation_prompt);
+            out = detail::gemma4_chat(messages, add_generation_prompt, thinking);
             break;
         case chat_format::none:
             for (std::size_t i = 0; i < messages.size(); ++i) out += (i ? "\n\n" : "") + messages[i].content;
