@@ -73,7 +73,8 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
         std::cerr << "dlm-eval: note: " << m.dir.string() << " has no chat template; --prompt-format alone makes the prompt\n";
     std::vector<std::vector<token_id>> prompts;
     prompts.reserve(problems.size());
-    for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, cli::format_prompt(o.prompt_format, p.question), o.chat));
+    for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, cli::format_prompt(o.prompt_format, p.question), o.chat,
+                                                                     o.think ? io::chat_thinking::on : io::chat_thinking::off));
 
     const std::string model_name = std::filesystem::absolute(m.dir).lexically_normal().filename().string();
     std::cerr << "dlm-eval: " << cli::describe(s) << " · model " << model_name << " · " << problems.size() << " problems from "

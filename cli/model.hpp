@@ -176,18 +176,20 @@ struct preset_choice {
 }
 
 /// The prompt text: `text` itself, or with `chat` a one-message conversation in the model's chat
-/// format (a folder without a template gets the text unchanged).
+/// format, in its thinking mode if `thinking` (a folder without a template gets the text unchanged).
 template <class Model>
-[[nodiscard]] std::string prompt_text(const basic_loaded_model<Model>& m, const std::string& text, bool chat) {
+[[nodiscard]] std::string prompt_text(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
+                                      io::chat_thinking thinking = io::chat_thinking::off) {
     if (!chat || m.chat == io::chat_format::none) return text;
     const io::chat_message msg{"user", text};
-    return io::apply_chat_template(m.chat, std::span<const io::chat_message>(&msg, 1));
+    return io::apply_chat_template(m.chat, std::span<const io::chat_message>(&msg, 1), true, thinking);
 }
 
 /// The prompt's ids: tokenized alone, without added special tokens (the chat template writes its own).
 template <class Model>
-[[nodiscard]] std::vector<token_id> encode_prompt(const basic_loaded_model<Model>& m, const std::string& text, bool chat) {
-    return m.tokenizer.encode(prompt_text(m, text, chat));
+[[nodiscard]] std::vector<token_id> encode_prompt(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
+                                                  io::chat_thinking thinking = io::chat_thinking::off) {
+    return m.tokenizer.encode(prompt_text(m, text, chat, thinking));
 }
 
 /// The answer's text: the slots before the first EOS, special tokens left out.

@@ -58,6 +58,7 @@ struct options {
     std::string model;   ///< -m: a model folder; empty: $DLM_MODEL, else the shipped default model
     std::string prompt;  ///< -p (dlm-generate)
     bool chat = false;   ///< wrap the prompt in the model folder's chat template
+    bool think = false;  ///< with chat: the template's thinking mode (Gemma 4's enable_thinking)
     int threads = 0;     ///< -t: OpenMP threads; 0: OpenMP's default
     std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
 
@@ -197,8 +198,10 @@ struct flag {
          "model folder (config.json, *.safetensors, tokenizer.json); default: $DLM_MODEL, else the shipped CDLM student", B,
          [](options& o, auto f, auto v) { o.model = as_path(f, v); }},
         {"Model and prompt", "-p, --prompt", "TEXT", "the prompt", G, [](options& o, auto, auto v) { o.prompt = std::string(v); }},
-        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA or ChatML)", G | E,
+        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA, ChatML or Gemma 4)", G | E,
          [](options& o, auto, auto) { o.chat = true; }},
+        {"Model and prompt", "--think", "", "with --chat, the template's thinking mode (Gemma 4's enable_thinking; other templates have none)",
+         G | E, [](options& o, auto, auto) { o.think = true; }},
         {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
          [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, 4096); }},
         {"Model and prompt", "--dtype", "TYPE",
@@ -442,6 +445,7 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
         o.compare_presets = {preset_named("llada"), preset_named("fast-dllm"), preset_named("cdlm"), preset_named("cd4lm")};
     if (o.compare && o.was_given("--preset"))
         detail::bad(o.spelling("--preset"), "cannot be combined with --compare; list the presets with --compare-presets");
+    if (o.think && !o.chat) detail::bad(o.spelling("--think"), "needs --chat (it is the chat template's thinking mode)");
     if (!o.compare && o.was_given("--preset")) detail::check_preset_flags(o);  // else once the model's preset is known (choose_preset)
     if (!o.trace.empty()) {
         const auto ends = [&](std::string_view ext) {

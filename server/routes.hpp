@@ -137,7 +137,7 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
                       const std::shared_ptr<typename Service::job>& j, const std::string& route, clock::time_point received) {
     try {
         r = parse_request(req.body, kind, svc.rules);
-        const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages) : r.prompt;
+        const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt;
         j->prompt = svc.model.tokenizer.encode(text);
         const registry::settings s = svc.settings_for(r);
         j->options.gen_length = s.gen_length;

@@ -101,6 +101,9 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
     CHECK(refused({"--batch", "0"}, cli::program::eval) == "--batch");
     CHECK(refused({"-p", "x"}, cli::program::eval) == "-p");
     CHECK(refused({"-p", "x", "--json", "f"}) == "--json");
+    CHECK(refused({"-p", "x", "--think"}) == "--think");  // the chat template's mode: needs --chat
+    CHECK(refused({"-p", "x", "--chat", "--think"}).empty());
+    CHECK(parse({"-p", "x", "--chat", "--think"}).think);
     // Options a preset's policies do not have (without --preset, choose_preset checks them against the model's).
     CHECK(refused({"-p", "x", "--preset", "cdlm", "--temp", "0.5"}) == "--temp");  // cdlm samples greedily
     CHECK(refused({"-p", "x", "--preset", "cdlm", "--temp", "0"}).empty());          // neutral values pass

@@ -73,6 +73,11 @@ TEST_CASE("server request: the OpenAI fields and dlm's extensions are read and c
     REQUIRE(c.messages.size() == 2);
     CHECK(c.messages[1].role == "user");
     CHECK(c.messages[1].content == "Hi");
+    CHECK(c.thinking == io::chat_thinking::off);
+    // vLLM's chat_template_kwargs: the template's thinking mode (Gemma 4's enable_thinking).
+    const auto t = parse_request(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"enable_thinking": true}})",
+                                 endpoint::chat, cdlm_rules());
+    CHECK(t.thinking == io::chat_thinking::on);
 }
 
 TEST_CASE("server request: every refusal names the field, and another model is 404") {
@@ -110,6 +115,12 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"messages": [{"role": "user"}]})", endpoint::chat) == "messages[0].content");
     CHECK(refused(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", endpoint::chat) == "messages[0].content[0].type");
     CHECK(refused(R"({"prompt": "x"})", endpoint::chat) == "prompt");  // the chat route reads messages
+    const std::string hi = R"("messages": [{"role": "user", "content": "Hi"}])";
+    CHECK(refused("{" + hi + R"(, "chat_template_kwargs": {"enable_thinking": 1}})", endpoint::chat) == "chat_template_kwargs.enable_thinking");
+    CHECK(refused("{" + hi + R"(, "chat_template_kwargs": {"tools": []}})", endpoint::chat) == "chat_template_kwargs.tools");
+    CHECK(refused("{" + hi + R"(, "chat_template_kwargs": []})", endpoint::chat) == "chat_template_kwargs");
+    CHECK(refused("{" + hi + R"(, "chat_template_kwargs": null})", endpoint::chat).empty());
+    CHECK(refused(R"({"prompt": "x", "chat_template_kwargs": {"enable_thinking": true}})") == "chat_template_kwargs");  // chat only
 
     try {
         (void)parse_request(R"({"model": "gpt-4", "prompt": "x"})", endpoint::completions, cdlm_rules());

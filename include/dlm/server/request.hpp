@@ -83,6 +83,7 @@ struct completion_request {
     bool stream = false;
     bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the token counts
     bool stream_canvas = false;  ///< dlm extension: also stream the whole canvas after every forward
+    io::chat_thinking thinking = io::chat_thinking::off;  ///< chat_template_kwargs.enable_thinking (vLLM's field)
 };
 
 /// The request field an engine or registry refusal is about ("gen_length" is the request's
@@ -309,6 +310,13 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
                 if (k != "include_usage") refuse("stream_options." + k, "unknown field");
                 r.include_usage = boolean("stream_options.include_usage", x);
             }
+        } else if (key == "chat_template_kwargs" && kind == endpoint::chat) {
+            if (v.is_null()) continue;
+            if (!v.is_object()) refuse(key, "must be an object {\"enable_thinking\": bool}");
+            for (const auto& [k, x] : v.items()) {
+                if (k != "enable_thinking") refuse(key + "." + k, "unknown field (dlm's chat templates read enable_thinking only)");
+                r.thinking = boolean(key + ".enable_thinking", x) ? io::chat_thinking::on : io::chat_thinking::off;
+            }
         } else if (key == "n") {
             if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
         } else if (key == "user") {
@@ -318,7 +326,8 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
         } else {
             refuse(key, "unknown field (dlm-server reads model, " + std::string(kind == endpoint::chat ? "messages" : "prompt") +
                             ", max_tokens, temperature, top_p, top_k, seed, stop, stream, stream_options, n, user, and dlm's "
-                            "threshold, editing_threshold, steps, block_length, stream_canvas)");
+                            "threshold, editing_threshold, steps, block_length, stream_canvas" +
+                            (kind == endpoint::chat ? std::string(", chat_template_kwargs") : std::string()) + ")");
         }
     }
     if (!has_input) refuse(kind == endpoint::chat ? "messages" : "prompt", "is required");
