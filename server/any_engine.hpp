@@ -43,7 +43,8 @@ public:
 
     virtual ~any_engine() = default;
     /// The mask, schedule and sampler of settings `s` for this engine's decoder; throws
-    /// dlm::invalid_parameter naming the option a policy refuses.
+    /// dlm::invalid_parameter naming the option a policy refuses. Reads no engine state, so the HTTP
+    /// workers call it while the engine thread steps; every other member is the engine thread's.
     [[nodiscard]] virtual policies make_policies(const registry::settings& s) const = 0;
     virtual sequence_id add(std::vector<token_id> prompt, const generation_options& o, const policies& p) = 0;
     virtual void step() = 0;
