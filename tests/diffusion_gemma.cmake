@@ -12,9 +12,9 @@ set(_dg ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
 foreach(f IN ITEMS config.json model.safetensors)
   configure_file(${DLM_TEST_DATA}/families/diffusion_gemma_tiny/${f} ${_dg}/${f} COPYONLY)
 endforeach()
-foreach(f IN ITEMS tokenizer.json tokenizer_config.json)
-  configure_file(${DLM_TEST_DATA}/cli/${f} ${_dg}/${f} COPYONLY)
-endforeach()
+configure_file(${DLM_TEST_DATA}/cli/tokenizer.json ${_dg}/tokenizer.json COPYONLY)
+# Gemma 4's chat format (a stand-in template: dlm recognises it by its <|turn> / <turn|> markers and writes it itself).
+configure_file(${DLM_TEST_DATA}/cli/tokenizer_config_gemma4.json ${_dg}/tokenizer_config.json COPYONLY)
 cli_case("default preset: a DiffusionGemma folder decodes with diffusion-gemma" dlm-generate
          ARGS "-m|${_dg}|-p|Tom has 3 apples|-n|32|--steps|6|--stats"
          EXPECT "preset: diffusion-gemma, the default for DiffusionGemmaForBlockDiffusion%%diffusion-gemma: [0-9]+ forwards, steps per block \\[[1-6] [1-6]\\]")

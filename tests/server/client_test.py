@@ -206,6 +206,18 @@ def case_uniform_state(args):
         st2, _, again2 = s.post("/v1/completions", {"prompt": "Tom has 3 apples", "seed": 5})
         check(st == st2 == 200 and json.loads(again)["choices"] == json.loads(again2)["choices"], "seed 5 twice differs")
         check(s.metric("dlm_forwards_total") > 0, "no forwards counted in /metrics")
+        # The folder's chat template is Gemma 4's: chat_template_kwargs.enable_thinking writes the prompt
+        # dlm-generate --chat --think writes, and thinking off the one of --chat alone.
+        answers = []
+        for think, extra in ((False, []), (True, ["--think"])):
+            want_chat = generate(args, "Tom has 3 apples", *flags, "--chat", *extra)
+            answers.append(want_chat)
+            body = {"messages": [{"role": "user", "content": "Tom has 3 apples"}], "chat_template_kwargs": {"enable_thinking": think}}
+            st, _, text = s.post("/v1/chat/completions", body)
+            check(st == 200, f"{st} {text}")
+            got = json.loads(text)["choices"][0]["message"]["content"]
+            check(got == want_chat, f"enable_thinking {think}: served {got!r}, dlm-generate {want_chat!r}")
+        check(answers[0] != answers[1], "the two prompts answer alike here, so this case cannot tell them apart")
     return 0
 
 
