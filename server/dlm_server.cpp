@@ -34,7 +34,7 @@
 #endif
 
 // The HTTP service once per model folder type (serve_cuda.cu's engines call the first).
-template int dlm::server::serve_engine<dlm::cli::loaded_model>(const dlm::cli::options&, dlm::server::any_engine&, dlm::cli::loaded_model&,
+template int dlm::server::serve_engine<dlm::cli::loaded_model>(const dlm::cli::options&, dlm::registry::any_engine&, dlm::cli::loaded_model&,
                                                                const dlm::registry::settings&, const std::string&, dlm::server::http::server&);
 
 namespace {

@@ -1,7 +1,7 @@
 // server/routes.hpp — dlm-server's HTTP routes (on server/http_server.hpp): each request is parsed and checked
 // (dlm/server/request.hpp), tokenized, handed to the engine thread (dlm/server/scheduler.hpp) and
 // answered whole or streamed as server-sent events (dlm/server/response.hpp, text_stream.hpp).
-// Compiled once for every preset: the engine is an any_engine (server/any_engine.hpp), whose
+// Compiled once for every preset: the engine is a registry::any_engine (dlm/registry/any_engine.hpp), whose
 // decoder type dlm_server.cpp picks at start. The quick routes
 // (/health, /ready, /metrics, /v1/models, unknown routes) are answered on the HTTP layer's I/O
 // thread; the completions on a worker thread, which waits for (or streams) the engine's results.
@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "any_engine.hpp"
 #include "cli/model.hpp"
 #include "http_server.hpp"
 #include "preset_rules.hpp"
 
 #include <dlm/engine.hpp>
+#include <dlm/registry/any_engine.hpp>
 #include <dlm/registry/policies.hpp>
 #include <dlm/server/metrics.hpp>
 #include <dlm/server/request.hpp>
@@ -35,11 +35,11 @@ namespace dlm::server {
 /// the engine's scheduler.
 template <class Loaded = cli::loaded_model>
 struct service {
-    using scheduler_type = scheduler<any_engine>;
+    using scheduler_type = scheduler<registry::any_engine>;
     using job = typename scheduler_type::job;
 
     const Loaded& model;
-    const any_engine& engine;
+    const registry::any_engine& engine;
     registry::settings base;     ///< the preset's settings from the flags and the model's hints
     request_rules rules;
     scheduler_type& sched;
@@ -52,7 +52,7 @@ struct service {
     /// The decoder settings of one request: the server's, with the request's overrides.
     [[nodiscard]] registry::settings settings_for(const completion_request& r) const { return request_settings(base, steps_given, r); }
 
-    [[nodiscard]] any_engine::policies policies_for(const registry::settings& s) const { return engine.make_policies(s); }
+    [[nodiscard]] registry::any_engine::policies policies_for(const registry::settings& s) const { return engine.make_policies(s); }
 
     /// The answer's tokens that may be shown: before the first EOS, at most max_tokens.
     [[nodiscard]] std::span<const token_id> shown(std::span<const token_id> tokens, index_t max_tokens) const {

@@ -1,6 +1,6 @@
 // server/serve.hpp — dlm-server once its model is loaded: one preset's decoder on one model (the CPU
 // transformer or cpu::diffusion_gemma, or the CUDA transformer with --device cuda: server/serve_cuda.cu)
-// made into an engine_of<Decoder>, then served by serve_engine (server/serve_engine.hpp), which is
+// made into a registry::engine_of<Decoder> (dlm/registry/any_engine.hpp), then served by serve_engine (server/serve_engine.hpp), which is
 // compiled once, in dlm_server.cpp, for every preset and device. Shared by both translation units.
 #pragma once
 
@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include <dlm/registry/any_engine.hpp>
 #include <dlm/registry/table.hpp>
 
-#include "any_engine.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "http_server.hpp"
@@ -26,7 +26,7 @@ inline std::atomic<bool> serving{false};
 /// tokenizer, chat format and config) until a signal has drained the server; 0 then. Defined in
 /// server/serve_engine.hpp, instantiated in dlm_server.cpp.
 template <class Loaded>
-int serve_engine(const cli::options& o, any_engine& eng, Loaded& m, const registry::settings& s, const std::string& model_id,
+int serve_engine(const cli::options& o, registry::any_engine& eng, Loaded& m, const registry::settings& s, const std::string& model_id,
                  http::server& http);
 
 /// Serves `model` with the preset's decoder `Decoder` (its engine runs the decoder's stepper: the
@@ -35,7 +35,7 @@ template <class Decoder, class Loaded>
 int serve(const cli::options& o, typename Decoder::model_type& model, Loaded& m, const registry::settings& s,
           const std::string& model_id, http::server& http) {
     Decoder dec = registry::make_decoder<Decoder>(model, s);
-    std::optional<engine_of<Decoder>> made;
+    std::optional<registry::engine_of<Decoder>> made;
     try {
         made.emplace(dec, prompt_cache_options{.bytes = static_cast<std::uint64_t>(o.prompt_cache_mib) << 20});
     } catch (const invalid_parameter& e) {  // a prompt cache asked of a preset that cannot keep one exactly

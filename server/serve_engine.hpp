@@ -18,11 +18,11 @@
 namespace dlm::server {
 
 template <class Loaded>
-int serve_engine(const cli::options& o, any_engine& eng, Loaded& m, const registry::settings& s, const std::string& model_id,
+int serve_engine(const cli::options& o, registry::any_engine& eng, Loaded& m, const registry::settings& s, const std::string& model_id,
                  http::server& http) {
     metrics stats;
     stats.model_name = model_id;
-    scheduler<any_engine> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
+    scheduler<registry::any_engine> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
                                 [threads = o.threads] { cli::set_threads(threads); });
     const bool steps_given = o.was_given("--steps");
     service<Loaded> svc{m,     eng,   s,     rules_for(s, steps_given, m.model.max_context(), model_id),

@@ -2,3 +2,5 @@
 dlm_test(test_engine test_engine.cpp CPU)
 # The prompt cache: its radix tree over token blocks, and exact K/V reuse across the engine's requests.
 dlm_test(test_prompt_cache test_prompt_cache.cpp CPU)
+# The engine behind one run-time interface (registry/any_engine.hpp), as dlm-server and Python drive it.
+dlm_test(test_any_engine test_any_engine.cpp CPU)

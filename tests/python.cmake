@@ -40,14 +40,17 @@ set(_cases
     "the engine adds, steps, cancels and finishes, and forwards arrive as numpy|test_engine.py"
     "resident memory stays bounded over many calls|test_leaks.py"
     "policies composed by name decode as the preset they spell and refusals name the axis|test_compose.py"
-    "every Python example of docs/python.md runs|test_docs.py")
+    "every Python example of docs/python.md runs|test_docs.py"
+    "a DiffusionGemma folder decodes as dlm-generate decodes it, thinking on and off|test_uniform_state.py")
 foreach(_case IN LISTS _cases)
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_PYTHON_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
-                   --dlm-generate $<TARGET_FILE:dlm-generate>)
+                   --dlm-generate $<TARGET_FILE:dlm-generate>
+                   # the tiny DiffusionGemma folder with a tokenizer that tests/diffusion_gemma.cmake writes
+                   --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
   set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
 endforeach()
 

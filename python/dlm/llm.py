@@ -23,7 +23,8 @@ Schedule = Callable[[_dlm.ScheduleStep], Iterable[int]]
 #: Policies by name (dlm.policies()); every axis not named is the preset's.
 _AXES = ("mask", "cache", "schedule", "sampler")
 
-_OPTIONS = ("gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed")
+_OPTIONS = ("gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed",
+            "editing_threshold")
 
 
 def default_model_path() -> str:
@@ -113,22 +114,25 @@ class Engine:
     def settings(self) -> _dlm.Settings:
         return self._engine.settings
 
-    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False, **options) -> int:
+    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False, think: bool = False,
+            **options) -> int:
         """Queues a prompt (text or token ids); it joins at the next step(). Returns its id.
 
         Options (gen_length, block_length, steps, threshold, temperature, top_k, top_p, seed, ...)
         give this sequence its own settings over the engine's: its generation length and its own
         mask, schedule and sampler, resolved and checked as the engine's were; it decodes as it
-        would alone with them."""
-        ids = self._llm._tokens(prompt, chat)
+        would alone with them. chat wraps a text prompt in the model's chat template; think also
+        opens the template's thinking mode (Gemma 4's enable_thinking)."""
+        ids = self._llm._tokens(prompt, chat, think)
         own = self._llm.settings(**{**self._options, **options}) if options else None
         seq = self._engine.add(ids, seed, cfg, own)
         self._prompts[seq] = ids
         return seq
 
-    def add_batch(self, prompts: Sequence[Prompt], *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False) -> list:
+    def add_batch(self, prompts: Sequence[Prompt], *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False,
+                  think: bool = False) -> list:
         """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
-        lists = [self._llm._tokens(p, chat) for p in prompts]
+        lists = [self._llm._tokens(p, chat, think) for p in prompts]
         ids = self._engine.add_batch(lists, seed, cfg)
         self._prompts.update(zip(ids, lists))
         return ids
@@ -167,10 +171,12 @@ class Engine:
 
 
 class LLM:
-    """A model (a Hugging Face folder or a .gguf file) with its tokenizer, decoded on the CPU.
+    """A model (a Hugging Face folder or a .gguf file; a DiffusionGemma folder too) with its tokenizer,
+    decoded on the CPU.
 
     Options of generate(), stream() and engine() are the registry's (docs/policies.md): gen_length,
-    block_length, steps, threshold, eps, alg_temp, algorithm, temperature, top_k, top_p, seed; an
+    block_length, steps, threshold, eps, alg_temp, algorithm, temperature, top_k, top_p, seed,
+    editing_threshold; an
     option the preset's policies do not have raises dlm.InvalidParameter naming it. mask=, cache=,
     schedule= and sampler= compose policies by name (dlm.policies()) instead of a preset's.
     """
@@ -190,9 +196,9 @@ class LLM:
         """(name, description) of every preset of the registry."""
         return _dlm.presets()
 
-    def encode(self, text: str, chat: bool = False) -> list:
-        """The prompt's ids (chat: wrapped in the model's chat template)."""
-        return self.model.encode(text, chat)
+    def encode(self, text: str, chat: bool = False, think: bool = False) -> list:
+        """The prompt's ids (chat: wrapped in the model's chat template; think: with its thinking mode on)."""
+        return self.model.encode(text, chat, think)
 
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
         return self.model.decode(list(tokens), skip_special)
@@ -221,14 +227,14 @@ class LLM:
         named = {k: v for k, v in named.items() if v is not None}
         return Engine(self, self.settings(**named, **options), fn, stop_at_eos, {**named, **options})
 
-    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, cfg: float = 0.0,
-                 schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True, **options) -> list:
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: bool = False,
+                 cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True, **options) -> list:
         """Decodes the prompts (text, token ids, or a list of either) as one batch; one Output each,
-        in order. A single prompt decodes exactly as dlm-generate decodes it. mask=, cache=,
-        schedule= and sampler= name policies to compose (settings())."""
+        in order. A single prompt decodes exactly as dlm-generate decodes it (chat and think as its
+        --chat and --think). mask=, cache=, schedule= and sampler= name policies to compose (settings())."""
         batch = self._batch(prompts)
         eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
-        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat)
+        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat, think=think)
         done: dict = {}
         while not eng.idle:
             eng.step()
@@ -238,8 +244,9 @@ class LLM:
             done[out.id] = out
         return [done[i] for i in ids]
 
-    def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, canvases: bool = False,
-               cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True, **options) -> Iterator[Delta]:
+    def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: bool = False,
+               canvases: bool = False, cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True,
+               **options) -> Iterator[Delta]:
         """Decodes the prompts (one, or a list decoded as one batch, as generate()) and yields, after
         each forward, each prompt's text and tokens that became final (the committed prefix's
         growth), tagged with the prompt's index (Delta.index): the texts of one index concatenate to
@@ -247,7 +254,7 @@ class LLM:
         canvas, for visualisation. Each prompt's last Delta carries its Output."""
         batch = self._batch(prompts)
         eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
-        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat)
+        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat, think=think)
         index = {seq: i for i, seq in enumerate(ids)}
         eos = set(self.model.eos_ids)
         texts = {seq: _dlm.TextStream() for seq in ids}
@@ -278,9 +285,9 @@ class LLM:
         owns the buffer the model wrote (no copy). mask: "bidirectional" or "causal". GIL released."""
         return _dlm.forward(self.model, list(tokens), mask)
 
-    def _tokens(self, prompt: Prompt, chat: bool) -> list:
+    def _tokens(self, prompt: Prompt, chat: bool, think: bool = False) -> list:
         if isinstance(prompt, str):
-            return self.model.encode(prompt, chat)
+            return self.model.encode(prompt, chat, think)
         return [int(t) for t in prompt]
 
     @staticmethod

@@ -1,15 +1,14 @@
-// python/src/any_engine.hpp — dlm::engine behind one run-time interface, so Python can pick a preset
-// by name: the registry's visitor (dlm/registry/table.hpp) instantiates the engine of each preset's
-// decoder type over the CPU transformer, and an engine whose schedule is a Python callable over the
-// mask, cache and sampler of a preset; or the composed decoder of four policies named in the policy
-// name table (registry/compose.hpp: only its mask x cache pairs are instantiated).
+// python/src/any_engine.hpp — the engines Python picks by name, each a registry::any_engine
+// (dlm/registry/any_engine.hpp, the interface dlm-server drives too): the registry's visitor
+// (dlm/registry/table.hpp) instantiates the engine of each preset's decoder type over the CPU
+// transformer, and an engine whose schedule is a Python callable over the mask, cache and sampler of
+// a preset; or the composed decoder of four policies named in the policy name table
+// (registry/compose.hpp: only its mask x cache pairs are instantiated); or, over DiffusionGemma, the
+// engine of its uniform-state preset.
 //
-//   auto eng = dlm::python::make_engine(model, settings, nullptr);          // the preset's own schedule
-//   auto id = eng->add(prompt, {.gen_length = settings.gen_length, .seed = 7}, nullptr);
+//   auto eng = dlm::python::make_engine(*model, settings, nullptr);         // the preset's own schedule
+//   auto id = eng->add(prompt, {.gen_length = settings.gen_length, .seed = 7});
 //   while (!eng->idle()) eng->step();
-//
-// Only the engine's public API is used (add, add_batch, step, cancel, take_finished,
-// committed_prefix, canvas, idle, active, stats).
 #pragma once
 
 #include <cstdint>
@@ -20,94 +19,39 @@
 #include <utility>
 #include <vector>
 
+#include <dlm/cpu/diffusion_gemma.hpp>
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/engine.hpp>
+#include <dlm/registry/any_engine.hpp>
 #include <dlm/registry/compose.hpp>
 #include <dlm/registry/policies.hpp>
 #include <dlm/registry/table.hpp>
 
+#include "py_model.hpp"
 #include "py_schedule.hpp"
 
 namespace dlm::python {
 
-/// What one step did to one sequence (engine::step_report, for every decoder type).
-struct step_report {
-    std::uint64_t id = 0;
-    std::vector<index_t> committed;
-    bool finished = false;
-};
-
-/// An engine of some decoder type over the CPU transformer.
-class any_engine {
-public:
-    virtual ~any_engine() = default;
-    /// Queues a prompt; with `own`, its own mask, schedule and sampler built from those settings (of
-    /// this engine's preset or composition: engine::policies), else the engine's.
-    virtual std::uint64_t add(std::vector<token_id> prompt, const generation_options& o, const registry::settings* own) = 0;
-    virtual std::vector<std::uint64_t> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) = 0;
-    virtual std::vector<step_report> step() = 0;
-    virtual void cancel(std::uint64_t id) = 0;
-    virtual std::vector<std::pair<std::uint64_t, sequence_result>> take_finished() = 0;
-    [[nodiscard]] virtual std::span<const token_id> committed_prefix(std::uint64_t id) const = 0;
-    [[nodiscard]] virtual std::span<const token_id> canvas(std::uint64_t id) const = 0;
-    [[nodiscard]] virtual bool idle() const = 0;
-    [[nodiscard]] virtual std::size_t active() const = 0;
-    [[nodiscard]] virtual decode_stats stats() const = 0;
-    /// The Python schedule of this engine, or null.
-    [[nodiscard]] virtual py_callable* schedule_callable() const { return nullptr; }
-};
-
-template <class Decoder>
-class engine_of final : public any_engine {
-public:
-    explicit engine_of(Decoder&& d, std::shared_ptr<py_callable> fn = {}) : dec_(std::move(d)), eng_(dec_), fn_(std::move(fn)) {}
-
-    std::uint64_t add(std::vector<token_id> prompt, const generation_options& o, const registry::settings* own) override {
-        typename engine<Decoder>::policies p;
-        if (own) {
-            p.mask = registry::make_policy<typename Decoder::mask_type>(*own);
-            p.sampler = registry::make_policy<typename Decoder::sampler_type>(*own);
-            // A Python schedule has no options: every sequence shares the engine's callable.
-            if constexpr (!std::is_same_v<typename Decoder::schedule_type, py_schedule>)
-                p.schedule = registry::make_policy<typename Decoder::schedule_type>(*own);
-        }
-        return eng_.add(std::move(prompt), o, p);
-    }
-    std::vector<std::uint64_t> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) override {
-        return eng_.add_batch(prompts, o);
-    }
-    std::vector<step_report> step() override {
-        std::vector<step_report> out;
-        for (const auto& r : eng_.step()) out.push_back({r.id, r.committed, r.finished});
-        return out;
-    }
-    void cancel(std::uint64_t id) override { eng_.cancel(id); }
-    std::vector<std::pair<std::uint64_t, sequence_result>> take_finished() override { return eng_.take_finished(); }
-    std::span<const token_id> committed_prefix(std::uint64_t id) const override { return eng_.committed_prefix(id); }
-    std::span<const token_id> canvas(std::uint64_t id) const override { return eng_.canvas(id); }
-    bool idle() const override { return eng_.idle(); }
-    std::size_t active() const override { return eng_.active(); }
-    decode_stats stats() const override { return eng_.stats(); }
-    py_callable* schedule_callable() const override { return fn_.get(); }
-
-private:
-    Decoder dec_;
-    engine<Decoder> eng_;  // after dec_: it holds a pointer to it
-    std::shared_ptr<py_callable> fn_;
-};
+using registry::any_engine;
+using registry::engine_of;
+using registry::step_report;
 
 /// The engine of composition s.composed over `model` (registry::visit_composition), its policies
 /// configured from `s`. Compiled in its own translation unit (composed_engine.cpp): its decoder
 /// types, one per mask x cache pair, build beside the presets' rather than after them.
 [[nodiscard]] std::unique_ptr<any_engine> make_composed_engine(cpu::transformer& model, const registry::settings& s);
 
-/// The engine of preset s.preset over `model`, its policies configured from `s`; with `fn`, the
+/// The engine of preset s.preset (diffusion-gemma: the only one that fits) over DiffusionGemma.
+/// Compiled in its own translation unit (gemma_engine.cpp), beside the transformer's.
+[[nodiscard]] std::unique_ptr<any_engine> make_gemma_engine(cpu::diffusion_gemma& model, const registry::settings& s);
+
+/// The engine of preset s.preset over the transformer `model`, its policies configured from `s`; with `fn`, the
 /// preset's mask, cache and sampler and a schedule calling `fn` (stop_at_eos: CDLM's early stop).
 /// With s.composed, the composed decoder of those four policies (registry/compose.hpp); a Python
 /// schedule then is refused (it runs over a preset's policies). Throws dlm::invalid_parameter naming
 /// "schedule" for a preset whose cache depends on its schedule's sub-blocks (fast-dllm-v2 and its
 /// block-cache variant), which a Python schedule does not have.
-[[nodiscard]] inline std::unique_ptr<any_engine> make_engine(cpu::transformer& model, const registry::settings& s,
+[[nodiscard]] inline std::unique_ptr<any_engine> make_transformer_engine(cpu::transformer& model, const registry::settings& s,
                                                              std::shared_ptr<py_callable> fn, bool stop_at_eos = true) {
     using registry::builtin;
     if (s.composed) {
@@ -115,7 +59,7 @@ private:
         return make_composed_engine(model, s);
     }
     return registry::visit<cpu::transformer>(builtin, s.preset, [&]<class D>(std::type_identity<D>) -> std::unique_ptr<any_engine> {
-        if (!fn) return std::make_unique<engine_of<D>>(registry::make_decoder<D>(model, s));
+        if (!fn) return std::make_unique<engine_of<D>>(std::in_place, registry::make_decoder<D>(model, s));
         using P = registry::policies_of<D>;
         if constexpr (schedule_has_sub_block<typename P::schedule>) {
             throw invalid_parameter("schedule", "the " + std::string(builtin.name_of(s.preset)) +
@@ -125,7 +69,25 @@ private:
             using custom = decoder<cpu::transformer, typename P::mask, typename P::cache, py_schedule, typename P::sampler>;
             custom d(model, registry::make_policy<typename P::mask>(s), registry::make_policy<typename P::cache>(s), py_schedule{fn, stop_at_eos},
                      registry::make_policy<typename P::sampler>(s));
-            return std::make_unique<engine_of<custom>>(std::move(d), fn);
+            return std::make_unique<engine_of<custom>>(std::in_place, std::move(d));
+        }
+    });
+}
+
+/// The engine of settings `s` over the folder `m` holds, whichever model it is (make_transformer_engine
+/// or make_gemma_engine). DiffusionGemma refuses a Python schedule, naming "schedule": its steps redraw
+/// every slot of the canvas, not a choice among masked slots.
+[[nodiscard]] inline std::unique_ptr<any_engine> make_engine(py_model& m, const registry::settings& s, std::shared_ptr<py_callable> fn,
+                                                             bool stop_at_eos = true) {
+    return m.visit([&]<class Model>(cli::basic_loaded_model<Model>& folder) -> std::unique_ptr<any_engine> {
+        if constexpr (std::is_same_v<Model, cpu::diffusion_gemma>) {
+            if (fn)
+                throw invalid_parameter("schedule", "DiffusionGemma is a uniform-state model: each step redraws every slot of its canvas, "
+                                                    "so there is no choice among masked slots for a Python schedule to make; use its "
+                                                    "diffusion-gemma preset");
+            return make_gemma_engine(folder.model, s);
+        } else {
+            return make_transformer_engine(folder.model, s, std::move(fn), stop_at_eos);
         }
     });
 }

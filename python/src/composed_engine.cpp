@@ -10,7 +10,7 @@ std::unique_ptr<any_engine> make_composed_engine(cpu::transformer& model, const 
     if (!s.composed) throw contract_error("dlm: make_composed_engine needs settings of a composition");
     std::unique_ptr<any_engine> out;
     registry::visit_composition<cpu::transformer>(*s.composed, [&]<class D>(std::type_identity<D>) {
-        out = std::make_unique<engine_of<D>>(registry::make_decoder<D>(model, s));
+        out = std::make_unique<engine_of<D>>(std::in_place, registry::make_decoder<D>(model, s));
     });
     return out;
 }

@@ -33,6 +33,7 @@
 #include "cli/model.hpp"
 #include "cli/presets.hpp"
 #include "errors.hpp"
+#include "py_model.hpp"
 #include "py_schedule.hpp"
 
 namespace nb = nanobind;
@@ -40,15 +41,6 @@ using namespace nb::literals;
 
 namespace dlm::python {
 namespace {
-
-/// A loaded model as Python holds it (shared by the engines made from it). Its forward uses the
-/// model's own scratch buffers, so forwards over one model run one at a time: every forward and step
-/// takes `forwards` (after releasing the GIL, so a Python schedule inside a step can take it back).
-struct py_model : cli::loaded_model {
-    explicit py_model(cli::loaded_model&& m) : cli::loaded_model(std::move(m)) {}
-    std::mutex forwards;
-};
-using model_ptr = std::shared_ptr<py_model>;
 
 /// A numpy array owning `v` (moved, not copied).
 template <class T>
@@ -71,16 +63,23 @@ model_ptr load(const std::string& path, const std::string& dtype) {
     if (!dtype.empty() && dtype != "f32" && dtype != "bf16" && dtype != "f16")
         throw invalid_parameter("dtype", "must be one of f32, bf16, f16 (or empty: as stored), got '" + dtype + "'");
     nb::gil_scoped_release unlocked;
-    return std::make_shared<py_model>(cli::load_model(path, dtype));
+    return load_model(path, dtype);
 }
 
-/// The logits of one forward over `tokens` (every row), under a causal or bidirectional mask, as a
-/// rows x vocab float32 array that owns the buffer the model wrote (no copy).
+/// The logits of one forward of the transformer over `tokens` (every row), under a causal or
+/// bidirectional mask, as a rows x vocab float32 array that owns the buffer the model wrote (no copy).
 nb::ndarray<nb::numpy, float, nb::ndim<2>> forward(const model_ptr& m, std::vector<token_id> tokens, const std::string& mask) {
+    if (m->uniform_state())
+        throw invalid_parameter("model", "forward runs the transformer families; DiffusionGemma's denoiser reads an encoded prompt context "
+                                         "and self-conditioning state that only its engine keeps (use generate or engine)");
+    auto& model = m->visit([]<class M>(cli::basic_loaded_model<M>& x) -> cpu::transformer& {
+        if constexpr (std::is_same_v<M, cpu::transformer>) return x.model;
+        else throw contract_error("dlm: forward over a model that is not the transformer");
+    });
     if (tokens.empty()) throw invalid_parameter("tokens", "must hold at least one token");
     if (mask != "bidirectional" && mask != "causal") throw invalid_parameter("mask", "must be 'bidirectional' or 'causal', got '" + mask + "'");
     const auto n = static_cast<index_t>(tokens.size());
-    const auto vocab = static_cast<std::size_t>(m->model.vocab_size());
+    const auto vocab = static_cast<std::size_t>(model.vocab_size());
     auto* logits = new std::vector<float>(static_cast<std::size_t>(n) * vocab);
     nb::capsule owner(logits, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
     {
@@ -88,8 +87,8 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> forward(const model_ptr& m, std::vect
         const std::lock_guard one_at_a_time(m->forwards);
         using request = forward_request<cpu::transformer::kv_cache>;
         const request rq{tokens, canvas_layout{0, n, n, false}, forward_plan{0, n, 0, n, 0, 0, n}, nullptr};
-        if (mask == "causal") m->model.forward(std::span<const request>(&rq, 1), causal_mask{}, std::span<float>(*logits));
-        else m->model.forward(std::span<const request>(&rq, 1), bidirectional_mask{}, std::span<float>(*logits));
+        if (mask == "causal") model.forward(std::span<const request>(&rq, 1), causal_mask{}, std::span<float>(*logits));
+        else model.forward(std::span<const request>(&rq, 1), bidirectional_mask{}, std::span<float>(*logits));
     }
     return nb::ndarray<nb::numpy, float, nb::ndim<2>>(logits->data(), {static_cast<std::size_t>(n), vocab}, owner);
 }
@@ -112,21 +111,28 @@ registry::settings resolve(const model_ptr& m, const std::string& preset, std::o
                            std::optional<index_t> block_length, std::optional<index_t> steps, std::optional<double> threshold,
                            std::optional<double> eps, std::optional<double> alg_temp, std::optional<std::string> algorithm,
                            std::optional<float> temperature, std::optional<index_t> top_k, std::optional<float> top_p,
-                           std::optional<std::uint64_t> seed) {
-    const registry::preset_id id = preset.empty() ? cli::model_preset(*m).preset : preset_of(preset);
-    registry::check_fits<cpu::transformer>(registry::builtin, id);  // as dlm-generate: a preset that does not fit the model first
-    registry::choices c{gen_length, block_length, steps, threshold, eps, alg_temp, std::nullopt, temperature, top_k, top_p, seed};
+                           std::optional<std::uint64_t> seed, std::optional<double> editing_threshold) {
+    const registry::preset_id id = preset.empty() ? m->visit([](const auto& x) { return cli::model_preset(x).preset; }) : preset_of(preset);
+    // As dlm-generate: a preset that does not fit the model is refused first.
+    m->visit([&]<class M>(const cli::basic_loaded_model<M>&) { registry::check_fits<M>(registry::builtin, id); });
+    const auto& hints = m->visit([](const auto& x) -> const auto& { return x.hints; });
+    registry::choices c{gen_length, block_length, steps,  threshold, eps,  alg_temp,         std::nullopt,
+                        temperature, top_k,      top_p, seed,      editing_threshold};
     if (algorithm) {
         c.alg = registry::algorithm_from_name(*algorithm);
         if (!c.alg) throw invalid_parameter("algorithm", "unknown algorithm '" + *algorithm + "' (origin, maskgit_plus, topk_margin, entropy, random)");
     }
-    if (!mask && !cache && !schedule && !sampler) return registry::resolve(registry::builtin, id, c, m->hints);
+    if (!mask && !cache && !schedule && !sampler) return registry::resolve(registry::builtin, id, c, hints);
+    if (m->uniform_state())
+        throw invalid_parameter(mask ? "mask" : cache ? "cache" : schedule ? "schedule" : "sampler",
+                                "DiffusionGemma decodes with its diffusion-gemma preset's policies; the policy name table composes "
+                                "masked-diffusion decoders");
     registry::composition comp = registry::composition_of(registry::builtin, id);
     name_row(registry::masks, comp.mask, mask);
     name_row(registry::caches, comp.cache, cache);
     name_row(registry::schedules, comp.schedule, schedule);
     name_row(registry::samplers, comp.sampler, sampler);
-    registry::settings s = registry::resolve_composition(comp, c, m->hints);
+    registry::settings s = registry::resolve_composition(comp, c, hints);
     s.preset = id;  // where the policies not named came from
     return s;
 }
@@ -155,24 +161,23 @@ std::vector<std::pair<std::string, std::string>> rows_of(const List& list) {
 class py_engine {
 public:
     py_engine(model_ptr m, const registry::settings& s, nb::object schedule, bool stop_at_eos) : model_(std::move(m)), settings_(s) {
-        std::shared_ptr<py_callable> fn;
         if (!schedule.is_none()) {
             if (!PyCallable_Check(schedule.ptr())) throw invalid_parameter("schedule", "must be callable (ScheduleStep -> indices to commit)");
-            fn = std::make_shared<py_callable>(schedule);
+            fn_ = std::make_shared<py_callable>(schedule);
         }
-        eng_ = make_engine(model_->model, settings_, std::move(fn), stop_at_eos);
+        eng_ = make_engine(*model_, settings_, fn_, stop_at_eos);
     }
 
     /// With `own`: the sequence's own settings (of this engine's preset or composition), for its
     /// generation length, seed, mask, schedule and sampler.
     std::uint64_t add(std::vector<token_id> prompt, std::optional<std::uint64_t> seed, double cfg, const registry::settings* own) {
         const auto lock = guard();
-        if (!own) return eng_->add(std::move(prompt), options(seed, cfg), nullptr);
+        if (!own) return eng_->add(std::move(prompt), options(seed, cfg));
         if (own->composed != settings_.composed || (!own->composed && own->preset != settings_.preset))
             throw invalid_parameter("settings", "a sequence's own settings must be of the engine's preset or composition (" + describe() + ")");
         generation_options o = options(seed.value_or(own->seed), cfg);
         o.gen_length = own->gen_length;
-        return eng_->add(std::move(prompt), o, own);
+        return eng_->add(std::move(prompt), o, eng_->make_policies(*own));
     }
     std::vector<std::uint64_t> add_batch(const std::vector<std::vector<token_id>>& prompts, std::optional<std::uint64_t> seed, double cfg) {
         const auto lock = guard();
@@ -186,7 +191,7 @@ public:
             const std::lock_guard one_at_a_time(model_->forwards);
             r = eng_->step();
         }
-        if (py_callable* fn = eng_->schedule_callable()) fn->reraise_pending();
+        if (fn_) fn_->reraise_pending();
         return r;
     }
     void cancel(std::uint64_t id) {
@@ -228,6 +233,7 @@ private:
 
     model_ptr model_;
     registry::settings settings_;
+    std::shared_ptr<py_callable> fn_;  // the Python schedule, or null
     std::unique_ptr<any_engine> eng_;
     std::mutex busy_;
 };
@@ -237,25 +243,36 @@ const char* status_name(sequence_status s) {
 }
 
 void bind_model(nb::module_& m) {
-    nb::class_<py_model>(m, "Model", "A loaded model (CPU transformer), its tokenizer and chat format.")
-        .def_prop_ro("path", [](const py_model& x) { return x.dir.string(); })
-        .def_prop_ro("vocab_size", [](const py_model& x) { return x.model.vocab_size(); })
-        .def_prop_ro("mask_id", [](const py_model& x) { return x.model.mask_id(); })
-        .def_prop_ro("eos_ids", [](const py_model& x) {
+    // Each property reads the folder held, whichever model it is (py_model::visit).
+    const auto of = [](auto f) { return [f](const py_model& x) { return x.visit(f); }; };
+    nb::class_<py_model>(m, "Model", "A loaded model (the CPU transformer, or DiffusionGemma), its tokenizer and chat format.")
+        .def_prop_ro("path", of([](const auto& x) { return x.dir.string(); }))
+        .def_prop_ro("vocab_size", of([](const auto& x) { return x.model.vocab_size(); }))
+        .def_prop_ro("mask_id", of([](const auto& x) { return x.model.mask_id(); }),
+                     "The id of a not yet committed slot (DiffusionGemma: its pad id, which its canvases never hold).")
+        .def_prop_ro("eos_ids", of([](const auto& x) {
             const auto e = x.model.eos_ids();
             return std::vector<token_id>(e.begin(), e.end());
-        })
-        .def_prop_ro("logits_shift", [](const py_model& x) { return x.model.logits_shift(); })
-        .def_prop_ro("architecture", [](const py_model& x) { return std::string(io::architecture_class(x.model.config().arch)); })
-        .def_prop_ro("default_preset", [](const py_model& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); })
-        .def_prop_ro("has_chat_template", [](const py_model& x) { return x.chat != io::chat_format::none; })
-        .def_prop_ro("weight_type", [](const py_model& x) { return x.model.weight_type(); })
-        .def("encode", [](const py_model& x, const std::string& text, bool chat) { return cli::encode_prompt(x, text, chat); },
-             "text"_a, "chat"_a = false)
+        }))
+        .def_prop_ro("logits_shift", of([](const auto& x) { return x.model.logits_shift(); }))
+        .def_prop_ro("architecture", &py_model::architecture)
+        .def_prop_ro("uniform_state", &py_model::uniform_state,
+                     "Whether the model is a uniform-state diffusion model (DiffusionGemma): canvases start from random tokens.")
+        .def_prop_ro("default_preset", of([](const auto& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); }))
+        .def_prop_ro("has_chat_template", of([](const auto& x) { return x.chat != io::chat_format::none; }))
+        .def_prop_ro("weight_type", of([](const auto& x) { return std::string(x.model.weight_type()); }))
+        .def("encode", [](const py_model& x, const std::string& text, bool chat, bool think) {
+                 if (think && !chat) throw invalid_parameter("think", "writes the chat template's thinking turn: it needs chat=True");
+                 return x.visit([&](const auto& f) {
+                     return cli::encode_prompt(f, text, chat, think ? io::chat_thinking::on : io::chat_thinking::off);
+                 });
+             }, "text"_a, "chat"_a = false, "think"_a = false)
         .def("decode", [](const py_model& x, const std::vector<token_id>& ids, bool skip_special) {
-                 return x.tokenizer.decode(ids, skip_special);
+                 return x.visit([&](const auto& f) { return f.tokenizer.decode(ids, skip_special); });
              }, "tokens"_a, "skip_special"_a = true)
-        .def("answer_text", [](const py_model& x, const sequence_result& r) { return cli::answer_text(x, r); }, "result"_a);
+        .def("answer_text", [](const py_model& x, const sequence_result& r) {
+                 return x.visit([&](const auto& f) { return cli::answer_text(f, r); });
+             }, "result"_a);
     // Held by shared_ptr in Python so engines keep their model alive.
     m.def("load", &load, "path"_a, "dtype"_a = "");
     m.def("forward", &forward, "model"_a, "tokens"_a, "mask"_a = "bidirectional");
@@ -279,6 +296,7 @@ void bind_settings(nb::module_& m) {
         .def_ro("top_k", &settings::top_k)
         .def_ro("top_p", &settings::top_p)
         .def_ro("seed", &settings::seed)
+        .def_ro("editing_threshold", &settings::editing_threshold)
         .def("source", [](const settings& s, const std::string& option) {
             const auto o = registry::option_of_parameter(option);
             if (!o) throw invalid_parameter("option", "no option '" + option + "'");
@@ -288,7 +306,8 @@ void bind_settings(nb::module_& m) {
     m.def("resolve", &resolve, "model"_a, "preset"_a = "", "mask"_a = nb::none(), "cache"_a = nb::none(), "schedule"_a = nb::none(),
           "sampler"_a = nb::none(), "gen_length"_a = nb::none(), "block_length"_a = nb::none(), "steps"_a = nb::none(),
           "threshold"_a = nb::none(), "eps"_a = nb::none(), "alg_temp"_a = nb::none(), "algorithm"_a = nb::none(),
-          "temperature"_a = nb::none(), "top_k"_a = nb::none(), "top_p"_a = nb::none(), "seed"_a = nb::none());
+          "temperature"_a = nb::none(), "top_k"_a = nb::none(), "top_p"_a = nb::none(), "seed"_a = nb::none(),
+          "editing_threshold"_a = nb::none());
     m.def("policies", [] {
         return std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>{
             {"mask", rows_of(registry::masks)}, {"cache", rows_of(registry::caches)}, {"schedule", rows_of(registry::schedules)},
@@ -325,7 +344,8 @@ void bind_results(nb::module_& m) {
     nb::class_<step_report>(m, "StepReport")
         .def_ro("id", &step_report::id)
         .def_ro("committed", &step_report::committed)
-        .def_ro("finished", &step_report::finished);
+        .def_ro("finished", &step_report::finished)
+        .def_ro("edited", &step_report::edited);
     nb::class_<schedule_step>(m, "ScheduleStep", "What a Python schedule sees at one step; select by returning candidate indices.")
         .def_prop_ro("position", [](const schedule_step& s) { return to_numpy(std::span<const index_t>(s.position)); }, nb::rv_policy::move)
         .def_prop_ro("token", [](const schedule_step& s) { return to_numpy(std::span<const token_id>(s.token)); }, nb::rv_policy::move)

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def pytest_addoption(parser):
     parser.addoption("--models", default=str(ROOT / "models"), help="the shipped model folders (models/)")
+    parser.addoption("--diffusion-gemma", default="", help="a DiffusionGemma folder with a tokenizer (tests/diffusion_gemma.cmake makes one)")
     for program in ("dlm-generate", "dlm-eval", "dlm-server"):
         parser.addoption(f"--{program}", default="", help=f"the {program} program")
 
@@ -47,3 +48,11 @@ def dlm_server(request) -> str:
 def llm(models):
     import dlm
     return dlm.LLM(models / "cdlm")
+
+
+@pytest.fixture(scope="session")
+def diffusion_gemma(request) -> Path:
+    folder = request.config.getoption("--diffusion-gemma")
+    if not folder or not (Path(folder) / "config.json").is_file():
+        pytest.skip("no DiffusionGemma folder (pass --diffusion-gemma DIR)")
+    return Path(folder)

@@ -106,3 +106,20 @@ def test_streaming_several_prompts_tags_each_delta_with_its_prompt(llm, preset):
         assert all(d.output is None for d in mine[:-1])
     # A list of one prompt streams as the prompt alone.
     assert [d.text for d in llm.stream([PROMPT], preset, seed=7)] == [d.text for d in llm.stream(PROMPT, preset, seed=7)]
+
+
+def test_the_editing_threshold_reaches_the_schedule_as_dlm_generates_flag(models, dlm_generate):
+    teacher = dlm.LLM(models / "teacher")
+    answers = {}
+    for threshold in (0.0, 0.9):
+        p = subprocess.run([dlm_generate, "-m", str(models / "teacher"), "--preset", "cdlm-edit", "--editing-threshold", str(threshold), "-p",
+                            PROMPT], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        out = teacher.generate(PROMPT, "cdlm-edit", editing_threshold=threshold)[0]
+        assert out.text == p.stdout[:-1]
+        assert teacher.settings("cdlm-edit", editing_threshold=threshold).editing_threshold == threshold
+        answers[threshold] = (out.slots.tolist(), out.stats.forwards)
+    assert answers[0.0] != answers[0.9], "editing at any confidence and only above 0.9 decode alike here: the test could not tell"
+    with pytest.raises(dlm.InvalidParameter) as e:
+        teacher.generate(PROMPT, "cdlm", editing_threshold=0.5)
+    assert e.value.parameter == "editing_threshold"

@@ -141,3 +141,44 @@ def test_a_composed_engine_takes_per_sequence_settings_and_refuses_what_its_poli
     with pytest.raises(dlm.InvalidParameter) as e:
         llm.engine("cdlm").add(PROMPT, block_length=5)
     assert e.value.parameter == "block_length"
+
+
+def test_a_sequence_with_its_own_settings_keeps_the_engines_python_schedule(llm):
+    calls = {"n": 0}
+
+    def top_one(step):
+        calls["n"] += 1
+        return [int(np.argmax(step.probability))]
+
+    eng = llm.engine("llada", schedule=top_one)
+    a = eng.add(PROMPT, block_length=16, temperature=0.8, seed=5)  # its own mask and sampler, the engine's schedule
+    outs = {}
+    while not eng.idle:
+        eng.step()
+        outs.update((o.id, o) for o in eng.finished())
+    in_engine = calls["n"]
+    alone = llm.generate(PROMPT, "llada", schedule=top_one, block_length=16, temperature=0.8, seed=5)[0]
+    assert in_engine > 0 and calls["n"] == 2 * in_engine  # the callable decided every step of both
+    assert outs[a].slots.tolist() == alone.slots.tolist()
+    assert outs[a].commit_forward.tolist() == alone.commit_forward.tolist()
+    assert outs[a].stats.steps_per_block == alone.stats.steps_per_block
+
+
+def test_an_editing_presets_reports_name_the_slots_each_step_replaced(models):
+    teacher = dlm.LLM(models / "teacher")  # less sure of its drafts than the students: it edits them
+    eng = teacher.engine("cdlm-edit")
+    seq = eng.add("There are 8 cups with 5 marbles in each. How many marbles are there now?", seed=1)
+    edits = 0
+    while not eng.idle:
+        before = eng.canvas(seq).copy()
+        reports = eng.step()
+        if eng.idle or not any(r.id == seq and not r.finished for r in reports):
+            break
+        after = eng.canvas(seq)
+        for r in reports:
+            for p in r.edited:  # a filled slot given another token
+                assert int(before[p]) != teacher.model.mask_id and int(after[p]) != int(before[p])
+                edits += 1
+            for p in r.committed:
+                assert int(before[p]) == teacher.model.mask_id and int(after[p]) != teacher.model.mask_id
+    assert edits > 0, "the teacher's drafts get edited under cdlm-edit, so the reports are checked"

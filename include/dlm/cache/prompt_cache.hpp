@@ -86,22 +86,24 @@ template <class Mask>
     return s;
 }
 
+/// A prompt cache's counters since construction (tokens unless said otherwise).
+struct prompt_cache_counters {
+    std::uint64_t lookups = 0;          ///< requests looked up
+    std::uint64_t hit_lookups = 0;      ///< of them, requests that reused at least one block
+    std::uint64_t queried_tokens = 0;   ///< prompt tokens of the requests looked up (vLLM's prefix_cache_queries)
+    std::uint64_t hit_tokens = 0;       ///< prompt tokens whose K/V were reused (vLLM's prefix_cache_hits)
+    std::uint64_t inserted_tokens = 0;  ///< tokens whose K/V were added to the tree
+    std::uint64_t evicted_tokens = 0;   ///< tokens evicted to stay within the bound
+    std::uint64_t skipped_tokens = 0;   ///< final prompt tokens not inserted: the bound, the rest pinned
+};
+
 /// The bounded radix tree over token blocks of one model's K/V (see the header comment).
 template <class Model>
 class prompt_cache {
 public:
     using kv_type = typename Model::kv_cache;
 
-    /// Counters since construction (tokens unless said otherwise).
-    struct counters {
-        std::uint64_t lookups = 0;          ///< requests looked up
-        std::uint64_t hit_lookups = 0;      ///< of them, requests that reused at least one block
-        std::uint64_t queried_tokens = 0;   ///< prompt tokens of the requests looked up (vLLM's prefix_cache_queries)
-        std::uint64_t hit_tokens = 0;       ///< prompt tokens whose K/V were reused (vLLM's prefix_cache_hits)
-        std::uint64_t inserted_tokens = 0;  ///< tokens whose K/V were added to the tree
-        std::uint64_t evicted_tokens = 0;   ///< tokens evicted to stay within the bound
-        std::uint64_t skipped_tokens = 0;   ///< final prompt tokens not inserted: the bound, the rest pinned
-    };
+    using counters = prompt_cache_counters;
 
     struct node;
     /// One request's hold on the cache: what it may share, what it reused, the match it pins.

@@ -46,6 +46,16 @@ concept sampler_draws = requires(S s) {
     s.top_p = 1.f;
 };
 
+/// A policy whose options settings set (or that builds itself from them, P::from_settings): one a
+/// sequence's own settings may change. Any other (a schedule calling a Python function) is the same
+/// for every sequence, the decoder's own.
+template <class P>
+concept configured_by_settings =
+    requires(const settings& s) {
+        { P::from_settings(s) } -> std::same_as<P>;
+    } || mask_takes_block_length<P> || schedule_takes_steps<P> || schedule_takes_threshold<P> || schedule_takes_eps<P> ||
+    schedule_takes_editing_threshold<P> || schedule_takes_alg_temp<P> || schedule_remasks<P> || schedule_ranks_by_alg<P> || sampler_draws<P>;
+
 /// The policy types of a decoder type, read without instantiating it.
 template <class D>
 struct policies_of;
