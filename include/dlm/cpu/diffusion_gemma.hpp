@@ -302,12 +302,15 @@ private:
     void soft_embeddings(index_t m, const float* sc) {
         const index_t h = c_.hidden_size, v = c_.vocab_size;
         probs_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(v));
+        const kernel_table& kt = kernels();
         for_rows(m, 10.0 * v, [&](index_t r) {
             const float* s = sc + static_cast<std::ptrdiff_t>(r) * v;
             float* pr = probs_.data() + static_cast<std::ptrdiff_t>(r) * v;
             const float top = *std::max_element(s, s + v);
+            std::copy(s, s + v, pr);
+            kt.exp_shifted(pr, v, top);  // the attention softmax's exp (masked_softmax_row)
             double sum = 0;
-            for (index_t i = 0; i < v; ++i) sum += (pr[i] = std::exp(s[i] - top));
+            for (index_t i = 0; i < v; ++i) sum += pr[i];
             const float inv = static_cast<float>(1.0 / sum);
             for (index_t i = 0; i < v; ++i) pr[i] = round_to_held(pr[i] * inv);
         });
