@@ -27,6 +27,17 @@ _OPTIONS = ("gen_length", "block_length", "steps", "threshold", "eps", "alg_temp
             "editing_threshold")
 
 
+def _seed(seed: Optional[int]) -> Optional[int]:
+    """seed, checked: None or an integer in [0, 2^64) (the engine's seeds are 64-bit unsigned)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 1 << 64:
+        from .errors import InvalidParameter
+        raise InvalidParameter(f"invalid parameter 'seed': must be an integer in [0, 2^64), got {seed!r}", "seed",
+                               "must be an integer in [0, 2^64)")
+    return int(seed)
+
+
 def default_model_path() -> str:
     """$DLM_MODEL, else the CDLM student shipped inside the package (models/cdlm of the repository)."""
     env = os.environ.get("DLM_MODEL")
@@ -125,7 +136,7 @@ class Engine:
         opens the template's thinking mode (Gemma 4's enable_thinking)."""
         ids = self._llm._tokens(prompt, chat, think)
         own = self._llm.settings(**{**self._options, **options}) if options else None
-        seq = self._engine.add(ids, seed, cfg, own)
+        seq = self._engine.add(ids, _seed(seed), cfg, own)
         self._prompts[seq] = ids
         return seq
 
@@ -133,7 +144,7 @@ class Engine:
                   think: bool = False) -> list:
         """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
         lists = [self._llm._tokens(p, chat, think) for p in prompts]
-        ids = self._engine.add_batch(lists, seed, cfg)
+        ids = self._engine.add_batch(lists, _seed(seed), cfg)
         self._prompts.update(zip(ids, lists))
         return ids
 
@@ -214,6 +225,8 @@ class LLM:
             from .errors import InvalidParameter
             raise InvalidParameter(f"invalid parameter '{unknown[0]}': no such option (one of {', '.join(_OPTIONS)})", unknown[0],
                                    "no such option")
+        if "seed" in options:
+            options["seed"] = _seed(options["seed"])
         return _dlm.resolve(self.model, preset or "", mask, cache, schedule, sampler, **options)
 
     def engine(self, preset: Optional[str] = None, *, mask: Optional[str] = None, cache: Optional[str] = None,

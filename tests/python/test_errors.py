@@ -36,6 +36,14 @@ def test_an_out_of_range_value_and_an_unknown_option_are_refused(llm):
     with pytest.raises(dlm.InvalidParameter) as e:
         llm.generate("hi", "dream", algorithm="best")
     assert e.value.parameter == "algorithm"
+    for seed in (-1, 1 << 64, 1.5, "7"):  # the engine's seeds are 64-bit unsigned integers
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.generate("hi", seed=seed)
+        assert e.value.parameter == "seed"
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.engine().add("hi", seed=seed)
+        assert e.value.parameter == "seed"
+    assert llm.generate("hi", seed=(1 << 64) - 1)[0].finish_reason in ("stop", "length")
 
 
 def test_a_token_outside_the_vocabulary_is_refused_before_the_forward(llm):
