@@ -38,6 +38,17 @@ def _seed(seed: Optional[int]) -> Optional[int]:
     return int(seed)
 
 
+def _as_cfg(call):
+    """call(), with the engine's name for the guidance scale (cfg_scale) given as Python's (cfg)."""
+    from .errors import InvalidParameter
+    try:
+        return call()
+    except InvalidParameter as e:
+        if e.parameter != "cfg_scale":
+            raise
+        raise InvalidParameter(str(e).replace("'cfg_scale'", "'cfg'", 1), "cfg", e.rule) from None
+
+
 def default_model_path() -> str:
     """$DLM_MODEL, else the CDLM student shipped inside the package (models/cdlm of the repository)."""
     env = os.environ.get("DLM_MODEL")
@@ -136,7 +147,7 @@ class Engine:
         opens the template's thinking mode (Gemma 4's enable_thinking)."""
         ids = self._llm._tokens(prompt, chat, think)
         own = self._llm.settings(**{**self._options, **options}) if options else None
-        seq = self._engine.add(ids, _seed(seed), cfg, own)
+        seq = _as_cfg(lambda: self._engine.add(ids, _seed(seed), cfg, own))
         self._prompts[seq] = ids
         return seq
 
@@ -144,7 +155,7 @@ class Engine:
                   think: bool = False) -> list:
         """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
         lists = [self._llm._tokens(p, chat, think) for p in prompts]
-        ids = self._engine.add_batch(lists, _seed(seed), cfg)
+        ids = _as_cfg(lambda: self._engine.add_batch(lists, _seed(seed), cfg))
         self._prompts.update(zip(ids, lists))
         return ids
 
@@ -193,7 +204,11 @@ class LLM:
     """
 
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None):
-        if threads:
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+                from .errors import InvalidParameter
+                raise InvalidParameter(f"invalid parameter 'threads': must be an integer >= 1 (or None: every core), got {threads!r}",
+                                       "threads", "must be an integer >= 1")
             _dlm.set_threads(int(threads))
         self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype or "")
 

@@ -77,6 +77,10 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> forward(const model_ptr& m, std::vect
         else throw contract_error("dlm: forward over a model that is not the transformer");
     });
     if (tokens.empty()) throw invalid_parameter("tokens", "must hold at least one token");
+    // Bounded before the rows x vocab logits are allocated (as a decode's prompt + generation is).
+    if (tokens.size() > static_cast<std::size_t>(model.max_context()))
+        throw invalid_parameter("tokens", std::to_string(tokens.size()) + " tokens exceed the model's context of " +
+                                              std::to_string(model.max_context()) + " positions");
     if (mask != "bidirectional" && mask != "causal") throw invalid_parameter("mask", "must be 'bidirectional' or 'causal', got '" + mask + "'");
     const auto n = static_cast<index_t>(tokens.size());
     const auto vocab = static_cast<std::size_t>(model.vocab_size());

@@ -55,6 +55,29 @@ def test_a_token_outside_the_vocabulary_is_refused_before_the_forward(llm):
     assert e.value.parameter == "mask"
 
 
+def test_a_forward_longer_than_the_models_context_is_refused_before_its_logits_are_allocated(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.forward([1] * 100_000)
+    assert e.value.parameter == "tokens" and "context" in str(e.value)
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.forward([])
+    assert e.value.parameter == "tokens"
+
+
+def test_guidance_and_threads_are_named_as_python_spells_them(models, llm):
+    for cfg in (-1.0, float("nan")):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.generate("hi", "llada", cfg=cfg)
+        assert e.value.parameter == "cfg" and "'cfg'" in str(e.value)
+    with pytest.raises(dlm.InvalidParameter) as e:  # an exact cache has no unconditional canvas to guide with
+        llm.engine("cdlm").add("hi", cfg=1.0)
+    assert e.value.parameter == "cfg"
+    for threads in (0, -1, 1.5):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            dlm.LLM(models / "cdlm", threads=threads)
+        assert e.value.parameter == "threads"
+
+
 def test_a_missing_model_folder_names_the_path(tmp_path):
     with pytest.raises(dlm.FileError) as e:
         dlm.LLM(tmp_path / "nowhere")
