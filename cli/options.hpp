@@ -113,6 +113,9 @@ struct options {
     }
 };
 
+/// The most threads -t (and Python's LLM(threads=)) asks of OpenMP.
+inline constexpr int max_threads = 4096;
+
 namespace detail {
 
 [[noreturn]] inline void bad(std::string_view flag, const std::string& why) { throw invalid_parameter(std::string(flag), why); }
@@ -203,7 +206,7 @@ struct flag {
         {"Model and prompt", "--think", "", "with --chat, the template's thinking mode (Gemma 4's enable_thinking; other templates have none)",
          G | E, [](options& o, auto, auto) { o.think = true; }},
         {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
-         [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, 4096); }},
+         [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, max_threads); }},
         {"Model and prompt", "--dtype", "TYPE",
          "hold and multiply the weights as f32, bf16 or f16 (default keep: as the checkpoint stores them)", B,
          [](options& o, auto f, auto v) {

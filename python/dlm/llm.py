@@ -205,11 +205,11 @@ class LLM:
 
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None):
         if threads is not None:
-            if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+            if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads < 1 << 31:
                 from .errors import InvalidParameter
                 raise InvalidParameter(f"invalid parameter 'threads': must be an integer >= 1 (or None: every core), got {threads!r}",
                                        "threads", "must be an integer >= 1")
-            _dlm.set_threads(int(threads))
+            _dlm.set_threads(int(threads))  # bounded there as dlm-generate's -t
         self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype or "")
 
     @property

@@ -399,5 +399,9 @@ NB_MODULE(_dlm, m) {
     dlm::python::bind_settings(m);
     dlm::python::bind_results(m);
     dlm::python::bind_engine(m);
-    m.def("set_threads", &dlm::cli::set_threads, "n"_a);
+    m.def("set_threads", [](int n) {
+        if (n < 1 || n > dlm::cli::max_threads)
+            throw dlm::invalid_parameter("threads", "must be in [1, " + std::to_string(dlm::cli::max_threads) + "], got " + std::to_string(n));
+        dlm::cli::set_threads(n);
+    }, "n"_a);
 }

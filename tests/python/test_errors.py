@@ -72,7 +72,7 @@ def test_guidance_and_threads_are_named_as_python_spells_them(models, llm):
     with pytest.raises(dlm.InvalidParameter) as e:  # an exact cache has no unconditional canvas to guide with
         llm.engine("cdlm").add("hi", cfg=1.0)
     assert e.value.parameter == "cfg"
-    for threads in (0, -1, 1.5):
+    for threads in (0, -1, 1.5, 1_000_000):
         with pytest.raises(dlm.InvalidParameter) as e:
             dlm.LLM(models / "cdlm", threads=threads)
         assert e.value.parameter == "threads"
