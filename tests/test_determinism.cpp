@@ -3,8 +3,10 @@
 // gives other tokens. docs/determinism.md says what is guaranteed and what may differ on a GPU.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,4 +113,62 @@ TEST_CASE("determinism: a sequence decodes the same alone and at any position of
             check_identical(dec.generate(prompt, {.gen_length = gen, .seed = sequence_seed(5, at)}), derived.sequences[at]);
         }
     });
+}
+
+TEST_CASE("determinism: experts run in turn or side by side on the threads give the same bits, and a row alone the same as in a batch") {
+#if !defined(_OPENMP)
+    MESSAGE("skipped: built without OpenMP");
+#else
+    // 32 experts of which each row picks 4: a 64-row batch keeps about 30 experts busy with ~8 rows
+    // each, so on 2 and 3 threads whole experts go to the threads (cpu::moe_mlp::run_experts); one
+    // row alone, or 1 thread, runs them in turn.
+    io::moe_config c;
+    c.num_experts = 32;
+    c.experts_per_token = 4;
+    c.expert_intermediate_size = 48;
+    c.act = io::moe_config::activation::gelu_tanh;
+    const index_t h = 64, rows = 64;
+    std::uint64_t state = 12345;
+    const auto random = [&](index_t n, index_t k, io::dtype t) {
+        std::vector<float> v(static_cast<std::size_t>(n * k));
+        for (auto& x : v) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 - 0.5);
+        }
+        cpu::packed_matrix m(n, k, t);
+        m.set_rows(0, v.data(), n);
+        return m;
+    };
+    std::vector<cpu::packed_matrix> gate_up, down;
+    for (index_t e = 0; e < c.num_experts; ++e) {
+        gate_up.push_back(random(2 * c.expert_intermediate_size, h, io::dtype::bf16));
+        down.push_back(random(h, c.expert_intermediate_size, io::dtype::bf16));
+    }
+    auto moe = cpu::moe_mlp::from_parts(c, h, random(c.num_experts, h, io::dtype::f32), {}, std::move(gate_up), std::move(down));
+    std::vector<float> x(static_cast<std::size_t>(rows * h));
+    for (index_t r = 0; r < rows; ++r)
+        for (index_t j = 0; j < h; ++j) x[static_cast<std::size_t>(r * h + j)] = std::sin(0.37f * static_cast<float>(r * h + j));
+    const int threads_before = omp_get_max_threads();
+    std::vector<float> other(x.rbegin(), x.rend());
+    const auto run = [&](int threads, index_t m, const float* in) {
+        omp_set_num_threads(threads);
+        std::vector<float> y(static_cast<std::size_t>(m * h));
+        moe.forward(rows, other.data(), h, std::vector<float>(static_cast<std::size_t>(rows * h)).data(), nullptr);  // other rows in its buffers
+        moe.forward(m, in, h, y.data(), nullptr);
+        return y;
+    };
+    const std::vector<float> one = run(1, rows, x.data());
+    std::set<index_t> busy(moe.last_picks().begin(), moe.last_picks().end());
+    REQUIRE(busy.size() >= 12);  // enough experts for the side-by-side path on 3 threads
+    for (const int threads : {2, 3}) {
+        CAPTURE(threads);
+        CHECK(std::memcmp(run(threads, rows, x.data()).data(), one.data(), one.size() * sizeof(float)) == 0);
+    }
+    for (const index_t r : {0, 17, 63}) {  // alone: 4 experts of 1 row, run in turn
+        CAPTURE(r);
+        const std::vector<float> alone = run(2, 1, x.data() + r * h);
+        CHECK(std::memcmp(alone.data(), one.data() + r * h, static_cast<std::size_t>(h) * sizeof(float)) == 0);
+    }
+    omp_set_num_threads(threads_before);
+#endif
 }
