@@ -67,6 +67,15 @@ struct stepper_of<Decoder> {
 };
 }  // namespace detail
 
+/// What one engine step did to one sequence; the same for every decoder type (registry::any_engine
+/// returns an engine's reports as they are).
+struct step_report {
+    std::uint64_t id = 0;            ///< the sequence (engine::sequence_id)
+    std::vector<index_t> committed;  ///< canvas positions committed (filled) by this step
+    bool finished = false;           ///< it left the batch (finished, failed or cancelled) in this step
+    std::vector<index_t> edited;     ///< canvas positions a revising schedule replaced in this step
+};
+
 template <class Decoder>
 class engine {
 public:
@@ -87,13 +96,7 @@ public:
         std::optional<sampler_type> sampler{};
     };
 
-    /// What one step did to one sequence.
-    struct step_report {
-        sequence_id id = 0;
-        std::vector<index_t> committed;  ///< canvas positions committed (filled) by this step
-        bool finished = false;           ///< it left the batch (finished, failed or cancelled) in this step
-        std::vector<index_t> edited;     ///< canvas positions a revising schedule replaced in this step
-    };
+    using step_report = dlm::step_report;
     using step_events = std::vector<step_report>;
 
     /// The decoder must outlive the engine; its policies are the defaults of every sequence.

@@ -41,13 +41,7 @@ struct prompt_cache_view {
     [[nodiscard]] std::uint64_t blocks() const noexcept { return held_blocks; }
 };
 
-/// What one step did to one sequence: engine<D>::step_report, the same for every decoder type.
-struct step_report {
-    std::uint64_t id = 0;
-    std::vector<index_t> committed;  ///< canvas positions filled by this step
-    bool finished = false;           ///< it left the batch in this step
-    std::vector<index_t> edited;     ///< canvas positions a revising schedule replaced in this step
-};
+using dlm::step_report;  // what one step did to one sequence (dlm/engine.hpp)
 
 /// The engine of some decoder type. Every member but make_policies is the engine's own thread's (the
 /// engine is single-threaded); each does what dlm::engine's member of that name does.
@@ -108,11 +102,7 @@ public:
     std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) override {
         return eng_.add_batch(prompts, o);
     }
-    const std::vector<step_report>& step() override {
-        reports_.clear();
-        for (const auto& r : eng_.step()) reports_.push_back({r.id, r.committed, r.finished, r.edited});
-        return reports_;
-    }
+    const std::vector<step_report>& step() override { return eng_.step(); }
     void cancel(sequence_id id) override { eng_.cancel(id); }
     [[nodiscard]] std::vector<std::pair<sequence_id, sequence_result>> take_finished() override { return eng_.take_finished(); }
     [[nodiscard]] std::span<const token_id> committed_prefix(sequence_id id) const override { return eng_.committed_prefix(id); }
@@ -130,7 +120,6 @@ public:
 private:
     std::optional<Decoder> owned_;  // before eng_, which refers to it when set
     engine<Decoder> eng_;
-    std::vector<step_report> reports_;
     mutable prompt_cache_view figures_;  // the engine thread's snapshot (its only caller)
 };
 
