@@ -27,10 +27,17 @@ set_tests_properties("python: pip builds the package's wheel and installs it int
 # lm-evaluation-harness (PyPI lm-eval 0.4.x; its base install needs no torch) in a venv of its own, with the same wheel.
 set(DLM_LM_EVAL_VENV ${PROJECT_SOURCE_DIR}/build/venv-lm-eval CACHE PATH
     "Python venv with lm-eval and dlm's package for the harness tests (made by tests/python/install_package.sh)")
+# Its PyPI install needs no wheel, so it runs while the wheel builds (mostly downloads); then the wheel goes into it.
+set(_lm_eval_packages "lm-eval[api]==0.4.13" numpy pytest)
+add_test(NAME "python: lm-evaluation-harness installs into a venv of its own"
+         COMMAND ${_py}/install_package.sh venv ${DLM_LM_EVAL_VENV} ${PROJECT_SOURCE_DIR} ${_lm_eval_packages})
+set_tests_properties("python: lm-evaluation-harness installs into a venv of its own"
+                     PROPERTIES FIXTURES_SETUP dlm_lm_eval_venv LABELS python SKIP_RETURN_CODE 77 TIMEOUT 900 COST 100)
 add_test(NAME "python: lm-evaluation-harness installs beside the package"
-         COMMAND ${_py}/install_package.sh install ${DLM_LM_EVAL_VENV} ${PROJECT_SOURCE_DIR} "lm-eval[api]==0.4.13" numpy pytest)
+         COMMAND ${_py}/install_package.sh install ${DLM_LM_EVAL_VENV} ${PROJECT_SOURCE_DIR} ${_lm_eval_packages})
 set_tests_properties("python: lm-evaluation-harness installs beside the package"
-                     PROPERTIES FIXTURES_REQUIRED dlm_python FIXTURES_SETUP dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 900 COST 60)
+                     PROPERTIES FIXTURES_REQUIRED "dlm_python;dlm_lm_eval_venv" FIXTURES_SETUP dlm_lm_eval LABELS python
+                                SKIP_RETURN_CODE 77 TIMEOUT 900 COST 60)
 
 # name | pytest selection
 set(_cases
@@ -61,12 +68,14 @@ endif()
 # its own local-completions model against dlm-server both score what dlm-eval scores.
 foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval does|test_lm_eval.py::test_the_dlm_model_scores_as_dlm_eval"
                        "lm-eval's local-completions through dlm-server scores the test rows as dlm-eval does|test_lm_eval.py::test_local_completions_through_dlm_server_scores_as_dlm_eval"
-                       "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood")
+                       "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood"
+                       "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_LM_EVAL_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
-                   --dlm-eval $<TARGET_FILE:dlm-eval> --dlm-server $<TARGET_FILE:dlm-server>)
+                   --dlm-eval $<TARGET_FILE:dlm-eval> --dlm-server $<TARGET_FILE:dlm-server>
+                   --dlm-generate $<TARGET_FILE:dlm-generate> --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
   set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
 endforeach()

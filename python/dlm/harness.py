@@ -7,7 +7,7 @@ is the harness's own command line with that import done first. The harness is no
 the package: `pip install "lm-eval[api]==0.4.13"` beside it.
 
 model_args: `pretrained` (a model folder or .gguf; default: the package's), `preset` (default: the
-model's), `chat`, `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
+model's), `chat`, `think` (with chat: the chat template's thinking mode, Gemma 4's enable_thinking), `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
 option of the preset (threshold, block_length, steps, temperature, ...), and `mask`, `cache`,
 `schedule`, `sampler` to compose policies by name (LLM.generate). `batch_size` is the number
 of prompts decoded as one batch (`device` is ignored: the package decodes on the CPU) (dlm-eval's --batch: sequence i of a batch draws from the seed derived
@@ -22,7 +22,9 @@ get_log_likelihood): mc_num samples in batches of mc_batch; in each batch a mask
 spread over [1, L] from a random start, x_i of the L continuation tokens are masked at random, and
 the cross entropy of the masked tokens, over x_i / L, is averaged; the estimate is minus its mean.
 is_greedy says whether one forward with the whole continuation masked predicts every continuation
-token as its argmax (LLaDA's own check unmasks step by step). loglikelihood_rolling is refused.
+token as its argmax (LLaDA's own check unmasks step by step). loglikelihood_rolling is refused, and so
+is loglikelihood on a uniform-state model (DiffusionGemma): it has no mask token, so the masked
+estimate does not apply to it (its generate_until tasks run).
 """
 
 from __future__ import annotations
@@ -54,13 +56,14 @@ def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 @register_model("dlm")
 class HarnessModel(LM):
-    def __init__(self, pretrained: Optional[str] = None, preset: Optional[str] = None, chat: bool = False, dtype: Optional[str] = None,
-                 threads: Optional[int] = None, seed: int = 0, mc_num: int = 128, mc_batch: int = 32, batch_size=1, max_batch_size=None,
-                 device=None, **options):
+    def __init__(self, pretrained: Optional[str] = None, preset: Optional[str] = None, chat: bool = False, think: bool = False,
+                 dtype: Optional[str] = None, threads: Optional[int] = None, seed: int = 0, mc_num: int = 128, mc_batch: int = 32,
+                 batch_size=1, max_batch_size=None, device=None, **options):
         super().__init__()  # device: the harness passes its default ("cuda:0"); the package decodes on the CPU
         self.llm = LLM(pretrained, dtype=dtype, threads=threads)
         self.preset = preset or self.llm.default_preset
-        self.chat = bool(chat)
+        self.chat, self.think = bool(chat), bool(think)
+        self.llm.encode("", self.chat, self.think)  # refuses think without chat now, naming it
         self.seed = int(seed)
         self.options = options
         self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
@@ -73,7 +76,8 @@ class HarnessModel(LM):
         out = []
         for b in range(0, len(requests), self.batch):
             chunk = requests[b:b + self.batch]
-            results = self.llm.generate([r.args[0] for r in chunk], self.preset, chat=self.chat, seed=self.seed, **self.options)
+            results = self.llm.generate([r.args[0] for r in chunk], self.preset, chat=self.chat, think=self.think, seed=self.seed,
+                                        **self.options)
             for r, res in zip(chunk, results):
                 context, gen_kwargs = r.args
                 limit = gen_kwargs.get("max_gen_toks")
@@ -84,6 +88,9 @@ class HarnessModel(LM):
         return out
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list:
+        if self.llm.model.uniform_state:
+            raise NotImplementedError(f"dlm: loglikelihood is LLaDA's masked Monte Carlo estimate; {self.llm.model.architecture} is "
+                                      "uniform-state diffusion (no mask token), so it does not apply; use generate_until tasks")
         out = []
         for i, r in enumerate(requests):
             context, continuation = r.args

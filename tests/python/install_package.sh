@@ -4,11 +4,14 @@
 #       VENV from scripts/setup-venv.sh with the build tools and pytest (nanobind, scikit-build-core, numpy, pytest);
 #       `pip wheel --no-build-isolation .` builds the wheel into SOURCE_DIR/build/python/dist (the CMake build kept in
 #       SOURCE_DIR/build/python/, so a second run rebuilds only what changed) and installs it
+#   tests/python/install_package.sh venv VENV SOURCE_DIR PACKAGE...
+#       VENV with PACKAGE... from PyPI (e.g. "lm-eval[api]==0.4.13" numpy pytest), without the package: it needs no
+#       wheel, so ctest runs it while the wheel builds
 #   tests/python/install_package.sh install VENV SOURCE_DIR PACKAGE...
-#       VENV with PACKAGE... from PyPI (e.g. "lm-eval[api]==0.4.13" numpy pytest), and the wheel the build made
+#       the same VENV (made now if the venv step has not), and the wheel the build made
 # Exit 77 (skipped), saying why, when PyPI cannot be reached.
 set -uo pipefail
-(($# >= 3)) || { echo "usage: install_package.sh build|install VENV SOURCE_DIR [PACKAGE...]" >&2; exit 2; }
+(($# >= 3)) || { echo "usage: install_package.sh build|venv|install VENV SOURCE_DIR [PACKAGE...]" >&2; exit 2; }
 mode=$1 venv=$2 src=$3
 shift 3
 dist=$src/build/python/dist
@@ -16,13 +19,14 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
 case $mode in
 build) packages=(nanobind scikit-build-core numpy pytest) ;;
-install) packages=("$@") ;;
+venv | install) packages=("$@") ;;
 *) echo "install_package.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 if ! "$src/scripts/setup-venv.sh" "$venv" "${packages[@]}"; then
     echo "skipped: no venv with ${packages[*]} (PyPI unreachable?), so dlm's Python package cannot be tested there"
     exit 77
 fi
+[[ $mode == venv ]] && exit 0
 if [[ $mode == build ]]; then
     start=$(date +%s)
     rm -rf "$dist"

@@ -1,6 +1,7 @@
 """lm-evaluation-harness, offline, on the first rows of the shipped test set (tools/lm_eval/dlm_gsm_synth.yaml):
 its `dlm` model (python -m dlm.harness) and its own local-completions model against dlm-server both
-score the rows as dlm-eval scores them; the dlm model's log-likelihood is LLaDA's Monte Carlo estimate."""
+score the rows as dlm-eval scores them; the dlm model's log-likelihood is LLaDA's Monte Carlo estimate, and it
+decodes a DiffusionGemma folder in Gemma 4's thinking mode as dlm-generate does."""
 
 import glob
 import json
@@ -71,3 +72,26 @@ def test_loglikelihood(models):
     assert again[0][0] == right[0], "seeded: the same estimate"
     with pytest.raises(NotImplementedError, match="loglikelihood_rolling"):
         model.loglikelihood_rolling([_Request("text")])
+
+
+def test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate(diffusion_gemma, dlm_generate):
+    import dlm
+    from dlm.harness import HarnessModel
+    prompt, flags = "Tom has 3 apples", dict(gen_length=32, steps=6, seed=5)
+
+    def cli(*extra):
+        p = subprocess.run([dlm_generate, "-m", str(diffusion_gemma), "-p", prompt, "-n", "32", "--steps", "6", "--seed", "5", "--chat",
+                            *extra], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return p.stdout[:-1]
+
+    thinking = HarnessModel(pretrained=str(diffusion_gemma), chat=True, think=True, **flags)
+    plain = HarnessModel(pretrained=str(diffusion_gemma), chat=True, **flags)
+    request = _Request(prompt, {"until": []})
+    assert thinking.generate_until([request]) == [cli("--think")]
+    assert plain.generate_until([request]) == [cli()] != [cli("--think")]
+    with pytest.raises(dlm.InvalidParameter) as e:
+        HarnessModel(pretrained=str(diffusion_gemma), think=True)
+    assert e.value.parameter == "think"
+    with pytest.raises(NotImplementedError, match="uniform-state"):
+        thinking.loglikelihood([_Request(prompt, " 4")])
