@@ -11,12 +11,14 @@
 #   (tests/server/scaleout_test.py).
 #   dlm's Python package (docs/python.md) builds against python3-dev's headers; nanobind and scikit-build-core
 #   come from PyPI into a venv (tests/python/install_package.sh).
+#   ccache: dlm's builds compile through it when it is there (CMakeLists.txt, DLM_CCACHE), so the Python
+#   wheel's build reuses the kernels' object the test build compiled.
 # GCC's OpenMP (omp.h, libgomp) comes with g++; clang's is libomp-14-dev.
 # Idempotent: installs only what is missing and runs `apt-get update` only when apt cannot find a
 # missing package without it. Runs as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake g++ make doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libomp-14-dev curl python3-venv python3-dev haproxy nginx-light)
+packages=(cmake g++ make ccache doctest-dev nlohmann-json3-dev clang libclang-rt-14-dev libomp-14-dev curl python3-venv python3-dev haproxy nginx-light)
 min_cmake=3.25
 
 die() {

@@ -30,7 +30,9 @@ fi
 if [[ $mode == build ]]; then
     start=$(date +%s)
     rm -rf "$dist"
-    "${pip[@]}" wheel --quiet --no-build-isolation --no-deps -w "$dist" "$src" || { echo "install_package.sh: building the wheel failed" >&2; exit 1; }
+    # The compiler by the name CMake finds first in the test build (c++): ccache keys objects by that name too,
+    # so the wheel reuses that build's kernels object (CMakeLists.txt, DLM_CCACHE).
+    CXX=${CXX:-c++} "${pip[@]}" wheel --quiet --no-build-isolation --no-deps -w "$dist" "$src" || { echo "install_package.sh: building the wheel failed" >&2; exit 1; }
     echo "install_package.sh: built $(basename "$dist"/dlm-*.whl) in $(($(date +%s) - start)) s"
 fi
 wheel=$(ls "$dist"/dlm-*.whl 2>/dev/null | head -n 1)
