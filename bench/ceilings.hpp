@@ -69,6 +69,7 @@ inline void print_ceilings(const ceilings& cs, std::size_t mib) {
         };
         item("f32 FMA", c.pk.fma, "GFLOP/s");
         item("vdpbf16ps", c.pk.bf16_dot, "GFLOP/s");
+        item("vpmaddubsw", c.pk.int8_madd, "GOP/s");
         item("vpdpbusd", c.pk.int8_dot, "GOP/s");
         item("AMX bf16", c.pk.amx_bf16, "GFLOP/s");
         item("AMX int8", c.pk.amx_int8, "GOP/s");
@@ -88,9 +89,8 @@ inline std::string weight_product(const std::string& weight_type) {
     return kt.quant.name;
 }
 
-/// The peak that applies to products of form `product` (amx-bf16, amx-int8, vdpbf16ps, vpdpbusd;
-/// the f32 FMA peak for every other form, vpmaddubsw included, whose own peak is not measured), and
-/// its name.
+/// The peak that applies to products of form `product` (amx-bf16, amx-int8, vdpbf16ps, vpdpbusd,
+/// vpmaddubsw; the f32 FMA peak for every other form), and its name.
 struct applied_peak {
     double rate = 0;
     const char* name = "f32 FMA";
@@ -100,6 +100,7 @@ inline applied_peak peak_for(const peaks& p, const std::string& product) {
     if (product == "amx-int8") return {p.amx_int8, "AMX int8"};
     if (product == "vdpbf16ps") return {p.bf16_dot, "vdpbf16ps"};
     if (product == "vpdpbusd") return {p.int8_dot, "vpdpbusd"};
+    if (product == "vpmaddubsw") return {p.int8_madd, "vpmaddubsw"};
     return {p.fma, "f32 FMA"};
 }
 
@@ -110,6 +111,7 @@ inline nlohmann::json to_json(const ceilings& cs) {
                      {"f32_fma_flops", c.pk.fma},
                      {"bf16_dot_flops", c.pk.bf16_dot},
                      {"int8_dot_ops", c.pk.int8_dot},
+                     {"int8_madd_ops", c.pk.int8_madd},
                      {"amx_bf16_flops", c.pk.amx_bf16},
                      {"amx_int8_ops", c.pk.amx_int8},
                      {"read_bytes_per_s", c.read_bps}});

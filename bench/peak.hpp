@@ -1,5 +1,6 @@
-// bench/peak.hpp — the machine's measured peaks: f32 FMA and, where the CPU has it, vdpbf16ps
-// (bf16 pairs), each from 16 independent chains of 512-bit (or the widest the active kernels run)
+// bench/peak.hpp — the machine's measured peaks: f32 FMA, the quantized form of the active kernels
+// (vpmaddubsw on avx2 and avx512, vpdpbusd where the CPU has VNNI) and, where the CPU has it,
+// vdpbf16ps (bf16 pairs), each from 16 (AVX2: 12) independent chains of 512-bit (or the widest the active kernels run)
 // instructions on registers; where the CPU and the OS grant AMX, the tile unit's TDPBF16PS and
 // TDPBSSD (peak_amx.hpp). Each the best of three runs, on one core or on `threads` OpenMP threads
 // at once (each thread its own chains; the sum of their rates). Threads: OMP_NUM_THREADS / set_threads.
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include <dlm/cpu/dispatch.hpp>
 
@@ -38,6 +40,7 @@ struct peaks {
     double fma = 0;       ///< f32 FMA, FLOP/s
     double bf16_dot = 0;  ///< vdpbf16ps, FLOP/s
     double int8_dot = 0;  ///< vpdpbusd (AVX-512 VNNI, the quantized kernels' form there), integer OP/s (multiply-adds × 2)
+    double int8_madd = 0;  ///< vpmaddubsw + vpmaddwd (the avx2 and avx512 paths' quantized form), integer OP/s
     double amx_bf16 = 0;  ///< TDPBF16PS, FLOP/s
     double amx_int8 = 0;  ///< TDPBSSD, integer OP/s (multiply-adds × 2)
 };
@@ -82,22 +85,57 @@ __attribute__((target("avx512f,fma"))) inline double fma512(long iterations) {
     keep(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
     return 32.0 * 16 * static_cast<double>(iterations) / s;
 }
-__attribute__((target("avx2,fma"))) inline double fma256(long iterations) {
-#define DLM_INIT(i) __m256 a##i = _mm256_set1_ps(0.5f + 0.01f * (i));
-    DLM_INIT(0) DLM_INIT(1) DLM_INIT(2) DLM_INIT(3) DLM_INIT(4) DLM_INIT(5) DLM_INIT(6) DLM_INIT(7) DLM_INIT(8) DLM_INIT(9) DLM_INIT(10)
-    DLM_INIT(11) DLM_INIT(12) DLM_INIT(13) DLM_INIT(14) DLM_INIT(15)
-#undef DLM_INIT
-    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-#define DLM_OP(i) a##i = _mm256_fmadd_ps(a##i, x, y);
-    DLM_PEAK_CHAINS((void)0, DLM_OP)
-#undef DLM_OP
-    alignas(32) float out[8];
-    _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                                       _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))));
-    volatile float sink = out[0] + a8[0] + a9[0] + a10[0] + a11[0] + a12[0] + a13[0] + a14[0] + a15[0];
+// AVX2 has 16 ymm registers: sixteen chains and their two operands would spill, and the loop would
+// measure the stack (on a Zen 3 host, 57 GFLOP/s a core where dlm's bf16 product ran at 65). Twelve
+// chains fit, more than the FMA units' latency × ports needs (4-5 cycles × 2).
+#define DLM_PEAK_CHAINS12(op)                                                                            \
+    const auto t0 = clock_type::now();                                                                  \
+    for (long it = 0; it < iterations; ++it) {                                                          \
+        op(0) op(1) op(2) op(3) op(4) op(5) op(6) op(7) op(8) op(9) op(10) op(11)                       \
+    }                                                                                                   \
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+template <class V>
+__attribute__((always_inline)) inline void keep12(const V (&a)[12]) {
+    V sum = a[0];
+    for (int i = 1; i < 12; ++i) sum += a[i];
+    volatile auto sink = sum[0];
     (void)sink;
-    return 16.0 * 16 * static_cast<double>(iterations) / s;
 }
+__attribute__((target("avx2,fma"))) inline double fma256(long iterations) {
+    __m256 a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.5f + 0.01f * static_cast<float>(i));
+    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+#define DLM_OP(i) a[i] = _mm256_fmadd_ps(a[i], x, y);
+    DLM_PEAK_CHAINS12(DLM_OP)
+#undef DLM_OP
+    keep12(a);
+    return 16.0 * 12 * static_cast<double>(iterations) / s;
+}
+/// The avx2 and avx512 paths' quantized form (their dot_u8): vpmaddubsw (pairs of u8 × s8 to 16
+/// bits), vpmaddwd by ones (pairs to 32 bits), vpaddd; each chain's bytes feed its next step, so
+/// nothing is loop-invariant. Integer OP/s (multiply-adds × 2), as vpdpbusd's peak counts them.
+#define DLM_MADD_CHAINS(V, bytes, maddubs, madd, set1_8, set1_16)                                  \
+    V a[12];                                                                                      \
+    for (int i = 0; i < 12; ++i) a[i] = V{} + (i + 1);                                            \
+    const auto y = set1_8(-5);                                                                    \
+    const auto ones = set1_16(1);                                                                 \
+    DLM_PEAK_CHAINS12(DLM_MADD_OP)                                                                \
+    keep12(a);                                                                                    \
+    return 2.0 * (bytes) * 12 * static_cast<double>(iterations) / s;
+using v8i = std::int32_t __attribute__((vector_size(32)));
+using v16i = std::int32_t __attribute__((vector_size(64)));
+__attribute__((target("avx2"))) inline double maddubs256(long iterations) {
+#define DLM_MADD_OP(i) a[i] += v8i(_mm256_madd_epi16(_mm256_maddubs_epi16(__m256i(a[i]), y), ones));
+    DLM_MADD_CHAINS(v8i, 32, _mm256_maddubs_epi16, _mm256_madd_epi16, _mm256_set1_epi8, _mm256_set1_epi16)
+#undef DLM_MADD_OP
+}
+__attribute__((target("avx512f,avx512bw"))) inline double maddubs512(long iterations) {
+#define DLM_MADD_OP(i) a[i] += v16i(_mm512_madd_epi16(_mm512_maddubs_epi16(__m512i(a[i]), y), ones));
+    DLM_MADD_CHAINS(v16i, 64, _mm512_maddubs_epi16, _mm512_madd_epi16, _mm512_set1_epi8, _mm512_set1_epi16)
+#undef DLM_MADD_OP
+}
+#undef DLM_MADD_CHAINS
+#undef DLM_PEAK_CHAINS12
 __attribute__((target("avx512f,avx512bf16"))) inline double dot512(long iterations) {
     DLM_INIT512
     const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x33803380);
@@ -153,6 +191,8 @@ inline peaks measure_peaks(int threads = 1) {
     const cpu::isa i = cpu::kernels().id;
     if (i >= cpu::isa::avx512) p.fma = detail::best_of_3(threads, [] { return detail::fma512(iters); });
     else if (i == cpu::isa::avx2) p.fma = detail::best_of_3(threads, [] { return detail::fma256(iters); });
+    if (i == cpu::isa::avx512) p.int8_madd = detail::best_of_3(threads, [] { return detail::maddubs512(iters); });
+    else if (i == cpu::isa::avx2) p.int8_madd = detail::best_of_3(threads, [] { return detail::maddubs256(iters); });
     if (best >= cpu::isa::avx512_bf16) {  // dlm's avx512-bf16 level is AVX-512 BF16 + VNNI
         p.bf16_dot = detail::best_of_3(threads, [] { return detail::dot512(iters); });
         p.int8_dot = detail::best_of_3(threads, [] { return detail::vnni512(iters); });
