@@ -138,6 +138,37 @@ TEST_CASE("kernels: bf16 products give the same bits on every vector instruction
     }
 }
 
+TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks, has the bits of one call over all of k") {
+    // DiffusionGemma self-conditioning's product is vocabulary-deep; linear runs it chunk by chunk
+    // (gemm.hpp). Rows over two row blocks with a partial tile, a partial panel, an odd k.
+    const index_t m = 70, n = 70, k = linear_chunked_depth + 1235;
+    const auto x = random_values(static_cast<std::size_t>(m * k), 6), wv = random_values(static_cast<std::size_t>(n * k), 7);
+    for (io::dtype type : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
+        packed_matrix w(n, k, type);
+        w.set_rows(0, wv.data(), n);
+        for (isa i : runnable()) {
+            const isa_scope on(i);
+            for (bool dot : {false, true}) {
+                if (dot && (type != io::dtype::bf16 || kernels().bf16_alt.run == nullptr)) continue;
+                CAPTURE(isa_name(i));
+                CAPTURE(io::dtype_name(type));
+                CAPTURE(dot);
+                set_bf16_dot(dot);
+                // One kernel call over every row and all of k: linear's arithmetic before chunking.
+                const bool f32 = type == io::dtype::f32;
+                const a_format af = f32 ? kernels().f32.a : product_for(type).a;
+                std::vector<float, aligned_allocator<float>> a(packed_a_size(m, k, af.mr, af.group));
+                (f32 ? kernels().f32.pack : product_for(type).pack)(m, k, x.data(), k, a.data());
+                std::vector<float> whole(static_cast<std::size_t>(m * n));
+                if (f32) kernels().f32.run(m, n, k, a.data(), w.view(), 0, w.panels(), whole.data(), n, false);
+                else product_for(type).run(m, n, k, a.data(), w.view16(), 0, w.panels(), whole.data(), n, false);
+                // (a bf16-bits A takes half the floats' room: the float buffer holds either)
+                CHECK(same_bits(product(m, k, x, w), whole));
+            }
+        }
+    }
+}
+
 TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name") {
     CHECK(parse_isa("avx2") == isa::avx2);
     CHECK(parse_isa("avx512-bf16") == isa::avx512_bf16);

@@ -210,6 +210,31 @@ private:
 /// The 16-bit product for weights of `type` (f16 or bf16) on the active kernels.
 [[nodiscard]] inline const product16& product_for(io::dtype type) { return type == io::dtype::bf16 ? bf16_product() : kernels().f16; }
 
+/// Products deeper than `linear_chunked_depth` (DiffusionGemma self-conditioning's, k = the
+/// vocabulary) run in k chunks of `linear_k_chunk`: unchunked, each row tile streamed a whole 16 MB
+/// panel (and its 8 MB of A) from memory. In chunks, a panel's chunk (256 KB in bf16) stays in L2
+/// across a task's row tiles. Each element still sums k in order in one accumulator (a chunk
+/// continues the sum exactly: `accumulate`), so the bits are those of one call over all of k.
+inline constexpr index_t linear_k_chunk = 4096, linear_chunked_depth = 32768;
+static_assert(linear_k_chunk % bf16_k_align == 0, "a k chunk must start on a k-group of every A layout and B panel (32: an AMX tile's depth)");
+
+namespace detail {
+/// One task of a chunked linear: rows [r0, r0 + rows) of Y over panels [p0, p1), k chunk by chunk;
+/// in a chunk, panel by panel, the row tiles in turn. `a` is the task's first packed row tile of
+/// `tile_bytes`, `run(tile_rows, kc, a, k0, p, y)` one kernel call.
+template <class Call>
+void linear_chunked_task(index_t rows, index_t k, int mr, std::size_t tile_bytes, std::size_t a_bytes, const char* a, index_t p0, index_t p1,
+                         float* y, std::ptrdiff_t ldy, Call&& run) {
+    for (index_t k0 = 0; k0 < k; k0 += linear_k_chunk) {
+        const index_t kc = std::min(linear_k_chunk, k - k0);
+        for (index_t p = p0; p < p1; ++p)
+            for (index_t t = 0; t * mr < rows; ++t)
+                run(std::min<index_t>(mr, rows - t * mr), kc, a + static_cast<std::size_t>(t) * tile_bytes + static_cast<std::size_t>(k0) * mr * a_bytes,
+                    k0, p, y + t * mr * ldy);
+    }
+}
+}  // namespace detail
+
 /// Y[m × n] = X[m × k] · Wᵀ, split over threads by (group of column panels, block of rows)
 /// (tasks.hpp). X is packed once into the layout the chosen kernel wants (bf16 weights: rounded
 /// to bf16 first, row by row). Each element is computed by one thread with the same instruction
@@ -238,14 +263,28 @@ inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const packed_m
     const void* a = values == a_values::bf16_bits ? static_cast<const void*>(xh.data()) : static_cast<const void*>(xf.data());
     const std::size_t a_bytes = values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
     const std::size_t tile_bytes = packed_a_size(af.mr, k, af.mr, af.group) * a_bytes;
-    const index_t row_block = task_rows(af.mr), group_panels = task_columns(k, std::min(m, row_block));
+    const bool chunked = k > linear_chunked_depth;
+    const index_t row_block = task_rows(af.mr), group_panels = chunked ? 8 : task_columns(k, std::min(m, row_block));
     const long groups = (panels + group_panels - 1) / group_panels;
+    // One kernel call over k [k0, k0 + kc) (B's panels from k0 on: k0 · panel_width elements in, whatever the k-grouping).
+    const auto call = [&](index_t rows, index_t kc, const void* at, index_t k0, index_t p0, index_t p1, float* yr) {
+        const std::ptrdiff_t b_at = static_cast<std::ptrdiff_t>(k0) * panel_width;
+        if (f32) {
+            panel_view b = w.view();
+            b.data += b_at;
+            pf->run(rows, n, kc, static_cast<const float*>(at), b, p0, p1, yr, ldy, k0 > 0);
+        } else {
+            panel_view16 b = w.view16();
+            b.data += b_at;
+            p16->run(rows, n, kc, at, b, p0, p1, yr, ldy, k0 > 0);
+        }
+    };
     for_each_task(m, row_block, groups, static_cast<double>(m) * n * k, [&](long gi, index_t r0, index_t rows) {
         const index_t p0 = static_cast<index_t>(gi) * group_panels, p1 = std::min(panels, p0 + group_panels);
-        const void* at = static_cast<const char*>(a) + static_cast<std::size_t>(r0 / af.mr) * tile_bytes;
-        float* yr = y + r0 * ldy;
-        if (f32) pf->run(rows, n, k, static_cast<const float*>(at), w.view(), p0, p1, yr, ldy, false);
-        else p16->run(rows, n, k, at, w.view16(), p0, p1, yr, ldy, false);
+        const char* at = static_cast<const char*>(a) + static_cast<std::size_t>(r0 / af.mr) * tile_bytes;
+        if (!chunked) return call(rows, k, at, 0, p0, p1, y + r0 * ldy);
+        detail::linear_chunked_task(rows, k, af.mr, tile_bytes, a_bytes, at, p0, p1, y + r0 * ldy, ldy,
+                                    [&](index_t tr, index_t kc, const char* ta, index_t k0, index_t p, float* yt) { call(tr, kc, ta, k0, p, p + 1, yt); });
     });
 }
 
