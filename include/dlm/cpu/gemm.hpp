@@ -215,6 +215,8 @@ private:
 /// panel (and its 8 MB of A) from memory. In chunks, a panel's chunk (256 KB in bf16) stays in L2
 /// across a task's row tiles. Each element still sums k in order in one accumulator (a chunk
 /// continues the sum exactly: `accumulate`), so the bits are those of one call over all of k.
+/// Shallower products stay whole: at LLaDA-8B's k = 12288 (the down projection), 32 and 256 rows,
+/// chunks measured no faster on a Zen 3 host.
 inline constexpr index_t linear_k_chunk = 4096, linear_chunked_depth = 32768;
 static_assert(linear_k_chunk % bf16_k_align == 0, "a k chunk must start on a k-group of every A layout and B panel (32: an AMX tile's depth)");
 
