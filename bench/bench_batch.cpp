@@ -18,13 +18,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <dlm/engine.hpp>
 
+#include "cli/engines.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -125,35 +128,36 @@ struct measurement {
 };
 
 /// Decodes every prompt with `batch` in flight: continuous (an engine refilled as sequences finish)
-/// or static (generate on consecutive chunks).
-template <class Decoder>
-measurement decode_all(Decoder& d, const std::vector<std::vector<token_id>>& prompts, index_t gen_length, std::size_t batch,
-                       bool continuous) {
+/// or static (a fresh engine run to the end on consecutive chunks, as generate() does). `make` builds
+/// the preset's engine (registry::make_engine, compiled once: cli/engines.hpp).
+measurement decode_all(const std::function<std::unique_ptr<registry::any_engine>()>& make, const std::vector<std::vector<token_id>>& prompts,
+                       index_t gen_length, std::size_t batch, bool continuous) {
     measurement m;
     m.answers.resize(prompts.size());
     auto options_of = [&](std::size_t i) { return generation_options{.gen_length = gen_length, .seed = sequence_seed(0, i)}; };
     const auto t0 = std::chrono::steady_clock::now();
     if (continuous) {
-        engine eng(d);
+        const std::unique_ptr<registry::any_engine> eng = make();
         std::vector<std::size_t> index_of;  // engine id -> problem (ids count from 0)
         std::size_t next = 0;
-        while (next < prompts.size() || !eng.idle()) {
-            while (next < prompts.size() && eng.active() < batch) {
+        while (next < prompts.size() || !eng->idle()) {
+            while (next < prompts.size() && eng->active() < batch) {
                 index_of.push_back(next);
-                (void)eng.add(prompts[next], options_of(next));
+                (void)eng->add(prompts[next], options_of(next));
                 ++next;
             }
-            eng.step();
-            for (auto& [id, r] : eng.take_finished()) m.answers[index_of[static_cast<std::size_t>(id)]] = std::move(r.tokens);
+            eng->step();
+            for (auto& [id, r] : eng->take_finished()) m.answers[index_of[static_cast<std::size_t>(id)]] = std::move(r.tokens);
         }
-        m.model_seconds = eng.stats().model_seconds;
-        m.forwards = eng.stats().forwards;
+        m.model_seconds = eng->stats().model_seconds;
+        m.forwards = eng->stats().forwards;
     } else {
         for (std::size_t b = 0; b < prompts.size(); b += batch) {
             const std::size_t e = std::min(prompts.size(), b + batch);
             generation_options o{.gen_length = gen_length};
             for (std::size_t i = b; i < e; ++i) o.seeds.push_back(sequence_seed(0, i));
-            decode_result r = d.generate(std::span(prompts).subspan(b, e - b), o);
+            const std::unique_ptr<registry::any_engine> eng = make();
+            decode_result r = run_to_end(*eng, std::span(prompts).subspan(b, e - b), o);
             m.model_seconds += r.stats.model_seconds;
             m.forwards += r.stats.forwards;
             for (std::size_t i = b; i < e; ++i) m.answers[i] = std::move(r.sequences[i - b].tokens);
@@ -182,32 +186,29 @@ int main(int argc, char** argv) try {
         const cli::settings s = cli::resolve(flags, r.preset, m.hints);
         std::vector<std::vector<token_id>> prompts;
         for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, p.question, false));
-        cli::with_preset<cpu::transformer>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-            Decoder d = cli::make_decoder<Decoder>(m.model, s);
-            for (const bool continuous : {true, false}) {
-                if (continuous ? !o.continuous : !o.fixed) continue;
-                double base = 0;
-                std::vector<std::vector<token_id>> reference;
-                for (const std::size_t batch : o.batches) {
-                    measurement best;
-                    for (int rep = 0; rep < o.reps; ++rep) {
-                        measurement x = decode_all(d, prompts, s.gen_length, batch, continuous);
-                        if (rep == 0 || x.seconds < best.seconds) best = std::move(x);
-                    }
-                    const double rate = static_cast<double>(prompts.size()) / best.seconds;
-                    if (base == 0) {
-                        base = rate;
-                        reference = best.answers;
-                    }
-                    std::printf("| %s | %s | %s | %zu | %.1f | %.2fx | %.3f | %d | %.0f %% | %s |\n", r.name.c_str(), r.model.c_str(),
-                                continuous ? "continuous" : "static", batch, rate, rate / base,
-                                1e3 * best.seconds / std::max<index_t>(1, best.forwards), best.forwards,
-                                100.0 * best.model_seconds / best.seconds, best.answers == reference ? "yes" : "NO");
-                    std::fflush(stdout);
+        const auto make = [&] { return registry::make_engine(m.model, s); };
+        for (const bool continuous : {true, false}) {
+            if (continuous ? !o.continuous : !o.fixed) continue;
+            double base = 0;
+            std::vector<std::vector<token_id>> reference;
+            for (const std::size_t batch : o.batches) {
+                measurement best;
+                for (int rep = 0; rep < o.reps; ++rep) {
+                    measurement x = decode_all(make, prompts, s.gen_length, batch, continuous);
+                    if (rep == 0 || x.seconds < best.seconds) best = std::move(x);
                 }
+                const double rate = static_cast<double>(prompts.size()) / best.seconds;
+                if (base == 0) {
+                    base = rate;
+                    reference = best.answers;
+                }
+                std::printf("| %s | %s | %s | %zu | %.1f | %.2fx | %.3f | %d | %.0f %% | %s |\n", r.name.c_str(), r.model.c_str(),
+                            continuous ? "continuous" : "static", batch, rate, rate / base,
+                            1e3 * best.seconds / std::max<index_t>(1, best.forwards), best.forwards,
+                            100.0 * best.model_seconds / best.seconds, best.answers == reference ? "yes" : "NO");
+                std::fflush(stdout);
             }
-            return 0;
-        });
+        }
     }
     return 0;
 } catch (const dlm::error& e) {

@@ -13,12 +13,14 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/engines.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -83,41 +85,38 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     std::vector<outcome> results(problems.size());
     totals t;
     cli::progress_bar bar("dlm-eval " + std::string(cli::name_of(s.preset)), problems.size(), o.progress);
-    cli::with_preset<Model>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-        Decoder d = cli::make_decoder<Decoder>(m.model, s);
-        const auto batch = static_cast<std::size_t>(o.batch);
-        for (std::size_t b = 0; b < prompts.size(); b += batch) {
-            const std::size_t e = std::min(prompts.size(), b + batch);
-            const auto t0 = std::chrono::steady_clock::now();
-            const decode_result r = d.generate(std::span(prompts).subspan(b, e - b), {.gen_length = s.gen_length, .seed = s.seed});
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            t.seconds += seconds;
-            t.batched_forwards += r.stats.forwards;
-            for (std::size_t i = b; i < e; ++i) {
-                const sequence_result& q = r.sequences[i - b];
-                outcome& x = results[i];
-                x.answer = cli::answer_text(m, q);
-                if (q.failed()) {  // only this sequence ended: it counts as wrong, and is reported
-                    x.failure = q.message;
-                    ++t.failed;
-                    std::cerr << "dlm-eval: problem " << i << " failed: " << q.message << '\n';
-                }
-                const auto got = cli::extract_final(x.answer);
-                x.correct = got && *got == problems[i].final;
-                x.forwards = q.stats.forwards;
-                x.committed = q.stats.committed;
-                x.answer_tokens = q.answer_length;
-                x.latency = seconds;
-                t.correct += x.correct;
-                t.forwards += x.forwards;
-                t.committed += x.committed;
-                t.answer_tokens += x.answer_tokens;
+    const auto batch = static_cast<std::size_t>(o.batch);
+    for (std::size_t b = 0; b < prompts.size(); b += batch) {
+        const std::size_t e = std::min(prompts.size(), b + batch);
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
+        const decode_result r = run_to_end(*eng, std::span(prompts).subspan(b, e - b), {.gen_length = s.gen_length, .seed = s.seed});
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        t.seconds += seconds;
+        t.batched_forwards += r.stats.forwards;
+        for (std::size_t i = b; i < e; ++i) {
+            const sequence_result& q = r.sequences[i - b];
+            outcome& x = results[i];
+            x.answer = cli::answer_text(m, q);
+            if (q.failed()) {  // only this sequence ended: it counts as wrong, and is reported
+                x.failure = q.message;
+                ++t.failed;
+                std::cerr << "dlm-eval: problem " << i << " failed: " << q.message << '\n';
             }
-            bar.update(e, "acc " + cli::fixed(100.0 * static_cast<double>(t.correct) / static_cast<double>(e), 1) + "%  " +
-                              cli::format_seconds(t.seconds));
+            const auto got = cli::extract_final(x.answer);
+            x.correct = got && *got == problems[i].final;
+            x.forwards = q.stats.forwards;
+            x.committed = q.stats.committed;
+            x.answer_tokens = q.answer_length;
+            x.latency = seconds;
+            t.correct += x.correct;
+            t.forwards += x.forwards;
+            t.committed += x.committed;
+            t.answer_tokens += x.answer_tokens;
         }
-        return 0;
-    });
+        bar.update(e, "acc " + cli::fixed(100.0 * static_cast<double>(t.correct) / static_cast<double>(e), 1) + "%  " +
+                          cli::format_seconds(t.seconds));
+    }
     bar.finish();
 
     const auto n = static_cast<double>(problems.size());

@@ -1,7 +1,8 @@
-# dlm_cli — the headers shared by dlm-generate (examples/), dlm-eval (bench/) and dlm-server (server/):
-# option parsing, flags to the preset registry's options (include/dlm/registry/), model loading,
-# terminal output, trace pictures. Included by each folder's list; `#include "cli/..."` from the
-# source root.
+# dlm_cli — what dlm-generate (examples/), dlm-eval and dlm-bench-batch (bench/), dlm-server (server/)
+# and the Python package (python/) share: option parsing, flags to the preset registry's options
+# (include/dlm/registry/), model loading, terminal output, trace pictures (headers), and every preset's
+# engine over the CPU models (cli/engines.hpp), compiled once here in dlm_cli_engines instead of in
+# each program. Included by each folder's list; `#include "cli/..."` from the source root.
 if(TARGET dlm_cli)
   return()
 endif()
@@ -12,9 +13,19 @@ set(DLM_DEFAULT_MODEL_DIR "${PROJECT_SOURCE_DIR}/models/cdlm" CACHE PATH
 set(DLM_DEFAULT_EVAL_DATA "${PROJECT_SOURCE_DIR}/tools/data/test.jsonl" CACHE FILEPATH
     "JSONL problem set dlm-eval uses without --data")
 
+# The preset engines: two translation units (the transformer's presets, DiffusionGemma's), so that they
+# build side by side; position-independent, as the Python module links them; compiled without waiting for
+# the kernels' library, which they only link (OPTIMIZE_DEPENDENCIES).
+add_library(dlm_cli_engines STATIC EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/cli/engines_transformer.cpp
+                                                    ${PROJECT_SOURCE_DIR}/cli/engines_gemma.cpp)
+set_target_properties(dlm_cli_engines PROPERTIES POSITION_INDEPENDENT_CODE ON OPTIMIZE_DEPENDENCIES ON)
+target_include_directories(dlm_cli_engines PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(dlm_cli_engines PUBLIC dlm::cpu_kernels)
+target_compile_options(dlm_cli_engines PRIVATE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wpedantic>)
+
 add_library(dlm_cli INTERFACE)
 target_include_directories(dlm_cli INTERFACE ${PROJECT_SOURCE_DIR})
-target_link_libraries(dlm_cli INTERFACE dlm::cpu_kernels)
+target_link_libraries(dlm_cli INTERFACE dlm_cli_engines dlm::cpu_kernels)
 target_compile_definitions(dlm_cli INTERFACE DLM_DEFAULT_MODEL_DIR="${DLM_DEFAULT_MODEL_DIR}"
                                              DLM_DEFAULT_EVAL_DATA="${DLM_DEFAULT_EVAL_DATA}")
 target_compile_options(dlm_cli INTERFACE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU,Clang>>:-Wall -Wextra -Wpedantic>)

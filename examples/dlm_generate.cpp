@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include <unistd.h>
 
+#include "cli/engines.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -42,10 +44,8 @@ decoded decode(cli::basic_loaded_model<Model>& m, const cli::settings& s, const 
     }
     const double drawn_before = view ? view->seconds() : 0.0;
     const auto t0 = std::chrono::steady_clock::now();
-    sequence_result r = cli::with_preset<Model>(s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-        Decoder d = cli::make_decoder<Decoder>(m.model, s);
-        return d.generate(prompt, {.gen_length = s.gen_length, .seed = s.seed}, on_step);
-    });
+    const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
+    sequence_result r = run_to_end(*eng, prompt, {.gen_length = s.gen_length, .seed = s.seed}, on_step, t0);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (view) {
         seconds -= view->seconds() - drawn_before;

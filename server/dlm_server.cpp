@@ -27,6 +27,7 @@
 #include <dlm/registry/describe.hpp>
 #include <dlm/registry/table.hpp>
 
+#include "cli/engines.hpp"
 #include "serve.hpp"
 #include "serve_engine.hpp"
 #ifdef DLM_SERVER_CUDA
@@ -91,9 +92,8 @@ int serve_loaded(const cli::options& o, cli::basic_loaded_model<Model>& m, serve
         return 2;
 #endif
     }
-    return registry::visit<Model>(registry::builtin, s.preset, [&]<class Decoder>(std::type_identity<Decoder>) {
-        return server::serve<Decoder>(o, m.model, m, s, model_id, http);
-    });
+    const auto make = [&](const prompt_cache_options& cache) { return registry::make_engine(m.model, s, cache); };  // cli/engines.hpp
+    return server::serve_made(o, make, m, s, model_id, http);
 }
 
 int run(const cli::options& o) {

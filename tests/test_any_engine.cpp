@@ -1,11 +1,13 @@
 // The engine behind one run-time interface (dlm/registry/any_engine.hpp), as dlm-server and the
 // Python package drive it: every preset decodes through it as through its typed engine, a sequence's
 // own settings become its own policies, a policy the settings do not configure stays the decoder's,
-// and a bad option is refused by name while the batch runs on.
+// and a bad option is refused by name while the batch runs on; a preset's engine from make_engine
+// (dlm/registry/preset_engine.hpp), run to the end, decodes as the decoder's generate.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include <dlm/registry/any_engine.hpp>
+#include <dlm/registry/preset_engine.hpp>
 #include <dlm/registry/table.hpp>
 #include <dlm/registry/validate.hpp>
 #include <dlm/testing/scripted_model.hpp>
@@ -132,4 +135,41 @@ TEST_CASE("any_engine: a bad option in a sequence's own settings is refused by n
     const auto out = run(eng);
     REQUIRE(out.results.size() == 1);
     check_same(out.results.at(a), d.generate(tvec{1, 2}, {.gen_length = 8, .seed = 2}));
+}
+
+TEST_CASE("any_engine: make_engine builds the preset's engine, and run_to_end decodes through it as the decoder's generate, step events included") {
+    for (std::size_t i = 0; i < reg::builtin.size; ++i) {
+        const reg::preset_id pid{i};
+        const std::string name(reg::builtin.name_of(pid));
+        if (name == "diffusion-gemma") continue;  // uniform-state: test_diffusion_gemma decodes it
+        CAPTURE(name);
+        auto m = hashed(name.starts_with("fast-dllm-v2") || name == "autoregressive");
+        const reg::settings s = reg::resolve(reg::builtin, pid, reg::accepted_only(reg::builtin, pid, {.gen_length = 16, .block_length = 8}));
+        const std::vector<tvec> prompts{{1, 2, 3, 1, 2, 3, 1, 2}, {3, 2, 1}};
+        const generation_options o{.gen_length = 16, .seed = 5};
+        std::vector<std::pair<int, int>> seen, expected;  // (sequence, committed) of every step event
+        const auto record = [](std::vector<std::pair<int, int>>& into) {
+            return [&into](const step_event& e) {
+                into.emplace_back(static_cast<int>(e.sequence), static_cast<int>(e.committed.size()));
+                return step_action::proceed;
+            };
+        };
+        const std::unique_ptr<reg::any_engine> eng = reg::make_engine(m, s);
+        const decode_result got = run_to_end(*eng, prompts, o, record(seen));
+        decode_result want;
+        reg::visit<scripted_model>(reg::builtin, pid, [&]<class D>(std::type_identity<D>) {
+            want = reg::make_decoder<D>(m, s).generate(prompts, o, record(expected));
+        });
+        REQUIRE(got.sequences.size() == 2);
+        for (std::size_t k = 0; k < 2; ++k) check_same(got.sequences[k], want.sequences[k]);
+        CHECK(got.stats.forwards == want.stats.forwards);
+        CHECK(seen == expected);
+        CHECK_FALSE(seen.empty());
+        // Its statistics are the result's, so an engine that has run is refused rather than miscounted.
+        CHECK_THROWS_AS(run_to_end(*eng, prompts, o), contract_error);
+    }
+    reg::settings composed = reg::resolve(reg::builtin, reg::builtin.find("cdlm").value(), {.gen_length = 16, .block_length = 8});
+    composed.composed = reg::composition{};
+    auto m = hashed(false);
+    CHECK_THROWS_AS((void)reg::make_engine(m, composed), contract_error);
 }

@@ -12,12 +12,13 @@
 //
 // It is the one decoding loop of every backend: `decoder::generate` (decoder.hpp, the layer above) and
 // dlm::cuda::device_decoder's generate add their prompts, step until idle and take the results
-// (detail::generate_api below). `Decoder` is any type with the decoder's policy types and accessors
-// (model(), mask(), cache(), schedule(), sampler()); what differs between backends is only its
-// stepper (engine/step.hpp): how one step turns the plans and a forward into commits — on the host
-// (engine/host_stepper.hpp, the default) or on the GPU (`Decoder::stepper_type`, dlm/cuda). A sequence
-// decodes the same alone, in any batch, and whenever it joins, as long as the model's forward is
-// batch-invariant (dlm's CPU transformer is; docs/determinism.md).
+// (run_to_end below, which runs a registry::any_engine the same way). `Decoder` is any type with the
+// decoder's policy types and accessors (model(), mask(), cache(), schedule(), sampler()); what differs
+// between backends is only its stepper (engine/step.hpp): how one step turns the plans and a forward
+// into commits — on the host (engine/host_stepper.hpp, the default) or on the GPU
+// (`Decoder::stepper_type`, dlm/cuda). A sequence decodes the same alone, in any batch, and whenever
+// it joins, as long as the model's forward is batch-invariant (dlm's CPU transformer is;
+// docs/determinism.md).
 // Single-threaded: one owner thread calls every member.
 #pragma once
 
@@ -454,10 +455,40 @@ private:
 template <class Decoder>
 engine(Decoder&) -> engine<Decoder>;
 
+/// Runs a fresh engine `e` (dlm::engine, or registry::any_engine over one) to the end on `prompts`:
+/// what a decoder's generate() does, written once for both. `e` must not have run before (its
+/// statistics are the result's); `clock_start` is when the caller began (the overhead counts from it).
+template <class Engine>
+decode_result run_to_end(Engine& e, std::span<const std::vector<token_id>> prompts, const generation_options& options,
+                         const step_callback& on_step = {},
+                         std::chrono::steady_clock::time_point clock_start = std::chrono::steady_clock::now()) {
+    if (!e.idle() || e.stats().forwards != 0)
+        throw contract_error("dlm: run_to_end needs an engine that has not run (its statistics become the result's)");
+    const std::vector<std::uint64_t> ids = e.add_batch(prompts, options);
+    while (!e.idle()) e.step(on_step);
+    decode_result out;
+    out.stats = e.stats();
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
+    out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
+    out.sequences.resize(ids.size());
+    for (auto& [id, result] : e.take_finished()) out.sequences[static_cast<std::size_t>(id - ids.front())] = std::move(result);
+    return out;
+}
+
+/// One prompt on a fresh engine: its failure, having no other sequence to spare, is thrown (typed).
+template <class Engine>
+sequence_result run_to_end(Engine& e, const std::vector<token_id>& prompt, const generation_options& options, const step_callback& on_step = {},
+                           std::chrono::steady_clock::time_point clock_start = std::chrono::steady_clock::now()) {
+    sequence_result r =
+        std::move(run_to_end(e, std::span<const std::vector<token_id>>(&prompt, 1), options, on_step, clock_start).sequences.front());
+    r.rethrow_if_failed();
+    return r;
+}
+
 namespace detail {
 
 /// The generate() of a decoder type (dlm::decoder, dlm::cuda::device_decoder), written once: it runs
-/// an engine of the decoder to the end.
+/// an engine of the decoder to the end (run_to_end).
 template <class Derived>
 class generate_api {
 public:
@@ -470,22 +501,14 @@ public:
                            const step_callback& on_step = {}) {
         const auto clock_start = std::chrono::steady_clock::now();
         engine<Derived> e(static_cast<Derived&>(*this));
-        const std::vector<std::uint64_t> ids = e.add_batch(prompts, options);
-        while (!e.idle()) e.step(on_step);
-        decode_result out;
-        out.stats = e.stats();
-        const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock_start).count();
-        out.stats.overhead_seconds = std::max(0.0, total - out.stats.model_seconds);
-        out.sequences.resize(ids.size());
-        for (auto& [id, result] : e.take_finished()) out.sequences[static_cast<std::size_t>(id - ids.front())] = std::move(result);
-        return out;
+        return run_to_end(e, prompts, options, on_step, clock_start);
     }
 
     /// A single prompt. Its failure, having no other sequence to spare, is thrown (typed).
     sequence_result generate(const std::vector<token_id>& prompt, const generation_options& options, const step_callback& on_step = {}) {
-        sequence_result r = std::move(generate(std::span<const std::vector<token_id>>(&prompt, 1), options, on_step).sequences.front());
-        r.rethrow_if_failed();
-        return r;
+        const auto clock_start = std::chrono::steady_clock::now();
+        engine<Derived> e(static_cast<Derived&>(*this));
+        return run_to_end(e, prompt, options, on_step, clock_start);
     }
 
     /// A schedule that leaves a block unfinished after this many forwards per slot is broken; the

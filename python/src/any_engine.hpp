@@ -1,10 +1,10 @@
 // python/src/any_engine.hpp — the engines Python picks by name, each a registry::any_engine
-// (dlm/registry/any_engine.hpp, the interface dlm-server drives too): the registry's visitor
-// (dlm/registry/table.hpp) instantiates the engine of each preset's decoder type over the CPU
-// transformer, and an engine whose schedule is a Python callable over the mask, cache and sampler of
-// a preset; or the composed decoder of four policies named in the policy name table
-// (registry/compose.hpp: only its mask x cache pairs are instantiated); or, over DiffusionGemma, the
-// engine of its uniform-state preset.
+// (dlm/registry/any_engine.hpp, the interface dlm-server drives too): a preset's engine over the CPU
+// transformer or DiffusionGemma, as every dlm program gets it (registry::make_engine, compiled once in
+// dlm_cli: cli/engines.hpp); an engine whose schedule is a Python callable over the mask, cache and
+// sampler of a preset (the registry's visitor, dlm/registry/table.hpp, instantiates one per preset
+// here); or the composed decoder of four policies named in the policy name table (registry/compose.hpp:
+// only its mask x cache pairs are instantiated, in composed_engine.cpp).
 //
 //   auto eng = dlm::python::make_engine(*model, settings, nullptr);         // the preset's own schedule
 //   auto id = eng->add(prompt, {.gen_length = settings.gen_length, .seed = 7});
@@ -27,6 +27,7 @@
 #include <dlm/registry/policies.hpp>
 #include <dlm/registry/table.hpp>
 
+#include "cli/engines.hpp"
 #include "py_model.hpp"
 #include "py_schedule.hpp"
 
@@ -40,10 +41,6 @@ using registry::step_report;
 /// configured from `s`. Compiled in its own translation unit (composed_engine.cpp): its decoder
 /// types, one per mask x cache pair, build beside the presets' rather than after them.
 [[nodiscard]] std::unique_ptr<any_engine> make_composed_engine(cpu::transformer& model, const registry::settings& s);
-
-/// The engine of preset s.preset (diffusion-gemma: the only one that fits) over DiffusionGemma.
-/// Compiled in its own translation unit (gemma_engine.cpp), beside the transformer's.
-[[nodiscard]] std::unique_ptr<any_engine> make_gemma_engine(cpu::diffusion_gemma& model, const registry::settings& s);
 
 /// The engine of preset s.preset over the transformer `model`, its policies configured from `s`; with `fn`, the
 /// preset's mask, cache and sampler and a schedule calling `fn` (stop_at_eos: CDLM's early stop).
@@ -59,7 +56,7 @@ using registry::step_report;
         return make_composed_engine(model, s);
     }
     return registry::visit<cpu::transformer>(builtin, s.preset, [&]<class D>(std::type_identity<D>) -> std::unique_ptr<any_engine> {
-        if (!fn) return std::make_unique<engine_of<D>>(std::in_place, registry::make_decoder<D>(model, s));
+        if (!fn) return registry::make_engine(model, s);  // compiled once, in dlm_cli (cli/engines.hpp)
         using P = registry::policies_of<D>;
         if constexpr (schedule_has_sub_block<typename P::schedule>) {
             throw invalid_parameter("schedule", "the " + std::string(builtin.name_of(s.preset)) +
@@ -75,7 +72,7 @@ using registry::step_report;
 }
 
 /// The engine of settings `s` over the folder `m` holds, whichever model it is (make_transformer_engine
-/// or make_gemma_engine). DiffusionGemma refuses a Python schedule, naming "schedule": its steps redraw
+/// or, for DiffusionGemma, registry::make_engine). DiffusionGemma refuses a Python schedule, naming "schedule": its steps redraw
 /// every slot of the canvas, not a choice among masked slots.
 [[nodiscard]] inline std::unique_ptr<any_engine> make_engine(py_model& m, const registry::settings& s, std::shared_ptr<py_callable> fn,
                                                              bool stop_at_eos = true) {
@@ -85,7 +82,9 @@ using registry::step_report;
                 throw invalid_parameter("schedule", "DiffusionGemma is a uniform-state model: each step redraws every slot of its canvas, "
                                                     "so there is no choice among masked slots for a Python schedule to make; use its "
                                                     "diffusion-gemma preset");
-            return make_gemma_engine(folder.model, s);
+            if (s.composed)
+                throw invalid_parameter("mask", "DiffusionGemma decodes with its diffusion-gemma preset's policies, not policies named one by one");
+            return registry::make_engine(folder.model, s);  // compiled once, in dlm_cli (cli/engines.hpp)
         } else {
             return make_transformer_engine(folder.model, s, std::move(fn), stop_at_eos);
         }

@@ -57,8 +57,10 @@ public:
     [[nodiscard]] virtual policies make_policies(const settings& s) const = 0;
     virtual sequence_id add(std::vector<token_id> prompt, const generation_options& o, const policies& p = {}) = 0;
     virtual std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) = 0;
-    /// One batched forward and each sequence's step; the reports are valid until the next step.
-    virtual const std::vector<step_report>& step() = 0;
+    /// One batched forward and each sequence's step, `on_step` called after each as dlm::engine::step
+    /// calls it; the reports are valid until the next step.
+    virtual const std::vector<step_report>& step(const step_callback& on_step) = 0;
+    const std::vector<step_report>& step() { return step(step_callback{}); }
     virtual void cancel(sequence_id id) = 0;
     [[nodiscard]] virtual std::vector<std::pair<sequence_id, sequence_result>> take_finished() = 0;
     [[nodiscard]] virtual std::span<const token_id> committed_prefix(sequence_id id) const = 0;
@@ -102,7 +104,8 @@ public:
     std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) override {
         return eng_.add_batch(prompts, o);
     }
-    const std::vector<step_report>& step() override { return eng_.step(); }
+    using any_engine::step;
+    const std::vector<step_report>& step(const step_callback& on_step) override { return eng_.step(on_step); }
     void cancel(sequence_id id) override { eng_.cancel(id); }
     [[nodiscard]] std::vector<std::pair<sequence_id, sequence_result>> take_finished() override { return eng_.take_finished(); }
     [[nodiscard]] std::span<const token_id> committed_prefix(sequence_id id) const override { return eng_.committed_prefix(id); }
