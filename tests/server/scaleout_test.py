@@ -5,6 +5,7 @@
   nginx    nginx from Debian's packages: passive failover (proxy_next_upstream)
   smg      the SGLang model gateway (PyPI `smg`, in a venv made by this script): round robin, health checks on
            /ready, its own retries
+  venv     only make the serving venv (smg, and deploy_test.py's tools), which ctest does beside the other tests
 
 Each case starts three replicas (--port 0, one CPU thread each) and the router on free loopback ports, then sends a
 bounded load (300 requests from 32 clients, a third of them streamed, each with its own seed, so that an answer
@@ -284,6 +285,10 @@ def start_replicas(args, count):
 
 
 def run_case(args):
+    if args.case == "venv":  # the serving venv alone (ctest makes it beside the other tests, tests/server.cmake)
+        venv, why = setup_serving_venv(args.venv)
+        print(f"the serving venv {venv} has {', '.join(SERVING_PACKAGES)}" if venv else f"skipped: {why}")
+        return 0 if venv else SKIP
     if args.case in ("haproxy", "nginx") and not shutil.which(args.case):
         print(f"skipped: {args.case} is not installed (scripts/install-deps.sh installs it)")
         return SKIP
@@ -337,14 +342,16 @@ def run_case(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("case", choices=["haproxy", "nginx", "smg"])
-    p.add_argument("--server", required=True)
-    p.add_argument("--model", required=True, help="a sampling model folder (the teacher)")
+    p.add_argument("case", choices=["haproxy", "nginx", "smg", "venv"], help="a router, or venv: only make the serving venv")
+    p.add_argument("--server")
+    p.add_argument("--model", help="a sampling model folder (the teacher)")
     p.add_argument("--venv", default=os.path.join(ROOT, "build", "venv-serving"))
     p.add_argument("--requests", type=int, default=300)
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--retries", type=int, default=4)
     args = p.parse_args(argv)
+    if args.case != "venv" and not (args.server and args.model):
+        p.error(f"{args.case} needs --server and --model")
     try:
         return run_case(args)
     except Failure as e:
