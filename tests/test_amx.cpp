@@ -15,6 +15,9 @@
 #include <omp.h>
 #endif
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_amx {
+
 using namespace dlm;
 using namespace dlm::cpu;
 
@@ -134,7 +137,7 @@ TEST_CASE("amx-bf16: a product split in k continues the same sum exactly (accumu
     REQUIRE(std::string(p.name) == "amx-bf16");
     auto packed = [&](index_t kb, index_t ke) {
         std::vector<std::uint16_t> a(packed_a_size(m, ke - kb, p.a.mr, p.a.group));
-        pack_a(m, ke - kb, x.data() + kb, k, p.a.mr, p.a.group, a.data(), detail::bf16_bits{});
+        pack_a(m, ke - kb, x.data() + kb, k, p.a.mr, p.a.group, a.data(), cpu::detail::bf16_bits{});
         return a;
     };
     const auto whole = packed(0, k), first = packed(0, k0), second = packed(k0, k);
@@ -148,3 +151,5 @@ TEST_CASE("amx-bf16: a product split in k continues the same sum exactly (accumu
     p.run(m, n, 0, whole.data(), b, 0, w.panels(), zeroed.data(), n, false);
     for (float v : zeroed) REQUIRE(v == 0.0f);
 }
+
+}  // namespace test_amx

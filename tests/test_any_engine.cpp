@@ -22,6 +22,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_any_engine {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 namespace reg = dlm::registry;
@@ -173,3 +176,5 @@ TEST_CASE("any_engine: make_engine builds the preset's engine, and run_to_end de
     auto m = hashed(false);
     CHECK_THROWS_AS((void)reg::make_engine(m, composed), contract_error);
 }
+
+}  // namespace test_any_engine

@@ -7,6 +7,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_batch {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 using dlm_test::context_hash;
@@ -190,3 +193,5 @@ TEST_CASE("cfg_scale: an unconditional forward with the prompt masked, combined 
                              invalid_parameter);
     }
 }
+
+}  // namespace test_batch

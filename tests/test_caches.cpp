@@ -6,6 +6,9 @@
 #include <dlm/cache/caches.hpp>
 #include <dlm/mask/block_diffusion.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_caches {
+
 using namespace dlm;
 
 namespace {
@@ -102,3 +105,5 @@ TEST_CASE("sub_block_cache: full forwards over the block until a sub-block's fir
     CHECK_FALSE(sub_block_cache::is_exact);
     static_assert(kv_cache_policy<sub_block_cache>);
 }
+
+}  // namespace test_caches

@@ -15,6 +15,9 @@
 #include "cli/stats.hpp"
 #include "cli/trace.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_cli {
+
 namespace cli = dlm::cli;
 using cli::preset_id;
 
@@ -336,3 +339,5 @@ TEST_CASE("cli: the trace outlines each edit of a revising schedule in the row o
     run.result.revisions.clear();
     CHECK(cli::draw::to_svg(cli::trace_scene(std::vector<cli::trace_run>{run}, "t", "s")).find("token edited") == std::string::npos);
 }
+
+}  // namespace test_cli

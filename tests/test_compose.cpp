@@ -14,6 +14,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_compose {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 namespace reg = dlm::registry;
@@ -150,3 +153,5 @@ TEST_CASE("compose: the name table has unique names and a line for every policy"
     CHECK(reg::masks.index_of<int>() == reg::masks.size);
     CHECK(reg::composition_of(reg::builtin, reg::builtin.find("cdlm").value()) == reg::compose("block_causal", "prefix", "cdlm", "greedy"));
 }
+
+}  // namespace test_compose

@@ -4,6 +4,9 @@
 #include <dlm/dlm.hpp>
 #include <dlm/testing/scripted_model.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_concepts {
+
 using namespace dlm;
 
 namespace archetype {
@@ -176,3 +179,5 @@ TEST_CASE("shipped policies model their concepts") {
     static_assert(token_sampler<greedy_sampler> && token_sampler<presets::llada_sampler>);
     CHECK(true);
 }
+
+}  // namespace test_concepts

@@ -6,6 +6,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_decoder {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 using dlm_test::context_hash;
@@ -213,3 +216,5 @@ TEST_CASE("prompts of different lengths share every forward") {
     CHECK(m.log()[0].size() == 2);
     CHECK(m.log()[0][1].window_end == 10);
 }
+
+}  // namespace test_decoder

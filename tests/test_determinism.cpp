@@ -17,6 +17,9 @@
 #include <omp.h>
 #endif
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_determinism {
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using tvec = std::vector<token_id>;
@@ -172,3 +175,5 @@ TEST_CASE("determinism: experts run in turn or side by side on the threads give 
     omp_set_num_threads(threads_before);
 #endif
 }
+
+}  // namespace test_determinism

@@ -25,6 +25,9 @@
 
 #include "io_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_diffusion_gemma {
+
 using namespace dlm;
 using dlm::cpu::diffusion_gemma;
 using dlm_test::read_f32_file;
@@ -395,3 +398,5 @@ TEST_CASE("diffusion_gemma: timed phases add up to no more than the forwards too
     for (double phase : {t.encoder, t.projections, t.attention, t.dense_mlp, t.experts, t.self_conditioning, t.head}) CHECK(phase > 0);
     CHECK(t.total() <= wall);
 }
+
+}  // namespace test_diffusion_gemma

@@ -18,6 +18,9 @@
 #include <dlm/engine.hpp>
 #include <dlm/presets.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_editing {
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using tvec = std::vector<token_id>;
@@ -266,3 +269,5 @@ TEST_CASE("a LLaDA2 folder is taken for LLaDA 2.1 by its decoder's keys or its n
     CHECK_FALSE(folder(fs::path("llada2.1-experiments") / "LLaDA2.0-mini", nullptr).value.has_value());  // a parent's name says nothing
     fs::remove_all(root);
 }
+
+}  // namespace test_editing

@@ -14,6 +14,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_engine {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 using tvec = std::vector<token_id>;
@@ -307,3 +310,5 @@ TEST_CASE("engine: a batch larger than one forward group of the CPU transformer 
         check_same(d.generate(prompts[i], {.gen_length = 16, .seed = sequence_seed(5, i)}), batch.sequences[i]);
     }
 }
+
+}  // namespace test_engine

@@ -37,6 +37,9 @@
 #endif
 #endif
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_errors {
+
 using namespace dlm;
 using dlm_test::expect_error;
 using dlm_test::temp_dir;
@@ -408,3 +411,5 @@ TEST_CASE("errors: a KV cache larger than memory is memory_error, from make_kv_c
           }) == 0);
 #endif
 }
+
+}  // namespace test_errors

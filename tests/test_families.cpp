@@ -21,6 +21,9 @@
 
 #include "io_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_families {
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using kv = transformer::kv_cache;
@@ -432,3 +435,5 @@ TEST_CASE("families: what dlm does not compute is refused by the key that asks f
     const io::model_config moe = transformer::load(families_dir / "llada2_tiny").config();
     CHECK_THROWS_WITH_AS(transformer(moe, cpu::random_weights(moe, 1)), doctest::Contains("mixture-of-experts"), invalid_parameter);
 }
+
+}  // namespace test_families

@@ -23,6 +23,9 @@
 #include "gguf_test_util.hpp"
 #include "io_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_gguf {
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using tvec = std::vector<token_id>;
@@ -313,3 +316,5 @@ TEST_CASE("a llada-moe file whose routing llama.cpp's graph does not compute is 
     refused("llada-moe.expert_shared_count", "shared experts");
     std::filesystem::remove(out);
 }
+
+}  // namespace test_gguf

@@ -13,6 +13,9 @@
 
 #include "gguf_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_gguf_errors {
+
 using namespace dlm;
 using bytes = std::vector<std::byte>;
 
@@ -273,3 +276,5 @@ TEST_CASE("corrupted bytes of a model file give dlm::error and nothing else") {
     MESSAGE(refused << " of 300 corrupted headers refused");
     CHECK(refused > 0);
 }
+
+}  // namespace test_gguf_errors

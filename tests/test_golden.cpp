@@ -19,6 +19,9 @@
 
 #include "io_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_golden {
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using tvec = std::vector<token_id>;
@@ -266,3 +269,5 @@ TEST_CASE("golden: CD4LM generate_block, every slot deferred: dlm commits the mo
     for (const auto& [pos, tok] : g.forwards[f]) CHECK(tok == eos);
     CHECK(got[f] != g.forwards[f]);
 }
+
+}  // namespace test_golden

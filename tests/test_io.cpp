@@ -12,6 +12,9 @@
 #include "dlm/io/safetensors.hpp"
 #include "io_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_io {
+
 using namespace dlm::io;
 using dlm_test::expect_error;
 using dlm_test::temp_dir;
@@ -443,3 +446,5 @@ TEST_CASE("sharded checkpoint errors") {
         expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); }, {"model-00002-of-00002.safetensors", "3 bytes"});
     }
 }
+
+}  // namespace test_io

@@ -10,6 +10,9 @@
 #include "dlm/io/model_config.hpp"
 #include "io_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_io_config {
+
 using namespace dlm::io;
 using dlm_test::expect_error;
 using dlm_test::temp_dir;
@@ -488,3 +491,5 @@ TEST_CASE("the diffusiongemma-26b-a4b shape has the published counts: 25.2B para
     CHECK(active == doctest::Approx(3.8e9).epsilon(0.02));
     CHECK(kv_bytes == 210 * 1024);
 }
+
+}  // namespace test_io_config

@@ -19,6 +19,9 @@
 
 #include <unistd.h>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_kernels {
+
 using namespace dlm;
 using namespace dlm::cpu;
 
@@ -286,3 +289,5 @@ TEST_CASE("memory: a model that cannot fit is refused before allocating, with th
     CHECK(now > 0);
     CHECK(peak_resident_memory() >= now);
 }
+
+}  // namespace test_kernels

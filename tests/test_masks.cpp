@@ -3,6 +3,9 @@
 
 #include <dlm/mask/masks.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_masks {
+
 using namespace dlm;
 
 namespace {
@@ -92,3 +95,5 @@ TEST_CASE("block-causal mask with blocks of one slot is the causal mask on the g
     for (index_t q = l.prompt_length; q < l.size(); ++q)
         for (index_t k = 0; k < l.size(); ++k) CHECK((bc.allowed(l, q, k) == c.allowed(l, q, k) || k < l.prompt_length));
 }
+
+}  // namespace test_masks

@@ -12,6 +12,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_model_decoding {
+
 using namespace dlm;
 using tvec = std::vector<token_id>;
 using prompts_t = std::vector<tvec>;
@@ -102,3 +105,5 @@ TEST_CASE("model defaults: presets decode the shipped CDLM student with the bloc
     CHECK(presets::cd4lm<cpu::transformer>(m).generate(prompt, {}).settings.block_length.value == 8);
     CHECK(presets::fast_dllm<cpu::transformer>(m).generate(prompt, {}).settings.block_length.value == 8);
 }
+
+}  // namespace test_model_decoding

@@ -5,6 +5,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_presets {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 using dlm_test::oracle;
@@ -185,3 +188,5 @@ TEST_CASE("the aligned block presets decode a shifted model whose prompt is shor
     CHECK(sdar.generate(prompt, {13, 0}).sequences[0].tokens == answer);
     for (const auto& f : m.log()) CHECK(f[0].logits_begin >= 0);
 }
+
+}  // namespace test_presets

@@ -13,6 +13,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_prompt_cache {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 using tvec = std::vector<token_id>;
@@ -287,3 +290,5 @@ TEST_CASE("engine: a decoder that cannot reuse K/V exactly refuses a prompt cach
     engine none(llada);  // no prompt cache asked for: fine
     CHECK(none.prompt_cache() == nullptr);
 }
+
+}  // namespace test_prompt_cache

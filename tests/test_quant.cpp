@@ -16,6 +16,9 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/mask/masks.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_quant {
+
 using namespace dlm;
 using io::gguf_type;
 
@@ -267,3 +270,5 @@ TEST_CASE("a model held in GGUF blocks gives the logits of its blocks decoded to
         CHECK(q.weight_bytes() < ref.weight_bytes() / 3);
     }
 }
+
+}  // namespace test_quant

@@ -15,6 +15,9 @@
 
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_registry {
+
 using namespace dlm;
 using dlm::testing::scripted_model;
 namespace reg = dlm::registry;
@@ -230,3 +233,5 @@ TEST_CASE("registry: a table extended by one line finds, builds, checks and deco
     });
     CHECK(r.tokens == std::vector<token_id>{4, 5, 6, 7, 8, 9, 10, 11});  // the oracle's first 8
 }
+
+}  // namespace test_registry

@@ -6,6 +6,9 @@
 #include <dlm/presets.hpp>
 #include <dlm/sampler/samplers.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_samplers {
+
 using namespace dlm;
 
 namespace {
@@ -125,3 +128,5 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vector") {
     CHECK(z[2] == 0xbc57ac4cu);
     CHECK(z[3] == 0x9b00dbd8u);
 }
+
+}  // namespace test_samplers

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <dlm/presets.hpp>
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_schedules {
+
 using namespace dlm;
 
 namespace {
@@ -168,3 +171,5 @@ TEST_CASE("cdlm schedule: threshold 0.9 that stops after a block holding EOS") {
     CHECK(s.stop_after_block(ctx(), with_eos));
     CHECK_FALSE(threshold_schedule{}.stop_after_block(ctx(), with_eos));
 }
+
+}  // namespace test_schedules

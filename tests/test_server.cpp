@@ -22,6 +22,9 @@
 #include "server/preset_rules.hpp"
 #include "support/scripts.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_server {
+
 using namespace dlm;
 using namespace dlm::server;
 
@@ -546,3 +549,5 @@ TEST_CASE("server scheduler: a burst into an idle batch holds max_active + max_q
     CHECK(a->end == job_end::finished);
     CHECK(b->end == job_end::finished);
 }
+
+}  // namespace test_server

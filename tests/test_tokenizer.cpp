@@ -18,6 +18,9 @@
 #include "io_test_util.hpp"
 #include "tokenizer_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_tokenizer {
+
 using dlm::token_id;
 using dlm::io::tokenizer;
 using dlm_test::from_hex;
@@ -319,3 +322,5 @@ TEST_CASE("chat templates: the format is detected from the model folder") {
     dlm_test::expect_error<dlm::file_error>([&] { (void)detect_chat_format(dir.path()); }, {"tokenizer_config.json", "chat_template"});
     dlm_test::expect_error<dlm::file_error>([&] { (void)detect_chat_format(dir / "nope"); }, {"nope"});
 }
+
+}  // namespace test_tokenizer

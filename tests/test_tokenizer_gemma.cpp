@@ -21,6 +21,9 @@
 #include "io_test_util.hpp"
 #include "tokenizer_test_util.hpp"
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_tokenizer_gemma {
+
 using dlm::token_id;
 using dlm::io::tokenizer;
 using dlm_test::show;
@@ -260,3 +263,5 @@ TEST_CASE("gemma chat template: Gemma 4's template is recognised in a model fold
     CHECK(dlm::io::apply_chat_template(chat_format::gemma4, {}, true, dlm::io::chat_thinking::on) ==
           "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>model\n");
 }
+
+}  // namespace test_tokenizer_gemma

@@ -28,6 +28,9 @@
 #include <omp.h>
 #endif
 
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_transformer {
+
 using namespace dlm;
 using dlm::cpu::transformer;
 using kv = transformer::kv_cache;
@@ -606,3 +609,5 @@ TEST_CASE("the weight-size check counts shapes past 2^31 rows in 64 bits, and pr
     CHECK_THROWS_WITH_AS((void)transformer::random(c, 1, io::dtype::f32, 1.0f, false), doctest::Contains("(num_heads + 2 num_kv_heads) x head_dim = 12884901888"),
                          invalid_parameter);
 }
+
+}  // namespace test_transformer
