@@ -19,7 +19,7 @@
 //    --llada-batches, same prompts.
 // 4. --json: everything above plus the analytic roofline series (AR, full diffusion, CDLM for blocks
 //    4/16/32 and batches 1-128) for tools/roofline.py.
-// 5. --gemm PATH (cublas, lt, skinny, auto; default: DLM_CUDA_GEMM, else auto): the GEMM path of the
+// 5. --gemm PATH (cublas, lt, skinny, tc, auto; default: DLM_CUDA_GEMM, else auto): the GEMM path of the
 //    model for everything above (docs/cuda.md, "GEMM paths").
 // --gemm-sweep (cuda_gemm_sweep.cuh): the ceilings, then every GEMM path on Dream-7B's linear layers for
 // the --sweep-rows row counts (whatever --gemm says); no model. --profile (cuda_profile.cuh): the ceilings, then the phases of
@@ -260,7 +260,7 @@ int main(int argc, char** argv) try {
     const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));  // K/V are f32
     std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
                 cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
-    std::printf("GEMM path: %s (auto runs cublas, lt or skinny per shape: dlm::cuda::auto_gemm_path)\n", std::string(dlm::cuda::name(m.gemm_path())).c_str());
+    std::printf("GEMM path: %s (auto runs skinny or cublas per shape: dlm::cuda::auto_gemm_path)\n", std::string(dlm::cuda::name(m.gemm_path())).c_str());
     out["gemm_path"] = std::string(dlm::cuda::name(m.gemm_path()));
     out["model"] = {{"layers", cfg.num_layers}, {"hidden", cfg.hidden_size}, {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads},
                     {"intermediate", cfg.intermediate_size}, {"vocab", cfg.vocab_size}, {"weight_bytes", ms.weight_bytes}};

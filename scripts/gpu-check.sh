@@ -12,7 +12,7 @@
 #   bench.json    dlm-bench-cuda --json (ceilings, forwards, decoding, roofline series)
 #   quick.json    dlm-bench-cuda --quick --json (a small model: every code path, in seconds)
 #   gemm-sweep.json  dlm-bench-cuda --gemm-sweep --json (every GEMM path on Dream-7B's linear layers)
-#   profile-PATH.json  dlm-bench-cuda --profile --json with DLM_CUDA_GEMM=PATH (cublas, skinny, lt): the
+#   profile-PATH.json  dlm-bench-cuda --profile --json with DLM_CUDA_GEMM=PATH (cublas, skinny, lt, tc): the
 #                 phases of an AR and a CDLM forward
 #   roofline.png  tools/roofline.py's plot of bench.json (also copied to docs/img/ when $OUT is unset)
 #   build.log, ctest.log, bench-quick.log, bench-gemm-sweep.log, bench-profile-PATH.log, bench.log
@@ -20,6 +20,11 @@
 # GPU_CHECK_TEST_S (300), GPU_CHECK_QUICK_S (60), GPU_CHECK_SWEEP_S (120), GPU_CHECK_PROFILE_S (120, each
 # of the three), GPU_CHECK_BENCH_S (300). A phase that runs out is
 # recorded as timed out (with what its log holds so far) and the check goes on to the next one.
+# Other knobs: GPU_CHECK_PREBUILT=1 skips configure and build and runs what build/cuda holds (binaries built
+# elsewhere for sm_90 and carried: their tests name the build machine's source folder, which must then
+# exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench") runs only
+# the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled;
+# GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU).
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
 # host compiler, make or ninja, python3 with matplotlib for the plot (skipped without it). Exits 1 when
 # the build, a test or the benchmark fails, 77 when no GPU was usable (tests skipped), else 0.
@@ -96,10 +101,19 @@ jobs=$(nproc 2>/dev/null || echo 4)
     echo
 } >"$results"
 
-# 1. Configure and build only what the check runs.
+phases=" ${GPU_CHECK_PHASES:-tests quick sweep profile bench} "
+wants() { [[ "$phases" == *" $1 "* ]]; }
+
+# 1. Configure and build only what the check runs (or take the carried build).
 t_phase=$(date +%s)
-rm -f build/cuda/CMakeCache.txt
-if cmake --preset cuda "${configure_args[@]}" >"$out/build.log" 2>&1 &&
+if [[ -n "${GPU_CHECK_PREBUILT:-}" ]]; then
+    if [[ ! -x build/cuda/tests/test_cuda || ! -x build/cuda/bench/dlm-bench-cuda ]]; then
+        echo "gpu-check.sh: GPU_CHECK_PREBUILT is set but build/cuda holds no test_cuda and dlm-bench-cuda" | tee -a "$results"
+        exit 1
+    fi
+    echo "- build: prebuilt (GPU_CHECK_PREBUILT), not rebuilt here" >>"$results"
+    phase build
+elif rm -f build/cuda/CMakeCache.txt && cmake --preset cuda "${configure_args[@]}" >"$out/build.log" 2>&1 &&
     bounded "$build_s" cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$jobs" >>"$out/build.log" 2>&1; then
     phase build
 else
@@ -116,8 +130,10 @@ else
 fi
 
 # 2. The CUDA tests (label cuda: the GPU suites and the nvcc compile-fail cases).
+if wants tests; then
 t_phase=$(date +%s)
-bounded "$test_s" ctest --test-dir build/cuda -L cuda --output-on-failure --timeout 120 >"$out/ctest.log" 2>&1
+# shellcheck disable=SC2086  # GPU_CHECK_CTEST_ARGS is a list of arguments
+bounded "$test_s" ctest --test-dir build/cuda -L cuda --output-on-failure --timeout 120 ${GPU_CHECK_CTEST_ARGS:-} >"$out/ctest.log" 2>&1
 rc=$?
 ((rc != 0)) && fail=1
 phase tests
@@ -133,6 +149,7 @@ phase tests
 if grep -q "Skipped" "$out/ctest.log"; then
     echo "gpu-check.sh: tests were skipped (no usable GPU?)" | tee -a "$results"
     skipped=1
+fi
 fi
 
 # 3. The benchmark: first the small model (every code path, seconds), then the Dream-7B shape.
@@ -162,16 +179,18 @@ bench() {  # name, limit, log, arguments...
         echo
     } >>"$results"
 }
-bench "quick benchmark" "$quick_s" bench-quick.log --quick --json "$out/quick.json"
+wants quick && bench "quick benchmark" "$quick_s" bench-quick.log --quick --json "$out/quick.json"
 # The GEMM paths (docs/cuda.md, "GEMM paths"): each on the Dream-7B linear layers, then where a forward's
 # time goes with each.
-bench "GEMM sweep" "$sweep_s" bench-gemm-sweep.log --gemm-sweep --json "$out/gemm-sweep.json"
-for gemm in cublas skinny lt; do
-    DLM_CUDA_GEMM=$gemm bench "profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-$gemm.log" --profile --json "$out/profile-$gemm.json"
-done
+wants sweep && bench "GEMM sweep" "$sweep_s" bench-gemm-sweep.log --gemm-sweep --json "$out/gemm-sweep.json"
+if wants profile; then
+    for gemm in ${GPU_CHECK_PROFILE_PATHS:-cublas skinny lt tc}; do
+        DLM_CUDA_GEMM=$gemm bench "profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-$gemm.log" --profile --json "$out/profile-$gemm.json"
+    done
+fi
 # The host decoder is timed at batch 1 only: at batch 8 it samples 152k-entry rows on one CPU core and
 # took the 2026-11-30 run past its 150 s; the Dream-7B run with these lists took under 112 s on an H200.
-bench "benchmark" "$bench_s" bench.log --host-batches 1 --json "$out/bench.json"
+wants bench && bench "benchmark" "$bench_s" bench.log --host-batches 1 --json "$out/bench.json"
 
 # 4. The roofline.
 if [[ -f "$out/bench.json" ]]; then

@@ -31,7 +31,7 @@ foreach(_suite IN ITEMS host philox sampling selection gemm parity cache presets
 endforeach()
 
 # The model through the other GEMM paths (gemm.cuh): the same parity with the CPU model.
-foreach(_path IN ITEMS lt skinny)
+foreach(_path IN ITEMS lt skinny tc)
   add_test(NAME "test_cuda: parity (DLM_CUDA_GEMM=${_path})" COMMAND test_cuda --test-suite=parity)
   set_tests_properties("test_cuda: parity (DLM_CUDA_GEMM=${_path})" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda
                        ENVIRONMENT DLM_CUDA_GEMM=${_path})

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <dlm/cuda/device_decoder.cuh>
@@ -155,20 +156,59 @@ TEST_SUITE("host") {
         CHECK(dlm::cuda::parse_gemm_path("cublas", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::cublas);
         CHECK(dlm::cuda::parse_gemm_path("lt", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::lt);
         CHECK(dlm::cuda::parse_gemm_path("skinny", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::skinny);
+        CHECK(dlm::cuda::parse_gemm_path("tc", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::tc);
         CHECK(dlm::cuda::parse_gemm_path("auto", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::automatic);
         CHECK(dlm::cuda::name(dlm::cuda::gemm_path::skinny) == "skinny");
+        CHECK(dlm::cuda::name(dlm::cuda::gemm_path::tc) == "tc");
         CHECK_THROWS_WITH_AS((void)dlm::cuda::parse_gemm_path("cuBLAS", "DLM_CUDA_GEMM"), doctest::Contains("DLM_CUDA_GEMM"), invalid_parameter);
         CHECK_THROWS_AS((void)dlm::cuda::parse_gemm_path("", "DLM_CUDA_GEMM"), invalid_parameter);
-        // auto is skinny for one row and cublas for more (measured: gemm_path.cuh), and skinny falls back
-        // to cublas where its kernel does not apply.
+        // auto is skinny for one row and cublas for more (measured: gemm_path.cuh); skinny and tc fall back
+        // to cublas where their kernel does not apply.
+        using dlm::cuda::gemm_path;
         const auto* aligned = reinterpret_cast<const dlm::cuda::bf16*>(std::uintptr_t{256});
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 1, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::skinny);
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 2, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::automatic, 1, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::cublas);
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 16, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::skinny);
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 17, 4096, 4096, aligned, aligned) == dlm::cuda::gemm_path::cublas);
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::skinny, 4, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::cublas);
-        CHECK(dlm::cuda::resolve_gemm_path(dlm::cuda::gemm_path::lt, 64, 4096, 100, aligned, aligned) == dlm::cuda::gemm_path::lt);
+        const auto* aligned_f16 = reinterpret_cast<const dlm::cuda::f16*>(std::uintptr_t{256});
+        const auto* aligned_f32 = reinterpret_cast<const float*>(std::uintptr_t{256});
+        const auto* misaligned = reinterpret_cast<const dlm::cuda::bf16*>(std::uintptr_t{258});
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 1, 4096, 4096, aligned, aligned) == gemm_path::skinny);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 2, 4096, 4096, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 1, 4096, 100, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 64, 4096, 4096, aligned_f16, aligned_f16) == gemm_path::tc);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 65, 4096, 4096, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 8, 4096, 4096, misaligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 8, 4096, 100, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 1, 4096, 4096, aligned_f32, aligned_f32) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 33, 4096, 4096, aligned, aligned) == gemm_path::tc);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::skinny, 16, 4096, 4096, aligned, aligned) == gemm_path::skinny);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::skinny, 17, 4096, 4096, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::skinny, 4, 4096, 100, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::lt, 64, 4096, 100, aligned, aligned) == gemm_path::lt);
+    }
+
+    TEST_CASE("the tensor-core kernel splits k over whole chunks, by n, k and the device alone") {
+        using dlm::cuda::tc_split_for;
+        // Dream-7B on 132 multiprocessors: q/k/v 36 row blocks (7 splits), o 28 (7: 8 would leave a
+        // split of 3 chunks), down 28 (8), gate/up 296 and the head 1188 (none).
+        CHECK(tc_split_for(4608, 3584, 132).splits == 7);
+        CHECK(tc_split_for(4608, 3584, 132).span == 512);
+        CHECK(tc_split_for(3584, 3584, 132).splits == 7);
+        CHECK(tc_split_for(3584, 18944, 132).splits == 8);
+        CHECK(tc_split_for(3584, 18944, 132).span == 2432);
+        CHECK(tc_split_for(37888, 3584, 132).splits == 1);
+        CHECK(tc_split_for(152064, 3584, 132).splits == 1);
+        // Never more splits than chunks, every split non-empty, and the ranges cover k.
+        for (const index_t k : {8, 72, 128, 136, 1000, 2056, 18944})
+            for (const index_t n : {1, 45, 1037, 4100})
+                for (const int sms : {1, 16, 132}) {
+                    const auto s = tc_split_for(n, k, sms);
+                    CAPTURE(k);
+                    CAPTURE(n);
+                    CAPTURE(sms);
+                    CHECK(s.splits >= 1);
+                    CHECK(s.splits <= dlm::cuda::tc_max_splits);
+                    CHECK(s.span % dlm::cuda::tc_chunk == 0);
+                    CHECK(static_cast<index_t>(s.splits - 1) * s.span < k);
+                    CHECK(static_cast<index_t>(s.splits) * s.span >= k);
+                }
     }
 
     TEST_CASE("a device decoder type for every preset") {
@@ -323,7 +363,7 @@ std::vector<float> check_gemm(dlm::cuda::gemm_path path, index_t m, index_t n, i
 TEST_SUITE("gemm") {
     TEST_CASE("every GEMM path computes the product and the fused residual, on odd shapes") {
         using dlm::cuda::gemm_path;
-        for (const gemm_path path : {gemm_path::cublas, gemm_path::lt, gemm_path::skinny})
+        for (const gemm_path path : {gemm_path::cublas, gemm_path::lt, gemm_path::skinny, gemm_path::tc})
             for (const index_t m : {1, 3, 16})
                 for (const float beta : {0.0f, 1.0f}) {
                     check_gemm<dlm::cuda::bf16>(path, m, 1037, 2056, beta, 1);  // k spans chunks of the skinny kernel with a tail
@@ -334,6 +374,63 @@ TEST_SUITE("gemm") {
         check_gemm<dlm::cuda::bf16>(gemm_path::skinny, 33, 1037, 2056, 1.0f, 4);
         check_gemm<dlm::cuda::bf16>(gemm_path::skinny, 3, 129, 100, 0.0f, 5);
         check_gemm<dlm::cuda::bf16>(gemm_path::lt, 64, 129, 100, 1.0f, 6);
+        // The tensor-core kernel at every tile count (8, 9, 33, 64 rows), with k ending inside a chunk and
+        // inside a 32-element group (2056 = 32 chunks + 8), n ending inside a block (1037 = 32 · 32 + 13),
+        // a k smaller than one chunk per warp (72); above 64 rows, for f32 and for k not a multiple of 8 it
+        // is cuBLAS's.
+        for (const index_t m : {8, 9, 33, 64}) {
+            check_gemm<dlm::cuda::bf16>(gemm_path::tc, m, 1037, 2056, 1.0f, 7);
+            check_gemm<dlm::cuda::f16>(gemm_path::tc, m, 77, 520, 0.0f, 8);
+        }
+        check_gemm<dlm::cuda::bf16>(gemm_path::tc, 5, 45, 72, 1.0f, 9);
+        check_gemm<dlm::cuda::bf16>(gemm_path::tc, 1, 4100, 18944, 0.0f, 10);  // down-projection depth, many blocks
+        check_gemm<dlm::cuda::bf16>(gemm_path::tc, 65, 129, 264, 1.0f, 11);
+        check_gemm<dlm::cuda::bf16>(gemm_path::tc, 3, 129, 100, 0.0f, 12);
+        check_gemm<float>(gemm_path::tc, 3, 129, 264, 0.0f, 13);
+    }
+
+    TEST_CASE("the tensor-core kernel: a row's result is bit for bit the same alone and in batches of 2 to 64") {
+        const index_t n = 1037, k = 2056, rows = 64;
+        std::mt19937 g(19);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<dlm::cuda::bf16> x(rows * static_cast<std::size_t>(k)), w(static_cast<std::size_t>(n) * k);
+        for (auto& v : x) v = __float2bfloat16_rn(u(g));
+        for (auto& v : w) v = __float2bfloat16_rn(u(g));
+        dlm::cuda::stream_context ctx;
+        dlm::cuda::device_buffer<dlm::cuda::bf16> dx(x.size(), "x"), dw(w.size(), "W");
+        dlm::cuda::device_buffer<float> dy(rows * static_cast<std::size_t>(n), "y");
+        dlm::cuda::upload(dx.data(), x.data(), x.size(), ctx.stream(), "x");
+        dlm::cuda::upload(dw.data(), w.data(), w.size(), ctx.stream(), "W");
+        auto product = [&](index_t first, index_t m) {  // rows first .. first + m - 1 of x
+            dlm::cuda::tc_linear(ctx.stream(), m, n, k, dx.data() + static_cast<std::size_t>(first) * k, dw.data(), dy.data(), 0.0f, "batch");
+            std::vector<float> y(static_cast<std::size_t>(m) * n);
+            dlm::cuda::download(y.data(), dy.data(), y.size(), ctx.stream(), "y");
+            ctx.synchronize("tc batch invariance");
+            return y;
+        };
+        const std::vector<float> all = product(0, rows);
+        // Each batch puts its rows at other tile positions and runs another tile count (NT 1..8).
+        for (const auto& [first, m] : std::vector<std::pair<index_t, index_t>>{{0, 1}, {5, 1}, {63, 1}, {3, 2}, {7, 9}, {31, 33}, {1, 63}, {20, 17}}) {
+            CAPTURE(first);
+            CAPTURE(m);
+            const std::vector<float> part = product(first, m);
+            CHECK(std::memcmp(part.data(), all.data() + static_cast<std::size_t>(first) * n, part.size() * sizeof(float)) == 0);
+        }
+    }
+
+    TEST_CASE("the tensor-core kernel refuses what it does not take, by name") {
+        dlm::cuda::stream_context ctx;
+        dlm::cuda::device_buffer<dlm::cuda::bf16> x(72 * 104, "x"), w(8 * 104, "W");
+        dlm::cuda::device_buffer<float> xf(72 * 104, "x"), wf(8 * 104, "W");
+        dlm::cuda::device_buffer<float> y(72 * 8, "y");
+        CHECK_THROWS_WITH_AS(dlm::cuda::tc_linear(ctx.stream(), 65, 8, 104, x.data(), w.data(), y.data(), 0.0f, "too many rows"),
+                             doctest::Contains("'m'"), invalid_parameter);
+        CHECK_THROWS_WITH_AS(dlm::cuda::tc_linear(ctx.stream(), 2, 8, 100, x.data(), w.data(), y.data(), 0.0f, "odd k"), doctest::Contains("'k'"),
+                             invalid_parameter);
+        CHECK_THROWS_WITH_AS(dlm::cuda::tc_linear(ctx.stream(), 2, 8, 104, xf.data(), wf.data(), y.data(), 0.0f, "f32"), doctest::Contains("bf16 or f16"),
+                             invalid_parameter);
+        CHECK_NOTHROW(dlm::cuda::tc_linear(ctx.stream(), 64, 8, 104, x.data(), w.data(), y.data(), 0.0f, "fits"));
+        ctx.synchronize("tc refusals");
     }
 
     TEST_CASE("the skinny kernel: a row's result is bit for bit the same in a batch of 16 as alone") {

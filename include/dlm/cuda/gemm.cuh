@@ -6,9 +6,10 @@
 // T (bf16, f16 or f32), output and accumulation in f32. beta = 1 adds the product to y, which is how
 // the residual connections are fused into the output projections.
 //
-// Three implementations, chosen per product by the runtime context's gemm_path (gemm_path.cuh,
+// Four implementations, chosen per product by the runtime context's gemm_path (gemm_path.cuh,
 // DLM_CUDA_GEMM): cuBLAS's cublasGemmEx (`linear` below), cublasLt with a plan per shape
-// (gemm_lt.cuh), and dlm's kernel for a few rows (skinny_gemm.cuh). cuBLAS is column-major, so both
+// (gemm_lt.cuh), dlm's CUDA-core kernel for a few rows (skinny_gemm.cuh) and its tensor-core kernel
+// for up to 64 rows (tc_gemm.cuh). cuBLAS is column-major, so both
 // cuBLAS paths compute yᵀ = W · xᵀ: op(A) = Wᵀ-of-column-major = W, no copies; CUBLAS_COMPUTE_32F (no
 // TF32, no reduced-precision reductions for f32; tensor cores for bf16 and f16).
 #pragma once
@@ -23,6 +24,7 @@
 #include "gemm_path.cuh"
 #include "runtime.cuh"
 #include "skinny_gemm.cuh"
+#include "tc_gemm.cuh"
 
 namespace dlm::cuda {
 
@@ -40,11 +42,13 @@ void linear(cublasHandle_t blas, index_t m, index_t n, index_t k, const T* x, co
     check_launch(call, stream);
 }
 
-/// The implementation a product takes under path `p`: automatic resolves by auto_gemm_path, and skinny
-/// falls back to cublas where the skinny kernel does not apply (more rows, k not a multiple of its vector).
+/// The implementation a product takes under path `p`: automatic resolves by auto_gemm_path; skinny and
+/// tc fall back to cublas where their kernel does not apply (more rows, k not a multiple of its vector,
+/// tc on f32).
 template <storage_element T>
 [[nodiscard]] gemm_path resolve_gemm_path(gemm_path p, index_t m, index_t n, index_t k, const T* x, const T* w) noexcept {
     if (p == gemm_path::automatic) p = auto_gemm_path(m, n, k);
+    if (p == gemm_path::tc && !tc_applies(m, k, x, w)) return gemm_path::cublas;
     if (p == gemm_path::skinny && !skinny_applies(m, k, x, w)) return gemm_path::cublas;
     return p;
 }
@@ -66,6 +70,7 @@ public:
         switch (resolve_gemm_path(p, m, n, k, x, w)) {
         case gemm_path::lt: lt().run(ctx, m, n, k, x, w, y, beta, what); break;
         case gemm_path::skinny: skinny_linear(ctx.stream(), m, n, k, x, w, y, beta, what); break;
+        case gemm_path::tc: tc_linear(ctx.stream(), m, n, k, x, w, y, beta, what); break;
         default: cuda::linear(ctx.blas(), m, n, k, x, w, y, beta, what); break;
         }
     }

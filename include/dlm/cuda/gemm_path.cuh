@@ -2,12 +2,14 @@
 //
 //   cublas  cublasGemmEx (the first implementation; any shape)
 //   lt      cublasLt matmul, algorithm planned once per shape from its heuristic (gemm_lt.cuh)
-//   skinny  dlm's own kernel for a few rows (m <= skinny_max_rows, k a multiple of its vector width;
-//           other products fall back to cublas) (skinny_gemm.cuh)
+//   skinny  dlm's own CUDA-core kernel for a few rows (m <= skinny_max_rows, k a multiple of its vector
+//           width; other products fall back to cublas) (skinny_gemm.cuh)
+//   tc      dlm's own tensor-core kernel for 1 to tc_max_rows rows of bf16 or f16 (k a multiple of 8;
+//           other products fall back to cublas) (tc_gemm.cuh)
 //   auto    the default: auto_gemm_path below, per product shape
 //
 // The path is a setting of the runtime context (stream_context::set_gemm_path), initialised from the
-// environment variable DLM_CUDA_GEMM (cublas|lt|skinny|auto; unset or empty: auto). Host code only.
+// environment variable DLM_CUDA_GEMM (cublas|lt|skinny|tc|auto; unset or empty: auto). Host code only.
 #pragma once
 
 #include <array>
@@ -19,9 +21,12 @@
 
 namespace dlm::cuda {
 
-enum class gemm_path { cublas, lt, skinny, automatic };
+enum class gemm_path { cublas, lt, skinny, tc, automatic };
 
-inline constexpr std::array<std::string_view, 4> gemm_path_names{"cublas", "lt", "skinny", "auto"};
+inline constexpr std::array<std::string_view, 5> gemm_path_names{"cublas", "lt", "skinny", "tc", "auto"};
+
+/// The most x rows the tensor-core kernel takes (tc_gemm.cuh): 8 mma tiles of 8 rows.
+inline constexpr index_t tc_max_rows = 64;
 
 [[nodiscard]] constexpr std::string_view name(gemm_path p) noexcept { return gemm_path_names[static_cast<std::size_t>(p)]; }
 
@@ -30,7 +35,7 @@ inline constexpr std::array<std::string_view, 4> gemm_path_names{"cublas", "lt",
 [[nodiscard]] inline gemm_path parse_gemm_path(std::string_view value, const std::string& parameter) {
     for (std::size_t i = 0; i < gemm_path_names.size(); ++i)
         if (value == gemm_path_names[i]) return static_cast<gemm_path>(i);
-    throw invalid_parameter(parameter, "must be one of cublas, lt, skinny, auto; got '" + std::string(value) + "'");
+    throw invalid_parameter(parameter, "must be one of cublas, lt, skinny, tc, auto; got '" + std::string(value) + "'");
 }
 
 /// The path DLM_CUDA_GEMM asks for (auto when unset or empty); an unknown value throws invalid_parameter.
@@ -40,11 +45,13 @@ inline constexpr std::array<std::string_view, 4> gemm_path_names{"cublas", "lt",
 }
 
 /// What `auto` runs for a product of m rows (n outputs, k inputs): the one place to change when
-/// measurements say another path is faster for some shapes. Must return cublas, lt or skinny (skinny
-/// still falls back to cublas where it does not apply). Measured on an H200 with Dream-7B's products
-/// (`dlm-bench-cuda --gemm-sweep`, docs/cuda.md): at one row skinny streams the weights 4-7 % faster
-/// than cuBLAS on every shape (an AR step 5.14 ms against 5.66); from two rows on it is no faster, and
-/// from 8 rows much slower (CUDA cores); cublasLt's heuristic picks what cublasGemmEx runs.
+/// measurements say another path is faster for some shapes. Must return cublas, lt, skinny or tc (each
+/// falls back as resolve_gemm_path says where its kernel does not apply). Measured on an H200 with
+/// Dream-7B's products (`dlm-bench-cuda --gemm-sweep`, docs/cuda.md): at one row skinny streams the
+/// weights 4-7 % faster than cuBLAS on every shape (an AR step 5.14 ms against 5.66); from two rows on it
+/// is no faster, and from 8 rows much slower (CUDA cores); cublasLt's heuristic picks what cublasGemmEx
+/// runs. The tensor-core kernel (tc) is not chosen yet: its first version matched cuBLAS up to 8 rows
+/// and was bound by L2 traffic above (2026-12-04); the present one has not yet run on a GPU.
 [[nodiscard]] constexpr gemm_path auto_gemm_path(index_t m, index_t /*n*/, index_t /*k*/) noexcept {
     return m == 1 ? gemm_path::skinny : gemm_path::cublas;
 }

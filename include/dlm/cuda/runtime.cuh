@@ -189,8 +189,6 @@ private:
     std::size_t n_ = 0;
 };
 
-/// A non-blocking CUDA stream with a cuBLAS handle bound to it, and the setting of which implementation
-/// runs its linear layers (gemm_path; from DLM_CUDA_GEMM when made). Move-only.
 /// Multiprocessors of the current device (cudaDevAttrMultiProcessorCount).
 [[nodiscard]] inline int multiprocessor_count() {
     int device = 0, count = 0;
@@ -199,6 +197,8 @@ private:
     return count;
 }
 
+/// A non-blocking CUDA stream with a cuBLAS handle bound to it, and the setting of which implementation
+/// runs its linear layers (gemm_path; from DLM_CUDA_GEMM when made). Move-only.
 class stream_context {
 public:
     stream_context() : gemm_path_(gemm_path_from_environment()) {
