@@ -257,11 +257,14 @@ int main(int argc, char** argv) try {
     model_t m = model_t::random(cfg, 2024);
     if (o.gemm) m.set_gemm_path(*o.gemm);
     const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
-    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));  // K/V are f32
+    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));
+    const std::string kv_name(dlm::cuda::element<model_t::kv_element>::name);
     std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
                 cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
     std::printf("GEMM path: %s (auto runs skinny or cublas per shape: dlm::cuda::auto_gemm_path)\n", std::string(dlm::cuda::name(m.gemm_path())).c_str());
+    std::printf("KV cache: %s keys and values\n", kv_name.c_str());
     out["gemm_path"] = std::string(dlm::cuda::name(m.gemm_path()));
+    out["kv_element"] = kv_name;
     out["model"] = {{"layers", cfg.num_layers}, {"hidden", cfg.hidden_size}, {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads},
                     {"intermediate", cfg.intermediate_size}, {"vocab", cfg.vocab_size}, {"weight_bytes", ms.weight_bytes}};
     out["shape"] = {{"prompt", o.prompt}, {"gen", o.gen}, {"block", o.block}};

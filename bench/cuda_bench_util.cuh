@@ -17,7 +17,13 @@
 namespace dlm_bench_cuda {
 
 using namespace dlm;
+// The model benchmarked: bf16 weights with an f32 KV cache (dlm-bench-cuda), or with a bf16 one
+// (dlm-bench-cuda-kv-bf16, the same source built with DLM_BENCH_KV_BF16).
+#ifdef DLM_BENCH_KV_BF16
+using model_t = dlm::cuda::transformer_bf16_kv;
+#else
 using model_t = dlm::cuda::transformer;
+#endif
 
 /// Dream-v0-Instruct-7B's shape (bench/shapes.hpp's `dream-7b`, its published config.json), `layers` of them.
 inline io::model_config dream7b(index_t layers) {

@@ -22,7 +22,7 @@
 # recorded as timed out (with what its log holds so far) and the check goes on to the next one.
 # Other knobs: GPU_CHECK_PREBUILT=1 skips configure and build and runs what build/cuda holds (binaries built
 # elsewhere for sm_90 and carried: their tests name the build machine's source folder, which must then
-# exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench") runs only
+# exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench kv") runs only
 # the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled;
 # GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU).
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
@@ -101,7 +101,7 @@ jobs=$(nproc 2>/dev/null || echo 4)
     echo
 } >"$results"
 
-phases=" ${GPU_CHECK_PHASES:-tests quick sweep profile bench} "
+phases=" ${GPU_CHECK_PHASES:-tests quick sweep profile bench kv} "
 wants() { [[ "$phases" == *" $1 "* ]]; }
 
 # 1. Configure and build only what the check runs (or take the carried build).
@@ -114,7 +114,7 @@ if [[ -n "${GPU_CHECK_PREBUILT:-}" ]]; then
     echo "- build: prebuilt (GPU_CHECK_PREBUILT), not rebuilt here" >>"$results"
     phase build
 elif rm -f build/cuda/CMakeCache.txt && cmake --preset cuda "${configure_args[@]}" >"$out/build.log" 2>&1 &&
-    bounded "$build_s" cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$jobs" >>"$out/build.log" 2>&1; then
+    bounded "$build_s" cmake --build build/cuda --target test_cuda dlm-bench-cuda dlm-bench-cuda-kv-bf16 -j "$jobs" >>"$out/build.log" 2>&1; then
     phase build
 else
     rc=$?
@@ -191,6 +191,14 @@ fi
 # The host decoder is timed at batch 1 only: at batch 8 it samples 152k-entry rows on one CPU core and
 # took the 2026-11-30 run past its 150 s; the Dream-7B run with these lists took under 112 s on an H200.
 wants bench && bench "benchmark" "$bench_s" bench.log --host-batches 1 --json "$out/bench.json"
+# The same profile with a bf16 KV cache (its attention reads half the bytes).
+if wants kv && [[ -x build/cuda/bench/dlm-bench-cuda-kv-bf16 ]]; then
+    t_phase=$(date +%s)
+    bounded "$profile_s" stdbuf -oL build/cuda/bench/dlm-bench-cuda-kv-bf16 --profile --json "$out/profile-kv-bf16.json" >"$out/bench-profile-kv-bf16.log" 2>&1 ||
+        { echo "gpu-check.sh: the bf16 KV profile failed; see bench-profile-kv-bf16.log" | tee -a "$results"; fail=1; }
+    phase "profile (bf16 KV cache)"
+    { echo "## profile (bf16 KV cache)"; echo; echo '```'; cat "$out/bench-profile-kv-bf16.log"; echo '```'; echo; } >>"$results"
+fi
 
 # 4. The roofline.
 if [[ -f "$out/bench.json" ]]; then

@@ -109,5 +109,10 @@ inline void check_same_tokens(const decode_result& a, const decode_result& b, bo
     }
 }
 
+/// A committed slot never holds the mask id (the decoders ban it from every draw).
+inline void check_no_mask_committed(const sequence_result& r, token_id mask_id) {
+    for (std::size_t g = 0; g < r.tokens.size(); ++g)
+        if (r.commit_forward[g] >= 0) CHECK(r.tokens[g] != mask_id);
+}
 
 }  // namespace dlm_cuda_test

@@ -4,6 +4,9 @@
 // Every preset's tokens: test_cuda_presets.cu.
 #include "cuda_test_util.cuh"
 
+#include <concepts>
+#include <utility>
+
 using namespace dlm_cuda_test;
 
 namespace {
@@ -188,6 +191,54 @@ TEST_SUITE("cache") {
                           decode<decoder<M, block_causal_mask, no_cache, threshold_schedule, greedy_sampler>>(llada, prompts, 16, block_causal_mask{4}));
         check_same_tokens(decode<decoder<M, causal_mask, prefix_cache, next_slot_schedule, greedy_sampler>>(dream, prompts, 10),
                           decode<decoder<M, causal_mask, no_cache, next_slot_schedule, greedy_sampler>>(dream, prompts, 10));
+    }
+}
+
+// A bf16 KV cache (transformer_bf16_kv) against the f32 one of the same bf16 model. Rounding K and V to
+// bf16 changes each by at most 2^-9 of itself, the same relative step as the rounding every product input
+// already takes (the attention's output among them), so it adds about one such rounding per layer: the
+// logits stay within bf16_tolerance of the f32-cache model's, as the bf16 model's are of the CPU's.
+TEST_SUITE("parity") {
+    TEST_CASE("a bf16 KV cache: logits within bf16 rounding of the f32 cache's, at half the cache's bytes") {
+        using gpu_kv16 = dlm::cuda::transformer_bf16_kv;
+        static_assert(std::same_as<gpu_kv16::kv_element, dlm::cuda::bf16>);
+        for (const auto& [name, shift] : {std::pair{"llada_tiny", false}, std::pair{"dream_tiny", true}}) {
+            CAPTURE(std::string(name));
+            auto f32_kv = gpu16::load(models_dir / name);
+            auto bf16_kv = gpu_kv16::load(models_dir / name);
+            const fixture f = read_fixture(name, shift);
+            const block_causal_mask mask{4};
+            const auto reference = run(f32_kv, mask, f.ids, f.layout, full_plan(f.layout));
+            const auto halved = run(bf16_kv, mask, f.ids, f.layout, full_plan(f.layout));
+            const double d = scaled_diff(halved, reference);
+            MESSAGE(name << ": bf16 KV vs f32 KV " << d);
+            CHECK(d < bf16_tolerance);
+            CHECK(bf16_kv.make_kv_cache(16).bytes() * 2 == f32_kv.make_kv_cache(16).bytes());
+        }
+    }
+}
+
+TEST_SUITE("cache") {
+    TEST_CASE("a bf16 KV cache is exact too: cached steps equal a full recompute, and prefix_cache decodes as no_cache") {
+        // Window keys and cached keys are rounded alike, so a cache reads what a recompute computes.
+        auto llada = dlm::cuda::transformer_bf16_kv::load(models_dir / "llada_tiny");
+        CHECK(compare_with_full_recompute<prefix_cache>(llada, block_causal_mask{4}, {8, 16, 4, false}, 5, 3, bf16_tolerance) == 12);
+        const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31, 8, 200, 140, 77, 6, 2, 19}};
+        using M = dlm::cuda::transformer_bf16_kv;
+        check_same_tokens(decode<decoder<M, block_causal_mask, prefix_cache, threshold_schedule, greedy_sampler>>(llada, prompts, 16, block_causal_mask{4}),
+                          decode<decoder<M, block_causal_mask, no_cache, threshold_schedule, greedy_sampler>>(llada, prompts, 16, block_causal_mask{4}));
+    }
+}
+
+TEST_SUITE("presets") {
+    TEST_CASE("with a bf16 KV cache, device-side decoding equals host-side decoding") {
+        auto g = dlm::cuda::transformer_bf16_kv::load(models_dir / "dream_tiny");
+        const std::vector<tvec> prompts{{5, 17, 42, 7, 99, 3}, {11, 12, 250, 31, 8, 200, 140, 77, 6, 2, 19}};
+        using P = presets::cdlm<dlm::cuda::transformer_bf16_kv>;
+        const auto host = decode<P>(g, prompts, 32, block_causal_mask{8});
+        const auto device = decode<dlm::cuda::device_decoder_t<P>>(g, prompts, 32, block_causal_mask{8});
+        check_same_tokens(host, device);
+        for (const auto& s : device.sequences) check_no_mask_committed(s, g.mask_id());
     }
 }
 

@@ -10,12 +10,6 @@ using namespace dlm_cuda_test;
 
 namespace {
 
-/// A committed slot never holds the mask id (the decoders ban it from every draw).
-void check_no_mask_committed(const sequence_result& r, token_id mask_id) {
-    for (std::size_t g = 0; g < r.tokens.size(); ++g)
-        if (r.commit_forward[g] >= 0) CHECK(r.tokens[g] != mask_id);
-}
-
 template <class Gpu>
 void check_presets(cpu::transformer* cpu, Gpu& gpu, const std::vector<tvec>& prompts) {
     const index_t gen = 32;

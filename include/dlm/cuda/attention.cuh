@@ -18,7 +18,8 @@
 // splits, which depends on the forward's number of tiles: like cuBLAS's kernel choice, the batch
 // around a row can change its last bits (docs/determinism.md).
 //
-// Keys and values are f32 (KV), as the CPU model keeps them; the output is the next product's input T.
+// Keys and values are KV (f32, as the CPU model keeps them, or bf16), widened to f32 as they are read
+// into shared memory; the output is the next product's input T.
 // Masks are evaluated in device code: their `allowed` and `key_end` must be DLM_HOST_DEVICE (every
 // shipped mask's are).
 #pragma once
@@ -166,8 +167,8 @@ __global__ void __launch_bounds__(attention_rows * 32)
             for (index_t d = lane; d < D; d += 32) {
                 float kv = 0.0f, vv = 0.0f;
                 if (kp) {
-                    kv = kp[d];
-                    vv = vp[d];
+                    kv = element<KV>::to_float(kp[d]);
+                    vv = element<KV>::to_float(vp[d]);
                 }
                 k_s[j * (D + 1) + d] = kv;
                 v_s[j * D + d] = vv;

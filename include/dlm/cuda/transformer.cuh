@@ -7,7 +7,9 @@
 //
 // Storage type T (bf16 by default, f16 or f32): weights and the inputs of every matrix product (rounded
 // as the CPU model rounds them for weights of that type: to_product_input); accumulation, the residual
-// stream, norms, queries, keys, values (the KV cache too) and softmax in f32, as on the CPU. One forward, for the stacked
+// stream, norms, queries and softmax in f32, as on the CPU; keys and values (window and KV cache) in KV:
+// f32 by default, as on the CPU, or bf16 (basic_transformer<T, bf16>: half the cache's bytes, each key
+// and value rounded once to nearest even, docs/determinism.md). One forward, for the stacked
 // window rows of every request of the batch:
 //   embed → per layer [RMSNorm → q|k|v GEMM → bias + RoPE + K/V to window and cache → attention(mask)
 //   → o GEMM (+ residual) → RMSNorm → gate|up GEMM → SiLU·up → down GEMM (+ residual)] → RMSNorm of the
@@ -43,13 +45,16 @@
 
 namespace dlm::cuda {
 
-template <storage_element T = bf16>
+template <storage_element T = bf16, storage_element KV = float>
 class basic_transformer {
+    static_assert(std::same_as<KV, float> || std::same_as<KV, bf16>,
+                  "the CUDA transformer keeps keys and values in f32 (as the CPU model) or bf16; f16's range could overflow on large keys");
+
 public:
     using element_type = T;
-    /// Keys and values in f32 whatever T, as the CPU model keeps them (its bf16 path rounds only the
-    /// inputs of products with weights: docs/determinism.md).
-    using kv_element = float;
+    /// Keys and values: f32 by default whatever T, as the CPU model keeps them (its bf16 path rounds only
+    /// the inputs of products with weights: docs/determinism.md); bf16 halves the KV cache.
+    using kv_element = KV;
     using kv_cache = cuda::kv_cache<kv_element>;
 
     /// From in-memory f32 weights (tests): converted to T on the device. Throws invalid_parameter naming
@@ -427,10 +432,13 @@ private:
     bool upload_pending_ = false;
 };
 
-/// The default: bf16 weights, activations and KV cache; f32 accumulation.
+/// The default: bf16 weights and product inputs; f32 keys, values and accumulation.
 using transformer = basic_transformer<bf16>;
+/// bf16 weights and a bf16 KV cache (half the cache's bytes; logits within bf16 rounding of transformer's).
+using transformer_bf16_kv = basic_transformer<bf16, bf16>;
 
 static_assert(language_model<transformer>);
 static_assert(language_model<basic_transformer<float>>);
+static_assert(language_model<transformer_bf16_kv>);
 
 }  // namespace dlm::cuda
