@@ -3,6 +3,8 @@
 #
 #   scripts/gpu-check.sh               configure the cuda preset, build test_cuda and dlm-bench-cuda, run
 #                                      the CUDA tests (ctest -L cuda) and the benchmark, draw the roofline
+#   scripts/gpu-check.sh --pack-prebuilt  build the CUDA test and benchmarks here (sm_90) and pack them into
+#                                      build/gpu-carry for a GPU machine (run there with GPU_CHECK_PREBUILT=1)
 #   scripts/gpu-check.sh --pack-deps   (on a machine with the Debian packages) pack the header-only
 #                                      dependencies into build/gpu-deps.tar.gz, for a GPU machine that
 #                                      has the CUDA toolkit but not nlohmann_json or doctest
@@ -47,6 +49,27 @@ if [[ "${1:-}" == "--pack-deps" ]]; then
     tar -C "$stage" -czf "$deps_tar" .
     rm -rf "$stage"
     echo "gpu-check.sh: wrote $deps_tar ($(du -h "$deps_tar" | cut -f1)); carry it to the GPU machine"
+    exit 0
+fi
+
+if [[ "${1:-}" == "--pack-prebuilt" ]]; then
+    # Build the CUDA test and benchmarks here for sm_90 and pack what a GPU machine needs to run them into
+    # build/gpu-carry (17 MB stripped): the binaries and the ctest files that name them.
+    set -e
+    cmake --preset cuda >/dev/null
+    cmake --build build/cuda --target test_cuda dlm-bench-cuda dlm-bench-cuda-kv-bf16 -j "$(nproc 2>/dev/null || echo 2)"
+    rm -rf build/gpu-carry
+    (cd build/cuda && find . -path '*/CMakeFiles' -prune -o \( -name CTestTestfile.cmake -o -name '*_include.cmake' \) -print) |
+        while read -r f; do
+            mkdir -p "build/gpu-carry/$(dirname "$f")"
+            cp "build/cuda/$f" "build/gpu-carry/$f"
+        done
+    mkdir -p build/gpu-carry/tests build/gpu-carry/bench
+    cp build/cuda/tests/test_cuda build/gpu-carry/tests/
+    cp build/cuda/bench/dlm-bench-cuda build/cuda/bench/dlm-bench-cuda-kv-bf16 build/gpu-carry/bench/
+    strip build/gpu-carry/tests/test_cuda build/gpu-carry/bench/dlm-bench-cuda*
+    echo "gpu-check.sh: packed build/gpu-carry ($(du -sh build/gpu-carry | cut -f1)). On the GPU machine, in the checkout:"
+    echo "  [ -e $repo ] || ln -s \"\$PWD\" $repo; rm -rf build/cuda; mv build/gpu-carry build/cuda; GPU_CHECK_PREBUILT=1 scripts/gpu-check.sh"
     exit 0
 fi
 
