@@ -210,10 +210,11 @@ __global__ void __launch_bounds__(tc_warps * 32, 2)
         __syncthreads();       // ... and for every thread's
         multiply_chunk<T, NT>(acc, a, tc_shared + (c % 2) * 8 * NT * tc_x_row_bytes, kb, k_end, g, q);
         __syncthreads();  // every warp is done with this buffer before the next step refills it
+        if (c + 1 < chunks)
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) a[i][h] = next[i][h];
+                for (int h = 0; h < 2; ++h) a[i][h] = next[i][h];
     }
 
     if (gridDim.x == 1) {
