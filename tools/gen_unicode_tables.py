@@ -9,10 +9,12 @@
 The HF tokenizers library normalizes with a Unicode version older than Python's. So that dlm's NFC
 gives the same bytes as the reference, the NFC tables are calibrated against the installed
 `tokenizers` package: a combining mark that it treats as a starter gets class 0 here, and a
-decomposition it does not know is left out. Run with /usr/bin/python3 after
-`/usr/bin/python3 -m pip install --break-system-packages tokenizers`:
+decomposition it does not know is left out. Run in a venv of Debian 12's Python 3.11 holding the
+tokenizers the tables were calibrated with (a newer one's \p{L} follows a newer Unicode, and the script
+refuses it); these two commands write the committed header byte for byte (checked 2026-12-04):
 
-    /usr/bin/python3 tools/gen_unicode_tables.py include/dlm/io/unicode_data.hpp
+    PYTHON=/usr/bin/python3 scripts/setup-venv.sh build/venv-tokenizers tokenizers==0.19.1
+    build/venv-tokenizers/bin/python tools/gen_unicode_tables.py include/dlm/io/unicode_data.hpp
 """
 import sys
 import unicodedata

@@ -17,8 +17,9 @@ library (the reference):
 
 Invalid UTF-8 inputs ("hex") are encoded as the reference encodes bytes.decode("utf-8", "replace");
 decode cases draw random ids whose bytes are often invalid UTF-8. Deterministic (fixed seeds).
-Run: /usr/bin/python3 -m pip install --break-system-packages tokenizers
-     /usr/bin/python3 tools/make_tokenizer_fixtures.py tests/data/tokenizer
+Run (these write the committed fixtures byte for byte; checked 2026-12-04):
+     PYTHON=/usr/bin/python3 scripts/setup-venv.sh build/venv-tokenizers tokenizers==0.19.1
+     build/venv-tokenizers/bin/python tools/make_tokenizer_fixtures.py tests/data/tokenizer
 """
 import copy
 import json

@@ -19,7 +19,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-py=/usr/bin/python3
+# build/venv-train (tools/train/README.md: Debian's torch, PyPI's tokenizers and safetensors), else /usr/bin/python3.
+py=${PYTHON:-}
+[[ -z "$py" && -x "$repo/build/venv-train/bin/python" ]] && py=$repo/build/venv-train/bin/python
+py=${py:-/usr/bin/python3}
 OUT=${OUT:-$repo/models}
 WORK=${WORK:-/tmp/dlm-train}
 DEVICE=${DEVICE:-cpu}
