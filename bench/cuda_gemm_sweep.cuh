@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,38 +72,35 @@ inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t
         dc::check_launch("fill_uniform (sweep inputs)", st);
         for (const index_t m : rows) {
             const std::size_t outputs = static_cast<std::size_t>(m) * sh.n;
-            // One product on copy c of the weights, by a path.
-            using runner = std::function<void(std::size_t)>;
-            auto by_path = [&](dc::gemm_path p) -> runner {
-                return [&, p](std::size_t c) { engine.run(ctx, p, m, sh.n, sh.k, x.data(), w.data() + c * weights, y.data(), sh.beta, sh.name); };
-            };
+            // One product on copy c of the weights.
+            auto run = [&](dc::gemm_path p, std::size_t c) { engine.run(ctx, p, m, sh.n, sh.k, x.data(), w.data() + c * weights, y.data(), sh.beta, sh.name); };
             // The result of one product from y = 0 (so that beta = 1 runs compare).
-            auto result = [&](const runner& run) {
+            auto result = [&](dc::gemm_path p) {
                 y.zero(st, "sweep outputs");
-                run(0);
+                run(p, 0);
                 std::vector<float> r(outputs);
                 dc::download(r.data(), y.data(), outputs, st, "sweep outputs");
                 ctx.synchronize("GEMM sweep");
                 return r;
             };
-            const std::vector<float> reference = result(by_path(dc::gemm_path::cublas));  // an error here ends the sweep
+            const std::vector<float> reference = result(dc::gemm_path::cublas);  // an error here ends the sweep
             // One row of the table; an error (a shape cublasLt has no algorithm for, a failed launch) is
             // printed and recorded, and the sweep goes on (a kernel fault would fail every later row too).
-            auto measure = [&](const std::string& label, const runner& run, bool is_reference, bool is_lt) {
-                const std::vector<float> first = is_reference ? reference : result(run), second = result(run);
+            auto measure = [&](dc::gemm_path p) {
+                const std::vector<float> first = p == dc::gemm_path::cublas ? reference : result(p), second = result(p);
                 const bool same_bits = std::memcmp(first.data(), second.data(), outputs * sizeof(float)) == 0;
                 const double diff = relative_difference(first, reference);
-                for (std::size_t c = 0; c < copies; ++c) run(c);  // warm-up (lt's plan was made by result)
+                for (std::size_t c = 0; c < copies; ++c) run(p, c);  // warm-up (lt's plan was made by result)
                 double best = 1e30;
                 for (int t = 0; t < sweep_trials; ++t)
                     best = std::min(best, time_on(st, 0, 1, [&] {
-                                        for (std::size_t c = 0; c < copies; ++c) run(c);
+                                        for (std::size_t c = 0; c < copies; ++c) run(p, c);
                                     }) / static_cast<double>(copies));
                 const double gbs = static_cast<double>(bytes) / best / 1e9;
                 std::string algo;
-                if (is_lt) algo = engine.lt().algo_info<bf16>(m, sh.n, sh.k, sh.beta).to_string();
-                std::printf("  %-8s %6d %6d %5d %-7s %10.1f %9.0f %5.0f%% %10.2e %4s  %s\n", sh.name, sh.n, sh.k, m, label.c_str(), best * 1e6, gbs,
-                            100.0 * gbs / ceil.copy_gbs, diff, same_bits ? "yes" : "NO", algo.c_str());
+                if (p == dc::gemm_path::lt) algo = engine.lt().algo_info<bf16>(m, sh.n, sh.k, sh.beta).to_string();
+                std::printf("  %-8s %6d %6d %5d %-7s %10.1f %9.0f %5.0f%% %10.2e %4s  %s\n", sh.name, sh.n, sh.k, m, std::string(dc::name(p)).c_str(),
+                            best * 1e6, gbs, 100.0 * gbs / ceil.copy_gbs, diff, same_bits ? "yes" : "NO", algo.c_str());
                 return nlohmann::json{{"us", best * 1e6},
                                       {"weight_gbs", gbs},
                                       {"copy_fraction", gbs / ceil.copy_gbs},
@@ -112,20 +108,17 @@ inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t
                                       {"deterministic", same_bits},
                                       {"lt_algorithm", algo}};
             };
-            auto row = [&](const std::string& label, const runner& run, bool is_reference, bool is_lt) {
-                nlohmann::json r{{"shape", sh.name}, {"n", sh.n}, {"k", sh.k}, {"m", m}, {"beta", sh.beta}, {"path", label}};
-                try {
-                    r.update(measure(label, run, is_reference, is_lt));
-                } catch (const dlm::error& e) {
-                    std::printf("  %-8s %6d %6d %5d %-7s FAILED: %s\n", sh.name, sh.n, sh.k, m, label.c_str(), e.what());
-                    r["error"] = e.what();
-                    ++failures;
-                }
-                out.push_back(r);
-            };
             for (const dc::gemm_path p : {dc::gemm_path::cublas, dc::gemm_path::lt, dc::gemm_path::skinny, dc::gemm_path::tc}) {
                 if (dc::resolve_gemm_path(p, m, sh.n, sh.k, x.data(), w.data()) != p) continue;  // skinny or tc above their rows
-                row(std::string(dc::name(p)), by_path(p), p == dc::gemm_path::cublas, p == dc::gemm_path::lt);
+                nlohmann::json row{{"shape", sh.name}, {"n", sh.n}, {"k", sh.k}, {"m", m}, {"beta", sh.beta}, {"path", std::string(dc::name(p))}};
+                try {
+                    row.update(measure(p));
+                } catch (const dlm::error& e) {
+                    std::printf("  %-8s %6d %6d %5d %-7s FAILED: %s\n", sh.name, sh.n, sh.k, m, std::string(dc::name(p)).c_str(), e.what());
+                    row["error"] = e.what();
+                    ++failures;
+                }
+                out.push_back(row);
             }
         }
     }

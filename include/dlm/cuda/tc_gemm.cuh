@@ -36,6 +36,7 @@
 // invalid_parameter otherwise, and the dispatcher (gemm.cuh) falls back to cuBLAS.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -275,13 +276,21 @@ template <storage_element T>
 }
 
 /// The split tc_linear uses on the current device: tc_split_for with its multiprocessors, and no split
-/// on a device without thread-block clusters (compute capability below 9.0).
+/// on a device without thread-block clusters (compute capability below 9.0). The device's figures are
+/// asked once per device, not once per product.
 [[nodiscard]] inline tc_split tc_device_split(index_t n, index_t k) {
-    int device = 0, major = 0;
+    static std::atomic<int> cluster_multiprocessors[64];  // per device: 0 unknown, -1 no clusters
+    int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute (compute capability)");
-    if (major < 9) return {1, k};
-    return tc_split_for(n, k, multiprocessor_count());
+    std::atomic<int>* known = device >= 0 && device < 64 ? &cluster_multiprocessors[device] : nullptr;
+    int sms = known ? known->load(std::memory_order_relaxed) : 0;
+    if (sms == 0) {
+        int major = 0;
+        check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute (compute capability)");
+        sms = major < 9 ? -1 : multiprocessor_count();
+        if (known) known->store(sms, std::memory_order_relaxed);
+    }
+    return sms < 0 ? tc_split{1, k} : tc_split_for(n, k, sms);
 }
 
 /// y (+)= x · Wᵀ by the tensor-core kernel on `stream`. Throws invalid_parameter naming T, m or k when the
