@@ -195,7 +195,7 @@ TEST_SUITE("cache") {
 }
 
 // A bf16 KV cache (transformer_bf16_kv) against the f32 one of the same bf16 model. Rounding K and V to
-// bf16 changes each by at most 2^-9 of itself, the same relative step as the rounding every product input
+// bf16 changes each by at most 2^-8 of itself, the same relative step as the rounding every product input
 // already takes (the attention's output among them), so it adds about one such rounding per layer: the
 // logits stay within bf16_tolerance of the f32-cache model's, as the bf16 model's are of the CPU's.
 TEST_SUITE("parity") {
