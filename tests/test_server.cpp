@@ -392,11 +392,23 @@ TEST_CASE("server scheduler: requests joining a running batch get exactly their 
 
 TEST_CASE("server scheduler: under token editing the text stream holds final blocks only; the canvas stream shows the edits") {
     using editing_t = decoder<scripted_model, aligned_block_diffusion_mask, prefix_cache, llada21_speedy_schedule, greedy_sampler>;
-    scripted_model m(32, mask_id, {eos_id}, false, dlm_test::context_hash());
+    using job_t = scheduler<engine<editing_t>>::job;
+    auto j = std::make_shared<job_t>();
+    // The client below must see every update (an edit shows only between two steps), so each forward waits,
+    // up to a second, until the client has read the job's latest version: the steps and the reads go in
+    // lockstep whatever the load on the machine (without it, a busy 2-core run once skipped the update).
+    std::atomic<std::uint64_t> read_version{0};
+    auto client_caught_up = [&] {
+        std::unique_lock lock(j->m, std::try_to_lock);
+        return lock.owns_lock() && j->version == read_version.load();
+    };
+    scripted_model m(32, mask_id, {eos_id}, false, [&, hash = dlm_test::context_hash()](const testing::script_view& v, std::span<float> out) {
+        for (int waited = 0; waited < 1000 && !client_caught_up(); ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        hash(v, out);
+    });
     editing_t d(m, aligned_block_diffusion_mask{8});
     engine<editing_t> eng(d);
     scheduler<engine<editing_t>> sched(eng, {.max_active = 2, .max_queue = 4});
-    auto j = std::make_shared<scheduler<engine<editing_t>>::job>();
     j->prompt = {1, 2, 3, 4, 5, 6, 7, 8};  // whole blocks: the answer's blocks are [0, 8), [8, 16), [16, 24)
     j->options.gen_length = 24;
     j->want_updates = j->want_canvas = true;
@@ -408,6 +420,7 @@ TEST_CASE("server scheduler: under token editing the text stream holds final blo
             j->wait_update(lock, v, clock::now() + std::chrono::seconds(10));
             prefixes.push_back(j->prefix);
             canvases.push_back(j->canvas);
+            read_version = j->version;
         }
     }
     REQUIRE(j->end == job_end::finished);
