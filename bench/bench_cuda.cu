@@ -2,9 +2,9 @@
 // device; no file), against ceilings the same program measures.
 //
 //   dlm-bench-cuda [--json FILE] [--prompt 128] [--gen 256] [--block 32] [--batches 1,8,64]
-//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick] [--gemm PATH]
+//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick] [--gemm PATH] [--kv f32|bf16]
 //   dlm-bench-cuda --gemm-sweep [--sweep-rows 1,2,8,16,33,64,264] [--profile] [--json FILE]
-//   dlm-bench-cuda --profile [--gemm PATH] [--json FILE]
+//   dlm-bench-cuda --profile [--gemm PATH] [--kv f32|bf16] [--json FILE]
 //
 // 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB, bytes read + written per
 //    second) and the f16 and bf16 matrix rates (cuBLAS 8192³ products, f32 accumulation).
@@ -21,6 +21,9 @@
 //    4/16/32 and batches 1-128) for tools/roofline.py.
 // 5. --gemm PATH (cublas, lt, skinny, tc, auto; default: DLM_CUDA_GEMM, else auto): the GEMM path of the
 //    model for everything above (docs/cuda.md, "GEMM paths").
+// 6. --kv f32|bf16 (default f32): the KV cache's element type, dlm::cuda::transformer (f32 keys and
+//    values) or dlm::cuda::transformer_bf16_kv (bf16: half the cache's bytes); printed and in the JSON as
+//    "kv_element". Any other value is refused (dlm::invalid_parameter naming --kv).
 // --gemm-sweep (cuda_gemm_sweep.cuh): the ceilings, then every GEMM path on Dream-7B's linear layers for
 // the --sweep-rows row counts (whatever --gemm says); no model. --profile (cuda_profile.cuh): the ceilings, then the phases of
 // one AR and one CDLM forward at batch 1 with the model's GEMM path. Either replaces 2-4.
@@ -58,6 +61,7 @@ struct options {
     bool gemm_sweep = false, profile = false;
     std::vector<index_t> sweep_rows{1, 2, 8, 16, 33, 64, 264};
     std::optional<dlm::cuda::gemm_path> gemm;
+    bool kv_bf16 = false;  // --kv bf16: dlm::cuda::transformer_bf16_kv
 };
 
 std::vector<index_t> parse_list(const std::string& s) {
@@ -93,6 +97,11 @@ options parse(int argc, char** argv) {
         else if (a == "--sweep-rows") o.sweep_rows = parse_list(next());
         else if (a == "--profile") o.profile = true;
         else if (a == "--gemm") o.gemm = dlm::cuda::parse_gemm_path(next(), "--gemm");
+        else if (a == "--kv") {
+            const std::string kv = next();
+            if (kv != "f32" && kv != "bf16") throw invalid_parameter("--kv", "the KV cache's element type must be f32 or bf16, got \"" + kv + "\"");
+            o.kv_bf16 = kv == "bf16";
+        }
         else throw invalid_parameter(a, "unknown option (see the header of bench/bench_cuda.cu)");
     }
     return o;
@@ -136,12 +145,12 @@ double attended_keys(const Mask& mask, const canvas_layout& l, const forward_pla
 }
 
 /// Times one step kind at one batch: `plan_of(layout)` after `prepare(caches)`.
-template <class Mask, class Plan>
-json time_forward(model_t& m, const model_sizes& ms, const ceilings& ceil, const char* kind, const Mask& mask, index_t batch,
+template <class Model, class Mask, class Plan>
+json time_forward(Model& m, const model_sizes& ms, const ceilings& ceil, const char* kind, const Mask& mask, index_t batch,
                   const canvas_layout& l, Plan plan_of, bool needs_cache) {
-    const forward_step step(m, mask, batch, l, plan_of, needs_cache);
+    const forward_step<Model> step(m, mask, batch, l, plan_of, needs_cache);
     const forward_plan& plan = step.plan;
-    const std::span<const forward_request<model_t::kv_cache>> rq = step.span();
+    const std::span<const forward_request<typename Model::kv_cache>> rq = step.span();
     double s = time_on(m.stream(), 1, 1, [&] { (void)m.forward_device(rq, mask); });
     const int reps = std::clamp(static_cast<int>(1.0 / std::max(s, 1e-6)), 3, 30);
     s = time_on(m.stream(), 1, reps, [&] { (void)m.forward_device(rq, mask); });
@@ -167,8 +176,8 @@ json time_forward(model_t& m, const model_sizes& ms, const ceilings& ceil, const
 }
 
 /// `graphs`: false runs a device decoder without CUDA graphs (the launch-overhead comparison).
-template <class Decoder, class... Options>
-json time_decode(model_t& m, const char* name, index_t batch, const options& o, bool graphs, Options... policy_options) {
+template <class Decoder, class Model, class... Options>
+json time_decode(Model& m, const char* name, index_t batch, const options& o, bool graphs, Options... policy_options) {
     const auto prompts = prompts_for(batch, o.prompt, ordinary_tokens(m), 11);
     Decoder d(m, policy_options...);
     if constexpr (requires { d.use_graphs(false); }) d.use_graphs(graphs && d.graphs_enabled());
@@ -216,49 +225,17 @@ json roofline_series(const model_sizes& ms, const options& o) {
     return series;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-    const options o = parse(argc, argv);
-    if (dlm::cuda::device_count() == 0) {
-        std::printf("dlm-bench-cuda: no CUDA device: skipped\n");
-        return 77;
-    }
-    cudaDeviceProp prop{};
-    dlm::cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    std::printf("dlm-bench-cuda on %s (%d SMs, %.1f GB, L2 %.0f MB), driver %d, runtime %d\n", prop.name, prop.multiProcessorCount,
-                static_cast<double>(prop.totalGlobalMem) / 1e9, prop.l2CacheSize / 1e6, driver, runtime);
-
-    const ceilings ceil = measure_ceilings(o.quick);
-    std::printf("ceilings: copy %.0f GB/s (read + write), f16 GEMM %.1f TFLOP/s, bf16 GEMM %.1f TFLOP/s\n", ceil.copy_gbs, ceil.f16_tflops,
-                ceil.bf16_tflops);
-
-    json out;
-    out["device"] = {{"name", prop.name}, {"sms", prop.multiProcessorCount}, {"memory_bytes", prop.totalGlobalMem}, {"l2_bytes", prop.l2CacheSize},
-                     {"driver", driver}, {"runtime", runtime}};
-    out["ceilings"] = {{"copy_gbs", ceil.copy_gbs}, {"f16_tflops", ceil.f16_tflops}, {"bf16_tflops", ceil.bf16_tflops}};
-    auto write_json = [&] {
-        if (o.json_path.empty()) return;
-        std::ofstream(o.json_path) << out.dump(2) << '\n';
-        std::printf("wrote %s\n", o.json_path.c_str());
-    };
-    int sweep_failures = 0;
-    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows, sweep_failures);
-
-    const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
-    if (o.gemm_sweep && !o.profile) {
-        write_json();
-        return sweep_failures ? 1 : 0;
-    }
+/// 2-4 (or --profile) on the benchmark's model, with the KV cache --kv chose: Model is
+/// dlm::cuda::transformer or dlm::cuda::transformer_bf16_kv.
+template <benchmarked_model Model>
+int run_model(const options& o, const io::model_config& cfg, const ceilings& ceil, json& out, const std::function<void()>& write_json,
+              int sweep_failures) {
     const auto t_init = std::chrono::steady_clock::now();
-    model_t m = model_t::random(cfg, 2024);
+    Model m = Model::random(cfg, 2024);
     if (o.gemm) m.set_gemm_path(*o.gemm);
     const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
-    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(model_t::kv_element));
-    const std::string kv_name(dlm::cuda::element<model_t::kv_element>::name);
+    const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(typename Model::kv_element));
+    const std::string kv_name(dlm::cuda::element<typename Model::kv_element>::name);
     std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
                 cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
     std::printf("GEMM path: %s (auto runs skinny or cublas per shape: dlm::cuda::auto_gemm_path)\n", std::string(dlm::cuda::name(m.gemm_path())).c_str());
@@ -296,9 +273,9 @@ int main(int argc, char** argv) try {
     // 3. Decoding.
     std::printf("decoding (prompt %d, gen %d, block %d):\n", o.prompt, o.gen, o.block);
     json decodes = json::array();
-    using cdlm_host = presets::cdlm<model_t>;
+    using cdlm_host = presets::cdlm<Model>;
     using cdlm_device = dlm::cuda::device_decoder_t<cdlm_host>;
-    using llada_device = dlm::cuda::device_decoder_t<presets::llada<model_t>>;
+    using llada_device = dlm::cuda::device_decoder_t<presets::llada<Model>>;
     for (const index_t b : o.batches) decodes.push_back(time_decode<cdlm_device>(m, "cdlm (device)", b, o, true, block_causal_mask{o.block}));
     for (const index_t b : o.host_batches) {
         decodes.push_back(time_decode<cdlm_device>(m, "cdlm (device, no graphs)", b, o, false, block_causal_mask{o.block}));
@@ -325,6 +302,47 @@ int main(int argc, char** argv) try {
     out["roofline"] = roofline_series(ms, o);
     write_json();
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const options o = parse(argc, argv);
+    if (dlm::cuda::device_count() == 0) {
+        std::printf("dlm-bench-cuda: no CUDA device: skipped\n");
+        return 77;
+    }
+    cudaDeviceProp prop{};
+    dlm::cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::printf("dlm-bench-cuda on %s (%d SMs, %.1f GB, L2 %.0f MB), driver %d, runtime %d\n", prop.name, prop.multiProcessorCount,
+                static_cast<double>(prop.totalGlobalMem) / 1e9, prop.l2CacheSize / 1e6, driver, runtime);
+
+    const ceilings ceil = measure_ceilings(o.quick);
+    std::printf("ceilings: copy %.0f GB/s (read + write), f16 GEMM %.1f TFLOP/s, bf16 GEMM %.1f TFLOP/s\n", ceil.copy_gbs, ceil.f16_tflops,
+                ceil.bf16_tflops);
+
+    json out;
+    out["device"] = {{"name", prop.name}, {"sms", prop.multiProcessorCount}, {"memory_bytes", prop.totalGlobalMem}, {"l2_bytes", prop.l2CacheSize},
+                     {"driver", driver}, {"runtime", runtime}};
+    out["ceilings"] = {{"copy_gbs", ceil.copy_gbs}, {"f16_tflops", ceil.f16_tflops}, {"bf16_tflops", ceil.bf16_tflops}};
+    auto write_json = [&] {
+        if (o.json_path.empty()) return;
+        std::ofstream(o.json_path) << out.dump(2) << '\n';
+        std::printf("wrote %s\n", o.json_path.c_str());
+    };
+    int sweep_failures = 0;
+    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows, sweep_failures);
+
+    const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
+    if (o.gemm_sweep && !o.profile) {
+        write_json();
+        return sweep_failures ? 1 : 0;
+    }
+    return o.kv_bf16 ? run_model<dlm::cuda::transformer_bf16_kv>(o, cfg, ceil, out, write_json, sweep_failures)
+                     : run_model<dlm::cuda::transformer>(o, cfg, ceil, out, write_json, sweep_failures);
 } catch (const std::exception& e) {
     std::fprintf(stderr, "dlm-bench-cuda: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <functional>
 #include <random>
 #include <span>
@@ -17,13 +18,10 @@
 namespace dlm_bench_cuda {
 
 using namespace dlm;
-// The model benchmarked: bf16 weights with an f32 KV cache (dlm-bench-cuda), or with a bf16 one
-// (dlm-bench-cuda-kv-bf16, the same source built with DLM_BENCH_KV_BF16).
-#ifdef DLM_BENCH_KV_BF16
-using model_t = dlm::cuda::transformer_bf16_kv;
-#else
-using model_t = dlm::cuda::transformer;
-#endif
+// The models benchmarked: bf16 weights with an f32 KV cache (the default) or a bf16 one (--kv bf16).
+// Everything below that touches the model is a template on it, instantiated for both.
+template <class M>
+concept benchmarked_model = std::same_as<M, dlm::cuda::transformer> || std::same_as<M, dlm::cuda::transformer_bf16_kv>;
 
 /// Dream-v0-Instruct-7B's shape (bench/shapes.hpp's `dream-7b`, its published config.json), `layers` of them.
 inline io::model_config dream7b(index_t layers) {
@@ -113,7 +111,8 @@ inline ceilings measure_ceilings(bool quick) {
 
 /// Prompt tokens are drawn below this id: under 150000 (Dream's ordinary tokens) and below the model's
 /// mask and EOS ids (the small --quick model has a vocabulary of 4096).
-inline token_id ordinary_tokens(const model_t& m) {
+template <benchmarked_model Model>
+token_id ordinary_tokens(const Model& m) {
     token_id end = std::min<token_id>(150000, m.mask_id());
     for (const token_id e : m.eos_ids()) end = std::min(end, e);
     return end;
@@ -132,35 +131,37 @@ inline std::vector<std::vector<token_id>> prompts_for(index_t batch, index_t len
 /// The requests of one forward step of `batch` sequences under `plan_of(layout)`: canvases of random
 /// prompts and masks, and (needs_cache) KV caches already filled by one full forward, so the step's
 /// cached keys exist. Requests point into the canvases and caches: not copyable or movable.
+template <benchmarked_model Model>
 struct forward_step {
+    using kv_cache = typename Model::kv_cache;
     std::vector<std::vector<token_id>> canvases;
-    std::vector<model_t::kv_cache> caches;
-    std::vector<forward_request<model_t::kv_cache>> requests;
+    std::vector<kv_cache> caches;
+    std::vector<forward_request<kv_cache>> requests;
     forward_plan plan;
 
     template <class Mask, class Plan>
-    forward_step(model_t& m, const Mask& mask, index_t batch, const canvas_layout& l, Plan plan_of, bool needs_cache) : plan(plan_of(l)) {
+    forward_step(Model& m, const Mask& mask, index_t batch, const canvas_layout& l, Plan plan_of, bool needs_cache) : plan(plan_of(l)) {
         for (auto& p : prompts_for(batch, l.prompt_length, ordinary_tokens(m), 7)) {
             p.resize(static_cast<std::size_t>(l.size()), m.mask_id());
             canvases.push_back(std::move(p));
         }
         if (needs_cache)
             for (index_t i = 0; i < batch; ++i) caches.push_back(m.make_kv_cache(l.size()));
-        std::vector<forward_request<model_t::kv_cache>> fill;
+        std::vector<forward_request<kv_cache>> fill;
         for (index_t i = 0; i < batch; ++i) {
-            model_t::kv_cache* kv = needs_cache ? &caches[static_cast<std::size_t>(i)] : nullptr;
+            kv_cache* kv = needs_cache ? &caches[static_cast<std::size_t>(i)] : nullptr;
             // Fill every position's K/V once (one full forward storing the canvas), so the step's cached keys exist.
             fill.push_back({canvases[static_cast<std::size_t>(i)], l, {0, l.size(), l.size() - 1, l.size(), 0, l.size(), l.size()}, kv});
             requests.push_back({canvases[static_cast<std::size_t>(i)], l, plan, kv});
         }
         if (needs_cache) {
-            (void)m.forward_device(std::span<const forward_request<model_t::kv_cache>>(fill), mask);
+            (void)m.forward_device(std::span<const forward_request<kv_cache>>(fill), mask);
             m.synchronize();
         }
     }
     forward_step(const forward_step&) = delete;
     forward_step& operator=(const forward_step&) = delete;
-    [[nodiscard]] std::span<const forward_request<model_t::kv_cache>> span() const { return requests; }
+    [[nodiscard]] std::span<const forward_request<kv_cache>> span() const { return requests; }
 };
 
 }  // namespace dlm_bench_cuda

@@ -18,32 +18,34 @@ namespace dlm_bench_cuda {
 inline constexpr int profile_forwards = 5;
 
 /// Sets the model's profiler for its lifetime.
+template <benchmarked_model Model>
 class profiling {
 public:
-    profiling(model_t& m, dlm::cuda::forward_profiler& p) : m_(m) { m_.set_profiler(&p); }
+    profiling(Model& m, dlm::cuda::forward_profiler& p) : m_(m) { m_.set_profiler(&p); }
     profiling(const profiling&) = delete;
     profiling& operator=(const profiling&) = delete;
     ~profiling() { m_.set_profiler(nullptr); }
 
 private:
-    model_t& m_;
+    Model& m_;
 };
 
 /// Bytes of the weights the linear layers read in one forward (every layer's four products and the head).
-inline double linear_weight_bytes(const io::model_config& c) {
+template <benchmarked_model Model>
+double linear_weight_bytes(const io::model_config& c) {
     const double h = c.hidden_size, q = static_cast<double>(c.num_heads) * c.head_dim, kv = static_cast<double>(c.num_kv_heads) * c.head_dim,
                  f = c.intermediate_size;
-    return sizeof(model_t::element_type) * (c.num_layers * (h * (q + 2 * kv) + q * h + 3 * h * f) + h * static_cast<double>(c.vocab_size));
+    return sizeof(typename Model::element_type) * (c.num_layers * (h * (q + 2 * kv) + q * h + 3 * h * f) + h * static_cast<double>(c.vocab_size));
 }
 
-template <class Mask, class Plan>
-nlohmann::json profile_step(model_t& m, const char* kind, const Mask& mask, const canvas_layout& l, Plan plan_of, const ceilings& ceil) {
-    const forward_step step(m, mask, 1, l, plan_of, true);
+template <benchmarked_model Model, class Mask, class Plan>
+nlohmann::json profile_step(Model& m, const char* kind, const Mask& mask, const canvas_layout& l, Plan plan_of, const ceilings& ceil) {
+    const forward_step<Model> step(m, mask, 1, l, plan_of, true);
     auto forward = [&] { (void)m.forward_device(step.span(), mask); };
     const double plain_ms = time_on(m.stream(), 2, profile_forwards, forward) * 1e3;
     dlm::cuda::forward_profiler prof;
     {
-        const profiling on(m, prof);
+        const profiling<Model> on(m, prof);
         for (int i = 0; i < profile_forwards; ++i) {
             forward();
             m.synchronize();
@@ -64,7 +66,7 @@ nlohmann::json profile_step(model_t& m, const char* kind, const Mask& mask, cons
     const double gemm_ms = ms[static_cast<std::size_t>(forward_phase::qkv_gemm)] + ms[static_cast<std::size_t>(forward_phase::o_gemm)] +
                            ms[static_cast<std::size_t>(forward_phase::gate_up_gemm)] + ms[static_cast<std::size_t>(forward_phase::down_gemm)] +
                            ms[static_cast<std::size_t>(forward_phase::head_gemm)];
-    const double gemm_gbs = gemm_ms > 0 ? linear_weight_bytes(m.config()) / (gemm_ms * 1e-3) / 1e9 : 0.0;
+    const double gemm_gbs = gemm_ms > 0 ? linear_weight_bytes<Model>(m.config()) / (gemm_ms * 1e-3) / 1e9 : 0.0;
     std::printf("  GEMMs together: %.3f ms, %.0f GB/s of their weight bytes (%.0f%% of the copy bandwidth)\n", gemm_ms, gemm_gbs,
                 100.0 * gemm_gbs / ceil.copy_gbs);
     return {{"kind", kind},
@@ -78,7 +80,8 @@ nlohmann::json profile_step(model_t& m, const char* kind, const Mask& mask, cons
 }
 
 /// The AR and CDLM steps of the forward table (mid-generation, batch 1).
-inline nlohmann::json profile_steps(model_t& m, index_t prompt, index_t gen, index_t block, const ceilings& ceil) {
+template <benchmarked_model Model>
+nlohmann::json profile_steps(Model& m, index_t prompt, index_t gen, index_t block, const ceilings& ceil) {
     nlohmann::json out = nlohmann::json::array();
     const canvas_layout la{prompt, gen, 1, true};
     out.push_back(profile_step(m, "ar", causal_mask{}, la, [&](const canvas_layout& l) { return prefix_cache{}.plan(causal_mask{}, l, {gen / 2, 0}); }, ceil));

@@ -57,7 +57,7 @@ if [[ "${1:-}" == "--pack-prebuilt" ]]; then
     # build/gpu-carry (17 MB stripped): the binaries and the ctest files that name them.
     set -e
     cmake --preset cuda >/dev/null
-    cmake --build build/cuda --target test_cuda dlm-bench-cuda dlm-bench-cuda-kv-bf16 -j "$(nproc 2>/dev/null || echo 2)"
+    cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$(nproc 2>/dev/null || echo 2)"
     rm -rf build/gpu-carry
     (cd build/cuda && find . -path '*/CMakeFiles' -prune -o \( -name CTestTestfile.cmake -o -name '*_include.cmake' \) -print) |
         while read -r f; do
@@ -66,7 +66,7 @@ if [[ "${1:-}" == "--pack-prebuilt" ]]; then
         done
     mkdir -p build/gpu-carry/tests build/gpu-carry/bench
     cp build/cuda/tests/test_cuda build/gpu-carry/tests/
-    cp build/cuda/bench/dlm-bench-cuda build/cuda/bench/dlm-bench-cuda-kv-bf16 build/gpu-carry/bench/
+    cp build/cuda/bench/dlm-bench-cuda build/gpu-carry/bench/
     strip build/gpu-carry/tests/test_cuda build/gpu-carry/bench/dlm-bench-cuda*
     echo "gpu-check.sh: packed build/gpu-carry ($(du -sh build/gpu-carry | cut -f1)). On the GPU machine, in the checkout:"
     echo "  [ -e $repo ] || ln -s \"\$PWD\" $repo; rm -rf build/cuda; mv build/gpu-carry build/cuda; GPU_CHECK_PREBUILT=1 scripts/gpu-check.sh"
@@ -137,7 +137,7 @@ if [[ -n "${GPU_CHECK_PREBUILT:-}" ]]; then
     echo "- build: prebuilt (GPU_CHECK_PREBUILT), not rebuilt here" >>"$results"
     phase build
 elif rm -f build/cuda/CMakeCache.txt && cmake --preset cuda "${configure_args[@]}" >"$out/build.log" 2>&1 &&
-    bounded "$build_s" cmake --build build/cuda --target test_cuda dlm-bench-cuda dlm-bench-cuda-kv-bf16 -j "$jobs" >>"$out/build.log" 2>&1; then
+    bounded "$build_s" cmake --build build/cuda --target test_cuda dlm-bench-cuda -j "$jobs" >>"$out/build.log" 2>&1; then
     phase build
 else
     rc=$?
@@ -214,14 +214,8 @@ fi
 # The host decoder is timed at batch 1 only: at batch 8 it samples 152k-entry rows on one CPU core and
 # took the 2026-11-30 run past its 150 s; the Dream-7B run with these lists took under 112 s on an H200.
 wants bench && bench "benchmark" "$bench_s" bench.log --host-batches 1 --json "$out/bench.json"
-# The same profile with a bf16 KV cache (its attention reads half the bytes).
-if wants kv && [[ -x build/cuda/bench/dlm-bench-cuda-kv-bf16 ]]; then
-    t_phase=$(date +%s)
-    bounded "$profile_s" stdbuf -oL build/cuda/bench/dlm-bench-cuda-kv-bf16 --profile --json "$out/profile-kv-bf16.json" >"$out/bench-profile-kv-bf16.log" 2>&1 ||
-        { echo "gpu-check.sh: the bf16 KV profile failed; see bench-profile-kv-bf16.log" | tee -a "$results"; fail=1; }
-    phase "profile (bf16 KV cache)"
-    { echo "## profile (bf16 KV cache)"; echo; echo '```'; cat "$out/bench-profile-kv-bf16.log"; echo '```'; echo; } >>"$results"
-fi
+# The same profile with a bf16 KV cache (its attention reads half the bytes): dlm-bench-cuda --kv bf16.
+wants kv && bench "profile (bf16 KV cache)" "$profile_s" bench-profile-kv-bf16.log --kv bf16 --profile --json "$out/profile-kv-bf16.json"
 
 # 4. The roofline.
 if [[ -f "$out/bench.json" ]]; then
