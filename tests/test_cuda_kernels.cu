@@ -14,6 +14,7 @@
 
 #include <dlm/cuda/device_decoder.cuh>
 #include <dlm/cuda/gemm.cuh>
+#include <dlm/cuda/transformer.cuh>
 #include <dlm/presets.hpp>
 
 using namespace dlm;
@@ -218,6 +219,23 @@ TEST_SUITE("host") {
         static_assert(std::is_same_v<dlm::cuda::device_decoder_t<presets::llada<M>>,
                                      dlm::cuda::device_decoder<M, semi_ar_mask, no_cache, llada_schedule, presets::llada_sampler>>);
         CHECK(dlm::cuda::device_count() >= 0);
+    }
+
+    TEST_CASE("the KV cache is f32 by default and bf16 in transformer_bf16_kv, half the bytes (Dream-7B: 42 and 21 MiB for 384 positions)") {
+        static_assert(std::is_same_v<dlm::cuda::transformer::kv_element, float>);
+        static_assert(std::is_same_v<dlm::cuda::transformer_bf16_kv::kv_element, dlm::cuda::bf16>);
+        static_assert(std::is_same_v<dlm::cuda::transformer_bf16_kv::element_type, dlm::cuda::bf16>);
+        static_assert(std::is_same_v<dlm::cuda::transformer_bf16_kv::kv_cache, dlm::cuda::kv_cache<dlm::cuda::bf16>>);
+        // Sizes from the shape alone (a default cache holds no device memory): 28 layers, 4 KV heads, head_dim 128.
+        auto shaped = [](auto cache) {
+            cache.capacity = 384;
+            cache.layers = 28;
+            cache.kv_heads = 4;
+            cache.head_dim = 128;
+            return cache.bytes();
+        };
+        CHECK(shaped(dlm::cuda::transformer::kv_cache{}) == std::size_t{42} << 20);
+        CHECK(shaped(dlm::cuda::transformer_bf16_kv::kv_cache{}) == std::size_t{21} << 20);
     }
 }
 
