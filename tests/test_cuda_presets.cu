@@ -227,3 +227,108 @@ TEST_SUITE("presets") {
         CHECK(r.cancelled());
     }
 }
+
+namespace {
+
+/// Decodes `prompts` on an engine of `d` with a prompt cache of `bytes` (0: none): the first alone
+/// until its first forward stored its prompt, then the rest join it (batched), or each after the
+/// previous finished (alone). Returns the results in order and the prompt cache's reused tokens.
+template <class Decoder>
+std::pair<std::vector<sequence_result>, std::uint64_t> run_engine(Decoder& d, const std::vector<tvec>& prompts, const generation_options& o,
+                                                                   std::uint64_t bytes, bool batched) {
+    dlm::engine e(d, prompt_cache_options{.bytes = bytes, .causal_block = 16});
+    std::vector<sequence_result> out(prompts.size());
+    (void)e.add(prompts[0], o);
+    e.step();
+    for (std::size_t i = 1; i < prompts.size(); ++i) {
+        if (!batched)
+            while (!e.idle()) e.step();
+        (void)e.add(prompts[i], o);
+    }
+    while (!e.idle()) e.step();
+    for (auto& [id, r] : e.take_finished()) out[static_cast<std::size_t>(id)] = std::move(r);
+    const std::uint64_t hits = e.prompt_cache() ? e.prompt_cache()->stats().hit_tokens : 0;
+    if (e.prompt_cache()) CHECK(e.prompt_cache()->bytes() <= e.prompt_cache()->capacity_bytes());
+    return {std::move(out), hits};
+}
+
+}  // namespace
+
+TEST_SUITE("cache") {
+    TEST_CASE("copy_kv copies stored K/V between device stores of any capacity, and a forward reading the copy equals one reading the original") {
+        auto g = gpu16::load(models_dir / "llada_tiny");
+        const block_causal_mask mask{8};
+        const canvas_layout l{16, 16, 8, false};
+        tvec canvas = random_canvas(l.prompt_length, 0, g.mask_id(), g.mask_id(), 11);
+        canvas.resize(static_cast<std::size_t>(l.size()), g.mask_id());
+        auto original = g.make_kv_cache(l.size());
+        const forward_plan first = prefix_cache{}.plan(mask, l, {0, 0}), next = prefix_cache{}.plan(mask, l, {0, 1});
+        REQUIRE(first.store_end > 0);
+        REQUIRE(next.window_begin >= first.store_end);  // the next forward reads the stored prompt, computes none of it
+        (void)run(g, mask, canvas, l, first, &original);
+        // A larger store: its slabs have another pitch than the source's, so a copy that ignored the
+        // capacities would put keys of one (layer, head) into another's slab.
+        auto copy = g.make_kv_cache(l.size() + 24);
+        g.copy_kv(original, 0, copy, 0, first.store_end);
+        for (index_t p = 0; p < copy.capacity; ++p) CHECK(static_cast<bool>(copy.stored[static_cast<std::size_t>(p)]) == (p < first.store_end));
+        CHECK(g.kv_cache_bytes(l.size() + 24) == copy.bytes());
+        const auto a = run(g, mask, canvas, l, next, &original);
+        const auto b = run(g, mask, canvas, l, next, &copy);
+        CHECK(a == b);  // the same bytes read by the same kernels: bit for bit
+        // Refusals, before any copy is enqueued.
+        auto empty = g.make_kv_cache(l.size());
+        CHECK_THROWS_WITH_AS(g.copy_kv(empty, 0, copy, 0, 4), doctest::Contains("never stored"), contract_error);
+        CHECK_THROWS_WITH_AS(g.copy_kv(original, 0, empty, l.size() - 2, 4), doctest::Contains("cuda::copy_kv: cannot copy 4 positions"),
+                             contract_error);
+        auto other = gpu16::random(random_config(4, 2, 16, false, true), 1);
+        auto foreign = other.make_kv_cache(l.size());
+        CHECK_THROWS_WITH_AS(g.copy_kv(original, 0, foreign, 0, 4), doctest::Contains("layers, heads or head size differ"), contract_error);
+        g.copy_kv(original, 0, empty, 0, 0);  // nothing to copy: fine
+    }
+
+    TEST_CASE("with a prompt cache, device-side CDLM reuses an equal prompt and decodes the same tokens, bit for bit with batch-invariant products") {
+        // An 8-token prompt and blocks of 8, one request at a time: every forward has at most 16 rows (the
+        // skinny GEMM's batch invariant range) and 24 keys (one attention split), so a request whose
+        // prompt K/V were copied from the cache computes every remaining row as the one that stored them.
+        auto g = gpu16::load(models_dir / "llada_tiny");
+        g.set_gemm_path(dlm::cuda::gemm_path::skinny);
+        dlm::cuda::device_decoder_t<presets::cdlm<gpu16>> d(g, block_causal_mask{8});
+        static_assert(dlm::detail::supports_prompt_cache<decltype(d)>);
+        const std::vector<tvec> prompts(3, tvec{5, 17, 42, 7, 99, 3, 11, 12});
+        const generation_options o{16, 5};
+        const auto [plain, no_hits] = run_engine(d, prompts, o, 0, false);
+        const auto [cached, hits] = run_engine(d, prompts, o, std::uint64_t{64} << 20, false);
+        CHECK(no_hits == 0);
+        CHECK(hits == 8 * (prompts.size() - 1));
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            CAPTURE(i);
+            CHECK(cached[i].tokens == plain[i].tokens);
+            CHECK(cached[i].commit_forward == plain[i].commit_forward);
+            CHECK(cached[i].commit_confidence == plain[i].commit_confidence);  // bit for bit
+            CHECK(cached[i].stats.rows_computed == plain[i].stats.rows_computed - (i == 0 ? 0 : 8));
+        }
+    }
+
+    TEST_CASE("with a prompt cache, device-side autoregressive requests sharing a prefix reuse its blocks and decode the same tokens") {
+        // 40 shared tokens in blocks of 16: two blocks are reused. The first forwards differ in rows (45
+        // against 13), so the GEMMs may differ in the last bits (docs/determinism.md); the greedy tokens
+        // of these prompts are not near ties.
+        auto g = gpu16::load(models_dir / "llada_tiny");
+        dlm::cuda::device_decoder_t<presets::autoregressive<gpu16>> d(g);
+        std::vector<tvec> prompts(3);
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            for (std::size_t j = 0; j < 40; ++j) prompts[i].push_back(static_cast<token_id>((7 * j + 3) % 250));
+            for (std::size_t j = 0; j < 5; ++j) prompts[i].push_back(static_cast<token_id>((11 * i + 5 * j + 1) % 250));
+        }
+        const generation_options o{12, 1};
+        const auto [plain, no_hits] = run_engine(d, prompts, o, 0, true);
+        const auto [cached, hits] = run_engine(d, prompts, o, std::uint64_t{64} << 20, true);
+        CHECK(no_hits == 0);
+        CHECK(hits == 32 * (prompts.size() - 1));
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            CAPTURE(i);
+            CHECK(cached[i].tokens == plain[i].tokens);
+            CHECK(cached[i].stats.rows_computed == plain[i].stats.rows_computed - (i == 0 ? 0 : 32));
+        }
+    }
+}

@@ -157,6 +157,37 @@ TEST_CASE("prompt cache: the bytes held never pass the bound, and an insert inse
     CHECK(none.bytes() == 0);
 }
 
+TEST_CASE("copy_kv copies stored K/V into a store of another capacity, a forward reading the copy equals one reading the original, and bad copies are refused") {
+    auto m = cpu::transformer::load(std::filesystem::path(DLM_MODELS_DIR) / "cdlm");
+    const block_causal_mask mask{8};
+    const canvas_layout l{16, 16, 8, false};
+    tvec canvas(static_cast<std::size_t>(l.size()), m.mask_id());
+    for (index_t i = 0; i < l.prompt_length; ++i) canvas[static_cast<std::size_t>(i)] = static_cast<token_id>((7 * i + 3) % 100);
+    const forward_plan first = prefix_cache{}.plan(mask, l, {0, 0}), next = prefix_cache{}.plan(mask, l, {0, 1});
+    REQUIRE(first.store_end == l.prompt_length);
+    REQUIRE(next.window_begin == l.prompt_length);  // the next forward reads the stored prompt, computes none of it
+    const auto forward = [&](const forward_plan& p, cpu::kv_cache& kv) {
+        std::vector<float> logits(static_cast<std::size_t>(p.logits_rows()) * static_cast<std::size_t>(m.vocab_size()));
+        const forward_request<cpu::kv_cache> rq{canvas, l, p, &kv};
+        m.forward(std::span<const forward_request<cpu::kv_cache>>(&rq, 1), mask, logits);
+        return logits;
+    };
+    auto original = m.make_kv_cache(l.size());
+    (void)forward(first, original);
+    auto copy = m.make_kv_cache(l.size() + 24);  // other strides than the source's
+    m.copy_kv(original, 0, copy, 0, first.store_end);
+    for (index_t p = 0; p < copy.capacity; ++p) CHECK(static_cast<bool>(copy.stored[static_cast<std::size_t>(p)]) == (p < first.store_end));
+    CHECK(forward(next, copy) == forward(next, original));  // bit for bit
+    auto empty = m.make_kv_cache(l.size());
+    CHECK_THROWS_WITH_AS(m.copy_kv(empty, 0, copy, 0, 4), "cpu::copy_kv: the source range holds positions whose K/V were never stored", contract_error);
+    CHECK_THROWS_WITH_AS(m.copy_kv(original, 0, empty, l.size() - 2, 4), doctest::Contains("cpu::copy_kv: cannot copy 4 positions from 0 of a store of 32 to 30"),
+                         contract_error);
+    CHECK_THROWS_AS(m.copy_kv(original, 0, copy, 0, -1), contract_error);
+    cpu::kv_cache foreign(l.size(), 1, 1, 8);
+    CHECK_THROWS_WITH_AS(m.copy_kv(original, 0, foreign, 0, 4), doctest::Contains("layers, heads or head size differ"), contract_error);
+    m.copy_kv(original, 0, empty, 0, 0);  // nothing to copy: fine
+}
+
 TEST_CASE("prompt cache: a position that attends past the cached end is never kept") {
     const canvas_layout l{21, 16, 8, false, 5};  // aligned block diffusion: 5 prompt positions share block 0
     const prompt_span s = reusable_prompt(aligned_block_diffusion_mask{8}, l, 32);

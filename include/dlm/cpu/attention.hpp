@@ -17,6 +17,7 @@
 
 #include "../core/error.hpp"
 #include "../model/concept.hpp"
+#include "../model/request_check.hpp"
 #include "gemm.hpp"
 
 namespace dlm::cpu {
@@ -65,15 +66,7 @@ struct kv_cache {
 /// post-RoPE, so both ranges must be the same canvas positions). Bit-exact. Throws
 /// dlm::contract_error for stores of different shapes, a range outside either, or an unstored source.
 inline void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) {
-    const bool shape = src.layers == dst.layers && src.kv_heads == dst.kv_heads && src.head_dim == dst.head_dim;
-    const bool range = count >= 0 && src_begin >= 0 && dst_begin >= 0 && src_begin + count <= src.capacity && dst_begin + count <= dst.capacity;
-    if (!shape || !range)
-        throw contract_error("cpu::copy_kv: cannot copy " + std::to_string(count) + " positions from " + std::to_string(src_begin) +
-                             " of a store of " + std::to_string(src.capacity) + " to " + std::to_string(dst_begin) + " of a store of " +
-                             std::to_string(dst.capacity) + (shape ? "" : " (the stores' layers, heads or head size differ)"));
-    const auto first = src.stored.begin() + src_begin;
-    if (std::find(first, first + count, 0) != first + count)
-        throw contract_error("cpu::copy_kv: the source range holds positions whose K/V were never stored");
+    dlm::detail::check_kv_copy(src, src_begin, dst, dst_begin, count, "cpu::copy_kv");
     for (index_t l = 0; l < src.layers; ++l)
         for (index_t g = 0; g < src.kv_heads; ++g) {
             const float* sk = src.key_block(l, g);

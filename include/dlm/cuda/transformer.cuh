@@ -108,6 +108,15 @@ public:
         if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, ctx_.stream());
     }
+    /// The device bytes of make_kv_cache(capacity) (the prompt cache's bound counts them).
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
+        return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+    }
+    /// Copies stored K/V between two of this model's stores, on its stream, in order with its forwards
+    /// (cuda::copy_kv; the prompt cache's hook).
+    void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) const {
+        cuda::copy_kv(src, src_begin, dst, dst_begin, count, ctx_.stream());
+    }
 
     /// One batched forward (the dlm::language_model contract, as the CPU model): logits of each
     /// request's rows [logits_begin, logits_end), requests in order, copied into the host `logits`.

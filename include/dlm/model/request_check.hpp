@@ -1,5 +1,6 @@
-// dlm/model/request_check.hpp — the checks every model backend runs on a forward request before it
-// touches memory, so a bad request is refused with the same words on CPU and GPU.
+// dlm/model/request_check.hpp — the checks every model backend runs on a forward request, and on a
+// copy between K/V stores (the prompt cache's hook), before it touches memory, so a bad request is
+// refused with the same words on CPU and GPU.
 #pragma once
 
 #include <algorithm>
@@ -58,6 +59,23 @@ void check_request(const forward_request<KvCache>& rq, std::size_t i, const requ
                                     "token at position " + std::to_string(k) + " is " + std::to_string(t) + ", outside the vocabulary [0, " +
                                         std::to_string(shape.vocab_size) + ")");
     }
+}
+
+/// Throws dlm::contract_error unless positions [src_begin, src_begin + count) of `src` may be copied
+/// to [dst_begin, dst_begin + count) of `dst` (a model's copy_kv, the prompt cache's hook): stores
+/// of one shape, both ranges inside their stores, every source position stored. `who` names the
+/// caller ("cpu::copy_kv"). `KvCache` has `layers`, `kv_heads`, `head_dim`, `capacity` and `stored`.
+template <class KvCache>
+void check_kv_copy(const KvCache& src, index_t src_begin, const KvCache& dst, index_t dst_begin, index_t count, const char* who) {
+    const bool shape = src.layers == dst.layers && src.kv_heads == dst.kv_heads && src.head_dim == dst.head_dim;
+    const bool range = count >= 0 && src_begin >= 0 && dst_begin >= 0 && src_begin + count <= src.capacity && dst_begin + count <= dst.capacity;
+    if (!shape || !range)
+        throw contract_error(std::string(who) + ": cannot copy " + std::to_string(count) + " positions from " + std::to_string(src_begin) +
+                             " of a store of " + std::to_string(src.capacity) + " to " + std::to_string(dst_begin) + " of a store of " +
+                             std::to_string(dst.capacity) + (shape ? "" : " (the stores' layers, heads or head size differ)"));
+    const auto first = src.stored.begin() + src_begin;
+    if (std::find(first, first + count, 0) != first + count)
+        throw contract_error(std::string(who) + ": the source range holds positions whose K/V were never stored");
 }
 
 }  // namespace dlm::detail
