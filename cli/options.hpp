@@ -321,8 +321,8 @@ struct flag {
         {"Server", "--drain-timeout", "SECONDS", "after SIGTERM, time in-flight requests get to finish before they are cancelled (default 30)", S,
          [](options& o, auto f, auto v) { o.drain_timeout = in_range(f, v, 0, 86400, false); }},
         {"Server", "--prompt-cache", "MIB",
-         "keep the exact K/V of shared prompt blocks across requests, at most MIB MiB (default 0: none); presets with an exact "
-         "KV cache only (autoregressive, cdlm, sdar, llada2, fast-dllm-v2)", S,
+         "keep the exact K/V of shared prompt blocks across requests, at most MIB MiB (default 0: none), on the CPU or the GPU; "
+         "presets with an exact KV cache only (autoregressive, cdlm, cdlm-edit, sdar, llada2, llada21, llada21-s, fast-dllm-v2)", S,
          [](options& o, auto f, auto v) { o.prompt_cache_mib = to_integer<std::size_t>(f, v, 0, std::size_t{1} << 20); }},
         {"Server", "--device", "cpu|cuda",
          "where the model runs (default cpu); cuda: on the GPU, the presets with a device step (autoregressive, llada, dream, "
