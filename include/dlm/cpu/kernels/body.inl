@@ -64,9 +64,15 @@ struct b16_split {
 inline constexpr index_t sub_width = 2 * lanes;
 static_assert(panel_width % sub_width == 0, "a panel must split into whole register tiles");
 
+/// Cache lines of B a kernel step prefetches: as many as a register tile's part of a row of B
+/// holds (sub_width columns of k-groups; 64 bytes on AVX2, 128 on AVX-512 for 16-bit and f32 B).
+template <class B, int Group>
+inline constexpr int prefetch_lines = sub_width * Group * static_cast<int>(sizeof(B)) > 64 ? sub_width * Group * static_cast<int>(sizeof(B)) / 64 : 1;
+
 /// C[MR × n_valid] (=|+=) A[MR × steps·group] · B[steps·group × sub_width]; A packed in tiles of
 /// `tile` rows (MR of which are used): the group of row r at step t is at a[(t · tile + r) · group].
-/// Step t also prefetches the byte pf + t · pf_step into L2 (the next block of B; pf_step 0: none).
+/// Step t also prefetches the prefetch_lines lines from pf + t · pf_step into L2 (a share of the next
+/// block of B: gemm_panels).
 template <operand K, int MR>
 inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a, std::ptrdiff_t tile,
                          const typename operand_traits<K>::b_t* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, int n_valid,
@@ -90,7 +96,8 @@ inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a
     for (index_t t = 0; t < steps; ++t) {
         const auto* bt = b + t * ldb;
         const auto* at = a + t * tile * g;
-        __builtin_prefetch(pf + t * pf_step, 0, 2);
+#pragma GCC unroll 4
+        for (int l = 0; l < prefetch_lines<typename operand_traits<K>::b_t, g>; ++l) __builtin_prefetch(pf + t * pf_step + 64 * l, 0, 2);
         if constexpr (K == operand::bf16) {
             const b16_split b0 = load_b16_split(bt), b1 = load_b16_split(bt + 2 * lanes);
 #pragma GCC unroll 8
@@ -151,12 +158,21 @@ inline constexpr auto micro_kernels = make_micro_kernels<K>(std::make_index_sequ
 
 /// C rows [0, m), the columns of panels [p0, p1) that are < n; k-blocks of 256 so that a block of
 /// B (256 × sub_width elements) stays in L1 while the row tiles pass over it. A packed in tiles of
-/// operand_traits<K>::mr rows.
+/// operand_traits<K>::mr rows. A panel is walked k-block by k-block, each block through its
+/// sub-panels in turn: the panel's bytes are read in order, whole rows of it (every sub-panel's
+/// columns) at a time. Each element still sums its k in order (a block continues the sum through C),
+/// so the order of blocks and sub-panels changes no bit.
 ///
-/// While the row tiles work on one block of B, their steps prefetch the next block (the next
-/// k-block, sub-panel or panel) into L2, spread evenly over the tiles: a model's weights come from
-/// DRAM, and without it the first tile over each block waited on memory (the 168M forward's
-/// products ran at 0.85× of their speed on cache-resident weights).
+/// While the row tiles work on one block of B, their steps prefetch every cache line of the next
+/// block (the next k-block, or the next panel's first) into L2: a model's weights come from DRAM,
+/// and without it the first tile over each block waited on memory (the 168M forward's products ran
+/// at 0.85× of their speed on cache-resident weights). Where B's rows are contiguous (a packed
+/// weight matrix) each (sub-panel, tile) call takes an equal share of the block's bytes in order, so
+/// the lines are asked for as one sequential stream; where they are ldb apart (the attention's keys
+/// and values) each call takes its sub-panel's part of the rows. Until 2026-12-04 one
+/// sub-panel walked all of k before the next, prefetching one line per step of its share: half the
+/// lines of a 1-row product's next block, so a 1–4-row product streamed its weights at about
+/// 10 GB/s where the machine reads 17 (docs/benchmarks.md, "Small-row products").
 template <operand K>
 inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename operand_traits<K>::a_t* a,
                         const typename operand_traits<K>::b_t* bdata, std::ptrdiff_t panel_stride, std::ptrdiff_t ldb, index_t p0,
@@ -169,38 +185,47 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
     const index_t steps = (kdim + group - 1) / group;
     const index_t tiles = (m + mr - 1) / mr;
     const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(mr) * steps * group;
+    const std::ptrdiff_t ldb_bytes = ldb * static_cast<std::ptrdiff_t>(sizeof(b_t));
+    constexpr std::ptrdiff_t sub_bytes = sub_width * group * static_cast<std::ptrdiff_t>(sizeof(b_t));  // a sub-panel's part of a row of B
+    const bool contiguous = ldb == panel_width * group;  // a packed weight matrix; the attention's keys and values are ldb apart
     for (index_t p = p0; p < p1; ++p) {
-        for (index_t s = 0; s < subs; ++s) {
-            const index_t col = p * panel_width + s * sub_width;
-            if (col >= n) break;
-            const int n_valid = static_cast<int>(n - col < sub_width ? n - col : sub_width);
-            const b_t* panel = bdata + p * panel_stride + s * sub_width * group;
-            index_t t0 = 0;
-            do {  // runs once for kdim == 0, so C is still zeroed
-                const index_t kc = steps - t0 < kc_steps ? steps - t0 : kc_steps;
-                const bool acc = accumulate || t0 > 0;
-                // The block after this one: its first step and its number of steps.
-                const b_t* next = nullptr;
-                index_t next_kc = 0;
-                if (t0 + kc < steps) next = panel + (t0 + kc) * ldb, next_kc = steps - t0 - kc;
-                else if (s + 1 < subs && col + sub_width < n) next = panel + sub_width * group, next_kc = steps;
-                else if (p + 1 < p1) next = bdata + (p + 1) * panel_stride, next_kc = steps;
-                next_kc = next_kc < kc_steps ? next_kc : kc_steps;
-                // Its bytes, a share per tile, spread over the tile's kc steps (rows of the block are
-                // ldb elements apart, sub_width · group of them read).
-                const std::ptrdiff_t bytes = static_cast<std::ptrdiff_t>(next_kc) * ldb * static_cast<std::ptrdiff_t>(sizeof(b_t));
-                const std::ptrdiff_t share = (bytes + tiles - 1) / tiles;
-                const std::ptrdiff_t pf_step = next && kc > 0 ? (share + kc - 1) / kc : 0;
-                const char* pf_base = next ? reinterpret_cast<const char*>(next) : reinterpret_cast<const char*>(panel);
+        const b_t* panel = bdata + p * panel_stride;
+        const index_t col0 = p * panel_width;
+        const index_t subs_here = (n - col0 < panel_width ? (n - col0 + sub_width - 1) / sub_width : subs);  // sub-panels with a column < n
+        index_t t0 = 0;
+        do {  // runs once for kdim == 0, so C is still zeroed
+            const index_t kc = steps - t0 < kc_steps ? steps - t0 : kc_steps;
+            const bool acc = accumulate || t0 > 0;
+            // The block after this one (the next k-block of the panel, or the next panel's first): its
+            // first row and its rows.
+            const b_t* next = nullptr;
+            index_t next_kc = 0;
+            if (t0 + kc < steps) next = panel + (t0 + kc) * ldb, next_kc = steps - t0 - kc;
+            else if (p + 1 < p1) next = bdata + (p + 1) * panel_stride, next_kc = steps;
+            next_kc = next_kc < kc_steps ? next_kc : kc_steps;
+            // Contiguous rows (a packed weight matrix): the block's bytes in equal shares, one per
+            // (sub-panel, tile) call in order, each over the call's kc steps, so the lines are asked for
+            // as one sequential stream and each at least once (a share's step is at most a step's
+            // prefetch_lines lines while the calls are at least the sub-panels). Rows ldb apart (the
+            // attention's keys and values): every call of sub-panel s prefetches its part of the next
+            // block's first kc rows, a row a step.
+            const index_t calls = subs_here * tiles;
+            const std::ptrdiff_t share = next ? (next_kc * ldb_bytes + calls - 1) / calls : 0;
+            const std::ptrdiff_t pf_step = !next || kc == 0 ? 0 : contiguous ? (share + kc - 1) / kc : ldb_bytes;
+            const char* pf_base = next ? reinterpret_cast<const char*>(next) : reinterpret_cast<const char*>(panel);
+            for (index_t s = 0; s < subs_here; ++s) {
+                const index_t col = col0 + s * sub_width;
+                const int n_valid = static_cast<int>(n - col < sub_width ? n - col : sub_width);
+                const b_t* sub = panel + s * sub_width * group;
                 for (index_t i = 0; i < m; i += mr) {
-                    const index_t rows = m - i < mr ? m - i : mr;
-                    micro_kernels<K>[static_cast<std::size_t>(rows - 1)](kc, a + (i / mr) * tile_elements + t0 * mr * group, mr,
-                                                                         panel + t0 * ldb, ldb, c + i * ldc + col, ldc, n_valid, acc,
-                                                                         pf_base + (i / mr) * share, pf_step);
+                    const index_t rows = m - i < mr ? m - i : mr, tile = i / mr;
+                    const char* pf = pf_base + (contiguous ? (s * tiles + tile) * share : s * sub_bytes);
+                    micro_kernels<K>[static_cast<std::size_t>(rows - 1)](kc, a + tile * tile_elements + t0 * mr * group, mr, sub + t0 * ldb, ldb,
+                                                                         c + i * ldc + col, ldc, n_valid, acc, pf, pf_step);
                 }
-                t0 += kc;
-            } while (t0 < steps);
-        }
+            }
+            t0 += kc;
+        } while (t0 < steps);
     }
 }
 
