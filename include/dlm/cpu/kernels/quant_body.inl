@@ -44,6 +44,18 @@ template <bool Signed>
 #endif
     return v;
 }
+/// `v` held in a register as it is: the integer sums of a block are added in order, one product at
+/// a time, into one accumulator per (row, vector). Without it GCC reassociates the unrolled sums into
+/// a tree whose 64 partial products (8 quads × 4 rows × 2 vectors on AVX2) do not fit the 16
+/// registers and go through the stack. (Integer sums are exact in any order: no bit depends on it.)
+[[nodiscard]] inline vint in_register(vint v) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+x"(v));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(v));
+#endif
+    return v;
+}
 [[nodiscard]] inline vint vint_broadcast(std::int32_t x) noexcept {
     vint v;
     for (int i = 0; i < lanes; ++i) v[i] = x;
@@ -191,7 +203,8 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                 for (int r = 0; r < MR; ++r) {
                     const std::int32_t a4 = load_a4(a + (quad * amr + r) * 4);
                     #pragma GCC unroll 16
-                    for (int v = 0; v < NV; ++v) isum[r][v] = G.signed_q ? dot_s8(isum[r][v], wq[v], a4) : dot_u8(isum[r][v], wq[v], a4);
+                    for (int v = 0; v < NV; ++v)
+                        isum[r][v] = in_register(G.signed_q ? dot_s8(isum[r][v], wq[v], a4) : dot_u8(isum[r][v], wq[v], a4));
                 }
             }
             if constexpr (G.scales) {
