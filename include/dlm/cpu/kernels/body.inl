@@ -210,7 +210,7 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
             // attention's keys and values): every call of sub-panel s prefetches its part of the next
             // block's first kc rows, a row a step.
             const index_t calls = subs_here * tiles;
-            const std::ptrdiff_t share = next ? (next_kc * ldb_bytes + calls - 1) / calls : 0;
+            const std::ptrdiff_t share = contiguous && next ? (next_kc * ldb_bytes + calls - 1) / calls : 0;
             const std::ptrdiff_t pf_step = !next || kc == 0 ? 0 : contiguous ? (share + kc - 1) / kc : ldb_bytes;
             const char* pf_base = next ? reinterpret_cast<const char*>(next) : reinterpret_cast<const char*>(panel);
             for (index_t s = 0; s < subs_here; ++s) {

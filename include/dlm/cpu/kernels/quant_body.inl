@@ -33,10 +33,9 @@ template <bool Signed>
 [[nodiscard]] inline vint widen(const std::byte* p) noexcept {
     return Signed ? widen_s8(p) : widen_u8(p);
 }
-/// `v` as a value the compiler cannot see into: a product passed through it is rounded on its own,
-/// never fused with the addition that takes it (-ffp-contract=fast would fuse it on FMA targets
-/// only, and the paths would differ). (A `#pragma GCC optimize` would also stop inlining.)
-[[nodiscard]] inline vfloat unfused(vfloat v) noexcept {
+/// `v` as a value the compiler cannot see into, in a vector register (an empty asm that may change it).
+template <class V>
+[[nodiscard]] inline V opaque(V v) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     __asm__("" : "+x"(v));
 #elif defined(__aarch64__)
@@ -44,18 +43,15 @@ template <bool Signed>
 #endif
     return v;
 }
-/// `v` held in a register as it is: the integer sums of a block are added in order, one product at
-/// a time, into one accumulator per (row, vector). Without it GCC reassociates the unrolled sums into
-/// a tree whose 64 partial products (8 quads × 4 rows × 2 vectors on AVX2) do not fit the 16
-/// registers and go through the stack. (Integer sums are exact in any order: no bit depends on it.)
-[[nodiscard]] inline vint in_register(vint v) noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__("" : "+x"(v));
-#elif defined(__aarch64__)
-    __asm__("" : "+w"(v));
-#endif
-    return v;
-}
+/// A product passed through it is rounded on its own, never fused with the addition that takes it
+/// (-ffp-contract=fast would fuse it on FMA targets only, and the paths would differ). (A `#pragma
+/// GCC optimize` would also stop inlining.)
+[[nodiscard]] inline vfloat unfused(vfloat v) noexcept { return opaque(v); }
+/// The integer sums of a block are added in order, one product at a time, into one accumulator per
+/// (row, vector). Without it GCC reassociates the unrolled sums into a tree whose 64 partial products
+/// (8 quads × 4 rows × 2 vectors on AVX2) do not fit the 16 registers and go through the stack.
+/// (Integer sums are exact in any order: no bit depends on it.)
+[[nodiscard]] inline vint in_register(vint v) noexcept { return opaque(v); }
 [[nodiscard]] inline vint vint_broadcast(std::int32_t x) noexcept {
     vint v;
     for (int i = 0; i < lanes; ++i) v[i] = x;
