@@ -205,6 +205,76 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
                 cpu::quant::linear(1, x.data() + i * k, k, qc.w, one.data(), n);
                 CHECK(std::memcmp(one.data(), y.data() + i * n, one.size() * sizeof(float)) == 0);
             }
+            // So do the first 2, 3, 6 rows (register tiles of every height the kernels have).
+            for (std::int64_t rows : {2, 3, 6}) {
+                std::vector<float> few(static_cast<std::size_t>(rows * n));
+                cpu::quant::linear(rows, x.data(), k, qc.w, few.data(), n);
+                CHECK(std::memcmp(few.data(), y.data(), few.size() * sizeof(float)) == 0);
+            }
+        }
+        cpu::set_isa(cpu::detect_isa());
+    }
+}
+
+/// Blocks of `type` whose quants are all at their largest (every quant byte 0xff; Q8_0: -128), with
+/// the given f16 scales (Q6_K's sub-block scales alternate -128 and 127).
+std::vector<std::byte> extreme_blocks(gguf_type type, std::int64_t k, std::int64_t rows) {
+    using cpu::quant::detail::k_layout;
+    const std::size_t bs = io::gguf_type_size(type), per_row = cpu::quant::row_bytes(type, k);
+    std::vector<std::byte> b(per_row * static_cast<std::size_t>(rows), std::byte{0xff});
+    const auto put_f16 = [](std::byte* at, float v) {
+        const std::uint16_t h = io::f32_to_f16(v);
+        std::memcpy(at, &h, 2);
+    };
+    for (std::size_t at = 0; at < b.size(); at += bs) {
+        std::byte* blk = b.data() + at;
+        switch (type) {
+            case gguf_type::q8_0: put_f16(blk, 0.01f); std::memset(blk + 2, 0x80, 32); break;
+            case gguf_type::q4_0: put_f16(blk, 0.01f); break;
+            case gguf_type::q4_k:
+            case gguf_type::q5_k: put_f16(blk, 0.001f); put_f16(blk + 2, 0.002f); break;
+            default:
+                put_f16(blk + k_layout::q6k_d, 0.0001f);
+                for (int j = 0; j < 16; ++j) blk[k_layout::q6k_sc + j] = std::byte{j % 2 ? std::uint8_t{0x7f} : std::uint8_t{0x80}};
+        }
+    }
+    return b;
+}
+
+TEST_CASE("quantized products: quants at their largest against activations at ±127 give the same bits on every instruction set") {
+    // The vpmaddubsw kernels keep runs of u8·s8 products in 16-bit lanes (quant_body.inl, i16_run):
+    // here every such sum reaches its bound, so a run one quad too long would saturate and differ
+    // from the baseline kernels, which widen every product to 32 bits.
+    const std::int64_t k = 512, n = 24, m = 7;
+    std::vector<float> x(static_cast<std::size_t>(m * k));
+    for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t e = 0; e < k; ++e) x[static_cast<std::size_t>(i * k + e)] = i % 3 == 0 ? 1.0f : i % 3 == 1 ? -2.0f : (e / 32 % 2 ? 3.0f : -3.0f);
+    for (gguf_type type : {gguf_type::q8_0, gguf_type::q4_0, gguf_type::q4_k, gguf_type::q5_k, gguf_type::q6_k}) {
+        CAPTURE(io::gguf_type_name(type));
+        const std::vector<std::byte> blocks = extreme_blocks(type, k, n);
+        cpu::quant::matrix w(k, {{n, type}});
+        w.set_rows(0, blocks.data(), n);
+        std::vector<float> dq(static_cast<std::size_t>(k));
+        std::vector<float> first;
+        for (cpu::isa path : runnable_isas()) {
+            CAPTURE(cpu::isa_name(path));
+            cpu::set_isa(path);
+            std::vector<float> y(static_cast<std::size_t>(m * n));
+            cpu::quant::linear(m, x.data(), k, w, y.data(), n);
+            for (std::int64_t j = 0; j < n; ++j) {
+                cpu::quant::dequantize_row(type, blocks.data() + j * cpu::quant::row_bytes(type, k), dq.data(), k);
+                for (std::int64_t i = 0; i < m; ++i) {
+                    double ref = 0, bound = 0;
+                    for (std::int64_t e = 0; e < k; ++e) {
+                        ref += double(x[static_cast<std::size_t>(i * k + e)]) * dq[static_cast<std::size_t>(e)];
+                        bound += std::fabs(double(x[static_cast<std::size_t>(i * k + e)]) * dq[static_cast<std::size_t>(e)]);
+                    }
+                    INFO("row " << i << " col " << j);
+                    REQUIRE(std::fabs(y[static_cast<std::size_t>(i * n + j)] - ref) <= 1e-5 * bound + 1e-6);
+                }
+            }
+            if (first.empty()) first = y;
+            else CHECK(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0);
         }
         cpu::set_isa(cpu::detect_isa());
     }

@@ -51,7 +51,16 @@ inline constexpr const char* quant_form = "vpmaddubsw";
 [[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return vint(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
 [[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return vint(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
 
+/// vpmaddubsw's 16-bit pair sums added to acc16 per 16-bit lane (vpaddw), and vpmaddwd: the
+/// unsigned quants' runs of quant_body.inl (DLM_KERNEL_I16_SUMS).
+[[nodiscard]] inline vint dot_u8_16(vint acc16, vbytes w, std::int32_t a4) noexcept {
+    return vint(_mm512_add_epi16(__m512i(acc16), _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(a4))));
+}
+[[nodiscard]] inline vint sum_pairs(vint x16, vint s16) noexcept { return vint(_mm512_madd_epi16(__m512i(x16), __m512i(s16))); }
+#define DLM_KERNEL_I16_SUMS 1
+
 #include "body.inl"
+#undef DLM_KERNEL_I16_SUMS
 
 }  // namespace dlm::cpu::kernels_avx512
 

@@ -10,6 +10,9 @@
 //   dot_s8(acc, w, a4)          the same with w signed, plus s8_bias · Σ_b a[b] (vpdpbusd takes
 //   s8_bias                     w + 128 unsigned: 128; the other forms 0)
 //   widen_u8(p), widen_s8(p)    `lanes` bytes zero- / sign-extended to 32 bits (vpmovzxbd, vpmovsxbd)
+// and, where DLM_KERNEL_I16_SUMS is defined (vpmaddubsw forms), the 16-bit primitives:
+//   dot_u8_16(acc16, w, a4)     per 16-bit lane h: acc16 + w[2h]·a[2h mod 4] + w[2h+1]·a[2h+1 mod 4]
+//   sum_pairs(x16, s16)         per 32-bit lane: the products of x16's and s16's 16-bit halves, summed
 // Every sum of products is an integer sum (exact, whatever the instruction), and each block ends
 // with the same short sequence of f32 operations on every instruction set, none of them fused into
 // an FMA (the products pass through `unfused`), so every path computes the same bits.
@@ -42,6 +45,13 @@ template <class V>
     __asm__("" : "+w"(v));
 #endif
     return v;
+}
+/// `p` as a pointer the compiler cannot see through (in a general register): loads through it are
+/// not merged with loads through `p` elsewhere (volatile: nor is one call merged with another).
+template <class T>
+[[nodiscard]] inline T* opaque(T* p) noexcept {
+    __asm__ volatile("" : "+r"(p));
+    return p;
 }
 /// A product passed through it is rounded on its own, never fused with the addition that takes it
 /// (-ffp-contract=fast would fuse it on FMA targets only, and the paths would differ). (A `#pragma
@@ -148,83 +158,179 @@ template <io::gguf_type T, int Bias>
     return quant_block_finish<T, Bias>(acc, ksum, quant_block_msum<T>(w, sums, amr), d, dmin, sums, amr, da);
 }
 
+/// The `lanes` quants of vector v (of the tile's 16 rows) in 64-byte chunk `quad` of the tile at w
+/// (k = 4·quad .. 4·quad + 3 of each row): u as bytes, or Q8_0's signed q.
+template <io::gguf_type T>
+[[nodiscard]] inline vbytes quad_bytes(const std::byte* w, int quad, int v) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    const std::byte* qs = w + G.header_bytes + v * lanes * 4;
+    if constexpr (G.bits == 8) {
+        return load_bytes(qs + quad * 64);
+    } else {
+        const vbytes raw = load_bytes(qs + quad / 2 * 64);
+        vbytes u = quad % 2 ? raw >> 4 : raw & 0xf;
+        if constexpr (G.bits == 6) {
+            // The 2 high bits of quad % 4 moved to bits 4, 5 of each byte: shifted in 16-bit lanes
+            // (x86 has no byte shifts) and masked, which drops what crossed from the other byte.
+            using vu16 = std::uint16_t __attribute__((vector_size(sizeof(vbytes))));
+            const vu16 high = __builtin_bit_cast(vu16, load_bytes(w + G.high_at() + v * lanes * 4 + quad / 4 * 64));
+            const int shift = 2 * (quad % 4);
+            u |= __builtin_bit_cast(vbytes, shift <= 4 ? high << (4 - shift) : high >> (shift - 4)) & 0x30;
+        }
+        return u;
+    }
+}
+
+/// sc_j of sub-block j for vector v's lanes (1 for the types without scales).
+template <io::gguf_type T>
+[[nodiscard]] inline vint sub_scale(const std::byte* w, int j, int v) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    if constexpr (!G.scales) return vint_broadcast(1);
+    const std::byte* sc_at = w + G.sc_at + j * quant::tile_rows + v * lanes;
+    return T == io::gguf_type::q6_k ? widen<true>(sc_at) : widen<false>(sc_at);
+}
+
+/// Adds sub-block j's Σ_{k∈j} u_k·a_k (times sc_j for the K-quants) of the tile at w, for the VN
+/// vectors of W's rows from v0, to ksum[r][v] for the MR rows of A whose quads are at a (a tile of
+/// mr_q rows): one dot_u8 / dot_s8 per quad, row and vector.
+template <io::gguf_type T, int MR, int VN>
+inline void quant_sub_sums(const std::byte* w, const std::int8_t* a, int j, int v0, vint (&ksum)[MR][VN]) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    constexpr int quads = G.sub / 4;
+    vint isum[MR][VN];
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+        #pragma GCC unroll 16
+        for (int v = 0; v < VN; ++v) isum[r][v] = vint{};
+#pragma GCC unroll 8
+    for (int t = 0; t < quads; ++t) {
+        vbytes q[VN];
+        #pragma GCC unroll 16
+        for (int v = 0; v < VN; ++v) q[v] = quad_bytes<T>(w, j * quads + t, v0 + v);
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {
+            const std::int32_t a4 = load_a4(a + ((j * quads + t) * mr_q + r) * 4);
+            #pragma GCC unroll 16
+            for (int v = 0; v < VN; ++v) isum[r][v] = in_register(G.signed_q ? dot_s8(isum[r][v], q[v], a4) : dot_u8(isum[r][v], q[v], a4));
+        }
+    }
+    #pragma GCC unroll 16
+    for (int v = 0; v < VN; ++v) {
+        const vint sc = sub_scale<T>(w, j, v0 + v);
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) ksum[r][v] += G.scales ? isum[r][v] * sc : isum[r][v];
+    }
+}
+
+#if defined(DLM_KERNEL_I16_SUMS)
+/// Quads of unsigned quants whose 16-bit pair sums (dot_u8_16) add up without overflow, a divisor
+/// of a sub-block's quads: each adds at most 2·u_max·127 per 16-bit lane (8 for 4-bit quants, 4
+/// for Q5_K, 2 for Q6_K).
+[[nodiscard]] constexpr int i16_run(const quant::tile_geometry& g) noexcept {
+    int run = g.sub / 4;
+    while (run > 1 && run * 2 * g.u_max() * 127 > 32767) run /= 2;
+    return run;
+}
+
+/// quant_sub_sums for unsigned quants where the instruction set sums u8·s8 pairs to 16 bits
+/// (vpmaddubsw without VNNI): the products stay in 16-bit lanes for a run of quads (i16_run, never
+/// saturating) and are widened once per run by a vpmaddwd that also applies sc_j, half the
+/// multiplier work of widening every quad. The same integer sums, so the same bits.
+template <io::gguf_type T, int MR, int VN>
+inline void quant_sub_sums_i16(const std::byte* w, const std::int8_t* a, int j, int v0, vint (&ksum)[MR][VN]) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    constexpr int quads = G.sub / 4, run = i16_run(G);
+    static_assert(!G.signed_q && quads % run == 0, "16-bit runs take unsigned quants and tile a sub-block's quads");
+    vint sc16[VN];
+    #pragma GCC unroll 16
+    for (int v = 0; v < VN; ++v) {
+        const vint sc = sub_scale<T>(w, j, v0 + v);
+        sc16[v] = (sc & 0xffff) | (sc << 16);  // sc_j in both 16-bit halves of each lane
+    }
+#pragma GCC unroll 8
+    for (int t0 = 0; t0 < quads; t0 += run) {
+        vint acc16[MR][VN];
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r)
+            #pragma GCC unroll 16
+            for (int v = 0; v < VN; ++v) acc16[r][v] = vint{};
+#pragma GCC unroll 8
+        for (int t = t0; t < t0 + run; ++t) {
+            vbytes u[VN];
+            #pragma GCC unroll 16
+            for (int v = 0; v < VN; ++v) u[v] = quad_bytes<T>(w, j * quads + t, v0 + v);
+            #pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) {
+                const std::int32_t a4 = load_a4(a + ((j * quads + t) * mr_q + r) * 4);
+                #pragma GCC unroll 16
+                for (int v = 0; v < VN; ++v) acc16[r][v] = in_register(dot_u8_16(acc16[r][v], u[v], a4));
+            }
+        }
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r)
+            #pragma GCC unroll 16
+            for (int v = 0; v < VN; ++v) ksum[r][v] += sum_pairs(acc16[r][v], sc16[v]);
+    }
+}
+#endif
+
+/// Whether quant_micro_kernel sums type T's products in 16-bit runs (quant_sub_sums_i16).
+template <io::gguf_type T>
+inline constexpr bool i16_form =
+#if defined(DLM_KERNEL_I16_SUMS)
+    !quant::geometry(T).signed_q;
+#else
+    false;
+#endif
+
 /// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles
-/// along k at w); A quantized and packed in tiles of `amr` rows (quant::activation_view), its
-/// quants at aq, scales at ascale, sums at asums. Block s also prefetches the bytes
+/// along k at w); A quantized and packed in tiles of mr_q rows (quant::activation_view; MR of them
+/// used), its quants at aq, scales at ascale, sums at asums. Block s also prefetches the bytes
 /// [pf + s · pf_step, pf + (s + 1) · pf_step) into L2 (the next tile column; pf_step 0: none).
+/// A block's vectors of W's rows are taken together where their sums fit the registers (the
+/// 32-bit form; the 16-bit one up to 4 rows × vectors), else a vector at a time, so that one
+/// vector's sums are live (A's quads are then loaded again for each: `opaque`, or the compiler
+/// keeps them all, in the stack). The tile stride is the constant mr_q, so that every load of A
+/// has a constant offset.
 template <io::gguf_type T, int MR>
-inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const std::int32_t* asums, int amr, const std::byte* w,
+inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const std::int32_t* asums, const std::byte* w,
                                index_t blocks, float* c, std::ptrdiff_t ldc, int n_valid, const char* pf, std::ptrdiff_t pf_step) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    constexpr int NV = q_vectors, quads = G.sub / 4, sums16 = G.block / 16;
+    constexpr int NV = q_vectors, VN = i16_form<T> && MR * NV > 4 ? 1 : NV, sums16 = G.block / 16, amr = mr_q;
     vfloat acc[MR][NV];
     #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
         #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) acc[r][v] = vfloat{};
     for (index_t s = 0; s < blocks; ++s, w += G.tile_bytes()) {
-        const std::byte* qs = w + G.header_bytes;
         const std::int8_t* a = aq + s * G.block * amr;
         const std::int32_t* sums = asums + s * sums16 * amr;
         for (std::ptrdiff_t off = 0; off < pf_step; off += 64) __builtin_prefetch(pf + s * pf_step + off, 0, 2);
-        vint ksum[MR][NV];
         #pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r)
-            #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v) ksum[r][v] = vint{};
-        for (int j = 0; j < G.subs(); ++j) {
-            vint isum[MR][NV];
+        for (int v0 = 0; v0 < NV; v0 += VN) {
+            vint ksum[MR][VN];
             #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r)
                 #pragma GCC unroll 16
-                for (int v = 0; v < NV; ++v) isum[r][v] = vint{};
-#pragma GCC unroll 8
-            for (int t = 0; t < quads; ++t) {
-                const int quad = j * quads + t;
-                vbytes wq[NV];
-                #pragma GCC unroll 16
-                for (int v = 0; v < NV; ++v) {
-                    if constexpr (G.bits == 8) {
-                        wq[v] = load_bytes(qs + quad * 64 + v * lanes * 4);
-                    } else {
-                        const vbytes raw = load_bytes(qs + quad / 2 * 64 + v * lanes * 4);
-                        wq[v] = quad % 2 ? raw >> 4 : raw & 0xf;
-                        if constexpr (G.bits == 6) {
-                            const vbytes high = load_bytes(w + G.high_at() + quad / 4 * 64 + v * lanes * 4);
-                            wq[v] |= ((high >> (2 * (quad % 4))) & 3) << 4;
-                        }
-                    }
+                for (int v = 0; v < VN; ++v) ksum[r][v] = vint{};
+            const std::int8_t* av = opaque(a);
+            for (int j = 0; j < G.subs(); ++j) {
+#if defined(DLM_KERNEL_I16_SUMS)
+                if constexpr (i16_form<T>) {
+                    quant_sub_sums_i16<T, MR, VN>(w, av, j, v0, ksum);
+                    continue;
                 }
-#pragma GCC unroll 8
-                for (int r = 0; r < MR; ++r) {
-                    const std::int32_t a4 = load_a4(a + (quad * amr + r) * 4);
-                    #pragma GCC unroll 16
-                    for (int v = 0; v < NV; ++v)
-                        isum[r][v] = in_register(G.signed_q ? dot_s8(isum[r][v], wq[v], a4) : dot_u8(isum[r][v], wq[v], a4));
-                }
+#endif
+                quant_sub_sums<T, MR, VN>(w, av, j, v0, ksum);
             }
-            if constexpr (G.scales) {
-                #pragma GCC unroll 16
-                for (int v = 0; v < NV; ++v) {
-                    const std::byte* sc_at = w + G.sc_at + j * quant::tile_rows + v * lanes;
-                    const vint sc = T == io::gguf_type::q6_k ? widen<true>(sc_at) : widen<false>(sc_at);
-                    #pragma GCC unroll 16
-                    for (int r = 0; r < MR; ++r) ksum[r][v] += isum[r][v] * sc;
-                }
-            } else {
+            #pragma GCC unroll 16
+            for (int v = v0; v < v0 + VN; ++v) {
+                const vfloat d = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
+                const vfloat dmin = G.mins ? load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes) : vfloat{};
                 #pragma GCC unroll 16
                 for (int r = 0; r < MR; ++r)
-                    #pragma GCC unroll 16
-                    for (int v = 0; v < NV; ++v) ksum[r][v] = isum[r][v];
+                    acc[r][v] = quant_block_step<T, s8_bias>(acc[r][v], ksum[r][v - v0], w + v * lanes, d, dmin, sums + r, amr, ascale[s * amr + r]);
             }
-        }
-        #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) {
-            const vfloat d = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
-            const vfloat dmin = G.mins ? load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes) : vfloat{};
-            #pragma GCC unroll 16
-            for (int r = 0; r < MR; ++r)
-                acc[r][v] = quant_block_step<T, s8_bias>(acc[r][v], ksum[r][v], w + v * lanes, d, dmin, sums + r, amr, ascale[s * amr + r]);
         }
     }
     #pragma GCC unroll 16
@@ -238,7 +344,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
 }
 
 template <io::gguf_type T>
-using quant_kernel_fn = void (*)(const std::int8_t*, const float*, const std::int32_t*, int, const std::byte*, index_t, float*, std::ptrdiff_t,
+using quant_kernel_fn = void (*)(const std::int8_t*, const float*, const std::int32_t*, const std::byte*, index_t, float*, std::ptrdiff_t,
                                  int, const char*, std::ptrdiff_t) noexcept;
 template <io::gguf_type T, std::size_t... I>
 constexpr std::array<quant_kernel_fn<T>, sizeof...(I)> make_quant_kernels(std::index_sequence<I...>) {
@@ -248,15 +354,17 @@ constexpr std::array<quant_kernel_fn<T>, sizeof...(I)> make_quant_kernels(std::i
 template <io::gguf_type T>
 inline constexpr auto quant_kernels = make_quant_kernels<T>(std::make_index_sequence<mr_q>{});
 
+/// A comes in tiles of mr_q rows (quant_entry's layout: quantize_rows<mr_q>), a constant the
+/// kernels' loads of A are addressed by.
 template <io::gguf_type T>
 inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
                              float* c, std::ptrdiff_t ldc) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     const std::size_t group_bytes = static_cast<std::size_t>(b.blocks) * static_cast<std::size_t>(G.tile_bytes());
-    const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(b.blocks) * G.block * a.mr;
+    const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(b.blocks) * G.block * mr_q;
     // While the row tiles run over one tile column, their blocks prefetch the next column's bytes
     // into L2, a share per tile (as gemm_panels does for B): the weights come from DRAM.
-    const index_t tiles = (m + a.mr - 1) / a.mr;
+    const index_t tiles = (m + mr_q - 1) / mr_q;
     const std::ptrdiff_t share = (static_cast<std::ptrdiff_t>(group_bytes) + tiles - 1) / tiles;
     const std::ptrdiff_t pf_step = b.blocks > 0 ? (share + b.blocks - 1) / b.blocks : 0;
     for (index_t g = g0; g < g1; ++g) {
@@ -265,10 +373,10 @@ inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view&
         const int n_valid = static_cast<int>(n - col < quant::tile_rows ? n - col : quant::tile_rows);
         const bool last = g + 1 >= g1 || col + quant::tile_rows >= n;
         const char* next = reinterpret_cast<const char*>(b.data + static_cast<std::size_t>(g + 1) * group_bytes);
-        for (index_t i = 0; i < m; i += a.mr) {
-            const index_t rows = m - i < a.mr ? m - i : a.mr, tile = i / a.mr;
-            quant_kernels<T>[static_cast<std::size_t>(rows - 1)](a.q + tile * a_tile, a.scale + tile * b.blocks * a.mr,
-                                                                 a.sums + tile * b.blocks * (G.block / 16) * a.mr, a.mr,
+        for (index_t i = 0; i < m; i += mr_q) {
+            const index_t rows = m - i < mr_q ? m - i : mr_q, tile = i / mr_q;
+            quant_kernels<T>[static_cast<std::size_t>(rows - 1)](a.q + tile * a_tile, a.scale + tile * b.blocks * mr_q,
+                                                                 a.sums + tile * b.blocks * (G.block / 16) * mr_q,
                                                                  b.data + static_cast<std::size_t>(g) * group_bytes, b.blocks, c + i * ldc + col,
                                                                  ldc, n_valid, next + tile * share, last ? 0 : pf_step);
         }

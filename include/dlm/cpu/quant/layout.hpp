@@ -56,6 +56,8 @@ struct tile_geometry {
     [[nodiscard]] constexpr int chunk_k() const noexcept { return bits == 8 ? 4 : 8; }
     /// Where the high 2 bits of 6-bit quants start, from the tile's start.
     [[nodiscard]] constexpr int high_at() const noexcept { return header_bytes + block * static_cast<int>(tile_rows) / 2; }
+    /// The largest quant as held, in magnitude: 15 (4-bit), 31 (Q5_K), 63 (Q6_K), 128 (Q8_0's signed q).
+    [[nodiscard]] constexpr int u_max() const noexcept { return signed_q ? 128 : type == io::gguf_type::q5_k ? 31 : (1 << bits) - 1; }
 };
 
 [[nodiscard]] constexpr tile_geometry geometry(io::gguf_type t) noexcept {

@@ -1,0 +1,169 @@
+// dlm-bench-quant — one quantized product, Y[m × n] = X[m × k] · Wᵀ with W in a GGUF block type,
+// at several row counts: ms per matrix, the weights' GB/s, the ratio to the weight-streaming floor
+// (the matrix's bytes over the read bandwidth measured in the same run) and the share of the
+// quantized form's measured peak. Several matrices are multiplied in turn, so that the weights come
+// from memory as a model's do (docs/benchmarks.md, "Small-row products").
+//
+//   dlm-bench-quant [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k 4096] [--n 4096]
+//                   [--matrices 8] [--threads 1] [--reps 5] [--bandwidth-mib 1024] [--no-peak]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <dlm/cpu/quant/matrix.hpp>
+
+#include "ceilings.hpp"
+
+namespace {
+
+using namespace dlm;
+
+struct options {
+    std::vector<io::gguf_type> types{io::gguf_type::q8_0, io::gguf_type::q4_0, io::gguf_type::q4_k, io::gguf_type::q5_k, io::gguf_type::q6_k};
+    std::vector<index_t> rows{1, 4, 8, 32};
+    index_t k = 4096, n = 4096;
+    int matrices = 8, threads = 1, reps = 5;
+    std::size_t bandwidth_mib = 1024;
+    bool peak = true;
+};
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at <= s.size()) {
+        const std::size_t comma = s.find(',', at);
+        out.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    return out;
+}
+
+long positive(const std::string& flag, const std::string& v, long most) {
+    std::size_t used = 0;
+    long x = 0;
+    try {
+        x = std::stol(v, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != v.size() || x < 1 || x > most)
+        throw invalid_parameter(flag, "'" + v + "' is not a whole number in [1, " + std::to_string(most) + "]");
+    return x;
+}
+
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--no-peak") {
+            o.peak = false;
+            continue;
+        }
+        if (a == "-h" || a == "--help") {
+            std::printf("usage: %s [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k N] [--n N] [--matrices N] [--threads N]\n"
+                        "          [--reps N] [--bandwidth-mib N] [--no-peak]\n",
+                        argv[0]);
+            std::exit(0);
+        }
+        if (i + 1 >= argc) throw invalid_parameter(a, "needs a value");
+        const std::string v = argv[++i];
+        if (a == "--types") {
+            o.types.clear();
+            const std::pair<const char*, io::gguf_type> known[] = {{"q8_0", io::gguf_type::q8_0}, {"q4_0", io::gguf_type::q4_0},
+                                                                    {"q4_k", io::gguf_type::q4_k}, {"q5_k", io::gguf_type::q5_k},
+                                                                    {"q6_k", io::gguf_type::q6_k}};
+            for (const std::string& t : split(v)) {
+                const auto* hit = std::find_if(std::begin(known), std::end(known), [&](const auto& e) { return t == e.first; });
+                if (hit == std::end(known)) throw invalid_parameter(a, "'" + t + "' is not one of q8_0, q4_0, q4_k, q5_k, q6_k");
+                o.types.push_back(hit->second);
+            }
+        } else if (a == "--rows") {
+            o.rows.clear();
+            for (const std::string& r : split(v)) o.rows.push_back(positive(a, r, 4096));
+        } else if (a == "--k") {
+            o.k = positive(a, v, 1 << 16);
+        } else if (a == "--n") {
+            o.n = positive(a, v, 1 << 18);
+        } else if (a == "--matrices") {
+            o.matrices = static_cast<int>(positive(a, v, 256));
+        } else if (a == "--threads") {
+            o.threads = static_cast<int>(positive(a, v, 1024));
+        } else if (a == "--reps") {
+            o.reps = static_cast<int>(positive(a, v, 1000));
+        } else if (a == "--bandwidth-mib") {
+            o.bandwidth_mib = static_cast<std::size_t>(positive(a, v, 1 << 16));
+        } else {
+            throw invalid_parameter(a, "is not an option (--help lists them)");
+        }
+    }
+    return o;
+}
+
+/// `count` matrices of n × k in `type`, from normal values by quant::quantize_row.
+std::vector<cpu::quant::matrix> random_matrices(io::gguf_type type, index_t n, index_t k, int count, std::mt19937& rng) {
+    const std::vector<cpu::quant::part_spec> parts{{n, type}};
+    const std::size_t total = cpu::quant::matrix::bytes_for(k, parts) * static_cast<std::size_t>(count);
+    if (total > (std::size_t{16} << 30)) throw invalid_parameter("--matrices", "the matrices would take " + std::to_string(total >> 20) + " MiB (16 GiB at most)");
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const std::size_t rb = cpu::quant::row_bytes(type, k);
+    std::vector<float> row(static_cast<std::size_t>(k));
+    std::vector<std::byte> raw(rb * static_cast<std::size_t>(n));
+    std::vector<cpu::quant::matrix> ms;
+    for (int i = 0; i < count; ++i) {
+        ms.emplace_back(k, parts);
+        for (index_t r = 0; r < n; ++r) {
+            for (float& v : row) v = normal(rng);
+            cpu::quant::quantize_row(type, row.data(), raw.data() + static_cast<std::size_t>(r) * rb, k);
+        }
+        ms.back().set_rows(0, raw.data(), n);
+    }
+    return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const options o = parse(argc, argv);
+    bench::set_threads(o.threads);
+    const bench::ceilings cs = bench::measure_ceilings({o.threads}, o.peak, o.bandwidth_mib);
+    const bench::ceiling c = cs.of(o.threads);
+    const cpu::kernel_table& kt = cpu::kernels();
+    const bench::applied_peak pk = bench::peak_for(c.pk, kt.quant.name);
+    std::printf("dlm quantized product benchmark: kernels %s, products %s, %d thread(s), best of %d, %d matrices of %lld x %lld in turn\n",
+                kt.name, kt.quant.name, o.threads, o.reps, o.matrices, static_cast<long long>(o.n), static_cast<long long>(o.k));
+    bench::print_ceilings(cs, o.bandwidth_mib);
+    const index_t most_rows = *std::max_element(o.rows.begin(), o.rows.end());
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(most_rows * o.k)), y(static_cast<std::size_t>(most_rows * o.n));
+    for (float& v : x) v = normal(rng);
+    for (const io::gguf_type type : o.types) {
+        const std::vector<cpu::quant::matrix> ms = random_matrices(type, o.n, o.k, o.matrices, rng);
+        const double bytes = static_cast<double>(ms.front().bytes());
+        std::printf("%s: %.1f MB a matrix\n", std::string(io::gguf_type_name(type)).c_str(), bytes / 1e6);
+        for (const index_t m : o.rows) {
+            double best = 1e30;
+            for (int rep = 0; rep < o.reps; ++rep) {
+                const auto t0 = std::chrono::steady_clock::now();
+                for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n);
+                best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.matrices);
+            }
+            const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
+            std::printf("  %4lld rows: %8.3f ms  %6.1f GB/s", static_cast<long long>(m), best * 1e3, bytes / best / 1e9);
+            if (c.read_bps > 0) std::printf("  floor x %5.2f", best / (bytes / c.read_bps));
+            std::printf("  %7.1f GOP/s", ops / best / 1e9);
+            if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", 100.0 * ops / best / pk.rate, pk.name);
+            std::printf("\n");
+        }
+    }
+    return 0;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "dlm-bench-quant: %s\n", e.what());
+    return 2;
+}
