@@ -87,6 +87,108 @@ inline constexpr index_t max_attention_splits = 16;
     return static_cast<std::size_t>(head_dim) + 2;
 }
 
+/// Reads keys t0 .. t0 + key_tile − 1 of KV group g (window rows kv_dim apart) into k_s (rows padded by one float: lane j reads
+/// row j without bank conflicts) and their values into v_s, as floats: from the window buffers for
+/// keys inside the plan's window, from the request's cache (k_cache, v_cache: the group's slabs, or
+/// null) for the others, zero past kmax. Warp w takes keys w, w + 8, ..., its lanes along d.
+template <class KV>
+__device__ __forceinline__ void load_kv_tile(const sequence_view<KV>& sv, const KV* __restrict__ k_win, const KV* __restrict__ v_win,
+                                             const KV* k_cache, const KV* v_cache, index_t kv_dim, index_t g, index_t D, index_t t0, index_t kmax, float* k_s,
+                                             float* v_s, int warp, int lane) {
+    const index_t wb = sv.plan.window_begin, we = sv.plan.window_end;
+    for (index_t j = warp; j < key_tile; j += attention_rows) {
+        const index_t k = t0 + j;
+        const KV* kp = nullptr;
+        const KV* vp = nullptr;
+        if (k < kmax) {
+            if (k >= wb && k < we) {
+                const std::size_t at = static_cast<std::size_t>(sv.row0 + k - wb) * kv_dim + g * D;
+                kp = k_win + at;
+                vp = v_win + at;
+            } else if (k_cache) {
+                kp = k_cache + static_cast<std::size_t>(k) * D;
+                vp = v_cache + static_cast<std::size_t>(k) * D;
+            }
+        }
+        for (index_t d = lane; d < D; d += 32) {
+            float kv = 0.0f, vv = 0.0f;
+            if (kp) {
+                kv = element<KV>::to_float(kp[d]);
+                vv = element<KV>::to_float(vp[d]);
+            }
+            k_s[j * (D + 1) + d] = kv;
+            v_s[j * D + d] = vv;
+        }
+    }
+}
+
+/// One tile's step of a (row, head) pair's online softmax, for the warp that works on it: lane j
+/// scores key t0 + j (its row kr of the key tile) against the query q where `allowed`, and the pair's
+/// running max m, sum l and this lane's DPL output values (acc, dimensions lane + 32·e) take in the
+/// tile's keys and values (v_s).
+template <int DPL>
+__device__ __forceinline__ void softmax_step(bool allowed, const float* q, const float* kr, const float* v_s, index_t D, float scale, float& m,
+                                             float& l, float* acc_i, int lane) {
+    const float neg_inf = -CUDART_INF_F;
+    float score = neg_inf;
+    if (allowed) {
+        float dot = 0.0f;
+#pragma unroll 8
+        for (index_t d = 0; d < D; ++d) dot = fmaf(q[d], kr[d], dot);
+        score = dot * scale;
+    }
+    const float tile_max = warp_max(score);
+    if (tile_max == neg_inf) return;
+    const float m_new = fmaxf(m, tile_max);
+    const float correction = m == neg_inf ? 0.0f : expf(m - m_new);
+    const float pr = score == neg_inf ? 0.0f : expf(score - m_new);
+    l = l * correction + warp_sum(pr);
+    float acc[DPL];
+#pragma unroll
+    for (int j = 0; j < DPL; ++j) acc[j] = acc_i[j] * correction;
+    for (int j = 0; j < key_tile; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, pr, j);
+        if (pj == 0.0f) continue;
+        const float* vr = v_s + j * D;
+#pragma unroll
+        for (int e = 0; e < DPL; ++e) {
+            const index_t d = lane + 32 * e;
+            if (d < D) acc[e] = fmaf(pj, vr[d], acc[e]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < DPL; ++j) acc_i[j] = acc[j];
+    m = m_new;
+}
+
+/// A pair's result: with one split the normalized output (row `row`, head `head` of `out`), else its
+/// (max, sum, unnormalized output) as split z's partial result for attention_combine.
+template <int DPL, class T>
+__device__ __forceinline__ void write_pair(T* __restrict__ out, float* __restrict__ partial, qkv_shape s, std::size_t row, std::size_t head,
+                                           index_t z, index_t splits, float m, float l, const float* acc_i, int lane) {
+    const index_t D = s.head_dim;
+    if (splits == 1) {
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no key allowed: output zero, as on the CPU
+        T* o = out + row * s.q_dim() + head * D;
+#pragma unroll
+        for (int j = 0; j < DPL; ++j) {
+            const index_t d = lane + 32 * j;
+            if (d < D) o[d] = to_product_input<T>(acc_i[j] * inv);
+        }
+    } else {
+        float* part = partial + ((row * s.heads + head) * static_cast<std::size_t>(splits) + z) * partial_floats(D);
+        if (lane == 0) {
+            part[0] = m;
+            part[1] = l;
+        }
+#pragma unroll
+        for (int j = 0; j < DPL; ++j) {
+            const index_t d = lane + 32 * j;
+            if (d < D) part[2 + d] = acc_i[j];
+        }
+    }
+}
+
 /// DPL: head dimensions per lane (head_dim <= 32 · DPL). Grid: (tiles, kv_heads · blocks per group,
 /// splits). The block's work is its rows × heads pairs; warp w takes pairs w, w + 8, ... (so a single
 /// row still keeps one warp per head busy). Split z walks the key tiles z, z + splits, ...; with one
@@ -150,30 +252,7 @@ __global__ void __launch_bounds__(attention_rows * 32)
 
     for (index_t t0 = z * key_tile; t0 < kmax; t0 += splits * key_tile) {
         __syncthreads();  // every warp is done with the previous tile
-        for (index_t j = warp; j < key_tile; j += attention_rows) {  // key j of the tile: one warp, lanes along d
-            const index_t k = t0 + j;
-            const KV* kp = nullptr;
-            const KV* vp = nullptr;
-            if (k < kmax) {
-                if (k >= wb && k < we) {
-                    const std::size_t at = static_cast<std::size_t>(sv.row0 + k - wb) * kv_dim + g * D;
-                    kp = k_win + at;
-                    vp = v_win + at;
-                } else if (k_cache) {
-                    kp = k_cache + static_cast<std::size_t>(k) * D;
-                    vp = v_cache + static_cast<std::size_t>(k) * D;
-                }
-            }
-            for (index_t d = lane; d < D; d += 32) {
-                float kv = 0.0f, vv = 0.0f;
-                if (kp) {
-                    kv = element<KV>::to_float(kp[d]);
-                    vv = element<KV>::to_float(vp[d]);
-                }
-                k_s[j * (D + 1) + d] = kv;
-                v_s[j * D + d] = vv;
-            }
-        }
+        load_kv_tile(sv, k_win, v_win, k_cache, v_cache, kv_dim, g, D, t0, kmax, k_s, v_s, warp, lane);
         __syncthreads();
 
         const index_t k = t0 + lane;
@@ -182,62 +261,14 @@ __global__ void __launch_bounds__(attention_rows * 32)
         for (index_t i = 0, p = warp; p < pairs; ++i, p += attention_rows) {
             const index_t rw = p % rows, hh = p / rows, kend = kend_s[rw];
             if (t0 >= kend) continue;  // uniform across the warp
-            float score = neg_inf;
-            if (k < kend && mask.allowed(sv.layout, wb + tile.r0 + rw, k)) {
-                const float* q = q_s + (rw * hpb + hh) * D;
-                float dot = 0.0f;
-#pragma unroll 8
-                for (index_t d = 0; d < D; ++d) dot = fmaf(q[d], kr[d], dot);
-                score = dot * scale;
-            }
-            const float tile_max = warp_max(score);
-            if (tile_max == neg_inf) continue;
-            const float m = m_h[i];
-            const float m_new = fmaxf(m, tile_max);
-            const float correction = m == neg_inf ? 0.0f : expf(m - m_new);
-            const float pr = score == neg_inf ? 0.0f : expf(score - m_new);
-            l_h[i] = l_h[i] * correction + warp_sum(pr);
-            float acc[DPL];
-#pragma unroll
-            for (int j = 0; j < DPL; ++j) acc[j] = acc_h[i * DPL + j] * correction;
-            for (int j = 0; j < key_tile; ++j) {
-                const float pj = __shfl_sync(0xffffffffu, pr, j);
-                if (pj == 0.0f) continue;
-                const float* vr = v_s + j * D;
-#pragma unroll
-                for (int e = 0; e < DPL; ++e) {
-                    const index_t d = lane + 32 * e;
-                    if (d < D) acc[e] = fmaf(pj, vr[d], acc[e]);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < DPL; ++j) acc_h[i * DPL + j] = acc[j];
-            m_h[i] = m_new;
+            const bool allowed = k < kend && mask.allowed(sv.layout, wb + tile.r0 + rw, k);
+            softmax_step<DPL>(allowed, q_s + (rw * hpb + hh) * D, kr, v_s, D, scale, m_h[i], l_h[i], acc_h + i * DPL, lane);
         }
     }
     for (index_t i = 0, p = warp; p < pairs; ++i, p += attention_rows) {
         const index_t rw = p % rows, hh = p / rows;
         const std::size_t row = static_cast<std::size_t>(sv.row0 + tile.r0 + rw), head = static_cast<std::size_t>(h0 + hh);
-        if (splits == 1) {
-            const float inv = l_h[i] > 0.0f ? 1.0f / l_h[i] : 0.0f;  // no key allowed: output zero, as on the CPU
-            T* o = out + row * s.q_dim() + head * D;
-#pragma unroll
-            for (int j = 0; j < DPL; ++j) {
-                const index_t d = lane + 32 * j;
-                if (d < D) o[d] = to_product_input<T>(acc_h[i * DPL + j] * inv);
-            }
-        } else {
-            float* part = partial + ((row * s.heads + head) * static_cast<std::size_t>(splits) + z) * partial_floats(D);
-            if (lane == 0) {
-                part[0] = m_h[i];
-                part[1] = l_h[i];
-            }
-#pragma unroll
-            for (int j = 0; j < DPL; ++j) {
-                const index_t d = lane + 32 * j;
-                if (d < D) part[2 + d] = acc_h[i * DPL + j];
-            }
-        }
+        write_pair<DPL>(out, partial, s, row, head, z, splits, m_h[i], l_h[i], acc_h + i * DPL, lane);
     }
 }
 
