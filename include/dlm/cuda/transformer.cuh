@@ -219,8 +219,7 @@ public:
         const index_t m = f.m, z = f.z;
         const io::model_config& c = config_;
         const kernels::qkv_shape s{c.num_heads, c.num_kv_heads, c.head_dim};
-        const std::size_t ffn = static_cast<std::size_t>(c.intermediate_size), rows = static_cast<std::size_t>(m),
-                          half = static_cast<std::size_t>(c.head_dim / 2);
+        const std::size_t rows = static_cast<std::size_t>(m), half = static_cast<std::size_t>(c.head_dim / 2);
         forward_profiler* const prof = profiler_;
         if (prof) prof->begin(ctx_.stream());
         upload(meta_device_.data(), meta_host_.data(), f.metadata_bytes, ctx_.stream(), "forward metadata");
@@ -249,32 +248,25 @@ public:
         done(forward_phase::embed);
         for (index_t l = 0; l < c.num_layers; ++l) {
             const device_layer<T>& L = weights_.layers[static_cast<std::size_t>(l)];
-            kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.attn_norm.data(), eps, xn_.data());
-            check_launch("dlm::cuda rms_norm", st);
+            kernels::launch_rms_norm<T>(m, x_.data(), nullptr, H, L.attn_norm.data(), eps, xn_.data(), st);
             done(forward_phase::rms_norm);
             product(m, s.ld(), H, xn_.data(), L.qkv.data(), qkv_.data(), 0.0f, "q/k/v projection", forward_phase::qkv_gemm);
-            kernels::qkv_epilogue<kv_element><<<static_cast<unsigned>(m), 256, 0, st>>>(qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(),
-                                                                              cos_.data(), sin_.data(), meta.row_request, meta.seqs, l,
-                                                                              k_win_.data(), v_win_.data());
-            check_launch("dlm::cuda qkv_epilogue (layer " + std::to_string(l) + ")", st);
+            kernels::launch_qkv_epilogue<kv_element>(m, qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), cos_.data(),
+                                                     sin_.data(), meta.row_request, meta.seqs, l, k_win_.data(), v_win_.data(), st);
             done(forward_phase::qkv_epilogue);
             kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, m, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(),
                                    att_part_.data(), f.attention_splits, st);
             done(forward_phase::attention);
             product(m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection", forward_phase::o_gemm);
-            kernels::rms_norm<T><<<static_cast<unsigned>(m), kernels::row_threads, 0, st>>>(x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data());
-            check_launch("dlm::cuda rms_norm", st);
+            kernels::launch_rms_norm<T>(m, x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data(), st);
             done(forward_phase::rms_norm);
             product(m, 2 * F, H, xn_.data(), L.gate_up.data(), gu_.data(), 0.0f, "gate/up projection", forward_phase::gate_up_gemm);
-            kernels::silu_gate<T><<<kernels::stride_grid(rows * ffn), 256, 0, st>>>(gu_.data(), m, F, act_.data());
-            check_launch("dlm::cuda silu_gate (layer " + std::to_string(l) + ")", st);
+            kernels::launch_silu_gate<T>(gu_.data(), m, F, act_.data(), st);
             done(forward_phase::silu);
             product(m, H, F, act_.data(), L.down.data(), x_.data(), 1.0f, "down projection", forward_phase::down_gemm);
         }
         if (z == 0) return;
-        kernels::rms_norm<T><<<static_cast<unsigned>(z), kernels::row_threads, 0, st>>>(x_.data(), meta.logit_source, H,
-                                                                                       weights_.final_norm.data(), eps, xn_.data());
-        check_launch("dlm::cuda rms_norm", st);
+        kernels::launch_rms_norm<T>(z, x_.data(), meta.logit_source, H, weights_.final_norm.data(), eps, xn_.data(), st);
         done(forward_phase::final_norm);
         product(z, c.vocab_size, H, xn_.data(), weights_.head_matrix(), logits_.data(), 0.0f, "output head", forward_phase::head_gemm);
     }
