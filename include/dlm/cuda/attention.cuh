@@ -87,17 +87,23 @@ inline constexpr index_t max_attention_splits = 16;
     return static_cast<std::size_t>(head_dim) + 2;
 }
 
-/// Reads keys t0 .. t0 + key_tile − 1 of KV group g (window rows kv_dim apart) into k_s (rows padded by one float: lane j reads
-/// row j without bank conflicts) and their values into v_s, as floats: from the window buffers for
-/// keys inside the plan's window, from the request's cache (k_cache, v_cache: the group's slabs, or
-/// null) for the others, zero past kmax. Warp w takes keys w, w + 8, ..., its lanes along d.
-template <class KV>
+/// Reads keys t0 .. t0 + key_tile − 1 of KV group g (window rows kv_dim apart) into k_s (rows padded by
+/// one float: lane j reads row j without bank conflicts) and their values into v_s, as floats: from the
+/// window buffers for keys inside the plan's window, from the request's cache (k_cache, v_cache: the
+/// group's slabs, or null) for the others, zero past kmax. Warp w takes keys w, w + 8, ..., its lanes
+/// along d (DPL elements each). Every load of the tile is issued before the first store to shared
+/// memory, so a tile costs one memory round trip per thread, not one per key and element (an H200
+/// profile of a one-row step found the loop form latency-bound).
+template <int DPL, class KV>
 __device__ __forceinline__ void load_kv_tile(const sequence_view<KV>& sv, const KV* __restrict__ k_win, const KV* __restrict__ v_win,
                                              const KV* k_cache, const KV* v_cache, index_t kv_dim, index_t g, index_t D, index_t t0, index_t kmax, float* k_s,
                                              float* v_s, int warp, int lane) {
+    constexpr int keys_per_warp = key_tile / attention_rows;
     const index_t wb = sv.plan.window_begin, we = sv.plan.window_end;
-    for (index_t j = warp; j < key_tile; j += attention_rows) {
-        const index_t k = t0 + j;
+    float kv[keys_per_warp][DPL], vv[keys_per_warp][DPL];
+#pragma unroll
+    for (int i = 0; i < keys_per_warp; ++i) {
+        const index_t k = t0 + warp + i * attention_rows;
         const KV* kp = nullptr;
         const KV* vp = nullptr;
         if (k < kmax) {
@@ -110,14 +116,45 @@ __device__ __forceinline__ void load_kv_tile(const sequence_view<KV>& sv, const 
                 vp = v_cache + static_cast<std::size_t>(k) * D;
             }
         }
-        for (index_t d = lane; d < D; d += 32) {
-            float kv = 0.0f, vv = 0.0f;
-            if (kp) {
-                kv = element<KV>::to_float(kp[d]);
-                vv = element<KV>::to_float(vp[d]);
+#pragma unroll
+        for (int e = 0; e < DPL; ++e) {
+            const index_t d = lane + 32 * e;
+            const bool ok = kp && d < D;
+            kv[i][e] = ok ? element<KV>::to_float(kp[d]) : 0.0f;
+            vv[i][e] = ok ? element<KV>::to_float(vp[d]) : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < keys_per_warp; ++i) {
+        const index_t j = warp + i * attention_rows;
+#pragma unroll
+        for (int e = 0; e < DPL; ++e) {
+            const index_t d = lane + 32 * e;
+            if (d < D) {
+                k_s[j * (D + 1) + d] = kv[i][e];
+                v_s[j * D + d] = vv[i][e];
             }
-            k_s[j * (D + 1) + d] = kv;
-            v_s[j * D + d] = vv;
+        }
+    }
+}
+
+/// Copies the queries of the block's rows and heads (rows × nh × D floats of qkv) into q_s ([row][hpb][D]),
+/// every thread of the block taking a share, `batch` loads in flight before their stores.
+__device__ __forceinline__ void load_queries(const float* __restrict__ qkv, std::size_t first_row, std::size_t ld, index_t h0, index_t D, index_t rows,
+                                             index_t nh, index_t hpb, float* q_s) {
+    constexpr int batch = 8;
+    const index_t per_row = nh * D, total = rows * per_row, step = static_cast<index_t>(blockDim.x);
+    for (index_t base = static_cast<index_t>(threadIdx.x); base < total; base += batch * step) {
+        float v[batch];
+#pragma unroll
+        for (int u = 0; u < batch; ++u) {
+            const index_t i = base + u * step;
+            v[u] = i < total ? qkv[(first_row + static_cast<std::size_t>(i / per_row)) * ld + static_cast<std::size_t>(h0 * D + i % per_row)] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < batch; ++u) {
+            const index_t i = base + u * step;
+            if (i < total) q_s[(i / per_row) * hpb * D + i % per_row] = v[u];
         }
     }
 }
@@ -219,16 +256,14 @@ __global__ void __launch_bounds__(attention_rows * 32)
     const index_t left = we - wb - tile.r0;
     const index_t rows = left < attention_rows ? left : attention_rows;  // rows of this tile (>= 1)
 
-    {  // warp w loads row w's queries and key end
-        const index_t r = tile.r0 + warp;
+    load_queries(qkv, static_cast<std::size_t>(sv.row0 + tile.r0), static_cast<std::size_t>(s.ld()), h0, D, rows, nh, hpb, q_s);
+    if (lane == 0) {  // row w's key end
         index_t kend = 0;
         if (warp < rows) {
-            const index_t e = mask.key_end(sv.layout, wb + r);
+            const index_t e = mask.key_end(sv.layout, wb + tile.r0 + warp);
             kend = e < sv.plan.attend_end ? e : sv.plan.attend_end;
-            const float* q = qkv + static_cast<std::size_t>(sv.row0 + r) * s.ld() + h0 * D;
-            for (index_t d = lane; d < nh * D; d += 32) q_s[warp * hpb * D + d] = q[d];
         }
-        if (lane == 0) kend_s[warp] = kend;
+        kend_s[warp] = kend;
     }
     __syncthreads();
     index_t kmax = 0;
@@ -252,7 +287,7 @@ __global__ void __launch_bounds__(attention_rows * 32)
 
     for (index_t t0 = z * key_tile; t0 < kmax; t0 += splits * key_tile) {
         __syncthreads();  // every warp is done with the previous tile
-        load_kv_tile(sv, k_win, v_win, k_cache, v_cache, kv_dim, g, D, t0, kmax, k_s, v_s, warp, lane);
+        load_kv_tile<DPL>(sv, k_win, v_win, k_cache, v_cache, kv_dim, g, D, t0, kmax, k_s, v_s, warp, lane);
         __syncthreads();
 
         const index_t k = t0 + lane;
@@ -273,30 +308,42 @@ __global__ void __launch_bounds__(attention_rows * 32)
 }
 
 /// Merges the splits' partial results of every (row, head), in split order, into the normalized
-/// output: one warp per pair, eight pairs per block.
+/// output: one warp per pair, eight pairs per block. Lane z reads split z's max and sum and computes its
+/// weight exp(m_z − m) once; the sum and each output are then added up split by split (weights passed
+/// by shuffles), every split's values loaded before the first is added.
 template <class T>
 __global__ void attention_combine(const float* __restrict__ partial, index_t splits, index_t pairs, qkv_shape s, T* __restrict__ out) {
+    static_assert(max_attention_splits <= 32, "a lane per split");
     const index_t pair = static_cast<index_t>(blockIdx.x) * attention_rows + static_cast<index_t>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
     if (pair >= pairs) return;
     const index_t D = s.head_dim, row = pair / s.heads, head = pair % s.heads;
-    const float* p = partial + static_cast<std::size_t>(pair) * static_cast<std::size_t>(splits) * partial_floats(D);
+    const std::size_t pf = partial_floats(D);
+    const float* p = partial + static_cast<std::size_t>(pair) * static_cast<std::size_t>(splits) * pf;
     const float neg_inf = -CUDART_INF_F;
-    float m = neg_inf;
-    for (index_t z = 0; z < splits; ++z) m = fmaxf(m, p[z * partial_floats(D)]);
+    const float m_lane = lane < splits ? p[lane * pf] : neg_inf, l_lane = lane < splits ? p[lane * pf + 1] : 0.0f;
+    const float m = warp_max(m_lane);  // the largest of the splits' maxima, as a running fmaxf would give
+    const float w_lane = m_lane == neg_inf ? 0.0f : expf(m_lane - m);
+    float w[max_attention_splits];  // split z's weight, 0 where it is not added (past splits, or no key allowed)
+    bool used[max_attention_splits];
     float l = 0.0f;
-    for (index_t z = 0; z < splits; ++z) {
-        const float mz = p[z * partial_floats(D)];
-        if (mz != neg_inf) l += p[z * partial_floats(D) + 1] * expf(mz - m);
+#pragma unroll
+    for (int z = 0; z < max_attention_splits; ++z) {  // every lane takes part in every shuffle
+        const float mz = __shfl_sync(0xffffffffu, m_lane, z), lz = __shfl_sync(0xffffffffu, l_lane, z);
+        w[z] = __shfl_sync(0xffffffffu, w_lane, z);
+        used[z] = z < splits && mz != neg_inf;
+        if (used[z]) l += lz * w[z];
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no key allowed: output zero, as on the CPU
     T* o = out + static_cast<std::size_t>(row) * s.q_dim() + static_cast<std::size_t>(head) * D;
     for (index_t d = lane; d < D; d += 32) {
+        float v[max_attention_splits];
+#pragma unroll
+        for (int z = 0; z < max_attention_splits; ++z) v[z] = z < splits ? p[z * pf + 2 + d] : 0.0f;
         float acc = 0.0f;
-        for (index_t z = 0; z < splits; ++z) {
-            const float mz = p[z * partial_floats(D)];
-            if (mz != neg_inf) acc += p[z * partial_floats(D) + 2 + d] * expf(mz - m);
-        }
+#pragma unroll
+        for (int z = 0; z < max_attention_splits; ++z)
+            if (used[z]) acc += v[z] * w[z];
         o[d] = to_product_input<T>(acc * inv);
     }
 }

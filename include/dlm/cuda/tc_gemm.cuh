@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(tc_warps * 32, 2)
     for (int h = 0; h < 2; ++h) {
         const index_t r = col0 + g + 8 * h;
         wok[h] = r < n;
-        wr[h] = w + static_cast<std::size_t>(wok[h] ? r : 0) * k + 8 * q;
+        wr[h] = w + static_cast<std::size_t>(wok[h] ? r : 0) * k;  // load_weights adds the lane's 8q
     }
 
     float acc[NT][4] = {};
