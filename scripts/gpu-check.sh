@@ -9,22 +9,24 @@
 #                                      dependencies into build/gpu-deps.tar.gz, for a GPU machine that
 #                                      has the CUDA toolkit but not nlohmann_json or doctest
 #
-# Results go to $OUT when it is set (the device machine's return folder), else to build/gpu-check/:
+# Results go to build/gpu-check/ (with $OUT set, the device machine's return folder, results.md and
+# gpu-check.tar.gz of them all are copied there at the end):
 #   results.md    date, GPU, toolchain, test summary, benchmark output, phase times and time-outs
 #   bench.json    dlm-bench-cuda --json (ceilings, forwards, decoding, roofline series)
 #   quick.json    dlm-bench-cuda --quick --json (a small model: every code path, in seconds)
 #   gemm-sweep.json  dlm-bench-cuda --gemm-sweep --json (every GEMM path on Dream-7B's linear layers)
 #   profile-PATH.json  dlm-bench-cuda --profile --json with DLM_CUDA_GEMM=PATH (cublas, skinny, lt, tc): the
 #                 phases of an AR and a CDLM forward
+#   ncu.csv       ncu's per-kernel times of one --profile run (row kernels, attention), summarised in results.md
 #   roofline.png  tools/roofline.py's plot of bench.json (also copied to docs/img/ when $OUT is unset)
 #   build.log, ctest.log, bench-quick.log, bench-gemm-sweep.log, bench-profile-PATH.log, bench.log
 # Each phase is bounded (seconds; environment variables): GPU_CHECK_BUILD_S (default 600),
 # GPU_CHECK_TEST_S (300), GPU_CHECK_QUICK_S (60), GPU_CHECK_SWEEP_S (120), GPU_CHECK_PROFILE_S (120, each
-# of the three), GPU_CHECK_BENCH_S (300). A phase that runs out is
+# of the three), GPU_CHECK_BENCH_S (300), GPU_CHECK_NCU_S (90). A phase that runs out is
 # recorded as timed out (with what its log holds so far) and the check goes on to the next one.
 # Other knobs: GPU_CHECK_PREBUILT=1 skips configure and build and runs what build/cuda holds (binaries built
 # elsewhere for sm_90 and carried: their tests name the build machine's source folder, which must then
-# exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench kv") runs only
+# exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench kv ncu") runs only
 # the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled;
 # GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU).
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
@@ -73,8 +75,15 @@ if [[ "${1:-}" == "--pack-prebuilt" ]]; then
     exit 0
 fi
 
-out=${OUT:-$repo/build/gpu-check}
+# Results are written to build/gpu-check/. With $OUT set (a device machine's return folder, which brings
+# back only a few files), results.md and gpu-check.tar.gz (every file of the check) are copied there when
+# the check ends, however it ends.
+out=$repo/build/gpu-check
+rm -rf "$out"
 mkdir -p "$out"
+if [[ -n "${OUT:-}" ]]; then
+    trap 'cp "$out/results.md" "$OUT/" 2>/dev/null; tar -C "$repo/build" -czf "$OUT/gpu-check.tar.gz" gpu-check' EXIT
+fi
 results="$out/results.md"
 t_start=$(date +%s)
 phase_times=()
@@ -87,6 +96,7 @@ quick_s=${GPU_CHECK_QUICK_S:-60}
 bench_s=${GPU_CHECK_BENCH_S:-300}
 sweep_s=${GPU_CHECK_SWEEP_S:-120}
 profile_s=${GPU_CHECK_PROFILE_S:-120}
+ncu_s=${GPU_CHECK_NCU_S:-90}
 # Runs "$@" for at most $1 seconds; 124 when it ran out.
 bounded() {
     local limit=$1
@@ -124,7 +134,7 @@ jobs=$(nproc 2>/dev/null || echo 4)
     echo
 } >"$results"
 
-phases=" ${GPU_CHECK_PHASES:-tests quick sweep profile bench kv} "
+phases=" ${GPU_CHECK_PHASES:-tests quick sweep profile bench kv ncu} "
 wants() { [[ "$phases" == *" $1 "* ]]; }
 
 # 1. Configure and build only what the check runs (or take the carried build).
@@ -216,6 +226,31 @@ fi
 wants bench && bench "benchmark" "$bench_s" bench.log --host-batches 1 --json "$out/bench.json"
 # The same profile with a bf16 KV cache (its attention reads half the bytes): dlm-bench-cuda --kv bf16.
 wants kv && bench "profile (bf16 KV cache)" "$profile_s" bench-profile-kv-bf16.log --kv bf16 --profile --json "$out/profile-kv-bf16.json"
+
+# Per-kernel times of the row kernels and the attention (the phases the profile cannot split: a
+# prefill, the AR steps and the CDLM steps of one --profile run), by Nsight Compute where it is installed.
+if wants ncu; then
+    t_phase=$(date +%s)
+    ncu_bin=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)}
+    if [[ -z "$ncu_bin" ]]; then
+        echo "gpu-check.sh: no ncu here (\$NCU, PATH, /usr/local/cuda/bin): the ncu phase is skipped" | tee -a "$results"
+    else
+        bounded "$ncu_s" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+            -k 'regex:attention|rms_norm|qkv_epilogue|silu_gate' --launch-count 600 build/cuda/bench/dlm-bench-cuda --profile \
+            >"$out/ncu.csv" 2>"$out/ncu.log"
+        rc=$?
+        ((rc == 124)) && timed_out ncu "$ncu_s"
+        {
+            echo "## Kernels (ncu, tools/ncu_kernels.py)"
+            echo
+            echo '```'
+            python3 tools/ncu_kernels.py "$out/ncu.csv" 2>&1
+            echo '```'
+            echo
+        } >>"$results"
+    fi
+    phase ncu
+fi
 
 # 4. The roofline.
 if [[ -f "$out/bench.json" ]]; then

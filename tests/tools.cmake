@@ -9,3 +9,20 @@ if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties("tools: training selftest" PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+
+# tools/ncu_kernels.py (the GPU check's ncu phase): a capture of an H200 run, cut to seven launches, gives
+# one line per kernel and launch shape with the launches' mean and least time; a file that is no capture
+# is refused with a sentence.
+if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME "tools: ncu_kernels.py sums a capture per kernel and launch shape"
+             COMMAND ${Python3_EXECUTABLE} tools/ncu_kernels.py tests/data/ncu/capture.csv WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties("tools: ncu_kernels.py sums a capture per kernel and launch shape" PROPERTIES
+                         PASS_REGULAR_EXPRESSION "rms_norm<__nv_bfloat16, 4> +\\(384, 1, 1\\) +\\(256, 1, 1\\) +3 +5\\.44 +5\\.15\n.*qkv_epilogue<float> +\\(384, 36, 1\\) +\\(64, 1, 1\\) +1 +11\\.58.*\n.*rms_norm<__nv_bfloat16, 4> +\\(1, 1, 1\\) +\\(256, 1, 1\\) +2 +4\\.78 +4\\.70")
+    add_test(NAME "tools: ncu_kernels.py refuses a file that holds no capture"
+             COMMAND ${Python3_EXECUTABLE} tools/ncu_kernels.py README.md WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties("tools: ncu_kernels.py refuses a file that holds no capture" PROPERTIES
+                         PASS_REGULAR_EXPRESSION "README.md: no ncu CSV header")
+  endif()
+endif()

@@ -50,8 +50,10 @@ inline constexpr index_t tc_max_rows = 64;
 /// Dream-7B's products (`dlm-bench-cuda --gemm-sweep`, docs/cuda.md): at one row skinny streams the
 /// weights 4-7 % faster than cuBLAS on every shape (an AR step 5.14 ms against 5.66); from two rows on it
 /// is no faster, and from 8 rows much slower (CUDA cores); cublasLt's heuristic picks what cublasGemmEx
-/// runs. The tensor-core kernel (tc) is not chosen yet: its first version matched cuBLAS up to 8 rows
-/// and was bound by L2 traffic above (2026-12-04); the present one has not yet run on a GPU.
+/// runs. The tensor-core kernel (tc) is not chosen: its first version matched cuBLAS up to 8 rows and was
+/// bound by L2 traffic above; the present one (x staged once per 128 weight rows) was slower than cuBLAS
+/// at every shape from 1 to 64 rows (gate/up at 33 rows 101 µs against 73; 2026-12-04, timed while a
+/// load offset bug, since fixed, made its products wrong).
 [[nodiscard]] constexpr gemm_path auto_gemm_path(index_t m, index_t /*n*/, index_t /*k*/) noexcept {
     return m == 1 ? gemm_path::skinny : gemm_path::cublas;
 }
