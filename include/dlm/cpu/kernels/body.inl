@@ -156,6 +156,17 @@ constexpr std::array<micro_kernel_fn<K>, sizeof...(I)> make_micro_kernels(std::i
 template <operand K>
 inline constexpr auto micro_kernels = make_micro_kernels<K>(std::make_index_sequence<operand_traits<K>::mr>{});
 
+/// Bytes of one row of a panel of B (every sub-panel's part).
+template <class B, int Group>
+inline constexpr std::ptrdiff_t panel_row_bytes = panel_width * Group * static_cast<std::ptrdiff_t>(sizeof(B));
+/// How far ahead a product whose B rows are ldb apart prefetches, in bytes of B (gemm_panels). Measured
+/// on a Zen 4 core (2026-12-04): `dlm-bench-forward --shape 168M --dtype q4_k_m --block 4 --cache 512
+/// --threads 1`, a 4-row step over 516 cached f32 keys, 11.9 -> 10.7 ms; timing cpu::gemm as `attend`
+/// calls it (128 heads of 64, K/V from memory), its scores took 2.34 -> 1.17 ms at 16 KB (2 key blocks;
+/// before: the next one), while 2, 4 or 8 blocks ahead for keys and values alike lost on the values
+/// what they gained on the keys, and 24 KB was no better than 16.
+inline constexpr std::ptrdiff_t strided_ahead_bytes = 16384;
+
 /// C rows [0, m), the columns of panels [p0, p1) that are < n; k-blocks of 256 so that a block of
 /// B (256 × sub_width elements) stays in L1 while the row tiles pass over it. A packed in tiles of
 /// operand_traits<K>::mr rows. A panel is walked k-block by k-block, each block through its
@@ -172,7 +183,8 @@ inline constexpr auto micro_kernels = make_micro_kernels<K>(std::make_index_sequ
 /// and values) each call takes its sub-panel's part of the rows. Until 2026-12-04 one
 /// sub-panel walked all of k before the next, prefetching one line per step of its share: half the
 /// lines of a 1-row product's next block, so a 1–4-row product streamed its weights at about
-/// 10 GB/s where the machine reads 17 (docs/benchmarks.md, "Small-row products").
+/// 10 GB/s where the machine reads 17 (docs/benchmarks.md, "Small-row products"). Strided blocks of
+/// under 16 KB are prefetched further ahead (below).
 template <operand K>
 inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename operand_traits<K>::a_t* a,
                         const typename operand_traits<K>::b_t* bdata, std::ptrdiff_t panel_stride, std::ptrdiff_t ldb, index_t p0,
@@ -188,6 +200,25 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
     const std::ptrdiff_t ldb_bytes = ldb * static_cast<std::ptrdiff_t>(sizeof(b_t));
     constexpr std::ptrdiff_t sub_bytes = sub_width * group * static_cast<std::ptrdiff_t>(sizeof(b_t));  // a sub-panel's part of a row of B
     const bool contiguous = ldb == panel_width * group;  // a packed weight matrix; the attention's keys and values are ldb apart
+    // Blocks are walked panel by panel, each panel's k-blocks in order; block i (from p0's first) and its rows.
+    const index_t kblocks = steps > 0 ? (steps + kc_steps - 1) / kc_steps : 1;
+    const auto block_at = [&](index_t i, index_t& rows) -> const b_t* {
+        const index_t p = p0 + i / kblocks, t = (i % kblocks) * kc_steps;
+        rows = steps - t < kc_steps ? steps - t : kc_steps;
+        return p < p1 ? bdata + p * panel_stride + t * ldb : nullptr;
+    };
+    // Where rows are ldb apart (the attention's keys: a block of 64 rows is 8 KB on 128 lines), a call
+    // with few rows computes a block faster than memory delivers it: the steps prefetch the block about
+    // strided_ahead_bytes on (at most 4 blocks), and the blocks before that are asked for when the call
+    // starts. Blocks of 16 KB or more (the values: 256 rows) keep the next block.
+    const std::ptrdiff_t block_bytes = (steps < kc_steps ? steps : kc_steps) * panel_row_bytes<b_t, group>;
+    const index_t ahead = contiguous || block_bytes <= 0 ? 1 : std::clamp<index_t>(static_cast<index_t>(strided_ahead_bytes / block_bytes), 1, 4);
+    for (index_t i = 1; i < ahead; ++i) {
+        index_t rows = 0;
+        if (const b_t* blk = block_at(i, rows))
+            for (index_t r = 0; r < rows; ++r)
+                for (std::ptrdiff_t l = 0; l < panel_row_bytes<b_t, group>; l += 64) __builtin_prefetch(reinterpret_cast<const char*>(blk + r * ldb) + l, 0, 2);
+    }
     for (index_t p = p0; p < p1; ++p) {
         const b_t* panel = bdata + p * panel_stride;
         const index_t col0 = p * panel_width;
@@ -198,11 +229,8 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
             const bool acc = accumulate || t0 > 0;
             // The block after this one (the next k-block of the panel, or the next panel's first): its
             // first row and its rows.
-            const b_t* next = nullptr;
             index_t next_kc = 0;
-            if (t0 + kc < steps) next = panel + (t0 + kc) * ldb, next_kc = steps - t0 - kc;
-            else if (p + 1 < p1) next = bdata + (p + 1) * panel_stride, next_kc = steps;
-            next_kc = next_kc < kc_steps ? next_kc : kc_steps;
+            const b_t* next = block_at((p - p0) * kblocks + t0 / kc_steps + ahead, next_kc);
             // Contiguous rows (a packed weight matrix): the block's bytes in equal shares, one per
             // (sub-panel, tile) call in order, each over the call's kc steps, so the lines are asked for
             // as one sequential stream and each at least once (a share's step is at most a step's
