@@ -22,14 +22,22 @@
 
 namespace dlm::cpu {
 
+/// Where element (position, dim) of a value block of `rows` positions sits: panel dim / panel_width,
+/// row `position` of it (panel_width floats a row). The value product reads a panel's rows as one
+/// contiguous stream (docs/benchmarks.md, "Keys from memory").
+[[nodiscard]] constexpr std::ptrdiff_t value_offset(index_t position, index_t dim, index_t rows) noexcept {
+    return (std::ptrdiff_t{dim} / panel_width * rows + position) * panel_width + dim % panel_width;
+}
+
 /// Per-sequence K/V store for `capacity` canvas positions: for every layer and KV head, the
 /// post-RoPE keys transposed (head_dim rows of `key_stride` positions, so a run of positions is one
-/// panel for the score product) and the values (`capacity` rows of `value_stride` floats), plus a
-/// flag per position saying whether its K/V were stored.
+/// panel for the score product) and the values in panels of panel_width dimensions (each panel
+/// `capacity` rows of panel_width floats, so a run of positions is one contiguous stretch of each
+/// panel for the value product), plus a flag per position saying whether its K/V were stored.
 struct kv_cache {
     index_t capacity = 0, layers = 0, kv_heads = 0, head_dim = 0;
     index_t key_stride = 0;    ///< capacity + panel_width (a panel starting at any position stays inside)
-    index_t value_stride = 0;  ///< head_dim rounded up to panel_width
+    index_t value_stride = 0;  ///< head_dim rounded up to panel_width (value_stride / panel_width panels)
     std::vector<float, aligned_allocator<float>> keys, values;
     std::vector<unsigned char> stored;
 
@@ -51,12 +59,14 @@ struct kv_cache {
     [[nodiscard]] float* key_block(index_t layer, index_t g) noexcept {
         return keys.data() + (static_cast<std::size_t>(layer) * kv_heads + g) * head_dim * static_cast<std::size_t>(key_stride);
     }
-    /// Values of (layer, kv head): element (position, dim) at [position * value_stride + dim].
+    /// Values of (layer, kv head): element (position, dim) at [value_offset(position, dim, capacity)].
     [[nodiscard]] float* value_block(index_t layer, index_t g) noexcept {
         return values.data() + (static_cast<std::size_t>(layer) * kv_heads + g) * static_cast<std::size_t>(capacity) * value_stride;
     }
     [[nodiscard]] const float* key_block(index_t layer, index_t g) const noexcept { return const_cast<kv_cache*>(this)->key_block(layer, g); }
     [[nodiscard]] const float* value_block(index_t layer, index_t g) const noexcept { return const_cast<kv_cache*>(this)->value_block(layer, g); }
+    /// Floats between two panels of a value block.
+    [[nodiscard]] std::ptrdiff_t value_panel_stride() const noexcept { return std::ptrdiff_t{capacity} * panel_width; }
     /// Forget everything stored.
     void clear() noexcept { std::fill(stored.begin(), stored.end(), 0); }
 };
@@ -73,8 +83,9 @@ inline void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index
             float* dk = dst.key_block(l, g);
             for (index_t i = 0; i < src.head_dim; ++i)
                 std::copy_n(sk + i * std::ptrdiff_t{src.key_stride} + src_begin, count, dk + i * std::ptrdiff_t{dst.key_stride} + dst_begin);
-            std::copy_n(src.value_block(l, g) + src_begin * std::ptrdiff_t{src.value_stride}, count * std::ptrdiff_t{src.value_stride},
-                        dst.value_block(l, g) + dst_begin * std::ptrdiff_t{dst.value_stride});
+            for (index_t p = 0; p < src.value_stride / panel_width; ++p)
+                std::copy_n(src.value_block(l, g) + p * src.value_panel_stride() + std::ptrdiff_t{src_begin} * panel_width,
+                            std::ptrdiff_t{count} * panel_width, dst.value_block(l, g) + p * dst.value_panel_stride() + std::ptrdiff_t{dst_begin} * panel_width);
         }
     std::fill(dst.stored.begin() + dst_begin, dst.stored.begin() + dst_begin + count, 1);
 }
@@ -84,13 +95,14 @@ inline void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index
 struct window_kv {
     index_t rows = 0, key_stride = 0, value_stride = 0, kv_heads = 0, head_dim = 0;
     float* keys = nullptr;    // [kv_heads][head_dim][key_stride]
-    float* values = nullptr;  // [kv_heads][rows][value_stride]
+    float* values = nullptr;  // [kv_heads][value_stride / panel_width panels][rows][panel_width] (value_offset)
     [[nodiscard]] float* key_block(index_t g) const noexcept {
         return keys + static_cast<std::size_t>(g) * head_dim * static_cast<std::size_t>(key_stride);
     }
     [[nodiscard]] float* value_block(index_t g) const noexcept {
         return values + static_cast<std::size_t>(g) * rows * static_cast<std::size_t>(value_stride);
     }
+    [[nodiscard]] std::ptrdiff_t value_panel_stride() const noexcept { return std::ptrdiff_t{rows} * panel_width; }
     [[nodiscard]] static std::size_t floats(index_t rows, index_t kv_heads, index_t head_dim, index_t value_stride) noexcept {
         return static_cast<std::size_t>(kv_heads) * head_dim * static_cast<std::size_t>(rows + panel_width) +
                static_cast<std::size_t>(kv_heads) * rows * static_cast<std::size_t>(value_stride);
@@ -117,7 +129,8 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
     float* v = w.value_block(g);
     for (index_t j = 0; j < w.rows; ++j)
         for (index_t i = 0; i < d; ++i) kt[i * static_cast<std::ptrdiff_t>(w.key_stride) + j] = k_src[j * hg.qkv_ld + i];
-    for (index_t j = 0; j < w.rows; ++j) std::copy_n(v_src + j * hg.qkv_ld, d, v + j * static_cast<std::ptrdiff_t>(w.value_stride));
+    for (index_t j = 0; j < w.rows; ++j)
+        for (index_t i = 0; i < d; ++i) v[value_offset(j, i, w.rows)] = v_src[j * hg.qkv_ld + i];
     if (!plan.stores()) return;
     const index_t s0 = plan.store_begin - plan.window_begin, count = plan.store_end - plan.store_begin;
     float* ck = cache->key_block(layer, g);
@@ -125,9 +138,9 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
     for (index_t i = 0; i < d; ++i)
         std::copy_n(kt + i * static_cast<std::ptrdiff_t>(w.key_stride) + s0, count,
                     ck + i * static_cast<std::ptrdiff_t>(cache->key_stride) + plan.store_begin);
-    for (index_t j = 0; j < count; ++j)
-        std::copy_n(v + (s0 + j) * static_cast<std::ptrdiff_t>(w.value_stride), d,
-                    cv + (plan.store_begin + j) * static_cast<std::ptrdiff_t>(cache->value_stride));
+    for (index_t p = 0; p < w.value_stride / panel_width; ++p)
+        std::copy_n(v + p * w.value_panel_stride() + std::ptrdiff_t{s0} * panel_width, std::ptrdiff_t{count} * panel_width,
+                    cv + p * cache->value_panel_stride() + std::ptrdiff_t{plan.store_begin} * panel_width);
 }
 
 /// Throws contract_error if a query row of the request needs a key that is neither in its window
@@ -237,7 +250,8 @@ struct key_chunk {
     index_t begin, end;
     const float* keys;    // key `begin`: element (dim, begin + j) at keys[dim * key_stride + j]
     std::ptrdiff_t key_stride;
-    const float* values;  // value `begin`: element (begin + j, dim) at values[j * value_stride + dim]
+    const float* values;  // value `begin`: element (begin + j, dim) at values[value_offset(j, dim, rows of the block)]
+    std::ptrdiff_t value_panel_stride;
 };
 
 /// Runs the attention of one task: rows of `qkv` hold post-RoPE queries; writes the head's output
@@ -256,15 +270,14 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     // Key sources in position order: cache before the window, the window, cache after it.
     key_chunk chunks[3];
     int n_chunks = 0;
-    const std::ptrdiff_t vs = hg.value_stride;
     // Keys and values of positions [b, e), position `origin` at (keys, values).
-    auto add = [&](index_t b, index_t e, index_t origin, const float* keys, std::ptrdiff_t ks, const float* values) {
+    auto add = [&](index_t b, index_t e, index_t origin, const float* keys, std::ptrdiff_t ks, const float* values, std::ptrdiff_t vps) {
         e = std::min(e, kmax);
-        if (b < e) chunks[n_chunks++] = {b, e, keys + (b - origin), ks, values + (b - origin) * vs};
+        if (b < e) chunks[n_chunks++] = {b, e, keys + (b - origin), ks, values + std::ptrdiff_t{b - origin} * panel_width, vps};
     };
-    if (cache) add(0, p.window_begin, 0, cache->key_block(layer, g), cache->key_stride, cache->value_block(layer, g));
-    add(p.window_begin, p.window_end, p.window_begin, w.key_block(g), w.key_stride, w.value_block(g));
-    if (cache) add(p.window_end, kmax, 0, cache->key_block(layer, g), cache->key_stride, cache->value_block(layer, g));
+    if (cache) add(0, p.window_begin, 0, cache->key_block(layer, g), cache->key_stride, cache->value_block(layer, g), cache->value_panel_stride());
+    add(p.window_begin, p.window_end, p.window_begin, w.key_block(g), w.key_stride, w.value_block(g), w.value_panel_stride());
+    if (cache) add(p.window_end, kmax, 0, cache->key_block(layer, g), cache->key_stride, cache->value_block(layer, g), cache->value_panel_stride());
 
     // Scores: S[r][k] = q_r · k_k.
     const float* q = qkv + t.r0 * hg.qkv_ld + t.head * d;
@@ -286,7 +299,7 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     float* o = out + t.r0 * hg.out_ld + t.head * d;
     for (int c = 0; c < n_chunks; ++c) {
         const key_chunk& ch = chunks[c];
-        gemm(rows, d, ch.end - ch.begin, s + ch.begin, lds, {ch.values, panel_width, vs}, o, hg.out_ld, c > 0);
+        gemm(rows, d, ch.end - ch.begin, s + ch.begin, lds, {ch.values, ch.value_panel_stride, panel_width}, o, hg.out_ld, c > 0);
     }
     if (n_chunks == 0)
         for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);
