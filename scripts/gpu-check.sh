@@ -28,7 +28,8 @@
 # elsewhere for sm_90 and carried: their tests name the build machine's source folder, which must then
 # exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench kv ncu") runs only
 # the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled;
-# GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU).
+# GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU);
+# GPU_CHECK_BASELINE a folder with another build's bench/dlm-bench-cuda whose profiles run beside these.
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
 # host compiler, make or ninja, python3 with matplotlib for the plot (skipped without it). Exits 1 when
 # the build, a test or the benchmark fails, 77 when no GPU was usable (tests skipped), else 0.
@@ -186,11 +187,11 @@ fi
 fi
 
 # 3. The benchmark: first the small model (every code path, seconds), then the Dream-7B shape.
-bench() {  # name, limit, log, arguments...
+bench() {  # name, limit, log, arguments... (the binary: $bench_bin, default build/cuda's)
     local name=$1 limit=$2 log=$3
     shift 3
     t_phase=$(date +%s)
-    bounded "$limit" stdbuf -oL build/cuda/bench/dlm-bench-cuda "$@" >"$out/$log" 2>&1  # lines kept if cut off
+    bounded "$limit" stdbuf -oL "${bench_bin:-build/cuda/bench/dlm-bench-cuda}" "$@" >"$out/$log" 2>&1  # lines kept if cut off
     local rc=$?
     if ((rc == 77)); then
         echo "gpu-check.sh: dlm-bench-cuda found no CUDA device: skipped" | tee -a "$results"
@@ -216,9 +217,19 @@ wants quick && bench "quick benchmark" "$quick_s" bench-quick.log --quick --json
 # The GEMM paths (docs/cuda.md, "GEMM paths"): each on the Dream-7B linear layers, then where a forward's
 # time goes with each.
 wants sweep && bench "GEMM sweep" "$sweep_s" bench-gemm-sweep.log --gemm-sweep --json "$out/gemm-sweep.json"
+# With GPU_CHECK_BASELINE (a folder holding another build's bench/dlm-bench-cuda, say another commit's
+# gpu-carry), each path's profile runs on the baseline right after this build's, on the same GPU in the
+# same lease: a change's before and after (profile-base-PATH.json).
+baseline=${GPU_CHECK_BASELINE:-}
+if [[ -n "$baseline" && ! -x "$baseline/bench/dlm-bench-cuda" ]]; then
+    echo "gpu-check.sh: GPU_CHECK_BASELINE=$baseline holds no bench/dlm-bench-cuda: no baseline profiles" | tee -a "$results"
+    baseline=
+fi
 if wants profile; then
     for gemm in ${GPU_CHECK_PROFILE_PATHS:-cublas skinny lt tc}; do
         DLM_CUDA_GEMM=$gemm bench "profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-$gemm.log" --profile --json "$out/profile-$gemm.json"
+        [[ -n "$baseline" ]] && DLM_CUDA_GEMM=$gemm bench_bin="$baseline/bench/dlm-bench-cuda" \
+            bench "baseline profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-base-$gemm.log" --profile --json "$out/profile-base-$gemm.json"
     done
 fi
 # The host decoder is timed at batch 1 only: at batch 8 it samples 152k-entry rows on one CPU core and
