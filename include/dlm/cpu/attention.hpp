@@ -184,18 +184,6 @@ bool masked_exp_row(float* sr, index_t n, float scale, Allowed&& allowed, const 
     return true;
 }
 
-/// Scores sr[0, n) of one query row become its attention weights: the allowed keys' scores times
-/// `scale`, softmaxed in key order (exp by the kernel table, summed 0, 1, 2, ...); a key not allowed
-/// gets weight 0, and a row with no key allowed is all zeros. The one softmax of every CPU attention.
-template <class Allowed>
-void masked_softmax_row(float* sr, index_t n, float scale, Allowed&& allowed, const kernel_table& kt) {
-    if (!masked_exp_row(sr, n, scale, allowed, kt)) return;
-    float sum = 0.0f;
-    for (index_t k = 0; k < n; ++k) sum += sr[k];
-    const float inv = 1.0f / sum;
-    for (index_t k = 0; k < n; ++k) sr[k] *= inv;
-}
-
 /// sum[r] = Σ_k s[r·lds + k] for r < NR, each in key order, the NR sums advancing together.
 template <index_t NR>
 void sum_rows(const float* s, std::ptrdiff_t lds, index_t n, float* sum) {
@@ -217,10 +205,12 @@ inline void sum_rows_side_by_side(const float* s, std::ptrdiff_t lds, index_t ro
     }
 }
 
-/// masked_softmax_row of `rows` rows (row r at s + r·lds; row_allowed(r) gives row r's `allowed`
-/// predicate), bit for bit: each row's exponentials are still summed in key order, but up to eight
-/// rows' sums advance side by side, so the additions of one row no longer wait on each other's
-/// latency (a 4-row block step's softmax spent about half its time in that chain).
+/// Scores of `rows` query rows (row r at s + r·lds, n each) become their attention weights: the allowed
+/// keys' scores times `scale` (row_allowed(r) gives row r's `allowed` predicate), softmaxed in key order
+/// (exp by the kernel table, each row summed 0, 1, 2, ...); a key not allowed gets weight 0, and a row
+/// with no key allowed is all zeros. The one softmax of every CPU attention. Up to eight rows' sums
+/// advance side by side, each still in key order, so the additions of one row do not wait on each
+/// other's latency (a 4-row block step's softmax spent about half its time in that chain).
 template <class RowAllowed>
 void masked_softmax_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowAllowed&& row_allowed, const kernel_table& kt) {
     constexpr index_t side = 8;
@@ -286,7 +276,7 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
         gemm(rows, ch.end - ch.begin, d, q, hg.qkv_ld, {ch.keys, panel_width, ch.key_stride}, s + ch.begin, lds);
     }
 
-    // Mask, scale and softmax, row by row.
+    // Mask, scale and softmax.
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const kernel_table& kt = kernels();
     const auto row_allowed = [&](index_t r) {

@@ -65,6 +65,16 @@ struct alignas(4 * sizeof(T)) quad {
     return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+/// 1 / sqrt(mean(x²) + eps) of a row whose threads hold the partial sums of squares `ss` (double),
+/// added over the block in cub's fixed order; every thread gets the result.
+template <class Reduce>
+__device__ inline float inverse_rms(double ss, index_t width, float eps, typename Reduce::TempStorage& temp, float& shared) {
+    const double total = Reduce(temp).Sum(ss);
+    if (threadIdx.x == 0) shared = 1.0f / sqrtf(static_cast<float>(total / width) + eps);
+    __syncthreads();
+    return shared;
+}
+
 /// out[r] = weight ⊙ x[src_row(r)] / sqrt(mean(x²) + eps), written in T (the next product's input,
 /// rounded by to_product_input as the CPU rounds it).
 /// `rows` maps output rows to input rows (null: the identity), so the head's norm runs only on the
@@ -101,10 +111,7 @@ __global__ void __launch_bounds__(row_threads) rms_norm(const float* __restrict_
             ss += static_cast<double>(v[j].z) * v[j].z;
             ss += static_cast<double>(v[j].w) * v[j].w;
         }
-        const double total = reduce(temp).Sum(ss);
-        if (t == 0) inv_shared = 1.0f / sqrtf(static_cast<float>(total / width) + eps);
-        __syncthreads();
-        const float inv = inv_shared;
+        const float inv = inverse_rms<reduce>(ss, width, eps, temp, inv_shared);
         const auto* w4p = reinterpret_cast<const float4*>(weight);
         auto* o4 = reinterpret_cast<quad<T>*>(o);
 #pragma unroll
@@ -117,10 +124,7 @@ __global__ void __launch_bounds__(row_threads) rms_norm(const float* __restrict_
         }
     } else {
         for (index_t i = t; i < width; i += row_threads) ss += static_cast<double>(xr[i]) * xr[i];
-        const double total = reduce(temp).Sum(ss);
-        if (t == 0) inv_shared = 1.0f / sqrtf(static_cast<float>(total / width) + eps);
-        __syncthreads();
-        const float inv = inv_shared;
+        const float inv = inverse_rms<reduce>(ss, width, eps, temp, inv_shared);
         for (index_t i = t; i < width; i += row_threads) o[i] = to_product_input<T>(weight[i] * (xr[i] * inv));
     }
 }
@@ -224,6 +228,12 @@ void launch_qkv_epilogue(index_t m, float* qkv, qkv_shape s, const float* bias, 
     check_launch("dlm::cuda qkv_epilogue (layer " + std::to_string(layer) + ")", st);
 }
 
+/// silu(g) · u, rounded as the next product's input.
+template <class T>
+__device__ inline T silu_times(float g, float u) {
+    return to_product_input<T>(g / (1.0f + expf(-g)) * u);
+}
+
 /// act[r][i] = silu(gate) · up, gate = gu[r][i], up = gu[r][width + i]; written in T. Quads of four
 /// elements (a float4 of gate and of up in, a quad of T out) when width is a multiple of 4 and the
 /// pointers allow it; each element's arithmetic is the same either way.
@@ -238,12 +248,10 @@ __global__ void silu_gate(const float* __restrict__ gu, index_t rows, index_t wi
         const float* g = gu + r * 2 * width + j * e;
         if constexpr (Quads) {
             const float4 a = *reinterpret_cast<const float4*>(g), b = *reinterpret_cast<const float4*>(g + width);
-            reinterpret_cast<quad<T>*>(act)[i] = {to_product_input<T>(a.x / (1.0f + expf(-a.x)) * b.x),
-                                                  to_product_input<T>(a.y / (1.0f + expf(-a.y)) * b.y),
-                                                  to_product_input<T>(a.z / (1.0f + expf(-a.z)) * b.z),
-                                                  to_product_input<T>(a.w / (1.0f + expf(-a.w)) * b.w)};
+            reinterpret_cast<quad<T>*>(act)[i] = {silu_times<T>(a.x, b.x), silu_times<T>(a.y, b.y), silu_times<T>(a.z, b.z),
+                                                  silu_times<T>(a.w, b.w)};
         } else {
-            act[i] = to_product_input<T>(g[0] / (1.0f + expf(-g[0])) * g[width]);
+            act[i] = silu_times<T>(g[0], g[width]);
         }
     }
 }
@@ -264,6 +272,5 @@ void launch_silu_gate(const float* gu, index_t rows, index_t width, T* act, cuda
         silu_gate<T, false><<<stride_grid(n), 256, 0, st>>>(gu, rows, width, act);
     check_launch("dlm::cuda silu_gate", st);
 }
-
 
 }  // namespace dlm::cuda::kernels
