@@ -2,9 +2,10 @@
 // device; no file), against ceilings the same program measures.
 //
 //   dlm-bench-cuda [--json FILE] [--prompt 128] [--gen 256] [--block 32] [--batches 1,8,64]
-//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick] [--gemm PATH] [--kv f32|bf16]
+//                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick] [--gemm PATH] [--attention PATH] [--kv f32|bf16]
 //   dlm-bench-cuda --gemm-sweep [--sweep-rows 1,2,8,16,33,64,264] [--profile] [--json FILE]
-//   dlm-bench-cuda --profile [--gemm PATH] [--kv f32|bf16] [--json FILE]
+//   dlm-bench-cuda --profile [--profile-only ar|cdlm] [--gemm PATH] [--attention PATH] [--attention-splits N] [--kv f32|bf16]
+//                  [--json FILE]
 //
 // 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB, bytes read + written per
 //    second) and the f16 and bf16 matrix rates (cuBLAS 8192³ products, f32 accumulation).
@@ -21,7 +22,11 @@
 //    4/16/32 and batches 1-128) for tools/roofline.py.
 // 5. --gemm PATH (cublas, lt, skinny, tc, auto; default: DLM_CUDA_GEMM, else auto): the GEMM path of the
 //    model for everything above (docs/cuda.md, "GEMM paths").
-// 6. --kv f32|bf16 (default f32): the KV cache's element type, dlm::cuda::transformer (f32 keys and
+// 6. --attention PATH (simt, tc, auto; default: DLM_CUDA_ATTENTION, else auto): the attention kernel
+//    (docs/cuda.md, "The attention"); printed and in the JSON as "attention_path" (what auto resolves to).
+//    --attention-splits N (1-16; default 16): the most blocks a tile's keys are split over
+//    (set_attention_split_limit), to measure the split heuristic.
+// 7. --kv f32|bf16 (default f32): the KV cache's element type, dlm::cuda::transformer (f32 keys and
 //    values) or dlm::cuda::transformer_bf16_kv (bf16: half the cache's bytes); printed and in the JSON as
 //    "kv_element". Any other value is refused (dlm::invalid_parameter naming --kv).
 // --gemm-sweep (cuda_gemm_sweep.cuh): the ceilings, then every GEMM path on Dream-7B's linear layers for
@@ -59,8 +64,11 @@ struct options {
     index_t layers = 28;
     bool quick = false;
     bool gemm_sweep = false, profile = false;
+    std::string profile_only;  // --profile-only ar|cdlm: that step alone
     std::vector<index_t> sweep_rows{1, 2, 8, 16, 33, 64, 264};
     std::optional<dlm::cuda::gemm_path> gemm;
+    std::optional<dlm::cuda::attention_path> attention;
+    std::optional<index_t> attention_splits;  // --attention-splits N: the model's split limit
     bool kv_bf16 = false;  // --kv bf16: dlm::cuda::transformer_bf16_kv
 };
 
@@ -96,7 +104,15 @@ options parse(int argc, char** argv) {
         else if (a == "--gemm-sweep") o.gemm_sweep = true;
         else if (a == "--sweep-rows") o.sweep_rows = parse_list(next());
         else if (a == "--profile") o.profile = true;
+        else if (a == "--profile-only") {
+            o.profile = true;
+            o.profile_only = next();
+            if (o.profile_only != "ar" && o.profile_only != "cdlm")
+                throw invalid_parameter("--profile-only", "the step to profile must be ar or cdlm, got \"" + o.profile_only + "\"");
+        }
         else if (a == "--gemm") o.gemm = dlm::cuda::parse_gemm_path(next(), "--gemm");
+        else if (a == "--attention") o.attention = dlm::cuda::parse_attention_path(next(), "--attention");
+        else if (a == "--attention-splits") o.attention_splits = std::stoi(next());  // the model checks the range
         else if (a == "--kv") {
             const std::string kv = next();
             if (kv != "f32" && kv != "bf16") throw invalid_parameter("--kv", "the KV cache's element type must be f32 or bf16, got \"" + kv + "\"");
@@ -233,21 +249,28 @@ int run_model(const options& o, const io::model_config& cfg, const ceilings& cei
     const auto t_init = std::chrono::steady_clock::now();
     Model m = Model::random(cfg, 2024);
     if (o.gemm) m.set_gemm_path(*o.gemm);
+    if (o.attention) m.set_attention_path(*o.attention);
+    if (o.attention_splits) m.set_attention_split_limit(*o.attention_splits);
+    const auto attention = dlm::cuda::resolve_attention_path(m.attention_path(), false, cfg.head_dim);  // bf16 weights
     const double init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
     const model_sizes ms = sizes_of(cfg, static_cast<double>(m.weight_bytes()), sizeof(typename Model::kv_element));
     const std::string kv_name(dlm::cuda::element<typename Model::kv_element>::name);
     std::printf("model: %d layers, hidden %d, %d/%d heads, MLP %d, vocabulary %d; %.2f GB of bf16 weights (made in %.1f s)\n", cfg.num_layers,
                 cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.intermediate_size, cfg.vocab_size, ms.weight_bytes / 1e9, init_s);
     std::printf("GEMM path: %s (auto runs skinny or cublas per shape: dlm::cuda::auto_gemm_path)\n", std::string(dlm::cuda::name(m.gemm_path())).c_str());
+    std::printf("attention: %s (%s asked; auto runs tc for bf16 models with heads of 32, 64 or 128), keys split over at most %d blocks\n",
+                std::string(dlm::cuda::name(attention)).c_str(), std::string(dlm::cuda::name(m.attention_path())).c_str(), m.attention_split_limit());
     std::printf("KV cache: %s keys and values\n", kv_name.c_str());
     out["gemm_path"] = std::string(dlm::cuda::name(m.gemm_path()));
+    out["attention_path"] = std::string(dlm::cuda::name(attention));
+    out["attention_split_limit"] = m.attention_split_limit();
     out["kv_element"] = kv_name;
     out["model"] = {{"layers", cfg.num_layers}, {"hidden", cfg.hidden_size}, {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads},
                     {"intermediate", cfg.intermediate_size}, {"vocab", cfg.vocab_size}, {"weight_bytes", ms.weight_bytes}};
     out["shape"] = {{"prompt", o.prompt}, {"gen", o.gen}, {"block", o.block}};
     if (o.profile) {
         std::printf("bandwidth floor of one forward: %.3f ms (weight bytes / copy bandwidth)\n", ms.weight_bytes / (ceil.copy_gbs * 1e9) * 1e3);
-        out["profile"] = profile_steps(m, o.prompt, o.gen, o.block, ceil);
+        out["profile"] = profile_steps(m, o.prompt, o.gen, o.block, ceil, o.profile_only);
         write_json();
         return sweep_failures ? 1 : 0;
     }

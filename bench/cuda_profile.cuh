@@ -55,8 +55,9 @@ nlohmann::json profile_step(Model& m, const char* kind, const Mask& mask, const 
     const auto ms = prof.phase_ms();
     double sum = 0;
     for (const double v : ms) sum += v;
-    std::printf("profile: %s step, %d rows, GEMM path %s: %.3f ms per forward without the profiler, %.3f ms of phases with it\n", kind,
-                step.plan.window_size(), std::string(dlm::cuda::name(m.gemm_path())).c_str(), plain_ms, sum);
+    std::printf("profile: %s step, %d rows, GEMM path %s, attention %s: %.3f ms per forward without the profiler, %.3f ms of phases with it\n",
+                kind, step.plan.window_size(), std::string(dlm::cuda::name(m.gemm_path())).c_str(),
+                std::string(dlm::cuda::name(m.attention_path())).c_str(), plain_ms, sum);
     nlohmann::json phases = nlohmann::json::array();
     for (std::size_t i = 0; i < ms.size(); ++i) {
         std::printf("  %-16s %9.3f ms %6.1f%%\n", std::string(dlm::cuda::forward_phase_names[i]).c_str(), ms[i], sum > 0 ? 100.0 * ms[i] / sum : 0.0);
@@ -72,6 +73,7 @@ nlohmann::json profile_step(Model& m, const char* kind, const Mask& mask, const 
     return {{"kind", kind},
             {"rows", step.plan.window_size()},
             {"gemm_path", std::string(dlm::cuda::name(m.gemm_path()))},
+            {"attention_path", std::string(dlm::cuda::name(m.attention_path()))},
             {"ms_without_profiler", plain_ms},
             {"ms_of_phases", sum},
             {"gemm_ms", gemm_ms},
@@ -79,12 +81,16 @@ nlohmann::json profile_step(Model& m, const char* kind, const Mask& mask, const 
             {"phases", phases}};
 }
 
-/// The AR and CDLM steps of the forward table (mid-generation, batch 1).
+/// The AR and CDLM steps of the forward table (mid-generation, batch 1); with `only` ("ar" or "cdlm") that
+/// step alone (dlm-bench-cuda --profile-only: an Nsight Compute capture of the CDLM step's kernels).
 template <benchmarked_model Model>
-nlohmann::json profile_steps(Model& m, index_t prompt, index_t gen, index_t block, const ceilings& ceil) {
+nlohmann::json profile_steps(Model& m, index_t prompt, index_t gen, index_t block, const ceilings& ceil, const std::string& only = {}) {
     nlohmann::json out = nlohmann::json::array();
     const canvas_layout la{prompt, gen, 1, true};
-    out.push_back(profile_step(m, "ar", causal_mask{}, la, [&](const canvas_layout& l) { return prefix_cache{}.plan(causal_mask{}, l, {gen / 2, 0}); }, ceil));
+    if (only != "cdlm")
+        out.push_back(
+            profile_step(m, "ar", causal_mask{}, la, [&](const canvas_layout& l) { return prefix_cache{}.plan(causal_mask{}, l, {gen / 2, 0}); }, ceil));
+    if (only == "ar") return out;
     const canvas_layout lc{prompt, gen, block, true};
     const block_causal_mask bc{block};
     const index_t mid_block = gen / block / 2;

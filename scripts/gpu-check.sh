@@ -22,12 +22,13 @@
 #   build.log, ctest.log, bench-quick.log, bench-gemm-sweep.log, bench-profile-PATH.log, bench.log
 # Each phase is bounded (seconds; environment variables): GPU_CHECK_BUILD_S (default 600),
 # GPU_CHECK_TEST_S (300), GPU_CHECK_QUICK_S (60), GPU_CHECK_SWEEP_S (120), GPU_CHECK_PROFILE_S (120, each
-# of the three), GPU_CHECK_BENCH_S (300), GPU_CHECK_NCU_S (90). A phase that runs out is
+# of the three), GPU_CHECK_BENCH_S (300), GPU_CHECK_NCU_S (90, each of its two captures). A phase that runs out is
 # recorded as timed out (with what its log holds so far) and the check goes on to the next one.
 # Other knobs: GPU_CHECK_PREBUILT=1 skips configure and build and runs what build/cuda holds (binaries built
 # elsewhere for sm_90 and carried: their tests name the build machine's source folder, which must then
 # exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench kv ncu") runs only
-# the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled;
+# the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled, each with
+# every attention path of GPU_CHECK_ATTENTION_PATHS (default "auto simt": DLM_CUDA_ATTENTION);
 # GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU);
 # GPU_CHECK_BASELINE a folder with another build's bench/dlm-bench-cuda whose profiles run beside these.
 # Needs: nvcc (CUDA 12 or 13, /usr/local/cuda/bin or $NVCC or on PATH), cuBLAS, cmake >= 3.25, a C++20
@@ -227,7 +228,12 @@ if [[ -n "$baseline" && ! -x "$baseline/bench/dlm-bench-cuda" ]]; then
 fi
 if wants profile; then
     for gemm in ${GPU_CHECK_PROFILE_PATHS:-cublas skinny lt tc}; do
-        DLM_CUDA_GEMM=$gemm bench "profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-$gemm.log" --profile --json "$out/profile-$gemm.json"
+        for att in ${GPU_CHECK_ATTENTION_PATHS:-auto simt}; do
+            tag=$gemm
+            [[ "$att" != auto ]] && tag=$gemm-attention-$att
+            DLM_CUDA_GEMM=$gemm DLM_CUDA_ATTENTION=$att bench "profile (DLM_CUDA_GEMM=$gemm, DLM_CUDA_ATTENTION=$att)" "$profile_s" \
+                "bench-profile-$tag.log" --profile --json "$out/profile-$tag.json"
+        done
         [[ -n "$baseline" ]] && DLM_CUDA_GEMM=$gemm bench_bin="$baseline/bench/dlm-bench-cuda" \
             bench "baseline profile (DLM_CUDA_GEMM=$gemm)" "$profile_s" "bench-profile-base-$gemm.log" --profile --json "$out/profile-base-$gemm.json"
     done
@@ -246,19 +252,23 @@ if wants ncu; then
     if [[ -z "$ncu_bin" ]]; then
         echo "gpu-check.sh: no ncu here (\$NCU, PATH, /usr/local/cuda/bin): the ncu phase is skipped" | tee -a "$results"
     else
-        bounded "$ncu_s" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
-            -k 'regex:attention|rms_norm|qkv_epilogue|silu_gate' --launch-count 600 build/cuda/bench/dlm-bench-cuda --profile \
-            >"$out/ncu.csv" 2>"$out/ncu.log"
-        rc=$?
-        ((rc == 124)) && timed_out ncu "$ncu_s"
-        {
-            echo "## Kernels (ncu, tools/ncu_kernels.py)"
-            echo
-            echo '```'
-            python3 tools/ncu_kernels.py "$out/ncu.csv" 2>&1
-            echo '```'
-            echo
-        } >>"$results"
+        # One capture per step (--profile-only): each begins with the prefill that fills the step's cache
+        # (its launches have the whole canvas's grid), then the step's own forwards.
+        for step in ar cdlm; do
+            bounded "$ncu_s" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+                -k 'regex:attention|rms_norm|qkv_epilogue|silu_gate' --launch-count 600 build/cuda/bench/dlm-bench-cuda --profile-only "$step" \
+                >"$out/ncu-$step.csv" 2>"$out/ncu-$step.log"
+            rc=$?
+            ((rc == 124)) && timed_out "ncu ($step)" "$ncu_s"
+            {
+                echo "## Kernels of the $step step's run (ncu, tools/ncu_kernels.py)"
+                echo
+                echo '```'
+                python3 tools/ncu_kernels.py "$out/ncu-$step.csv" 2>&1
+                echo '```'
+                echo
+            } >>"$results"
+        done
     fi
     phase ncu
 fi

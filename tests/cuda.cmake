@@ -8,7 +8,8 @@ if(NOT DLM_CUDA_COMPILER)
 endif()
 
 set(DLM_CUDA_SKIP_CODE 77)
-add_executable(test_cuda test_cuda_main.cpp test_cuda.cu test_cuda_presets.cu test_cuda_kernels.cu test_cuda_rows.cu)
+add_executable(test_cuda test_cuda_main.cpp test_cuda.cu test_cuda_presets.cu test_cuda_kernels.cu test_cuda_rows.cu
+                         test_cuda_attention.cu)
 target_link_libraries(test_cuda PRIVATE dlm::cuda dlm::cpu_kernels doctest::doctest)
 target_compile_definitions(test_cuda PRIVATE DLM_TEST_DATA="${DLM_TEST_DATA}" DLM_CUDA_SKIP_CODE=${DLM_CUDA_SKIP_CODE})
 target_compile_options(test_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
@@ -25,7 +26,7 @@ if(DLM_TEST_OPTIMIZATION)
 endif()
 target_compile_options(test_cuda PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo,MinSizeRel>>:${DLM_TEST_OPTIMIZATION}>)
 
-foreach(_suite IN ITEMS host philox sampling selection gemm rows parity cache presets errors)
+foreach(_suite IN ITEMS host philox sampling selection gemm rows attention parity cache presets errors)
   add_test(NAME "test_cuda: ${_suite}" COMMAND test_cuda --test-suite=${_suite})
   set_tests_properties("test_cuda: ${_suite}" PROPERTIES SKIP_RETURN_CODE ${DLM_CUDA_SKIP_CODE} LABELS cuda)
 endforeach()

@@ -30,29 +30,6 @@ void check_fixture(const std::string& name, bool shift, const Mask& mask, const 
 }
 
 
-template <class Cache, class Model, class Mask>
-int compare_with_full_recompute(Model& m, const Mask& mask, canvas_layout l, unsigned seed, int steps_per_block, double tolerance) {
-    tvec canvas = random_canvas(l.prompt_length, 0, m.mask_id(), m.mask_id(), seed);
-    canvas.resize(static_cast<std::size_t>(l.size()), m.mask_id());
-    std::mt19937 g(seed + 100);
-    auto cache = m.make_kv_cache(l.size());
-    int compared = 0;
-    for (index_t b = 0; b < l.block_count(); ++b) {
-        for (index_t step = 0; step < steps_per_block; ++step) {
-            const block_cursor cur{b, step};
-            const forward_plan pc = Cache{}.plan(mask, l, cur), pn = no_cache{}.plan(mask, l, cur);
-            const auto cached = run(m, mask, canvas, l, pc, &cache);
-            const auto full = run(m, mask, canvas, l, pn);
-            CHECK_MESSAGE(scaled_diff(cached, full) <= tolerance, "block " << b << " step " << step);  // 0: bit for bit
-            ++compared;
-            const index_t p = l.block_begin(b) + static_cast<index_t>(g() % static_cast<unsigned>(l.block_length));
-            canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % static_cast<unsigned>(m.mask_id()));
-        }
-        for (index_t p = l.block_begin(b); p < l.block_end(b); ++p)
-            if (canvas[static_cast<std::size_t>(p)] == m.mask_id()) canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % 50);
-    }
-    return compared;
-}
 
 }  // namespace
 

@@ -153,6 +153,23 @@ TEST_SUITE("host") {
         CHECK(!dlm::cuda::graphs_refused(nullptr));
     }
 
+    TEST_CASE("DLM_CUDA_ATTENTION names an attention path; auto takes tensor cores for bf16 and f16 models with heads of 32, 64 or 128") {
+        using dlm::cuda::attention_path;
+        CHECK(dlm::cuda::parse_attention_path("simt", "DLM_CUDA_ATTENTION") == attention_path::simt);
+        CHECK(dlm::cuda::parse_attention_path("tc", "DLM_CUDA_ATTENTION") == attention_path::tc);
+        CHECK(dlm::cuda::parse_attention_path("auto", "DLM_CUDA_ATTENTION") == attention_path::automatic);
+        CHECK(dlm::cuda::name(attention_path::tc) == "tc");
+        CHECK_THROWS_WITH_AS((void)dlm::cuda::parse_attention_path("TC", "DLM_CUDA_ATTENTION"), doctest::Contains("DLM_CUDA_ATTENTION"), invalid_parameter);
+        CHECK_THROWS_WITH_AS((void)dlm::cuda::parse_attention_path("", "--attention"), doctest::Contains("simt, tc, auto"), invalid_parameter);
+        for (const index_t d : {32, 64, 128}) {
+            CHECK(dlm::cuda::resolve_attention_path(attention_path::automatic, false, d) == attention_path::tc);
+            CHECK(dlm::cuda::resolve_attention_path(attention_path::tc, false, d) == attention_path::tc);
+            CHECK(dlm::cuda::resolve_attention_path(attention_path::simt, false, d) == attention_path::simt);
+            CHECK(dlm::cuda::resolve_attention_path(attention_path::tc, true, d) == attention_path::simt);  // f32 models keep f32 attention
+        }
+        for (const index_t d : {8, 16, 96, 256}) CHECK(dlm::cuda::resolve_attention_path(attention_path::tc, false, d) == attention_path::simt);
+    }
+
     TEST_CASE("DLM_CUDA_GEMM names a GEMM path; anything else is refused by name") {
         CHECK(dlm::cuda::parse_gemm_path("cublas", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::cublas);
         CHECK(dlm::cuda::parse_gemm_path("lt", "DLM_CUDA_GEMM") == dlm::cuda::gemm_path::lt);
@@ -172,6 +189,7 @@ TEST_SUITE("host") {
         const auto* misaligned = reinterpret_cast<const dlm::cuda::bf16*>(std::uintptr_t{258});
         CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 1, 4096, 4096, aligned, aligned) == gemm_path::skinny);
         CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 2, 4096, 4096, aligned, aligned) == gemm_path::cublas);
+        CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 33, 4608, 3584, aligned, aligned) == gemm_path::cublas);
         CHECK(dlm::cuda::resolve_gemm_path(gemm_path::automatic, 1, 4096, 100, aligned, aligned) == gemm_path::cublas);
         CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 64, 4096, 4096, aligned_f16, aligned_f16) == gemm_path::tc);
         CHECK(dlm::cuda::resolve_gemm_path(gemm_path::tc, 65, 4096, 4096, aligned, aligned) == gemm_path::cublas);

@@ -19,12 +19,16 @@
 // around a row can change its last bits (docs/determinism.md).
 //
 // Keys and values are KV (f32, as the CPU model keeps them, or bf16), widened to f32 as they are read
-// into shared memory; the output is the next product's input T.
+// into shared memory; the output is the next product's input T. The pieces both attention kernels use
+// (the tiles, the splits and their merge, the key/value tile loader, the rows' key ends) are here; the
+// tensor-core kernel is attention_tc.cuh, and attention_run.cuh chooses between the two
+// (attention_path.cuh).
 // Masks are evaluated in device code: their `allowed` and `key_end` must be DLM_HOST_DEVICE (every
 // shipped mask's are).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -56,6 +60,12 @@ __device__ inline float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+/// x rounded to TF32 (10 stored mantissa bits; to nearest, ties away from zero), as an f32.
+__device__ inline float round_tf32(float x) {
+    std::uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
 
 /// Query heads one block serves for a group of `group` query heads per KV head.
 [[nodiscard]] __host__ __device__ constexpr index_t heads_in_block(index_t group) noexcept { return group < heads_per_block ? group : heads_per_block; }
@@ -69,15 +79,17 @@ __device__ inline float warp_sum(float v) {
 
 /// Splits of the key range for a forward of `base_blocks` attention blocks whose rows attend to at most
 /// `max_keys` keys, on a GPU of `sm_count` multiprocessors: 1 where the blocks fill the GPU; else enough
-/// to give it about two blocks per multiprocessor, at most one per tile of keys and at most max_splits.
+/// to give it about two blocks per multiprocessor, at most one per tile of keys and at most `limit`
+/// (max_attention_splits unless the model was told otherwise: set_attention_split_limit).
 inline constexpr index_t max_attention_splits = 16;
-[[nodiscard]] inline index_t attention_splits(index_t base_blocks, index_t max_keys, int sm_count) noexcept {
+[[nodiscard]] inline index_t attention_splits(index_t base_blocks, index_t max_keys, int sm_count,
+                                              index_t limit = max_attention_splits) noexcept {
     const index_t want = 2 * static_cast<index_t>(sm_count);
     if (base_blocks <= 0 || base_blocks >= want) return 1;
     index_t splits = (want + base_blocks - 1) / base_blocks;
     const index_t tiles = (max_keys + key_tile - 1) / key_tile;
     if (splits > tiles) splits = tiles;
-    if (splits > max_attention_splits) splits = max_attention_splits;
+    if (splits > limit) splits = limit;
     return splits < 1 ? 1 : splits;
 }
 
@@ -86,24 +98,91 @@ inline constexpr index_t max_attention_splits = 16;
 [[nodiscard]] __host__ __device__ constexpr std::size_t partial_floats(index_t head_dim) noexcept {
     return static_cast<std::size_t>(head_dim) + 2;
 }
+/// Split z's partial result of (row, head) in `partial` (rows · heads · splits of them).
+[[nodiscard]] __device__ inline float* partial_at(float* partial, qkv_shape s, std::size_t row, std::size_t head, index_t z, index_t splits) {
+    return partial + ((row * static_cast<std::size_t>(s.heads) + head) * static_cast<std::size_t>(splits) + static_cast<std::size_t>(z)) *
+                         partial_floats(s.head_dim);
+}
 
-/// Reads keys t0 .. t0 + key_tile − 1 of KV group g (window rows kv_dim apart) into k_s (rows padded by
-/// one float: lane j reads row j without bank conflicts) and their values into v_s, as floats: from the
-/// window buffers for keys inside the plan's window, from the request's cache (k_cache, v_cache: the
-/// group's slabs, or null) for the others, zero past kmax. Warp w takes keys w, w + 8, ..., its lanes
-/// along d (DPL elements each). Every load of the tile is issued before the first store to shared
-/// memory, so a tile costs one memory round trip per thread, not one per key and element (an H200
-/// profile of a one-row step found the loop form latency-bound).
-template <int DPL, class KV>
+/// What both attention kernels read and write (launch arguments; see run_attention, attention_run.cuh).
+template <class KV, class T>
+struct attention_args {
+    const sequence_view<KV>* seqs;  ///< per request: layout, plan, cache slabs, first window row
+    const attention_tile* tiles;    ///< blockIdx.x's request and first row
+    const float* qkv;               ///< the q/k/v rows (f32; q at column head · head_dim)
+    qkv_shape s;
+    const KV* k_win;  ///< the window's keys and values, rows kv_dim apart
+    const KV* v_win;
+    index_t layer;
+    float scale;       ///< 1/√head_dim
+    T* out;            ///< the heads' outputs, rows of q_dim
+    float* partial;    ///< the splits' partial results (with splits > 1)
+    index_t splits;    ///< blocks per tile along the keys
+};
+
+/// Rows of a tile (1 .. attention_rows) of request sv starting at window row r0.
+template <class KV>
+[[nodiscard]] __device__ inline index_t tile_rows(const sequence_view<KV>& sv, index_t r0) {
+    const index_t left = sv.plan.window_end - sv.plan.window_begin - r0;
+    return left < attention_rows ? left : attention_rows;
+}
+/// The slab of KV group g of `layer` in the request's cache (keys or values), or null without a cache.
+template <class KV>
+[[nodiscard]] __device__ inline const KV* group_slab(const KV* base, const sequence_view<KV>& sv, qkv_shape s, index_t layer, index_t g) {
+    const std::size_t slab = static_cast<std::size_t>(sv.capacity) * static_cast<std::size_t>(s.head_dim);
+    return base ? base + (static_cast<std::size_t>(layer) * static_cast<std::size_t>(s.kv_heads) + static_cast<std::size_t>(g)) * slab : nullptr;
+}
+
+/// The query heads of this block: KV group g, heads h0 .. h0 + nh − 1 (at most hpb), from blockIdx.y.
+struct block_heads {
+    index_t g, h0, nh, hpb;
+};
+[[nodiscard]] __device__ inline block_heads heads_of_block(qkv_shape s) {
+    const index_t group = s.heads / s.kv_heads, hpb = heads_in_block(group);
+    const index_t per_group = (group + hpb - 1) / hpb;  // blocks per KV group
+    const index_t g = static_cast<index_t>(blockIdx.y) / per_group;
+    const index_t h0 = g * group + (static_cast<index_t>(blockIdx.y) % per_group) * hpb;
+    return {g, h0, (g + 1) * group - h0 < hpb ? (g + 1) * group - h0 : hpb, hpb};
+}
+
+/// Threads 0 .. attention_rows − 1 write the key end of the tile's rows (0 past `rows`) into kend_s;
+/// after the block's next barrier every thread may read them (and their maximum, max_key_end).
+template <class Mask, class KV>
+__device__ inline void store_row_ends(const Mask& mask, const sequence_view<KV>& sv, index_t r0, index_t rows, index_t* kend_s) {
+    const auto t = static_cast<index_t>(threadIdx.x);
+    if (t < attention_rows) {
+        index_t kend = 0;
+        if (t < rows) {
+            const index_t e = mask.key_end(sv.layout, sv.plan.window_begin + r0 + t);
+            kend = e < sv.plan.attend_end ? e : sv.plan.attend_end;
+        }
+        kend_s[t] = kend;
+    }
+}
+[[nodiscard]] __device__ inline index_t max_key_end(const index_t* kend_s) {
+    index_t kmax = 0;
+    for (int w = 0; w < attention_rows; ++w) kmax = kend_s[w] > kmax ? kend_s[w] : kmax;
+    return kmax;
+}
+
+/// Reads keys t0 .. t0 + key_tile − 1 of KV group g (window rows kv_dim apart) into k_s (key j at
+/// j · k_stride) and their values into v_s (at j · v_stride), as floats (rounded to TF32 with `Tf32`):
+/// from the window buffers for keys inside the plan's window, from the request's cache (k_cache,
+/// v_cache: the group's slabs, or null) for the others, zero past kmax. Warp w of `Warps` takes keys
+/// w, w + Warps, ..., its lanes along d (DPL elements each). Every load of the tile is issued before the
+/// first store to shared memory, so a tile costs one memory round trip per thread, not one per key and
+/// element (an H200 profile of a one-row step found the loop form latency-bound).
+template <int DPL, int Warps, bool Tf32, class KV>
 __device__ __forceinline__ void load_kv_tile(const sequence_view<KV>& sv, const KV* __restrict__ k_win, const KV* __restrict__ v_win,
                                              const KV* k_cache, const KV* v_cache, index_t kv_dim, index_t g, index_t D, index_t t0, index_t kmax, float* k_s,
-                                             float* v_s, int warp, int lane) {
-    constexpr int keys_per_warp = key_tile / attention_rows;
+                                             index_t k_stride, float* v_s, index_t v_stride, int warp, int lane) {
+    static_assert(key_tile % Warps == 0, "a tile's keys must divide evenly over the warps that load it");
+    constexpr int keys_per_warp = key_tile / Warps;
     const index_t wb = sv.plan.window_begin, we = sv.plan.window_end;
     float kv[keys_per_warp][DPL], vv[keys_per_warp][DPL];
 #pragma unroll
     for (int i = 0; i < keys_per_warp; ++i) {
-        const index_t k = t0 + warp + i * attention_rows;
+        const index_t k = t0 + warp + i * Warps;
         const KV* kp = nullptr;
         const KV* vp = nullptr;
         if (k < kmax) {
@@ -126,13 +205,13 @@ __device__ __forceinline__ void load_kv_tile(const sequence_view<KV>& sv, const 
     }
 #pragma unroll
     for (int i = 0; i < keys_per_warp; ++i) {
-        const index_t j = warp + i * attention_rows;
+        const index_t j = warp + i * Warps;
 #pragma unroll
         for (int e = 0; e < DPL; ++e) {
             const index_t d = lane + 32 * e;
             if (d < D) {
-                k_s[j * (D + 1) + d] = kv[i][e];
-                v_s[j * D + d] = vv[i][e];
+                k_s[j * k_stride + d] = Tf32 ? round_tf32(kv[i][e]) : kv[i][e];
+                v_s[j * v_stride + d] = Tf32 ? round_tf32(vv[i][e]) : vv[i][e];
             }
         }
     }
@@ -213,7 +292,7 @@ __device__ __forceinline__ void write_pair(T* __restrict__ out, float* __restric
             if (d < D) o[d] = to_product_input<T>(acc_i[j] * inv);
         }
     } else {
-        float* part = partial + ((row * s.heads + head) * static_cast<std::size_t>(splits) + z) * partial_floats(D);
+        float* part = partial_at(partial, s, row, head, z, splits);
         if (lane == 0) {
             part[0] = m;
             part[1] = l;
@@ -232,46 +311,30 @@ __device__ __forceinline__ void write_pair(T* __restrict__ out, float* __restric
 /// split the block writes the normalized output, else each pair's (max, sum, output) goes to
 /// `partial` for attention_combine.
 template <class Mask, class KV, class T, int DPL>
-__global__ void __launch_bounds__(attention_rows * 32)
-    attention(Mask mask, const sequence_view<KV>* __restrict__ seqs, const attention_tile* __restrict__ tiles, const float* __restrict__ qkv,
-              qkv_shape s, const KV* __restrict__ k_win, const KV* __restrict__ v_win, index_t layer, float scale, T* __restrict__ out,
-              float* __restrict__ partial, index_t splits) {
+__global__ void __launch_bounds__(attention_rows * 32) attention(Mask mask, attention_args<KV, T> a) {
     extern __shared__ float smem[];
     const float neg_inf = -CUDART_INF_F;
-    const index_t D = s.head_dim, group = s.heads / s.kv_heads, hpb = heads_in_block(group);
-    const index_t per_group = (group + hpb - 1) / hpb;  // blocks per KV group
-    const index_t g = static_cast<index_t>(blockIdx.y) / per_group;
-    const index_t h0 = g * group + (static_cast<index_t>(blockIdx.y) % per_group) * hpb;
-    const index_t nh = (g + 1) * group - h0 < hpb ? (g + 1) * group - h0 : hpb;  // heads of this block
+    const qkv_shape s = a.s;
+    const index_t D = s.head_dim, splits = a.splits;
+    const auto [g, h0, nh, hpb] = heads_of_block(s);
     const index_t z = static_cast<index_t>(blockIdx.z);
     float* q_s = smem;  // [row][head][D]
     float* k_s = q_s + attention_rows * hpb * D;
     float* v_s = k_s + key_tile * (D + 1);
     __shared__ index_t kend_s[attention_rows];
 
-    const attention_tile tile = tiles[blockIdx.x];
-    const sequence_view<KV>& sv = seqs[tile.request];
+    const attention_tile tile = a.tiles[blockIdx.x];
+    const sequence_view<KV>& sv = a.seqs[tile.request];
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-    const index_t wb = sv.plan.window_begin, we = sv.plan.window_end;
-    const index_t left = we - wb - tile.r0;
-    const index_t rows = left < attention_rows ? left : attention_rows;  // rows of this tile (>= 1)
+    const index_t wb = sv.plan.window_begin, rows = tile_rows(sv, tile.r0);
 
-    load_queries(qkv, static_cast<std::size_t>(sv.row0 + tile.r0), static_cast<std::size_t>(s.ld()), h0, D, rows, nh, hpb, q_s);
-    if (lane == 0) {  // row w's key end
-        index_t kend = 0;
-        if (warp < rows) {
-            const index_t e = mask.key_end(sv.layout, wb + tile.r0 + warp);
-            kend = e < sv.plan.attend_end ? e : sv.plan.attend_end;
-        }
-        kend_s[warp] = kend;
-    }
+    load_queries(a.qkv, static_cast<std::size_t>(sv.row0 + tile.r0), static_cast<std::size_t>(s.ld()), h0, D, rows, nh, hpb, q_s);
+    store_row_ends(mask, sv, tile.r0, rows, kend_s);
     __syncthreads();
-    index_t kmax = 0;
-    for (int w = 0; w < attention_rows; ++w) kmax = kend_s[w] > kmax ? kend_s[w] : kmax;
+    const index_t kmax = max_key_end(kend_s);
 
-    const std::size_t slab = static_cast<std::size_t>(sv.capacity) * D;
-    const KV* k_cache = sv.keys ? sv.keys + (static_cast<std::size_t>(layer) * s.kv_heads + g) * slab : nullptr;
-    const KV* v_cache = sv.values ? sv.values + (static_cast<std::size_t>(layer) * s.kv_heads + g) * slab : nullptr;
+    const KV* k_cache = group_slab(sv.keys, sv, s, a.layer, g);
+    const KV* v_cache = group_slab(sv.values, sv, s, a.layer, g);
     const index_t kv_dim = s.kv_dim();
     const index_t pairs = rows * nh;  // pair p: row p % rows, head p / rows
 
@@ -287,7 +350,7 @@ __global__ void __launch_bounds__(attention_rows * 32)
 
     for (index_t t0 = z * key_tile; t0 < kmax; t0 += splits * key_tile) {
         __syncthreads();  // every warp is done with the previous tile
-        load_kv_tile<DPL>(sv, k_win, v_win, k_cache, v_cache, kv_dim, g, D, t0, kmax, k_s, v_s, warp, lane);
+        load_kv_tile<DPL, attention_rows, false>(sv, a.k_win, a.v_win, k_cache, v_cache, kv_dim, g, D, t0, kmax, k_s, D + 1, v_s, D, warp, lane);
         __syncthreads();
 
         const index_t k = t0 + lane;
@@ -297,13 +360,13 @@ __global__ void __launch_bounds__(attention_rows * 32)
             const index_t rw = p % rows, hh = p / rows, kend = kend_s[rw];
             if (t0 >= kend) continue;  // uniform across the warp
             const bool allowed = k < kend && mask.allowed(sv.layout, wb + tile.r0 + rw, k);
-            softmax_step<DPL>(allowed, q_s + (rw * hpb + hh) * D, kr, v_s, D, scale, m_h[i], l_h[i], acc_h + i * DPL, lane);
+            softmax_step<DPL>(allowed, q_s + (rw * hpb + hh) * D, kr, v_s, D, a.scale, m_h[i], l_h[i], acc_h + i * DPL, lane);
         }
     }
     for (index_t i = 0, p = warp; p < pairs; ++i, p += attention_rows) {
         const index_t rw = p % rows, hh = p / rows;
         const std::size_t row = static_cast<std::size_t>(sv.row0 + tile.r0 + rw), head = static_cast<std::size_t>(h0 + hh);
-        write_pair<DPL>(out, partial, s, row, head, z, splits, m_h[i], l_h[i], acc_h + i * DPL, lane);
+        write_pair<DPL>(a.out, a.partial, s, row, head, z, splits, m_h[i], l_h[i], acc_h + i * DPL, lane);
     }
 }
 
@@ -354,43 +417,31 @@ __global__ void attention_combine(const float* __restrict__ partial, index_t spl
     return n_tiles * s.kv_heads * ((group + hpb - 1) / hpb);
 }
 
-template <class Mask, class KV, class T, int DPL>
-void launch_attention(const Mask& mask, const sequence_view<KV>* seqs, const attention_tile* tiles, index_t n_tiles, const float* qkv,
-                      qkv_shape s, const KV* k_win, const KV* v_win, index_t layer, T* out, float* partial, index_t splits,
-                      cudaStream_t stream) {
+/// The grid of an attention launch: (tiles, KV heads · blocks per group, splits).
+[[nodiscard]] inline dim3 attention_grid(index_t n_tiles, qkv_shape s, index_t splits) noexcept {
     const index_t group = s.heads / s.kv_heads, hpb = heads_in_block(group);
-    const std::size_t smem = attention_smem_bytes(s.head_dim, group);
+    return {static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.kv_heads * ((group + hpb - 1) / hpb)), static_cast<unsigned>(splits)};
+}
+
+/// The CUDA-core kernel over `n_tiles` tiles (head_dim <= 32 · DPL).
+template <class Mask, class KV, class T, int DPL>
+void launch_attention_simt(const Mask& mask, const attention_args<KV, T>& a, index_t n_tiles, cudaStream_t stream) {
+    const std::size_t smem = attention_smem_bytes(a.s.head_dim, a.s.heads / a.s.kv_heads);
     auto kernel = attention<Mask, KV, T, DPL>;
     if (smem > 48 * 1024)
         check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
               "cudaFuncSetAttribute (attention shared memory)");
-    const float scale = 1.0f / sqrtf(static_cast<float>(s.head_dim));
-    const auto blocks_per_group = static_cast<unsigned>((group + hpb - 1) / hpb);
-    kernel<<<dim3(static_cast<unsigned>(n_tiles), static_cast<unsigned>(s.kv_heads) * blocks_per_group, static_cast<unsigned>(splits)),
-             attention_rows * 32, smem, stream>>>(mask, seqs, tiles, qkv, s, k_win, v_win, layer, scale, out, partial, splits);
-    check_launch("dlm::cuda attention (layer " + std::to_string(layer) + ")", stream);
+    kernel<<<attention_grid(n_tiles, a.s, a.splits), attention_rows * 32, smem, stream>>>(mask, a);
+    check_launch("dlm::cuda attention (layer " + std::to_string(a.layer) + ")", stream);
 }
 
-/// Runs the attention of every tile for every query head, writing the heads' outputs (rows of q_dim,
-/// in T) into `out`; `rows` window rows in all. With splits > 1 (attention_splits) the key range is
-/// split over that many blocks per tile, whose partial results (`partial`: rows · heads · splits ·
-/// partial_floats(head_dim) floats) attention_combine merges. head_dim must be at most max_head_dim
-/// (checked when the model is made).
-template <attention_mask Mask, class KV, class T>
-void run_attention(const Mask& mask, const sequence_view<KV>* seqs, const attention_tile* tiles, index_t n_tiles, index_t rows,
-                   const float* qkv, qkv_shape s, const KV* k_win, const KV* v_win, index_t layer, T* out, float* partial, index_t splits,
-                   cudaStream_t stream) {
-    if (n_tiles == 0) return;
-    if (s.head_dim <= 32) launch_attention<Mask, KV, T, 1>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
-    else if (s.head_dim <= 64) launch_attention<Mask, KV, T, 2>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
-    else if (s.head_dim <= 128) launch_attention<Mask, KV, T, 4>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
-    else launch_attention<Mask, KV, T, 8>(mask, seqs, tiles, n_tiles, qkv, s, k_win, v_win, layer, out, partial, splits, stream);
-    if (splits > 1) {
-        const index_t pairs = rows * s.heads;
-        attention_combine<T><<<static_cast<unsigned>((pairs + attention_rows - 1) / attention_rows), attention_rows * 32, 0, stream>>>(
-            partial, splits, pairs, s, out);
-        check_launch("dlm::cuda attention_combine (layer " + std::to_string(layer) + ")", stream);
-    }
+/// Merges the splits' partial results of `rows` window rows (after either kernel, with splits > 1).
+template <class KV, class T>
+void launch_attention_combine(const attention_args<KV, T>& a, index_t rows, cudaStream_t stream) {
+    const index_t pairs = rows * a.s.heads;
+    attention_combine<T><<<static_cast<unsigned>((pairs + attention_rows - 1) / attention_rows), attention_rows * 32, 0, stream>>>(
+        a.partial, a.splits, pairs, a.s, a.out);
+    check_launch("dlm::cuda attention_combine (layer " + std::to_string(a.layer) + ")", stream);
 }
 
 }  // namespace dlm::cuda::kernels

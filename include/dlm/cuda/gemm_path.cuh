@@ -13,11 +13,11 @@
 #pragma once
 
 #include <array>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "../core/error.hpp"
+#include "choice.cuh"
 
 namespace dlm::cuda {
 
@@ -33,15 +33,12 @@ inline constexpr index_t tc_max_rows = 64;
 /// Parses a path name; anything else throws invalid_parameter naming `parameter` (the variable or flag
 /// the value came from) and the accepted values.
 [[nodiscard]] inline gemm_path parse_gemm_path(std::string_view value, const std::string& parameter) {
-    for (std::size_t i = 0; i < gemm_path_names.size(); ++i)
-        if (value == gemm_path_names[i]) return static_cast<gemm_path>(i);
-    throw invalid_parameter(parameter, "must be one of cublas, lt, skinny, tc, auto; got '" + std::string(value) + "'");
+    return parse_choice<gemm_path>(gemm_path_names, value, parameter);
 }
 
 /// The path DLM_CUDA_GEMM asks for (auto when unset or empty); an unknown value throws invalid_parameter.
 [[nodiscard]] inline gemm_path gemm_path_from_environment() {
-    const char* v = std::getenv("DLM_CUDA_GEMM");
-    return v && *v ? parse_gemm_path(v, "DLM_CUDA_GEMM") : gemm_path::automatic;
+    return choice_from_environment(gemm_path_names, "DLM_CUDA_GEMM", gemm_path::automatic);
 }
 
 /// What `auto` runs for a product of m rows (n outputs, k inputs): the one place to change when
@@ -49,11 +46,11 @@ inline constexpr index_t tc_max_rows = 64;
 /// falls back as resolve_gemm_path says where its kernel does not apply). Measured on an H200 with
 /// Dream-7B's products (`dlm-bench-cuda --gemm-sweep`, docs/cuda.md): at one row skinny streams the
 /// weights 4-7 % faster than cuBLAS on every shape (an AR step 5.14 ms against 5.66); from two rows on it
-/// is no faster, and from 8 rows much slower (CUDA cores); cublasLt's heuristic picks what cublasGemmEx
-/// runs. The tensor-core kernel (tc) is not chosen: its first version matched cuBLAS up to 8 rows and was
-/// bound by L2 traffic above; the present one (x staged once per 128 weight rows) was slower than cuBLAS
-/// at every shape from 1 to 64 rows (gate/up at 33 rows 101 µs against 73; 2026-12-04, timed while a
-/// load offset bug, since fixed, made its products wrong).
+/// is no faster, and from 8 rows much slower (CUDA cores). cublasLt's plan ran the small products 8-15 %
+/// faster than cublasGemmEx in the sweep (q/k/v 4608 × 3584 at 33 rows 12.2 µs against 13.6), but not
+/// inside a forward: a CDLM step with lt for q/k/v and o took 5.339 ms against cuBLAS's 5.320 (same
+/// call, 2026-12-04), so it is not chosen. Nor is the tensor-core kernel (tc): slower than cuBLAS at most
+/// shapes from 1 to 64 rows (gate/up at 33 rows 119 µs against 76).
 [[nodiscard]] constexpr gemm_path auto_gemm_path(index_t m, index_t /*n*/, index_t /*k*/) noexcept {
     return m == 1 ? gemm_path::skinny : gemm_path::cublas;
 }

@@ -97,12 +97,14 @@ __global__ void __launch_bounds__(row_threads) rms_norm(const float* __restrict_
     double ss = 0.0;
     if constexpr (Vpt > 0) {
         const auto* x4 = reinterpret_cast<const float4*>(xr);
+        const auto* w4p = reinterpret_cast<const float4*>(weight);
         const index_t w4 = width / 4;
-        float4 v[Vpt];
+        float4 v[Vpt], wv[Vpt];  // the weights are loaded with the row, before the reduction waits on it
 #pragma unroll
         for (int j = 0; j < Vpt; ++j) {
             const index_t i = t + j * static_cast<index_t>(row_threads);
             v[j] = i < w4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            wv[j] = i < w4 ? w4p[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
         for (int j = 0; j < Vpt; ++j) {
@@ -112,13 +114,12 @@ __global__ void __launch_bounds__(row_threads) rms_norm(const float* __restrict_
             ss += static_cast<double>(v[j].w) * v[j].w;
         }
         const float inv = inverse_rms<reduce>(ss, width, eps, temp, inv_shared);
-        const auto* w4p = reinterpret_cast<const float4*>(weight);
         auto* o4 = reinterpret_cast<quad<T>*>(o);
 #pragma unroll
         for (int j = 0; j < Vpt; ++j) {
             const index_t i = t + j * static_cast<index_t>(row_threads);
             if (i >= w4) break;
-            const float4 w = w4p[i];
+            const float4 w = wv[j];
             o4[i] = {to_product_input<T>(w.x * (v[j].x * inv)), to_product_input<T>(w.y * (v[j].y * inv)),
                      to_product_input<T>(w.z * (v[j].z * inv)), to_product_input<T>(w.w * (v[j].w * inv))};
         }

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "../core/error.hpp"
+#include "attention_path.cuh"
 #include "gemm_path.cuh"
 
 namespace dlm::cuda {
@@ -197,11 +198,12 @@ private:
     return count;
 }
 
-/// A non-blocking CUDA stream with a cuBLAS handle bound to it, and the setting of which implementation
-/// runs its linear layers (gemm_path; from DLM_CUDA_GEMM when made). Move-only.
+/// A non-blocking CUDA stream with a cuBLAS handle bound to it, and the settings of which implementations
+/// run its linear layers (gemm_path; from DLM_CUDA_GEMM when made) and its attention (attention_path;
+/// from DLM_CUDA_ATTENTION). Move-only.
 class stream_context {
 public:
-    stream_context() : gemm_path_(gemm_path_from_environment()) {
+    stream_context() : gemm_path_(gemm_path_from_environment()), attention_path_(attention_path_from_environment()) {
         check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
         if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
             (void)cudaStreamDestroy(stream_);
@@ -217,7 +219,7 @@ public:
     stream_context& operator=(const stream_context&) = delete;
     stream_context(stream_context&& o) noexcept
         : stream_(std::exchange(o.stream_, nullptr)), blas_(std::exchange(o.blas_, nullptr)), workspace_(std::move(o.workspace_)),
-          gemm_path_(o.gemm_path_) {}
+          gemm_path_(o.gemm_path_), attention_path_(o.attention_path_) {}
     stream_context& operator=(stream_context&& o) noexcept {
         if (this != &o) {
             release();
@@ -225,6 +227,7 @@ public:
             blas_ = std::exchange(o.blas_, nullptr);
             workspace_ = std::move(o.workspace_);
             gemm_path_ = o.gemm_path_;
+            attention_path_ = o.attention_path_;
         }
         return *this;
     }
@@ -238,6 +241,9 @@ public:
     /// Which implementation runs the linear layers (gemm.cuh); DLM_CUDA_GEMM, or auto, when made.
     [[nodiscard]] cuda::gemm_path gemm_path() const noexcept { return gemm_path_; }
     void set_gemm_path(cuda::gemm_path p) noexcept { gemm_path_ = p; }
+    /// Which kernel runs the attention (attention_path.cuh); DLM_CUDA_ATTENTION, or auto, when made.
+    [[nodiscard]] cuda::attention_path attention_path() const noexcept { return attention_path_; }
+    void set_attention_path(cuda::attention_path p) noexcept { attention_path_ = p; }
     /// Waits for everything enqueued so far; throws cuda_error if a kernel faulted (see cuda::synchronize).
     void synchronize(const std::string& what = "stream") const { cuda::synchronize(stream_, what); }
 
@@ -252,6 +258,7 @@ private:
     cublasHandle_t blas_ = nullptr;
     device_buffer<std::byte> workspace_;
     cuda::gemm_path gemm_path_ = cuda::gemm_path::automatic;
+    cuda::attention_path attention_path_ = cuda::attention_path::automatic;
 };
 
 /// Copies `n` elements host → device on `stream` (asynchronous when `src` is pinned).

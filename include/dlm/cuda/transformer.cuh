@@ -14,7 +14,8 @@
 //   embed → per layer [RMSNorm → q|k|v GEMM → bias + RoPE + K/V to window and cache → attention(mask)
 //   → o GEMM (+ residual) → RMSNorm → gate|up GEMM → SiLU·up → down GEMM (+ residual)] → RMSNorm of the
 //   logits rows → head GEMM.
-// GEMMs by the path set_gemm_path / DLM_CUDA_GEMM chooses (gemm.cuh); the attention kernel is templated on the mask (attention.cuh).
+// GEMMs by the path set_gemm_path / DLM_CUDA_GEMM chooses (gemm.cuh); the attention kernel, templated on the mask, by the path
+// set_attention_path / DLM_CUDA_ATTENTION chooses (attention_run.cuh).
 //
 // Work is enqueued on the model's own stream. A transformer is not safe to call from two threads at
 // once (forward reuses its work buffers). cuBLAS picks kernels by shape, so logits agree with the CPU
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -35,7 +37,7 @@
 #include "../io/safetensors.hpp"
 #include "../model/concept.hpp"
 #include "../model/request_check.hpp"
-#include "attention.cuh"
+#include "attention_run.cuh"
 #include "gemm.cuh"
 #include "kernels.cuh"
 #include "kv_cache.cuh"
@@ -99,6 +101,21 @@ public:
     /// made, else auto.
     [[nodiscard]] cuda::gemm_path gemm_path() const noexcept { return ctx_.gemm_path(); }
     void set_gemm_path(cuda::gemm_path p) noexcept { ctx_.set_gemm_path(p); }
+    /// Which kernel runs the attention (attention_path.cuh): DLM_CUDA_ATTENTION when the model was made,
+    /// else auto (tensor cores for bf16 and f16 models with heads of 32, 64 or 128).
+    [[nodiscard]] cuda::attention_path attention_path() const noexcept { return ctx_.attention_path(); }
+    void set_attention_path(cuda::attention_path p) noexcept { ctx_.set_attention_path(p); }
+    /// The most blocks one attention tile's keys are split over when a forward has too few rows to fill
+    /// the GPU (1 to kernels::max_attention_splits, the default; 1: never split). A row's last bits
+    /// depend on its forward's number of splits (docs/determinism.md). Throws invalid_parameter outside
+    /// that range.
+    void set_attention_split_limit(index_t limit) {
+        if (limit < 1 || limit > kernels::max_attention_splits)
+            throw invalid_parameter("attention split limit", "must be 1 to " + std::to_string(kernels::max_attention_splits) + ", got " +
+                                                                 std::to_string(limit));
+        split_limit_ = limit;
+    }
+    [[nodiscard]] index_t attention_split_limit() const noexcept { return split_limit_; }
     /// Times every phase of the forwards enqueued while set (profiler.cuh); null (the default) for none.
     /// Not while a CUDA graph is being captured.
     void set_profiler(forward_profiler* p) noexcept { profiler_ = p; }
@@ -184,7 +201,7 @@ public:
         sin_.reserve(rows * half, "rotary tables");
         index_t max_keys = 0;
         for (const auto& rq : requests) max_keys = std::max(max_keys, rq.plan.attend_end);
-        f.attention_splits = kernels::attention_splits(kernels::attention_blocks(f.tiles, s), max_keys, sm_count_);
+        f.attention_splits = kernels::attention_splits(kernels::attention_blocks(f.tiles, s), max_keys, sm_count_, split_limit_);
         if (f.attention_splits > 1)
             att_part_.reserve(rows * static_cast<std::size_t>(c.num_heads) * static_cast<std::size_t>(f.attention_splits) *
                                   kernels::partial_floats(c.head_dim),
@@ -199,7 +216,8 @@ public:
     [[nodiscard]] std::vector<std::uintptr_t> graph_key(const staged_forward& f) const {
         std::vector<std::uintptr_t> k{static_cast<std::uintptr_t>(f.requests), static_cast<std::uintptr_t>(f.m), static_cast<std::uintptr_t>(f.z),
                                       static_cast<std::uintptr_t>(f.tiles), static_cast<std::uintptr_t>(f.attention_splits), f.metadata_bytes,
-                                      static_cast<std::uintptr_t>(ctx_.gemm_path())};  // a graph bakes in the GEMM kernels too
+                                      static_cast<std::uintptr_t>(ctx_.gemm_path()),  // a graph bakes in the GEMM and attention kernels too
+                                      static_cast<std::uintptr_t>(ctx_.attention_path())};
         for (const void* p : {static_cast<const void*>(x_.data()), static_cast<const void*>(qkv_.data()), static_cast<const void*>(gu_.data()),
                               static_cast<const void*>(cos_.data()), static_cast<const void*>(sin_.data()), static_cast<const void*>(logits_.data()),
                               static_cast<const void*>(k_win_.data()), static_cast<const void*>(v_win_.data()), static_cast<const void*>(xn_.data()),
@@ -220,6 +238,7 @@ public:
         const io::model_config& c = config_;
         const kernels::qkv_shape s{c.num_heads, c.num_kv_heads, c.head_dim};
         const std::size_t rows = static_cast<std::size_t>(m), half = static_cast<std::size_t>(c.head_dim / 2);
+        const float att_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
         forward_profiler* const prof = profiler_;
         if (prof) prof->begin(ctx_.stream());
         upload(meta_device_.data(), meta_host_.data(), f.metadata_bytes, ctx_.stream(), "forward metadata");
@@ -254,8 +273,9 @@ public:
             kernels::launch_qkv_epilogue<kv_element>(m, qkv_.data(), s, L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), cos_.data(),
                                                      sin_.data(), meta.row_request, meta.seqs, l, k_win_.data(), v_win_.data(), st);
             done(forward_phase::qkv_epilogue);
-            kernels::run_attention(mask, meta.seqs, meta.tiles, meta.n_tiles, m, qkv_.data(), s, k_win_.data(), v_win_.data(), l, att_.data(),
-                                   att_part_.data(), f.attention_splits, st);
+            const kernels::attention_args<kv_element, T> att{meta.seqs, meta.tiles, qkv_.data(), s, k_win_.data(), v_win_.data(), l,
+                                                             att_scale, att_.data(), att_part_.data(), f.attention_splits};
+            kernels::run_attention(mask, att, meta.n_tiles, m, ctx_.attention_path(), st);
             done(forward_phase::attention);
             product(m, H, s.q_dim(), att_.data(), L.o.data(), x_.data(), 1.0f, "output projection", forward_phase::o_gemm);
             kernels::launch_rms_norm<T>(m, x_.data(), nullptr, H, L.mlp_norm.data(), eps, xn_.data(), st);
@@ -418,6 +438,7 @@ private:
 
     io::model_config config_;
     int sm_count_ = 0;  // multiprocessors of the device, for kernels::attention_splits
+    index_t split_limit_ = kernels::max_attention_splits;  // set_attention_split_limit
     stream_context ctx_;
     gemm_engine gemm_;
     forward_profiler* profiler_ = nullptr;
