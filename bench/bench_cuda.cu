@@ -3,7 +3,7 @@
 //
 //   dlm-bench-cuda [--json FILE] [--prompt 128] [--gen 256] [--block 32] [--batches 1,8,64]
 //                  [--llada-batches 1,8] [--host-batches 1,8] [--layers N] [--quick] [--gemm PATH] [--attention PATH] [--kv f32|bf16]
-//   dlm-bench-cuda --gemm-sweep [--sweep-rows 1,2,8,16,33,64,264] [--profile] [--json FILE]
+//   dlm-bench-cuda --gemm-sweep [--sweep-rows 1,2,8,16,33,64,264] [--sweep-shapes q/k/v,o,gate/up,down,head] [--profile] [--json FILE]
 //   dlm-bench-cuda --profile [--profile-only ar|cdlm] [--gemm PATH] [--attention PATH] [--attention-splits N] [--kv f32|bf16]
 //                  [--json FILE]
 //
@@ -66,21 +66,29 @@ struct options {
     bool gemm_sweep = false, profile = false;
     std::string profile_only;  // --profile-only ar|cdlm: that step alone
     std::vector<index_t> sweep_rows{1, 2, 8, 16, 33, 64, 264};
+    std::vector<std::string> sweep_shapes;  // --sweep-shapes: these shapes only (default: all)
     std::optional<dlm::cuda::gemm_path> gemm;
     std::optional<dlm::cuda::attention_path> attention;
     std::optional<index_t> attention_splits;  // --attention-splits N: the model's split limit
     bool kv_bf16 = false;  // --kv bf16: dlm::cuda::transformer_bf16_kv
 };
 
-std::vector<index_t> parse_list(const std::string& s) {
-    std::vector<index_t> v;
+/// The comma-separated items of s.
+std::vector<std::string> split_names(const std::string& s) {
+    std::vector<std::string> v;
     std::size_t at = 0;
     while (at < s.size()) {
         const std::size_t comma = s.find(',', at);
-        v.push_back(static_cast<index_t>(std::stoi(s.substr(at, comma - at))));
+        v.push_back(s.substr(at, comma - at));
         if (comma == std::string::npos) break;
         at = comma + 1;
     }
+    return v;
+}
+
+std::vector<index_t> parse_list(const std::string& s) {
+    std::vector<index_t> v;
+    for (const std::string& item : split_names(s)) v.push_back(static_cast<index_t>(std::stoi(item)));
     return v;
 }
 
@@ -103,6 +111,7 @@ options parse(int argc, char** argv) {
         else if (a == "--quick") o.quick = true;
         else if (a == "--gemm-sweep") o.gemm_sweep = true;
         else if (a == "--sweep-rows") o.sweep_rows = parse_list(next());
+        else if (a == "--sweep-shapes") o.sweep_shapes = split_names(next());
         else if (a == "--profile") o.profile = true;
         else if (a == "--profile-only") {
             o.profile = true;
@@ -357,7 +366,7 @@ int main(int argc, char** argv) try {
         std::printf("wrote %s\n", o.json_path.c_str());
     };
     int sweep_failures = 0;
-    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows, sweep_failures);
+    if (o.gemm_sweep) out["gemm_sweep"] = gemm_sweep(ceil, o.sweep_rows, sweep_failures, o.sweep_shapes);
 
     const io::model_config cfg = o.quick ? small() : dream7b(o.layers);
     if (o.gemm_sweep && !o.profile) {

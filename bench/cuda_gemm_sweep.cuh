@@ -9,6 +9,7 @@
 // Random bf16 weights made on the device once per shape.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -44,8 +45,9 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
     return size > 0 ? diff / size : diff;
 }
 
-/// The sweep's table rows (JSON); `failures` counts the rows that failed.
-inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t>& rows, int& failures) {
+/// The sweep's table rows (JSON); `failures` counts the rows that failed. `only`: the shapes to sweep
+/// by name (dream7b_linears; empty: all), e.g. one shape's products for an Nsight Compute capture.
+inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t>& rows, int& failures, const std::vector<std::string>& only = {}) {
     namespace dc = dlm::cuda;
     using dc::bf16;
     dc::stream_context ctx;
@@ -56,12 +58,16 @@ inline nlohmann::json gemm_sweep(const ceilings& ceil, const std::vector<index_t
         if (m < 1 || m > 4096) throw invalid_parameter("--sweep-rows", "each row count must be in [1, 4096], got " + std::to_string(m));
         max_m = std::max(max_m, m);
     }
+    for (const std::string& name : only)
+        if (std::none_of(std::begin(dream7b_linears), std::end(dream7b_linears), [&](const linear_shape& sh) { return name == sh.name; }))
+            throw invalid_parameter("--sweep-shapes", "unknown shape '" + name + "': the shapes are q/k/v, o, gate/up, down and head");
     nlohmann::json out = nlohmann::json::array();
     std::printf("GEMM sweep (bf16 weights, f32 output; us per product, best of %d; GB/s of weight bytes; %% of the copy bandwidth %.0f GB/s):\n",
                 sweep_trials, ceil.copy_gbs);
     std::printf("  %-8s %6s %6s %5s %-7s %10s %9s %6s %10s %4s  %s\n", "shape", "n", "k", "m", "path", "us", "GB/s", "%copy", "vs cublas", "det",
                 "lt algorithm");
     for (const linear_shape& sh : dream7b_linears) {
+        if (!only.empty() && std::find(only.begin(), only.end(), std::string(sh.name)) == only.end()) continue;
         const std::size_t weights = static_cast<std::size_t>(sh.n) * sh.k, bytes = weights * sizeof(bf16);
         const std::size_t copies = std::clamp<std::size_t>((sweep_copy_bytes + bytes - 1) / bytes, 1, 16);
         dc::device_buffer<bf16> w(weights * copies, "sweep weights"), x(static_cast<std::size_t>(max_m) * sh.k, "sweep inputs");
