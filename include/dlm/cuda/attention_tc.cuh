@@ -6,7 +6,7 @@
 // the query heads of one KV group (at most 8) and one split of the key tiles. Its (row, head) pairs,
 // pair p = row p % rows, head p / rows (at most 64), are the rows of four 16-row mma tiles, one per
 // warp; lane (g, t) = (lane / 4, lane % 4) holds the queries of pairs 16w + g and 16w + g + 8 as its A
-// fragments for the whole walk (staged once through shared memory, rounded to TF32). Per tile of 32 keys,
+// fragments for the whole walk (read once from the q/k/v rows, rounded to TF32). Per tile of 32 keys,
 // read into shared memory by all four warps (load_kv_tile, rounded to TF32; rows padded by 4 floats,
 // so that the fragments' reads hit 32 banks), a warp computes its 16 × 32 scores in four 8-key tiles,
 // masks them (each row's bits for the tile, evaluated once per (row, key) by the block and packed by
@@ -59,10 +59,10 @@ __device__ inline void mma_tf32(float (&c)[4], std::uint32_t a0, std::uint32_t a
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/// A lane's two pairs (half 0: mma row g, half 1: row g + 8): whether they exist, their window row, head
-/// and row within the tile.
+/// A lane's two pairs (half 0: mma row g, half 1: row g + 8): their query row in q/k/v (null past the
+/// block's pairs), window row, head and row within the tile.
 struct tc_pairs {
-    bool valid[2];  ///< false past the block's pairs
+    const float* q[2];
     index_t row[2], head[2], tile_row[2];
 };
 
@@ -78,32 +78,6 @@ __device__ __forceinline__ void tc_row_masks(const Mask& mask, const sequence_vi
         const bool ok = r < rows && k < kend_s[r] && mask.allowed(sv.layout, sv.plan.window_begin + r0 + r, k);
         const std::uint32_t bits = __ballot_sync(0xffffffffu, ok);
         if (lane == 0) allowed_s[r] = bits;
-    }
-}
-
-/// Copies the queries of the block's pairs (pair p: window row first_row + p % rows, head h0 + p / rows;
-/// zeros past `pairs`) into q_s, pair p's D floats at p · stride, rounded to TF32: 16-byte loads spread
-/// over the block, all issued before the first store (a warp reading its own fragments straight from
-/// the q/k/v rows wasted half of every sector it read, in 64 loads a thread).
-template <index_t D>
-__device__ __forceinline__ void tc_stage_queries(const float* __restrict__ qkv, index_t ld, index_t first_row, index_t h0, index_t rows,
-                                                 index_t pairs, float* q_s, index_t stride) {
-    constexpr int per_pair = static_cast<int>(D) / 4;  // float4s of a head
-    constexpr int per_thread = attention_rows * heads_per_block * per_pair / (tc_attention_warps * 32);
-    static_assert(per_thread * tc_attention_warps * 32 == attention_rows * heads_per_block * per_pair, "the block's queries split evenly");
-    float4 v[per_thread];
-#pragma unroll
-    for (int u = 0; u < per_thread; ++u) {
-        const index_t i = static_cast<index_t>(threadIdx.x) + u * tc_attention_warps * 32, p = i / per_pair;
-        v[u] = p < pairs ? reinterpret_cast<const float4*>(qkv + static_cast<std::size_t>(first_row + p % rows) * static_cast<std::size_t>(ld) +
-                                                             static_cast<std::size_t>(h0 + p / rows) * static_cast<std::size_t>(D))[i % per_pair]
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-#pragma unroll
-    for (int u = 0; u < per_thread; ++u) {
-        const index_t i = static_cast<index_t>(threadIdx.x) + u * tc_attention_warps * 32;
-        *reinterpret_cast<float4*>(q_s + (i / per_pair) * stride + 4 * (i % per_pair)) =
-            make_float4(round_tf32(v[u].x), round_tf32(v[u].y), round_tf32(v[u].z), round_tf32(v[u].w));
     }
 }
 
@@ -193,14 +167,16 @@ __device__ __forceinline__ void tc_write(const attention_args<KV, T>& a, const t
     const qkv_shape s = a.s;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        if (!pr.valid[h]) continue;
+        if (!pr.q[h]) continue;
         const auto row = static_cast<std::size_t>(pr.row[h]), head = static_cast<std::size_t>(pr.head[h]);
         if (a.splits == 1) {
             const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;  // no key allowed: output zero, as on the CPU
             T* out = a.out + row * static_cast<std::size_t>(s.q_dim()) + head * static_cast<std::size_t>(s.head_dim);
 #pragma unroll
-            for (int n = 0; n < 4 * DPL; ++n)  // dims 8n + 2t, 8n + 2t + 1: even offsets in rows of even length
-                *reinterpret_cast<duo<T>*>(out + 8 * n + 2 * tq) = {to_product_input<T>(o[n][2 * h] * inv), to_product_input<T>(o[n][2 * h + 1] * inv)};
+            for (int n = 0; n < 4 * DPL; ++n) {
+                out[8 * n + 2 * tq] = to_product_input<T>(o[n][2 * h] * inv);
+                out[8 * n + 2 * tq + 1] = to_product_input<T>(o[n][2 * h + 1] * inv);
+            }
         } else {
             float* part = partial_at(a.partial, s, row, head, z, a.splits);
             if (tq == 0) {
@@ -208,8 +184,10 @@ __device__ __forceinline__ void tc_write(const attention_args<KV, T>& a, const t
                 part[1] = l[h];
             }
 #pragma unroll
-            for (int n = 0; n < 4 * DPL; ++n)  // partial_floats(D) is even: 8-byte aligned pairs
-                *reinterpret_cast<float2*>(part + 2 + 8 * n + 2 * tq) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+            for (int n = 0; n < 4 * DPL; ++n) {
+                part[2 + 8 * n + 2 * tq] = o[n][2 * h];
+                part[3 + 8 * n + 2 * tq] = o[n][2 * h + 1];
+            }
         }
     }
 }
@@ -251,16 +229,16 @@ __global__ void __launch_bounds__(tc_attention_warps * 32) attention_tc(Mask mas
         pr.tile_row[h] = p % rows;
         pr.row[h] = sv.row0 + tile.r0 + pr.tile_row[h];
         pr.head[h] = h0 + p / rows;
-        pr.valid[h] = true;
+        pr.q[h] = a.qkv + static_cast<std::size_t>(pr.row[h]) * static_cast<std::size_t>(s.ld()) + static_cast<std::size_t>(pr.head[h]) * D;
     }
-    // Staged in the key tile's shared memory, free until the walk begins (which starts with a barrier).
-    tc_stage_queries<D>(a.qkv, s.ld(), sv.row0 + tile.r0, h0, rows, pairs, k_s, stride);
-    __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < steps; ++ks)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)  // a0: pair half 0, dim 8ks + t; a1: half 1; a2, a3: dim + 4
-            qf[ks][e] = __float_as_uint(k_s[(warp * 16 + gq + 8 * (e % 2)) * stride + 8 * ks + tq + 4 * (e / 2)]);
+        for (int e = 0; e < 4; ++e) {  // a0: pair half 0, dim 8ks + t; a1: half 1; a2, a3: dim + 4
+            const float* q = pr.q[e % 2];
+            qf[ks][e] = q ? tf32_bits(q[8 * ks + tq + 4 * (e / 2)]) : 0u;
+        }
+    __syncthreads();
     const index_t kmax = max_key_end(kend_s);
     const bool active = warp * 16 < pairs;
 
@@ -274,7 +252,7 @@ __global__ void __launch_bounds__(tc_attention_warps * 32) attention_tc(Mask mas
                                                     warp, lane);
         __syncthreads();
         if (!active) continue;
-        const std::uint32_t allowed[2] = {pr.valid[0] ? allowed_s[pr.tile_row[0]] : 0u, pr.valid[1] ? allowed_s[pr.tile_row[1]] : 0u};
+        const std::uint32_t allowed[2] = {pr.q[0] ? allowed_s[pr.tile_row[0]] : 0u, pr.q[1] ? allowed_s[pr.tile_row[1]] : 0u};
         float sc[key_tile / 8][4];
         tc_scores<DPL>(qf, k_s, stride, gq, tq, sc);
         tc_softmax<DPL>(allowed, a.scale, tq, sc, m, l, o);

@@ -59,11 +59,6 @@ template <class T>
 struct alignas(4 * sizeof(T)) quad {
     T v[4];
 };
-/// Two consecutive elements of T, stored with one instruction.
-template <class T>
-struct alignas(2 * sizeof(T)) duo {
-    T v[2];
-};
 
 /// Whether p may be read or written as 16-byte vectors (float4) / quads of T.
 [[nodiscard]] inline bool aligned_to(const void* p, std::size_t bytes) noexcept {
