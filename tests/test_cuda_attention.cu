@@ -86,6 +86,20 @@ TEST_SUITE("attention") {
         CHECK(m.attention_split_limit() == 1);
     }
 
+    TEST_CASE("the tensor-core attention on an f16 model gives the CUDA-core kernel's logits within TF32 rounding") {
+        // f16 product inputs keep 11 significant bits, TF32's own width, so the kernels differ by less than on bf16.
+        const auto cfg = random_config(7, 1, 128, true, false);
+        dlm::cuda::basic_transformer<dlm::cuda::f16> m(cfg, cpu::random_weights(cfg, 41));
+        const canvas_layout l{45, 64, 16, cfg.logits_shift};
+        const tvec canvas = random_canvas(45, 64, 300, 300, 6);
+        const double whole = tc_against_simt(m, [&] { return run(m, block_causal_mask{16}, canvas, l, full_plan(l)); });
+        const double steps = tc_against_simt(m, [&] { return cached_block_steps(m, block_causal_mask{16}, l, canvas); });
+        MESSAGE("f16, head_dim 128: tc against simt, block-causal " << whole << ", cached steps " << steps);
+        CHECK(whole < tc_attention_tolerance);
+        CHECK(steps < tc_attention_tolerance);
+        CHECK(whole + steps > 0.0);
+    }
+
     TEST_CASE("the tensor-core attention: an exact prefix cache gives a full recompute's logits bit for bit") {
         // 24 positions: one tile of keys, so one split whatever the rows; the tensor-core GEMM gives a row
         // the same bits in any batch of up to 64 rows. The cached step's rows sit at other places of the
