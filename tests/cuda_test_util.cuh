@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,8 @@
 #include <dlm/cuda/cuda.cuh>
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
+
+#include "cache_walk.hpp"
 
 namespace dlm_cuda_test {
 
@@ -125,31 +128,19 @@ inline void check_no_mask_committed(const sequence_result& r, token_id mask_id) 
         if (r.commit_forward[g] >= 0) CHECK(r.tokens[g] != mask_id);
 }
 
-/// Decodes a random canvas block by block (steps_per_block steps each, a random token committed between
-/// steps) with Cache's plans and, at each step, a full recompute (no_cache); checks that their logits
-/// agree within `tolerance` (0: bit for bit) and returns the number of steps compared.
+/// Decodes a random canvas block by block (tests/cache_walk.hpp) with Cache's plans and, at each step,
+/// a full recompute (no_cache); checks that their logits agree within `tolerance` (0: bit for bit) and
+/// returns the number of steps compared.
 template <class Cache, class Model, class Mask>
 int compare_with_full_recompute(Model& m, const Mask& mask, canvas_layout l, unsigned seed, int steps_per_block, double tolerance) {
     tvec canvas = random_canvas(l.prompt_length, 0, m.mask_id(), m.mask_id(), seed);
     canvas.resize(static_cast<std::size_t>(l.size()), m.mask_id());
-    std::mt19937 g(seed + 100);
-    auto cache = m.make_kv_cache(l.size());
-    int compared = 0;
-    for (index_t b = 0; b < l.block_count(); ++b) {
-        for (index_t step = 0; step < steps_per_block; ++step) {
-            const block_cursor cur{b, step};
-            const forward_plan pc = Cache{}.plan(mask, l, cur), pn = no_cache{}.plan(mask, l, cur);
-            const auto cached = run(m, mask, canvas, l, pc, &cache);
-            const auto full = run(m, mask, canvas, l, pn);
+    return dlm_test::walk_cached_steps<Cache>(
+        m, mask, l, std::move(canvas), seed, steps_per_block,
+        [&](const tvec& c, const forward_plan& p, typename Model::kv_cache* cache) { return run(m, mask, c, l, p, cache); },
+        [&](const forward_plan&, const forward_plan&, const std::vector<float>& cached, const std::vector<float>& full, index_t b, index_t step) {
             CHECK_MESSAGE(scaled_diff(cached, full) <= tolerance, "block " << b << " step " << step);  // 0: bit for bit
-            ++compared;
-            const index_t p = l.block_begin(b) + static_cast<index_t>(g() % static_cast<unsigned>(l.block_length));
-            canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % static_cast<unsigned>(m.mask_id()));
-        }
-        for (index_t p = l.block_begin(b); p < l.block_end(b); ++p)
-            if (canvas[static_cast<std::size_t>(p)] == m.mask_id()) canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % 50);
-    }
-    return compared;
+        });
 }
 
 

@@ -22,6 +22,7 @@
 #include <dlm/schedule/next_slot.hpp>
 #include <dlm/schedule/threshold.hpp>
 
+#include "cache_walk.hpp"
 #include "io_test_util.hpp"
 
 #if defined(_OPENMP)
@@ -312,32 +313,18 @@ TEST_CASE("logits do not depend on the thread count, on every kernel path") {
 
 namespace {
 
-/// Walks a generation block by block, committing a few slots per step, and compares the logits of
-/// every step under `Cache` with a full recompute (no cache). Returns the number of steps compared.
+/// Compares the logits of every step of a block-by-block walk under `Cache` with a full recompute
+/// (no cache): bit for bit. Returns the number of steps compared.
 template <class Cache, class Mask>
 int compare_with_full_recompute(transformer& m, const Mask& mask, canvas_layout l, unsigned seed, int steps_per_block) {
-    tvec canvas = random_canvas(l.prompt_length, l.gen_length, m.mask_id(), m.mask_id(), seed);
-    std::mt19937 g(seed + 100);
-    kv cache = m.make_kv_cache(l.size());
-    int compared = 0;
-    for (index_t b = 0; b < l.block_count(); ++b) {
-        for (index_t step = 0; step < steps_per_block; ++step) {
-            const block_cursor cur{b, step};
-            const forward_plan pc = Cache{}.plan(mask, l, cur), pn = no_cache{}.plan(mask, l, cur);
+    return dlm_test::walk_cached_steps<Cache>(
+        m, mask, l, random_canvas(l.prompt_length, l.gen_length, m.mask_id(), m.mask_id(), seed), seed, steps_per_block,
+        [&](const tvec& canvas, const forward_plan& p, kv* cache) { return run(m, mask, canvas, l, p, cache); },
+        [](const forward_plan& pc, const forward_plan& pn, const std::vector<float>& cached, const std::vector<float>& full, index_t b, index_t step) {
             REQUIRE(pc.logits_begin == pn.logits_begin);
-            const auto cached = run(m, mask, canvas, l, pc, &cache);
-            const auto full = run(m, mask, canvas, l, pn);
             CHECK(max_rel_diff(cached, full) <= 1e-5);
             CHECK_MESSAGE(bitwise_equal(cached, full), "block " << b << " step " << step);
-            ++compared;
-            // Commit one slot of the block with a random token.
-            const index_t p = l.block_begin(b) + static_cast<index_t>(g() % static_cast<unsigned>(l.block_length));
-            canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % static_cast<unsigned>(m.mask_id()));
-        }
-        for (index_t p = l.block_begin(b); p < l.block_end(b); ++p)
-            if (canvas[static_cast<std::size_t>(p)] == m.mask_id()) canvas[static_cast<std::size_t>(p)] = static_cast<token_id>(g() % 50);
-    }
-    return compared;
+        });
 }
 
 }  // namespace
