@@ -27,7 +27,8 @@
 # Other knobs: GPU_CHECK_PREBUILT=1 skips configure and build and runs what build/cuda holds (binaries built
 # elsewhere for sm_90 and carried: their tests name the build machine's source folder, which must then
 # exist here too, e.g. as a link); GPU_CHECK_PHASES (default "tests quick sweep profile bench kv ncu") runs only
-# the phases named; GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled, each with
+# the phases named (also "ncu-detail", not in the default: Nsight Compute's sections for one launch of the
+# tensor-core attention and GEMM); GPU_CHECK_PROFILE_PATHS (default "cublas skinny lt tc") the GEMM paths profiled, each with
 # every attention path of GPU_CHECK_ATTENTION_PATHS (default "auto simt": DLM_CUDA_ATTENTION);
 # GPU_CHECK_CTEST_ARGS extra ctest arguments (say "-j 4 -E compile_fail": those need nvcc, not a GPU);
 # GPU_CHECK_BASELINE a folder with another build's bench/dlm-bench-cuda whose profiles run beside these.
@@ -271,6 +272,39 @@ if wants ncu; then
         done
     fi
     phase ncu
+fi
+
+# Nsight Compute's sections (speed of light, memory, warp states, scheduler, occupancy, launch, source
+# counters) for one launch of each kernel the next work is on: the CDLM step's tensor-core attention and
+# the tensor-core GEMM on gate/up and on q/k/v at 33 rows (not in the default phases: ask for
+# "ncu-detail"). Each capture's text goes to ncu-detail-NAME.txt; results.md gets its headline figures.
+if wants ncu-detail; then
+    t_phase=$(date +%s)
+    ncu_bin=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)}
+    if [[ -z "$ncu_bin" ]]; then
+        echo "gpu-check.sh: no ncu here (\$NCU, PATH, /usr/local/cuda/bin): the ncu-detail phase is skipped" | tee -a "$results"
+    else
+        sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats
+                  --section Occupancy --section LaunchStats --section SourceCounters)
+        bench_bin=build/cuda/bench/dlm-bench-cuda
+        # The CDLM step's run starts with its prefill's 28 attention launches: skip 40 to take a step's.
+        bounded "$ncu_s" "$ncu_bin" "${sections[@]}" -k regex:attention_tc --launch-skip 40 --launch-count 1 "$bench_bin" --profile-only cdlm \
+            >"$out/ncu-detail-attention.txt" 2>&1
+        for shape in gate/up q/k/v; do
+            bounded "$ncu_s" "$ncu_bin" "${sections[@]}" -k regex:tc_gemm --launch-count 1 "$bench_bin" --gemm-sweep --sweep-rows 33 \
+                --sweep-shapes "$shape" >"$out/ncu-detail-tc-gemm-${shape//\//}.txt" 2>&1
+        done
+        {
+            echo "## Kernel details (ncu sections; the whole text in ncu-detail-*.txt)"
+            echo
+            echo '```'
+            grep -HE "^  void |Duration|DRAM Throughput|Registers Per Thread|Achieved Active Warps|Warp Cycles Per Issued" \
+                "$out"/ncu-detail-*.txt 2>&1 | sed "s|$out/||"
+            echo '```'
+            echo
+        } >>"$results"
+    fi
+    phase ncu-detail
 fi
 
 # 4. The roofline.
