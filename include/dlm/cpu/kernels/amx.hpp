@@ -499,7 +499,7 @@ inline void quant_epilogue(const quant_unit<T>& u, const std::int32_t* isum, int
         std::memcpy(&ksum, isum + r * tile_m, sizeof ksum);
         const index_t ti = tile0 + r / tile_m, rr = r % tile_m;
         const std::int32_t* sums = a.sums + ((ti * blocks + u.s) * sums16) * amr + rr;
-        acc[r] = base::quant_block_step<T, 0>(acc[r], ksum, w, d, vfloat{}, sums, amr, a.scale[(ti * blocks + u.s) * amr + rr]);
+        acc[r] = base::quant_block_step<T, 0>(acc[r], ksum, d, sums, amr, a.scale[(ti * blocks + u.s) * amr + rr]);
     }
 }
 

@@ -58,6 +58,8 @@ inline constexpr const char* quant_form = "vpmaddubsw";
     return vint(_mm256_add_epi16(__m256i(acc16), _mm256_maddubs_epi16(__m256i(w), _mm256_set1_epi32(a4))));
 }
 [[nodiscard]] inline vint sum_pairs(vint x16, vint s16) noexcept { return vint(_mm256_madd_epi16(__m256i(x16), __m256i(s16))); }
+/// acc + sum_pairs(c16, s2 broadcast).
+[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, std::int32_t s2) noexcept { return acc + sum_pairs(c16, vint(_mm256_set1_epi32(s2))); }
 #define DLM_KERNEL_I16_SUMS 1
 
 #include "body.inl"

@@ -57,6 +57,8 @@ inline constexpr const char* quant_form = "vpmaddubsw";
     return vint(_mm512_add_epi16(__m512i(acc16), _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(a4))));
 }
 [[nodiscard]] inline vint sum_pairs(vint x16, vint s16) noexcept { return vint(_mm512_madd_epi16(__m512i(x16), __m512i(s16))); }
+/// acc + sum_pairs(c16, s2 broadcast): vpmaddwd and vpaddd (no VNNI's vpdpwssd at this level).
+[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, std::int32_t s2) noexcept { return acc + sum_pairs(c16, vint(_mm512_set1_epi32(s2))); }
 #define DLM_KERNEL_I16_SUMS 1
 
 #include "body.inl"

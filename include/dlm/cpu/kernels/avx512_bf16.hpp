@@ -59,6 +59,10 @@ inline constexpr const char* quant_form = "vpdpbusd";
 [[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_u8(acc, w ^ 0x80, a4); }
 [[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return vint(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
 [[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return vint(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+/// vpdpwssd: acc + the two 16-bit products of c16's and s2's halves per lane (s2 broadcast), exactly.
+[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, std::int32_t s2) noexcept {
+    return vint(_mm512_dpwssd_epi32(__m512i(acc), __m512i(c16), _mm512_set1_epi32(s2)));
+}
 
 #define DLM_KERNEL_BF16_DOT 1
 #include "body.inl"

@@ -58,6 +58,12 @@ template <class B>
 }
 [[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return widen_bytes<std::uint8_t>(p); }
 [[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return widen_bytes<std::int8_t>(p); }
+/// acc + per lane lo16(c)·lo16(s2) + hi16(c)·hi16(s2), signed 16-bit halves.
+[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, std::int32_t s2) noexcept {
+    const auto half = [](std::int32_t x, int h) { return static_cast<std::int32_t>(static_cast<std::int16_t>(static_cast<std::uint32_t>(x) >> (16 * h))); };
+    for (int l = 0; l < lanes; ++l) acc[l] += half(c16[l], 0) * half(s2, 0) + half(c16[l], 1) * half(s2, 1);
+    return acc;
+}
 
 #include "body.inl"
 

@@ -10,6 +10,8 @@
 //   dot_s8(acc, w, a4)          the same with w signed, plus s8_bias · Σ_b a[b] (vpdpbusd takes
 //   s8_bias                     w + 128 unsigned: 128; the other forms 0)
 //   widen_u8(p), widen_s8(p)    `lanes` bytes zero- / sign-extended to 32 bits (vpmovzxbd, vpmovsxbd)
+//   dot_pairs(acc, c16, s2)     acc + lo16(c)·lo16(s2) + hi16(c)·hi16(s2) per 32-bit lane, signed
+//                               halves, s2 broadcast (vpdpwssd, or vpmaddwd + vpaddd)
 // and, where DLM_KERNEL_I16_SUMS is defined (vpmaddubsw forms), the 16-bit primitives:
 //   dot_u8_16(acc16, w, a4)     per 16-bit lane h: acc16 + w[2h]·a[2h mod 4] + w[2h+1]·a[2h+1 mod 4]
 //   sum_pairs(x16, s16)         per 32-bit lane: the products of x16's and s16's 16-bit halves, summed
@@ -68,14 +70,20 @@ template <class T>
     return v;
 }
 
+/// Two 16-bit integers in one 32-bit word: `lo` in the low half, `hi` in the high one.
+[[nodiscard]] constexpr std::int32_t pack_pair(std::int32_t lo, std::int32_t hi) noexcept {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(lo)) |
+                                     static_cast<std::uint32_t>(static_cast<std::uint16_t>(hi)) << 16);
+}
+
 /// Quantizes X[m × k] per row and block of `block` (quant/layout.hpp, activation_view): scale
-/// amax/127, quants round(x · 127/amax) to nearest even, sums of each 16 quants; tiles of MR rows,
-/// a row's quants `group` bytes side by side (group divides the block). The same arithmetic on
-/// every instruction set (the rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127),
-/// so the same quants.
+/// amax/127, quants round(x · 127/amax) to nearest even, sums of each 16 quants and their 16-bit
+/// pairs; tiles of MR rows, a row's quants `group` bytes side by side (group divides the block).
+/// The same arithmetic on every instruction set (the rounding by the 1.5·2^23 trick is exact for
+/// |x · 127/amax| <= 127), so the same quants.
 template <int MR>
 inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int group, std::int8_t* q, float* scale,
-                          std::int32_t* sums) noexcept {
+                          std::int32_t* sums, std::int32_t* pairs) noexcept {
     const index_t blocks = k / block;
     [[maybe_unused]] const bool parallel = static_cast<double>(m) * k > 1e6;
 #if defined(_OPENMP)
@@ -99,35 +107,53 @@ inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t l
             for (int i = 0; i < block; ++i) row_q[i] = static_cast<std::int8_t>(static_cast<int>((b[i] * inv + magic) - magic));
             for (int i = 0; i < block; i += group)
                 std::memcpy(qt + (i / group * MR + r) * group, row_q + i, static_cast<std::size_t>(group));
+            std::int32_t s16[16];
             for (int u = 0; u < block / 16; ++u) {
                 std::int32_t sum = 0;
                 for (int i = 0; i < 16; ++i) sum += row_q[u * 16 + i];
-                st[u * MR + r] = sum;
+                st[u * MR + r] = s16[u] = sum;
             }
+            std::int32_t* pt = pairs + ts * static_cast<std::size_t>(quant::pair_words(block)) * MR;
+            for (int p = 0; p < block / 32; ++p) pt[p * MR + r] = pack_pair(s16[2 * p], s16[2 * p + 1]);
+            for (int p = 0; p < block / 64; ++p)
+                pt[(block / 32 + p) * MR + r] = pack_pair(s16[4 * p] + s16[4 * p + 1], s16[4 * p + 2] + s16[4 * p + 3]);
         }
     }
 }
 
-/// The integer sum a block's f32 step subtracts, for one row of A against `lanes` rows of W:
-/// Σ_j m_j·Σ_{k∈j} a (Q4_K, Q5_K), Σ_j sc_j·Σ_{k∈j} a (Q6_K), none for Q8_0 and Q4_0 (their offset
-/// is applied in quant_block_finish). `w` is the tile plus the lanes' first row, `sums` the row's
-/// first 16-sum of the block (the next `amr` apart).
+/// The per-sub-block coefficients c_j of the integer sum a K-quant block's f32 step subtracts,
+/// Σ_j c_j·S_j (m_j, S_j = Σ_{k∈j} a for Q4_K, Q5_K; sc_j, S_j over 16 k for Q6_K), for sub-blocks
+/// 2p and 2p + 1 as 16-bit pairs in each 32-bit lane (dot_pairs' layout), for vector v of the tile at w.
 template <io::gguf_type T>
-[[nodiscard]] inline vint quant_block_msum(const std::byte* w, const std::int32_t* sums, int amr) noexcept {
+[[nodiscard]] inline vint sub_coefficient_pair(const std::byte* w, int p, int v) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    vint msum{};
-    if constexpr (G.mins) {
-        for (int j = 0; j < G.subs(); ++j)
-            msum += widen<false>(w + G.m_at + j * quant::tile_rows) * vint_broadcast(sums[2 * j * amr] + sums[(2 * j + 1) * amr]);
-    } else if constexpr (G.scales) {
-        for (int j = 0; j < G.subs(); ++j) msum += widen<true>(w + G.sc_at + j * quant::tile_rows) * vint_broadcast(sums[j * amr]);
+    static_assert(G.scales, "only the K-quants subtract per-sub-block sums");
+    const std::byte* c = w + (G.mins ? G.m_at : G.sc_at) + 2 * p * quant::tile_rows + v * lanes;
+    const vint lo = widen<!G.mins>(c), hi = widen<!G.mins>(c + quant::tile_rows);
+    return (lo & 0xffff) | (hi << 16);
+}
+
+/// Σ_j c_j·S_j (sub_coefficient_pair) of one block for MR rows of A against vector v's `lanes`
+/// rows of W: msum[r], from the rows' pair words at `pairs` (the block's first, the next row 1
+/// apart, the next pair `amr` apart), a 16-bit pair multiply-add per two sub-blocks. Integer sums:
+/// the same value whatever the order.
+template <io::gguf_type T, int MR>
+inline void quant_block_msums(const std::byte* w, int v, const std::int32_t* pairs, int amr, vint (&msum)[MR]) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    constexpr int word0 = G.sub == 16 ? 0 : G.block / 32, n_pairs = G.subs() / 2;  // 16-sum pairs (Q6_K) or 32-sum pairs
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) msum[r] = vint{};
+    #pragma GCC unroll 8
+    for (int p = 0; p < n_pairs; ++p) {
+        const vint c = sub_coefficient_pair<T>(w, p, v);
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) msum[r] = dot_pairs(msum[r], c, pairs[(word0 + p) * amr + r]);
     }
-    return msum;
 }
 
 /// One block's f32 step for one row of A against `lanes` rows of W, the same on every instruction
 /// set and kernel form (the AMX kernels call it too): with the block's integer sums ksum (Σ_j sc_j
-/// Σ_{k∈j} u_k a_k, or Σ u_k a_k) and msum (quant_block_msum),
+/// Σ_{k∈j} u_k a_k, or Σ u_k a_k) and msum (quant_block_msums; 0 for Q8_0, Q4_0),
 ///   t = d·(ksum − off·Σa)               Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)
 ///   t = d·ksum − dmin·msum               Q4_K, Q5_K
 ///   t = d·(ksum − 32·msum)               Q6_K
@@ -151,11 +177,11 @@ template <io::gguf_type T, int Bias>
     return acc + unfused(vbroadcast(da) * t);
 }
 
-/// quant_block_finish with msum from the activations' sums.
+/// quant_block_finish for the types without sub-block sums to subtract (Q8_0, Q4_0).
 template <io::gguf_type T, int Bias>
-[[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, const std::byte* w, vfloat d, vfloat dmin, const std::int32_t* sums,
-                                             int amr, float da) noexcept {
-    return quant_block_finish<T, Bias>(acc, ksum, quant_block_msum<T>(w, sums, amr), d, dmin, sums, amr, da);
+[[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, vfloat d, const std::int32_t* sums, int amr, float da) noexcept {
+    static_assert(!quant::geometry(T).scales, "the K-quants' step takes their sub-block sums (quant_block_msums)");
+    return quant_block_finish<T, Bias>(acc, ksum, vint{}, d, vfloat{}, sums, amr, da);
 }
 
 /// The `lanes` quants of vector v (of the tile's 16 rows) in 64-byte chunk `quad` of the tile at w
@@ -285,7 +311,7 @@ inline constexpr bool i16_form =
 
 /// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles
 /// along k at w); A quantized and packed in tiles of mr_q rows (quant::activation_view; MR of them
-/// used), its quants at aq, scales at ascale, sums at asums. Block s also prefetches the bytes
+/// used), its quants at aq, scales at ascale, sums at asums, sum pairs at apairs. Block s also prefetches the bytes
 /// [pf + s · pf_step, pf + (s + 1) · pf_step) into L2 (the next tile column; pf_step 0: none).
 /// A block's vectors of W's rows are taken together where their sums fit the registers (the
 /// 32-bit form; the 16-bit one up to 4 rows × vectors), else a vector at a time, so that one
@@ -293,10 +319,12 @@ inline constexpr bool i16_form =
 /// keeps them all, in the stack). The tile stride is the constant mr_q, so that every load of A
 /// has a constant offset.
 template <io::gguf_type T, int MR>
-inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const std::int32_t* asums, const std::byte* w,
-                               index_t blocks, float* c, std::ptrdiff_t ldc, int n_valid, const char* pf, std::ptrdiff_t pf_step) noexcept {
+inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const std::int32_t* asums, const std::int32_t* apairs,
+                               const std::byte* w, index_t blocks, float* c, std::ptrdiff_t ldc, int n_valid, const char* pf,
+                               std::ptrdiff_t pf_step) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     constexpr int NV = q_vectors, VN = i16_form<T> && MR * NV > 4 ? 1 : NV, sums16 = G.block / 16, amr = mr_q;
+    constexpr int words = quant::pair_words(G.block);
     vfloat acc[MR][NV];
     #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
@@ -327,9 +355,11 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
             for (int v = v0; v < v0 + VN; ++v) {
                 const vfloat d = load_f16(reinterpret_cast<const std::uint16_t*>(w) + v * lanes);
                 const vfloat dmin = G.mins ? load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows + v * lanes) : vfloat{};
+                vint msum[MR]{};
+                if constexpr (G.scales) quant_block_msums<T, MR>(w, v, apairs + s * words * amr, amr, msum);
                 #pragma GCC unroll 16
                 for (int r = 0; r < MR; ++r)
-                    acc[r][v] = quant_block_step<T, s8_bias>(acc[r][v], ksum[r][v - v0], w + v * lanes, d, dmin, sums + r, amr, ascale[s * amr + r]);
+                    acc[r][v] = quant_block_finish<T, s8_bias>(acc[r][v], ksum[r][v - v0], msum[r], d, dmin, sums + r, amr, ascale[s * amr + r]);
             }
         }
     }
@@ -344,8 +374,8 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
 }
 
 template <io::gguf_type T>
-using quant_kernel_fn = void (*)(const std::int8_t*, const float*, const std::int32_t*, const std::byte*, index_t, float*, std::ptrdiff_t,
-                                 int, const char*, std::ptrdiff_t) noexcept;
+using quant_kernel_fn = void (*)(const std::int8_t*, const float*, const std::int32_t*, const std::int32_t*, const std::byte*, index_t, float*,
+                                 std::ptrdiff_t, int, const char*, std::ptrdiff_t) noexcept;
 template <io::gguf_type T, std::size_t... I>
 constexpr std::array<quant_kernel_fn<T>, sizeof...(I)> make_quant_kernels(std::index_sequence<I...>) {
     return {&quant_micro_kernel<T, static_cast<int>(I) + 1>...};
@@ -377,6 +407,7 @@ inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view&
             const index_t rows = m - i < mr_q ? m - i : mr_q, tile = i / mr_q;
             quant_kernels<T>[static_cast<std::size_t>(rows - 1)](a.q + tile * a_tile, a.scale + tile * b.blocks * mr_q,
                                                                  a.sums + tile * b.blocks * (G.block / 16) * mr_q,
+                                                                 a.pairs + tile * b.blocks * quant::pair_words(G.block) * mr_q,
                                                                  b.data + static_cast<std::size_t>(g) * group_bytes, b.blocks, c + i * ldc + col,
                                                                  ldc, n_valid, next + tile * share, last ? 0 : pf_step);
         }

@@ -97,9 +97,9 @@ using gemm_quant_fn = void (*)(index_t m, index_t n, const quant::activation_vie
 using pack_fn = void (*)(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept;
 /// Quantizes X[m × k] per row and block of `block` into quant::activation_view's layout for the
 /// entry's a_format, with `group` = min(its group, block): quants at q, scales at scale, sums of
-/// each 16 quants at sums (quant/layout.hpp).
+/// each 16 quants at sums, their 16-bit pairs at pairs (quant/layout.hpp).
 using quantize_fn = void (*)(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int group, std::int8_t* q, float* scale,
-                             std::int32_t* sums) noexcept;
+                             std::int32_t* sums, std::int32_t* pairs) noexcept;
 
 /// One way to compute a product: its name (for --stats), the A layout it wants, the packer that
 /// writes it, the kernel.

@@ -82,14 +82,22 @@ struct tile_view {
     index_t groups = 0, blocks = 0;
 };
 
+/// 32-bit words of 16-bit sum pairs an activation row holds per block (activation_view::pairs):
+/// block/32 pairs of 16-sums (S16_{2p} in the low half, S16_{2p+1} in the high one), then block/64
+/// pairs of 32-sums (S32_{2p}, S32_{2p+1}). |S16| <= 16·127 and |S32| <= 32·127 fit 16 bits, so one
+/// multiply-add of 16-bit pairs (vpdpwssd, vpmaddwd) takes two sub-blocks' Σ c_j·S_j at once.
+[[nodiscard]] constexpr int pair_words(int block) noexcept { return block / 32 + block / 64; }
+
 /// Activations X[m × k] quantized for one block size, packed in row tiles of `mr` rows:
 /// tile i, block s: quants at q + (i · blocks + s) · block · mr, as block/group steps of mr rows ×
 /// `group` bytes (4: the quads vpdpbusd broadcasts; 32: AMX tile rows); scales at
-/// scale + (i · blocks + s) · mr; sums of each 16 quants at sums + ((i · blocks + s) · block/16 + u) · mr + r.
+/// scale + (i · blocks + s) · mr; sums of each 16 quants at sums + ((i · blocks + s) · block/16 + u) · mr + r;
+/// their pairs (pair_words) at pairs + ((i · blocks + s) · pair_words(block) + p) · mr + r.
 struct activation_view {
     const std::int8_t* q = nullptr;
     const float* scale = nullptr;
     const std::int32_t* sums = nullptr;
+    const std::int32_t* pairs = nullptr;
     int block = 0;
     index_t blocks = 0;
     int mr = 0;

@@ -40,7 +40,7 @@ class activations {
 public:
     /// Quantizes X[m × k] (rows `ldx` apart) per row and block of `block` elements by the kernel
     /// entry's quantizer, into its layout (quant_body.inl, quantize_rows): scale amax/127, quants
-    /// round(x · 127/amax) (to nearest even), sums of each 16 quants.
+    /// round(x · 127/amax) (to nearest even), sums of each 16 quants and their 16-bit pairs.
     void quantize(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, const quant_product& kernel) {
         const int mr = kernel.a.mr, group = std::min(kernel.a.group, block);
         if (group <= 0 || block % group != 0)
@@ -49,15 +49,16 @@ public:
         q_.assign(static_cast<std::size_t>(tiles) * mr * k, 0);
         scale_.assign(static_cast<std::size_t>(tiles * blocks) * mr, 0.0f);
         sums_.assign(static_cast<std::size_t>(tiles * blocks) * (block / 16) * mr, 0);
-        view_ = {q_.data(), scale_.data(), sums_.data(), block, blocks, mr, group};
-        kernel.quantize(m, k, x, ldx, block, group, q_.data(), scale_.data(), sums_.data());
+        pairs_.assign(static_cast<std::size_t>(tiles * blocks) * pair_words(block) * mr, 0);
+        view_ = {q_.data(), scale_.data(), sums_.data(), pairs_.data(), block, blocks, mr, group};
+        kernel.quantize(m, k, x, ldx, block, group, q_.data(), scale_.data(), sums_.data(), pairs_.data());
     }
     [[nodiscard]] const activation_view& view() const noexcept { return view_; }
 
 private:
     std::vector<std::int8_t, aligned_allocator<std::int8_t>> q_;
     std::vector<float> scale_;
-    std::vector<std::int32_t> sums_;
+    std::vector<std::int32_t> sums_, pairs_;
     activation_view view_;
 };
 
@@ -286,6 +287,7 @@ inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const matrix& 
         a.q += static_cast<std::ptrdiff_t>(tile) * a.blocks * a.block * a.mr;
         a.scale += static_cast<std::ptrdiff_t>(tile) * a.blocks * a.mr;
         a.sums += static_cast<std::ptrdiff_t>(tile) * a.blocks * (a.block / 16) * a.mr;
+        a.pairs += static_cast<std::ptrdiff_t>(tile) * a.blocks * pair_words(a.block) * a.mr;
         kq.run(rows, ch.part->rows, a, ch.part->tiles, ch.g0, ch.g1, y + r0 * ldy + ch.part->row0, ldy);
     });
 }
