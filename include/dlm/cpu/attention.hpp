@@ -167,16 +167,10 @@ void check_cached_keys(const forward_request<kv_cache>& rq, const Mask& mask, st
 /// the kernel table); false, with the row all zeros, where no key is allowed.
 template <class Allowed>
 bool masked_exp_row(float* sr, index_t n, float scale, Allowed&& allowed, const kernel_table& kt) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (index_t k = 0; k < n; ++k) {
-        if (allowed(k)) {
-            sr[k] *= scale;
-            mx = std::max(mx, sr[k]);
-        } else {
-            sr[k] = -std::numeric_limits<float>::infinity();
-        }
-    }
-    if (mx == -std::numeric_limits<float>::infinity()) {  // no key allowed: output zero
+    constexpr float masked = -std::numeric_limits<float>::infinity();
+    for (index_t k = 0; k < n; ++k) sr[k] = allowed(k) ? sr[k] : masked;  // a select, not a branch
+    const float mx = kt.scale_max(sr, n, scale);                          // masked stays -inf
+    if (mx == masked) {  // no key allowed: output zero
         std::fill(sr, sr + n, 0.0f);
         return false;
     }
@@ -281,7 +275,9 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     const kernel_table& kt = kernels();
     const auto row_allowed = [&](index_t r) {
         const index_t qpos = p.window_begin + t.r0 + r, kend = std::min(p.attend_end, mask.key_end(l, qpos));
-        return [&mask, &l, qpos, kend](index_t k) { return k < kend && mask.allowed(l, qpos, k); };
+        // By value: the stores into the scores then cannot touch what the predicate reads, so the
+        // compiler keeps its row-invariant part (a block index: a division) out of the key loop.
+        return [mask, l, qpos, kend](index_t k) { return k < kend && mask.allowed(l, qpos, k); };
     };
     masked_softmax_rows(s, lds, rows, kmax, scale, row_allowed, kt);
 

@@ -278,6 +278,25 @@ inline void exp_shifted(float* x, index_t n, float shift) noexcept {
     }
 }
 
+inline float scale_max(float* x, index_t n, float scale) noexcept {
+    constexpr float low = -std::numeric_limits<float>::infinity();
+    const vfloat s = vbroadcast(scale);
+    vfloat top = vbroadcast(low);
+    index_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+        const vfloat v = vload(x + i) * s;
+        vstore(x + i, v);
+        top = vselect(v > top, v, top);
+    }
+    float m = low;
+    for (int l = 0; l < lanes; ++l) m = top[l] > m ? top[l] : m;
+    for (; i < n; ++i) {
+        x[i] *= scale;
+        m = x[i] > m ? x[i] : m;
+    }
+    return m;
+}
+
 inline void silu_gate(const float* gate, const float* up, float* out, index_t n) noexcept {
     const vfloat one = vbroadcast(1.0f);
     index_t i = 0;
@@ -318,5 +337,5 @@ inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullp
 #endif
 inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows<mr_q>, &gemm_quant};
 
-inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry, f16_entry, bf16_fma_entry,
-                                    bf16_dot_entry, quant_entry, &exp_shifted, &silu_gate};
+inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry,  f16_entry, bf16_fma_entry,
+                                    bf16_dot_entry, quant_entry, &exp_shifted, &scale_max, &silu_gate};

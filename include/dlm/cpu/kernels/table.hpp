@@ -141,6 +141,9 @@ struct kernel_table {
     quant_product quant;
     /// x[i] = exp(x[i] - shift) for i in [0, n).
     void (*exp_shifted)(float* x, index_t n, float shift) noexcept;
+    /// x[i] *= scale for i in [0, n); returns the largest x[i] after it (-inf for n = 0; a NaN is
+    /// never the largest). Products and comparisons are exact, so the same bits on every path.
+    float (*scale_max)(float* x, index_t n, float scale) noexcept;
     /// out[i] = silu(gate[i]) · up[i] for i in [0, n).
     void (*silu_gate)(const float* gate, const float* up, float* out, index_t n) noexcept;
 };
