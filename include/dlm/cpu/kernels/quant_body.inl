@@ -311,8 +311,9 @@ inline constexpr bool i16_form =
 
 /// C[MR × n_valid] = A[MR × blocks·block] · Wᵀ for one tile column (16 rows of W, `blocks` tiles
 /// along k at w); A quantized and packed in tiles of mr_q rows (quant::activation_view; MR of them
-/// used), its quants at aq, scales at ascale, sums at asums, sum pairs at apairs. Block s also prefetches the bytes
-/// [pf + s · pf_step, pf + (s + 1) · pf_step) into L2 (the next tile column; pf_step 0: none).
+/// used), its quants at aq, scales at ascale, sums at asums, sum pairs at apairs. Block s also
+/// prefetches the bytes [pf + s · pf_step, pf + (s + 1) · pf_step) into L2 (the next tile column;
+/// pf_step 0: none).
 /// A block's vectors of W's rows are taken together where their sums fit the registers (the
 /// 32-bit form; the 16-bit one up to 4 rows × vectors), else a vector at a time, so that one
 /// vector's sums are live (A's quads are then loaded again for each: `opaque`, or the compiler
