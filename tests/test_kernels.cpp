@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -137,6 +138,37 @@ TEST_CASE("kernels: bf16 products give the same bits on every vector instruction
             const auto y = product(m, k, x, w);
             if (first.empty()) first = y;
             CHECK(same_bits(y, first));
+        }
+    }
+}
+
+TEST_CASE("kernels: the softmax's scale_max scales each score and returns the largest, the same bits on every path") {
+    // Rows of every length around the vector widths (4, 8, 16 lanes), with masked keys (-inf) and,
+    // in one row, a NaN score, which must never be taken as the largest.
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    const float scale = 0.125f;
+    for (const index_t n : {0, 1, 3, 4, 5, 15, 16, 17, 31, 33, 100}) {
+        for (int variant = 0; variant < 3; ++variant) {
+            std::vector<float> row = random_values(static_cast<std::size_t>(n), 40 + static_cast<unsigned>(n));
+            for (index_t i = 0; i < n; ++i)
+                if (variant == 1 ? i % 3 == 0 : variant == 2) row[static_cast<std::size_t>(i)] = -inf;  // masked keys; all of them in variant 2
+            if (variant == 1 && n > 2) row[static_cast<std::size_t>(n / 2)] = std::numeric_limits<float>::quiet_NaN();
+            float expected = -inf;
+            for (float v : row)
+                if (v * scale > expected) expected = v * scale;
+            for (isa i : runnable()) {
+                CAPTURE(isa_name(i));
+                CAPTURE(n);
+                CAPTURE(variant);
+                const isa_scope on(i);
+                std::vector<float> x = row;
+                const float top = kernels().scale_max(x.data(), n, scale);
+                CHECK(std::memcmp(&top, &expected, sizeof top) == 0);
+                for (index_t j = 0; j < n; ++j) {
+                    const float want = row[static_cast<std::size_t>(j)] * scale, got = x[static_cast<std::size_t>(j)];
+                    CHECK((std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof got) == 0));
+                }
+            }
         }
     }
 }
