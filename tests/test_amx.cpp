@@ -1,10 +1,13 @@
 // The AMX kernels (dlm/cpu/kernels/amx.hpp): amx-bf16 is its own determinism class, so its
 // invariances are pinned here on their own; the quantized products' bits are pinned against every
-// other path by test_quant. Every case reports itself skipped, with the reason, where the CPU or
-// the OS offers no AMX.
+// other path by test_quant. Where the CPU or the OS offers no AMX, every case runs the same kernels
+// on the software model of the tile instructions (tests/support/amx_emulator.hpp) where AVX-512
+// BF16 can run their epilogues, saying so, and reports itself skipped, with the reason, elsewhere.
 #include <doctest/doctest.h>
 
 #include <dlm/cpu/gemm.hpp>
+
+#include "support/amx_emulator.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -23,19 +26,34 @@ using namespace dlm::cpu;
 
 namespace {
 
-/// True where AMX runs; otherwise says why the case is skipped.
-bool amx_here() {
-    if (detect_isa() == isa::amx) return true;
-    MESSAGE("skipped: no AMX here (" << amx_unavailable_reason() << ")");
-    return false;
-}
-
 struct amx_scope {
     amx_scope() { set_isa(isa::amx); }
     ~amx_scope() { set_isa(detect_isa()); }
     amx_scope(const amx_scope&) = delete;
     amx_scope& operator=(const amx_scope&) = delete;
 };
+
+/// Runs `check` with the AMX kernels active: on the tile unit where the CPU and the OS offer it,
+/// else on the model of the tile instructions where AVX-512 BF16 runs their epilogues. False, saying
+/// why the case is skipped, where neither can.
+template <class F>
+bool on_amx(F&& check) {
+    if (detect_isa() == isa::amx) {
+        const amx_scope on;
+        check();
+        return true;
+    }
+#if defined(__x86_64__)
+    if (dlm_test::amx_emulator::runnable()) {
+        MESSAGE("no AMX here (" << amx_unavailable_reason() << "): the AMX kernels run on the model of the tile instructions");
+        const dlm_test::amx_emulator::scope on;
+        check();
+        return true;
+    }
+#endif
+    MESSAGE("skipped: no AMX here (" << amx_unavailable_reason() << "), and no AVX-512 BF16 for the model of its tiles");
+    return false;
+}
 
 std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.0f) {
     std::mt19937 g(seed);
@@ -63,16 +81,12 @@ bool same_bits(const float* a, const float* b, std::size_t n) { return std::memc
 }  // namespace
 
 TEST_CASE("amx-bf16: products are as close to the exact sum as the FMA form's, on partial tiles and panels") {
-    if (!amx_here()) return;
     const index_t m = 37, n = 70, k = 300;  // a tile pair and a partial tile; a partial panel; k padded to 320
     const auto x = random_values(static_cast<std::size_t>(m * k), 1);
     const packed_matrix w = bf16_weights(n, k, 2);
     std::vector<float> row(static_cast<std::size_t>(k));
     std::vector<float> amx, fma;
-    {
-        const amx_scope on;
-        amx = product(m, k, x.data(), w);
-    }
+    if (!on_amx([&] { amx = product(m, k, x.data(), w); })) return;
     set_isa(isa::avx512_bf16);
     fma = product(m, k, x.data(), w);
     set_isa(detect_isa());
@@ -100,56 +114,56 @@ TEST_CASE("amx-bf16: products are as close to the exact sum as the FMA form's, o
 }
 
 TEST_CASE("amx-bf16: a row's bits do not depend on the batch, its position in a tile, or the thread count") {
-    if (!amx_here()) return;
-    const amx_scope on;
-    const index_t n = 96, k = 256;
-    const packed_matrix w = bf16_weights(n, k, 3);
-    const index_t big = 150;  // tasks of 128 rows: a second task with a tile pair and a partial tile
-    const auto x = random_values(static_cast<std::size_t>(big * k), 4);
-    const auto all = product(big, k, x.data(), w);
-    for (index_t m : {1, 2, 15, 16, 17, 31, 32, 33, 64, 129}) {
-        for (index_t r0 : {index_t{0}, index_t{3}, big - m}) {
-            if (r0 + m > big) continue;
-            CAPTURE(m);
-            CAPTURE(r0);
-            const auto y = product(m, k, x.data() + r0 * k, w);
-            CHECK(same_bits(y.data(), all.data() + r0 * n, y.size()));
+    on_amx([] {
+        const index_t n = 96, k = 256;
+        const packed_matrix w = bf16_weights(n, k, 3);
+        const index_t big = 150;  // tasks of 128 rows: a second task with a tile pair and a partial tile
+        const auto x = random_values(static_cast<std::size_t>(big * k), 4);
+        const auto all = product(big, k, x.data(), w);
+        for (index_t m : {1, 2, 15, 16, 17, 31, 32, 33, 64, 129}) {
+            for (index_t r0 : {index_t{0}, index_t{3}, big - m}) {
+                if (r0 + m > big) continue;
+                CAPTURE(m);
+                CAPTURE(r0);
+                const auto y = product(m, k, x.data() + r0 * k, w);
+                CHECK(same_bits(y.data(), all.data() + r0 * n, y.size()));
+            }
         }
-    }
 #if defined(_OPENMP)
-    const int threads = omp_get_max_threads();
-    for (int t : {1, 2, 3}) {
-        omp_set_num_threads(t);
-        CAPTURE(t);
-        CHECK(same_bits(product(big, k, x.data(), w).data(), all.data(), all.size()));
-    }
-    omp_set_num_threads(threads);
+        const int threads = omp_get_max_threads();
+        for (int t : {1, 2, 3}) {
+            omp_set_num_threads(t);
+            CAPTURE(t);
+            CHECK(same_bits(product(big, k, x.data(), w).data(), all.data(), all.size()));
+        }
+        omp_set_num_threads(threads);
 #endif
+    });
 }
 
 TEST_CASE("amx-bf16: a product split in k continues the same sum exactly (accumulate), and k = 0 zeroes C") {
-    if (!amx_here()) return;
-    const amx_scope on;
-    const index_t m = 20, n = 64, k = 2080, k0 = 288;  // 9 tile steps, off the kernel's own 1024-k passes; 2080 = 2 passes + 1 step
-    const packed_matrix w = bf16_weights(n, k, 5);
-    const auto x = random_values(static_cast<std::size_t>(m * k), 6);
-    const product16& p = kernels().bf16;
-    REQUIRE(std::string(p.name) == "amx-bf16");
-    auto packed = [&](index_t kb, index_t ke) {
-        std::vector<std::uint16_t> a(packed_a_size(m, ke - kb, p.a.mr, p.a.group));
-        pack_a(m, ke - kb, x.data() + kb, k, p.a.mr, p.a.group, a.data(), cpu::detail::bf16_bits{});
-        return a;
-    };
-    const auto whole = packed(0, k), first = packed(0, k0), second = packed(k0, k);
-    const panel_view16 b = w.view16(), b2{b.data + k0 / 2 * b.ldb, b.panel_stride, b.ldb};
-    std::vector<float> one(static_cast<std::size_t>(m * n)), split(one.size());
-    p.run(m, n, k, whole.data(), b, 0, w.panels(), one.data(), n, false);
-    p.run(m, n, k0, first.data(), b, 0, w.panels(), split.data(), n, false);
-    p.run(m, n, k - k0, second.data(), b2, 0, w.panels(), split.data(), n, true);
-    CHECK(same_bits(one.data(), split.data(), one.size()));
-    std::vector<float> zeroed(one.size(), 7.0f);
-    p.run(m, n, 0, whole.data(), b, 0, w.panels(), zeroed.data(), n, false);
-    for (float v : zeroed) REQUIRE(v == 0.0f);
+    on_amx([] {
+        const index_t m = 20, n = 64, k = 2080, k0 = 288;  // 9 tile steps, off the kernel's own 1024-k passes; 2080 = 2 passes + 1 step
+        const packed_matrix w = bf16_weights(n, k, 5);
+        const auto x = random_values(static_cast<std::size_t>(m * k), 6);
+        const product16& p = kernels().bf16;
+        REQUIRE(std::string(p.name) == "amx-bf16");
+        auto packed = [&](index_t kb, index_t ke) {
+            std::vector<std::uint16_t> a(packed_a_size(m, ke - kb, p.a.mr, p.a.group));
+            pack_a(m, ke - kb, x.data() + kb, k, p.a.mr, p.a.group, a.data(), cpu::detail::bf16_bits{});
+            return a;
+        };
+        const auto whole = packed(0, k), first = packed(0, k0), second = packed(k0, k);
+        const panel_view16 b = w.view16(), b2{b.data + k0 / 2 * b.ldb, b.panel_stride, b.ldb};
+        std::vector<float> one(static_cast<std::size_t>(m * n)), split(one.size());
+        p.run(m, n, k, whole.data(), b, 0, w.panels(), one.data(), n, false);
+        p.run(m, n, k0, first.data(), b, 0, w.panels(), split.data(), n, false);
+        p.run(m, n, k - k0, second.data(), b2, 0, w.panels(), split.data(), n, true);
+        CHECK(same_bits(one.data(), split.data(), one.size()));
+        std::vector<float> zeroed(one.size(), 7.0f);
+        p.run(m, n, 0, whole.data(), b, 0, w.panels(), zeroed.data(), n, false);
+        for (float v : zeroed) REQUIRE(v == 0.0f);
+    });
 }
 
 }  // namespace test_amx

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <dlm/cpu/quant/blocks.hpp>
 #include <dlm/cpu/quant/matrix.hpp>
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/mask/masks.hpp>
+
+#include "support/amx_emulator.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_quant {
@@ -112,6 +115,24 @@ namespace {
 
 using cpu::runnable_isas;
 
+/// Runs `check(name)` on every path the CPU has, each made the active kernels in turn, and, where
+/// the CPU has no AMX but AVX-512 BF16, once more on the AMX kernels over the model of the tile
+/// instructions (support/amx_emulator.hpp, "amx (tile model)"); then the CPU's best again.
+template <class F>
+void for_each_path(F&& check) {
+    for (cpu::isa path : runnable_isas()) {
+        cpu::set_isa(path);
+        check(cpu::isa_name(path));
+    }
+    cpu::set_isa(cpu::detect_isa());
+#if defined(__x86_64__)
+    if (cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_emulator::runnable()) {
+        const dlm_test::amx_emulator::scope on;
+        check("amx (tile model)");
+    }
+#endif
+}
+
 struct quant_case {
     cpu::quant::matrix w;
     std::vector<float> dequantized;  // [n × k]
@@ -183,9 +204,8 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
                 ref[static_cast<std::size_t>(i * n + j)] = s;
             }
         std::vector<float> first;
-        for (cpu::isa path : runnable_isas()) {
-            CAPTURE(cpu::isa_name(path));
-            cpu::set_isa(path);
+        for_each_path([&](std::string_view path) {
+            CAPTURE(path);
             std::vector<float> y(static_cast<std::size_t>(m * n), -1.0f);
             cpu::quant::linear(m, x.data(), k, qc.w, y.data(), n);
             // Activations are rounded to 8 bits (relative error 1/254 of each block's largest
@@ -211,8 +231,7 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
                 cpu::quant::linear(rows, x.data(), k, qc.w, few.data(), n);
                 CHECK(std::memcmp(few.data(), y.data(), few.size() * sizeof(float)) == 0);
             }
-        }
-        cpu::set_isa(cpu::detect_isa());
+        });
     }
 }
 
@@ -256,9 +275,8 @@ TEST_CASE("quantized products: quants at their largest against activations at ±
         w.set_rows(0, blocks.data(), n);
         std::vector<float> dq(static_cast<std::size_t>(k));
         std::vector<float> first;
-        for (cpu::isa path : runnable_isas()) {
-            CAPTURE(cpu::isa_name(path));
-            cpu::set_isa(path);
+        for_each_path([&](std::string_view path) {
+            CAPTURE(path);
             std::vector<float> y(static_cast<std::size_t>(m * n));
             cpu::quant::linear(m, x.data(), k, w, y.data(), n);
             for (std::int64_t j = 0; j < n; ++j) {
@@ -275,8 +293,7 @@ TEST_CASE("quantized products: quants at their largest against activations at ±
             }
             if (first.empty()) first = y;
             else CHECK(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0);
-        }
-        cpu::set_isa(cpu::detect_isa());
+        });
     }
 }
 
