@@ -157,14 +157,6 @@ namespace base = kernels_avx512_bf16;
 
 }  // namespace dlm::cpu::kernels_amx_emulated
 
-#undef DLM_TILE_LOAD
-#undef DLM_TILE_STORE
-#undef DLM_TILE_ZERO
-#undef DLM_TDPBF16PS
-#undef DLM_TDPBSSD
-#undef DLM_TDPBSUD
-#undef DLM_TILE_CONFIG
-
 #include <dlm/cpu/kernels/target_end.inl>
 
 namespace dlm_test::amx_emulator {

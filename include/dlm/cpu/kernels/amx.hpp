@@ -68,14 +68,6 @@ namespace base = kernels_avx512_bf16;
 
 }  // namespace dlm::cpu::kernels_amx
 
-#undef DLM_TILE_LOAD
-#undef DLM_TILE_STORE
-#undef DLM_TILE_ZERO
-#undef DLM_TDPBF16PS
-#undef DLM_TDPBSSD
-#undef DLM_TDPBSUD
-#undef DLM_TILE_CONFIG
-
 #include "target_end.inl"
 
 #endif

@@ -5,7 +5,7 @@
 //   DLM_TDPBF16PS(c, a, b), DLM_TDPBSSD(c, a, b), DLM_TDPBSUD(c, a, b)   tile numbers as literals
 //   DLM_TILE_CONFIG(config)                       ldtilecfg of an amx::tile_config: the calling thread's tiles
 // Included (no include guard, on purpose) inside the includer's namespace and target region, after
-// `namespace base = kernels_avx512_bf16;`.
+// `namespace base = kernels_avx512_bf16;`; it undefines the seven names at its end.
 
 using base::vfloat;
 using base::vint;
@@ -533,3 +533,12 @@ inline constexpr kernel_table table{isa_id,
                                     {"amx-int8", {tile_m, 64}, &base::quantize_rows<tile_m>, &gemm_quant},
                                     base::table.exp_shifted, base::table.scale_max,
                                     base::table.silu_gate};
+
+// The names were the includer's for this file only.
+#undef DLM_TILE_LOAD
+#undef DLM_TILE_STORE
+#undef DLM_TILE_ZERO
+#undef DLM_TDPBF16PS
+#undef DLM_TDPBSSD
+#undef DLM_TDPBSUD
+#undef DLM_TILE_CONFIG
