@@ -24,6 +24,7 @@
 
 #include "cache_walk.hpp"
 #include "io_test_util.hpp"
+#include "support/amx_emulator.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -110,15 +111,18 @@ io::model_config small_config(io::architecture arch, bool tied, bool bias) {
 
 /// One kernel path: an instruction set this CPU runs and a weight type (an element type, or the
 /// GGUF block types of a llama.cpp file type). The exactness properties (batch invariance,
-/// thread-count invariance, exact cache = full recompute) are tested on each.
+/// thread-count invariance, exact cache = full recompute) are tested on each. Where the CPU has no
+/// AMX but AVX-512 BF16, the AMX paths run their kernels on the model of the tile instructions
+/// (support/amx_emulator.hpp; `tile_model`).
 struct kernel_path {
     cpu::isa isa;
     io::dtype type;
     std::optional<cpu::quant::file_type> quant;
+    bool tile_model = false;
     [[nodiscard]] std::string name() const {
-        if (!quant) return std::string(io::dtype_name(type));
         const char* names[] = {"Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q4_K_M"};
-        return names[static_cast<int>(*quant)];
+        const std::string n = quant ? names[static_cast<int>(*quant)] : std::string(io::dtype_name(type));
+        return tile_model ? n + " (tile model)" : n;
     }
 };
 /// Every instruction set this CPU runs × every weight type; with DLM_TEST_KERNEL_PATHS=best (the asan
@@ -129,12 +133,17 @@ std::vector<kernel_path> kernel_paths() {
     const std::string which = env != nullptr && *env != '\0' ? env : "all";
     REQUIRE_MESSAGE((which == "all" || which == "best"), "DLM_TEST_KERNEL_PATHS must be all or best, not " << which);
     std::vector<kernel_path> out;
+    const auto add = [&](cpu::isa i, bool tile_model) {
+        for (io::dtype t : {io::dtype::f32, io::dtype::bf16, io::dtype::f16}) out.push_back({i, t, std::nullopt, tile_model});
+        for (auto q : {cpu::quant::file_type::q8_0, cpu::quant::file_type::q4_0, cpu::quant::file_type::q4_k_m})
+            out.push_back({i, io::dtype::f32, q, tile_model});
+    };
     for (const cpu::isa_info& info : cpu::isa_list)
-        if (const cpu::isa i = info.id; which == "all" ? static_cast<int>(i) <= static_cast<int>(cpu::detect_isa()) : i == cpu::detect_isa()) {
-            for (io::dtype t : {io::dtype::f32, io::dtype::bf16, io::dtype::f16}) out.push_back({i, t, std::nullopt});
-            for (auto q : {cpu::quant::file_type::q8_0, cpu::quant::file_type::q4_0, cpu::quant::file_type::q4_k_m})
-                out.push_back({i, io::dtype::f32, q});
-        }
+        if (const cpu::isa i = info.id; which == "all" ? static_cast<int>(i) <= static_cast<int>(cpu::detect_isa()) : i == cpu::detect_isa())
+            add(i, false);
+#if defined(__x86_64__)
+    if (which == "all" && cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_emulator::runnable()) add(cpu::isa::amx, true);
+#endif
     return out;
 }
 /// The model of `c` and `seed` on `path`: random_weights held in the path's element type, or, for a
@@ -147,12 +156,24 @@ transformer make_model(io::model_config c, std::uint64_t seed, const kernel_path
     c.head_dim = 256 / c.num_heads;
     return transformer::random(c, seed, *path.quant);
 }
-/// Runs the scope on one instruction set; back to the best one after.
+/// Runs the scope on one path's kernels (the instruction set's, or the AMX kernels on the tile
+/// model); back to the best instruction set after.
 struct isa_scope {
-    explicit isa_scope(cpu::isa i) { cpu::set_isa(i); }
+    explicit isa_scope(const kernel_path& p) {
+#if defined(__x86_64__)
+        if (p.tile_model) {
+            model.emplace();
+            return;
+        }
+#endif
+        cpu::set_isa(p.isa);
+    }
     ~isa_scope() { cpu::set_isa(cpu::detect_isa()); }
     isa_scope(const isa_scope&) = delete;
     isa_scope& operator=(const isa_scope&) = delete;
+#if defined(__x86_64__)
+    std::optional<dlm_test::amx_emulator::scope> model;
+#endif
 };
 
 tvec random_canvas(index_t prompt, index_t gen, token_id vocab_without_mask, token_id mask_id, unsigned seed) {
@@ -250,7 +271,7 @@ TEST_CASE("a sequence gets bit-identical logits alone and inside a batch, on eve
   for (const kernel_path& path : kernel_paths()) {
     CAPTURE(cpu::isa_name(path.isa));
     CAPTURE(path.name());
-    const isa_scope on(path.isa);
+    const isa_scope on(path);
     transformer m = make_model(small_config(io::architecture::dream, false, true), 7, path);
     const block_causal_mask mask{8};
     // Three sequences of different lengths and plans; the second one uses a KV cache.
@@ -285,7 +306,7 @@ TEST_CASE("logits do not depend on the thread count, on every kernel path") {
   for (const kernel_path& path : kernel_paths()) {
     CAPTURE(cpu::isa_name(path.isa));
     CAPTURE(path.name());
-    const isa_scope on(path.isa);
+    const isa_scope on(path);
     // Large enough that every stage (products, attention, norms) runs on several threads.
     auto cfg = small_config(io::architecture::dream, false, true);
     cfg.hidden_size = 128;
@@ -344,7 +365,7 @@ std::optional<kernel_path> selected_path(cpu::isa isa, io::dtype type, std::opti
 void exact_prefix_cache_on(cpu::isa isa, io::dtype type, std::optional<cpu::quant::file_type> quant) {
     const std::optional<kernel_path> selected = selected_path(isa, type, quant);
     if (!selected) {
-        MESSAGE("skipped: " << cpu::isa_name(isa) << " is not run here (this CPU lacks it, or DLM_TEST_KERNEL_PATHS=best)"
+        MESSAGE("skipped: " << cpu::isa_name(isa) << " is not run here (this CPU lacks it and AVX-512 BF16 for the model of its tiles, or DLM_TEST_KERNEL_PATHS=best)"
                             << (isa == cpu::isa::amx && !cpu::amx_unavailable_reason().empty() ? "; AMX: " : "")
                             << (isa == cpu::isa::amx ? cpu::amx_unavailable_reason() : ""));
         return;
@@ -352,7 +373,7 @@ void exact_prefix_cache_on(cpu::isa isa, io::dtype type, std::optional<cpu::quan
     const kernel_path& path = *selected;
     CAPTURE(cpu::isa_name(path.isa));
     CAPTURE(path.name());
-    const isa_scope on(path.isa);
+    const isa_scope on(path);
     transformer llada = make_model(small_config(io::architecture::llada, true, false), 11, path);
     transformer dream = make_model(small_config(io::architecture::dream, false, true), 12, path);
     {
