@@ -1,13 +1,13 @@
 // The AMX kernels (dlm/cpu/kernels/amx.hpp): amx-bf16 is its own determinism class, so its
 // invariances are pinned here on their own; the quantized products' bits are pinned against every
 // other path by test_quant. Where the CPU or the OS offers no AMX, every case runs the same kernels
-// on the software model of the tile instructions (tests/support/amx_emulator.hpp) where AVX-512
+// on the software model of the tile instructions (tests/support/amx_model.cpp) where AVX-512
 // BF16 can run their epilogues, saying so, and reports itself skipped, with the reason, elsewhere.
 #include <doctest/doctest.h>
 
 #include <dlm/cpu/gemm.hpp>
 
-#include "support/amx_emulator.hpp"
+#include "support/amx_model.hpp"
 
 #include <cmath>
 #include <cstring>

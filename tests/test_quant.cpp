@@ -17,7 +17,7 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/mask/masks.hpp>
 
-#include "support/amx_emulator.hpp"
+#include "support/amx_model.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_quant {
@@ -117,7 +117,7 @@ using cpu::runnable_isas;
 
 /// Runs `check(name)` on every path the CPU has, each made the active kernels in turn, and, where
 /// the CPU has no AMX but AVX-512 BF16, once more on the AMX kernels over the model of the tile
-/// instructions (support/amx_emulator.hpp, "amx (tile model)"); then the CPU's best again.
+/// instructions (support/amx_model.cpp, "amx (tile model)"); then the CPU's best again.
 template <class F>
 void for_each_path(F&& check) {
     for (cpu::isa path : runnable_isas()) {

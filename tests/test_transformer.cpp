@@ -24,7 +24,7 @@
 
 #include "cache_walk.hpp"
 #include "io_test_util.hpp"
-#include "support/amx_emulator.hpp"
+#include "support/amx_model.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -113,7 +113,7 @@ io::model_config small_config(io::architecture arch, bool tied, bool bias) {
 /// GGUF block types of a llama.cpp file type). The exactness properties (batch invariance,
 /// thread-count invariance, exact cache = full recompute) are tested on each. Where the CPU has no
 /// AMX but AVX-512 BF16, the AMX paths run their kernels on the model of the tile instructions
-/// (support/amx_emulator.hpp; `tile_model`).
+/// (support/amx_model.cpp; `tile_model`).
 struct kernel_path {
     cpu::isa isa;
     io::dtype type;

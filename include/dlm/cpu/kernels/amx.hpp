@@ -25,7 +25,7 @@
 // to use the tile data is asked once per process by dispatch.hpp before this path is offered.
 //
 // The kernels are in amx_body.inl; this file gives them the tile instructions. The tests also compile
-// them against a software model of those instructions (tests/support/amx_emulator.hpp), so that
+// them against a software model of those instructions (tests/support/amx_model.cpp), so that
 // their logic is checked on CPUs without AMX too.
 #pragma once
 

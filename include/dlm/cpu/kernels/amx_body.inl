@@ -1,6 +1,6 @@
 // dlm/cpu/kernels/amx_body.inl — the AMX kernels themselves (amx.hpp says what they compute),
 // written against seven names the includer defines, so that the same code runs on the tile unit
-// and, in the tests, on a software model of it (tests/support/amx_emulator.hpp):
+// and, in the tests, on a software model of it (tests/support/amx_model.cpp):
 //   DLM_TILE_LOAD(t, base, stride), DLM_TILE_STORE(t, base, stride), DLM_TILE_ZERO(t),
 //   DLM_TDPBF16PS(c, a, b), DLM_TDPBSSD(c, a, b), DLM_TDPBSUD(c, a, b)   tile numbers as literals
 //   DLM_TILE_CONFIG(config)                       ldtilecfg of an amx::tile_config: the calling thread's tiles

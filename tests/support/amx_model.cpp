@@ -1,7 +1,10 @@
-// tests/support/amx_emulator.hpp — dlm's AMX kernels (include/dlm/cpu/kernels/amx_body.inl)
-// compiled against a software model of the tile instructions, as the kernel table
-// dlm::cpu::kernels_amx_emulated::table, so that the tests check their logic (tile configurations,
-// operand layouts, partial tiles, epilogues) on any CPU with AVX-512 BF16, AMX or not.
+// tests/support/amx_model.cpp — dlm's AMX kernels (include/dlm/cpu/kernels/amx_body.inl) compiled
+// against a software model of the tile instructions, as a kernel table (amx_model.hpp), so that the
+// tests check their logic (tile configurations, operand layouts, partial tiles, epilogues) on any
+// CPU with AVX-512 BF16, AMX or not. Its own library, compiled as dlm::cpu_kernels is
+// (tests/CMakeLists.txt): the AVX-512 BF16 kernels it includes are inline, and the linker keeps one
+// copy of each for the whole program, so every copy must be compiled alike (a copy from a suite's
+// -O1 or -O0 translation unit made the sanitized decoding suites five times slower).
 //
 // The model follows the pseudocode of Intel's instruction set reference: a tile load fills the
 // configured rows and bytes and zeroes the rest; TDPBSSD / TDPBSUD sum int8 products into int32
@@ -11,7 +14,7 @@
 // its class's properties (accuracy, invariance) but not the hardware's bits; the integer products
 // are exact either way. A configuration the hardware would fault on (a product whose tiles do not
 // agree, a tile used before ldtilecfg) aborts with a message.
-#pragma once
+#include "amx_model.hpp"
 
 #if defined(__x86_64__)
 
@@ -161,20 +164,7 @@ namespace base = kernels_avx512_bf16;
 
 namespace dlm_test::amx_emulator {
 
-/// Whether the kernels around the model can run here (their epilogues are avx512-bf16's).
-inline bool runnable() noexcept { return static_cast<int>(dlm::cpu::detect_isa()) >= static_cast<int>(dlm::cpu::isa::avx512_bf16); }
-
-/// Makes the emulated AMX kernels the active ones for its lifetime (the dispatcher's table), and
-/// the CPU's best again after.
-struct scope {
-    scope() {
-        dlm::cpu::set_isa(dlm::cpu::isa::avx512_bf16);
-        dlm::cpu::detail::state().table.store(&dlm::cpu::kernels_amx_emulated::table, std::memory_order_release);
-    }
-    ~scope() { dlm::cpu::set_isa(dlm::cpu::detect_isa()); }
-    scope(const scope&) = delete;
-    scope& operator=(const scope&) = delete;
-};
+const dlm::cpu::kernel_table& table() noexcept { return dlm::cpu::kernels_amx_emulated::table; }
 
 }  // namespace dlm_test::amx_emulator
 
