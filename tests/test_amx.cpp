@@ -44,9 +44,9 @@ bool on_amx(F&& check) {
         return true;
     }
 #if defined(__x86_64__)
-    if (dlm_test::amx_emulator::runnable()) {
+    if (dlm_test::amx_model::runnable()) {
         MESSAGE("no AMX here (" << amx_unavailable_reason() << "): the AMX kernels run on the model of the tile instructions");
-        const dlm_test::amx_emulator::scope on;
+        const dlm_test::amx_model::scope on;
         check();
         return true;
     }

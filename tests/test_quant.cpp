@@ -126,8 +126,8 @@ void for_each_path(F&& check) {
     }
     cpu::set_isa(cpu::detect_isa());
 #if defined(__x86_64__)
-    if (cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_emulator::runnable()) {
-        const dlm_test::amx_emulator::scope on;
+    if (cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_model::runnable()) {
+        const dlm_test::amx_model::scope on;
         check("amx (tile model)");
     }
 #endif

@@ -142,7 +142,7 @@ std::vector<kernel_path> kernel_paths() {
         if (const cpu::isa i = info.id; which == "all" ? static_cast<int>(i) <= static_cast<int>(cpu::detect_isa()) : i == cpu::detect_isa())
             add(i, false);
 #if defined(__x86_64__)
-    if (which == "all" && cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_emulator::runnable()) add(cpu::isa::amx, true);
+    if (which == "all" && cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_model::runnable()) add(cpu::isa::amx, true);
 #endif
     return out;
 }
@@ -172,7 +172,7 @@ struct isa_scope {
     isa_scope(const isa_scope&) = delete;
     isa_scope& operator=(const isa_scope&) = delete;
 #if defined(__x86_64__)
-    std::optional<dlm_test::amx_emulator::scope> model;
+    std::optional<dlm_test::amx_model::scope> model;
 #endif
 };
 

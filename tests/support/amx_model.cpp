@@ -32,7 +32,7 @@
 #include <dlm/cpu/kernels/avx512_bf16.hpp>
 #include <dlm/cpu/kernels/table.hpp>
 
-namespace dlm_test::amx_emulator {
+namespace dlm_test::amx_model {
 
 struct tile_state {
     dlm::cpu::amx::tile_config config;
@@ -45,7 +45,7 @@ inline tile_state& state() noexcept {
 }
 
 [[noreturn]] inline void fault(const char* what, int t) noexcept {
-    std::fprintf(stderr, "amx_emulator: %s (tile %d): the tile unit would fault here\n", what, t);
+    std::fprintf(stderr, "amx_model: %s (tile %d): the tile unit would fault here\n", what, t);
     std::abort();
 }
 inline int rows(int t) noexcept { return state().config.rows[t]; }
@@ -136,7 +136,7 @@ inline void dpbf16ps(int c, int a, int b) noexcept {
     }
 }
 
-}  // namespace dlm_test::amx_emulator
+}  // namespace dlm_test::amx_model
 
 // The AMX kernels, once more, in their own namespace and against the model.
 #include <immintrin.h>
@@ -144,28 +144,28 @@ inline void dpbf16ps(int c, int a, int b) noexcept {
 #define DLM_KERNEL_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx512vnni,avx2,fma,f16c"
 #include <dlm/cpu/kernels/target_begin.inl>
 
-#define DLM_TILE_LOAD(t, base, stride) ::dlm_test::amx_emulator::load(t, base, static_cast<long>(stride))
-#define DLM_TILE_STORE(t, base, stride) ::dlm_test::amx_emulator::store(t, base, static_cast<long>(stride))
-#define DLM_TILE_ZERO(t) ::dlm_test::amx_emulator::zero(t)
-#define DLM_TDPBF16PS(c, a, b) ::dlm_test::amx_emulator::dpbf16ps(c, a, b)
-#define DLM_TDPBSSD(c, a, b) ::dlm_test::amx_emulator::dp_int8<true>(c, a, b)
-#define DLM_TDPBSUD(c, a, b) ::dlm_test::amx_emulator::dp_int8<false>(c, a, b)
-#define DLM_TILE_CONFIG(config) ::dlm_test::amx_emulator::configure(config)
+#define DLM_TILE_LOAD(t, base, stride) ::dlm_test::amx_model::load(t, base, static_cast<long>(stride))
+#define DLM_TILE_STORE(t, base, stride) ::dlm_test::amx_model::store(t, base, static_cast<long>(stride))
+#define DLM_TILE_ZERO(t) ::dlm_test::amx_model::zero(t)
+#define DLM_TDPBF16PS(c, a, b) ::dlm_test::amx_model::dpbf16ps(c, a, b)
+#define DLM_TDPBSSD(c, a, b) ::dlm_test::amx_model::dp_int8<true>(c, a, b)
+#define DLM_TDPBSUD(c, a, b) ::dlm_test::amx_model::dp_int8<false>(c, a, b)
+#define DLM_TILE_CONFIG(config) ::dlm_test::amx_model::configure(config)
 
-namespace dlm::cpu::kernels_amx_emulated {
+namespace dlm::cpu::kernels_amx_model {
 
 namespace base = kernels_avx512_bf16;
 
 #include <dlm/cpu/kernels/amx_body.inl>
 
-}  // namespace dlm::cpu::kernels_amx_emulated
+}  // namespace dlm::cpu::kernels_amx_model
 
 #include <dlm/cpu/kernels/target_end.inl>
 
-namespace dlm_test::amx_emulator {
+namespace dlm_test::amx_model {
 
-const dlm::cpu::kernel_table& table() noexcept { return dlm::cpu::kernels_amx_emulated::table; }
+const dlm::cpu::kernel_table& table() noexcept { return dlm::cpu::kernels_amx_model::table; }
 
-}  // namespace dlm_test::amx_emulator
+}  // namespace dlm_test::amx_model
 
 #endif

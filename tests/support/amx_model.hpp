@@ -10,7 +10,7 @@
 #include <dlm/cpu/dispatch.hpp>
 #include <dlm/cpu/kernels/table.hpp>
 
-namespace dlm_test::amx_emulator {
+namespace dlm_test::amx_model {
 
 /// The AMX kernels' table over the model (amx_model.cpp).
 [[nodiscard]] const dlm::cpu::kernel_table& table() noexcept;
@@ -30,6 +30,6 @@ struct scope {
     scope& operator=(const scope&) = delete;
 };
 
-}  // namespace dlm_test::amx_emulator
+}  // namespace dlm_test::amx_model
 
 #endif
