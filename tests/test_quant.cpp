@@ -297,6 +297,104 @@ TEST_CASE("quantized products: quants at their largest against activations at ±
     }
 }
 
+namespace {
+
+/// Values on which the quantizer's rounding shows: for a block whose largest value is `amax`, x
+/// such that the float product x·(127/amax) is exactly j + ½ while the exact product is not, so a
+/// product fused into the rounding add (one rounding) and one rounded first (two) give different
+/// quants about half the time. A random value where the search finds none nearby.
+float tie_value(float amax, std::mt19937& rng) {
+    const float inv = 127.0f / amax;
+    const float t = static_cast<float>(std::uniform_int_distribution<int>(-126, 125)(rng)) + 0.5f;
+    float up = t / inv, down = up;
+    for (int i = 0; i < 32; ++i, up = std::nextafter(up, INFINITY), down = std::nextafter(down, -INFINITY))
+        for (float x : {up, down}) {
+            const double exact = double(x) * double(inv);  // exact: 24 + 24 bits
+            if (static_cast<float>(exact) == t && exact != double(t) && std::fabs(x) <= amax) return x;
+        }
+    return std::uniform_real_distribution<float>(-amax, amax)(rng);
+}
+
+}  // namespace
+
+TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest even, and sums its quants, on every instruction set") {
+    // The contract (quant/layout.hpp): scale amax/127, quant round-half-even(fl(x · fl(127/amax))),
+    // the float product rounded on its own. Fused into the rounding add (FMA), a product that
+    // rounds to j + ½ gives j or j + 1 by its lost bits instead of the even one: such values are
+    // most of each block here, and the reference below counts how many of them an FMA would change.
+    const std::int64_t m = 19, k = 512;  // a partial row tile on every path
+    std::mt19937 rng(77);
+    for (int block : {32, 256}) {
+        CAPTURE(block);
+        std::vector<float> x(static_cast<std::size_t>(m * k));
+        for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t s = 0; s < k / block; ++s) {
+                float* b = x.data() + i * k + s * block;
+                if (i == 3 && s == 1) continue;  // an all-zero block: scale 0, quants 0
+                const float amax = std::uniform_real_distribution<float>(0.25f, 8.0f)(rng);
+                for (int e = 0; e < block; ++e) b[e] = tie_value(amax, rng);
+                b[(s * 7 + i) % block] = (s + i) % 2 ? amax : -amax;  // the largest magnitude, either sign
+            }
+        // The reference, row by row and block by block.
+        std::vector<int> ref_q(x.size());
+        std::vector<float> ref_scale(static_cast<std::size_t>(m * (k / block)));
+        long fused_differs = 0;
+        for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t s = 0; s < k / block; ++s) {
+                const float* b = x.data() + i * k + s * block;
+                float amax = 0;
+                for (int e = 0; e < block; ++e) amax = std::max(amax, std::fabs(b[e]));
+                const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+                ref_scale[static_cast<std::size_t>(i * (k / block) + s)] = amax / 127.0f;
+                for (int e = 0; e < block; ++e) {
+                    const double exact = double(b[e]) * double(inv);
+                    const int q = static_cast<int>(std::nearbyint(static_cast<float>(exact)));
+                    ref_q[static_cast<std::size_t>(i * k + s * block + e)] = q;
+                    fused_differs += static_cast<int>(std::nearbyint(exact)) != q;
+                }
+            }
+        MESSAGE("block " << block << ": " << fused_differs << " of " << x.size() << " quants would differ if the product were fused");
+        REQUIRE(fused_differs > 1000);
+        for_each_path([&](std::string_view path) {
+            CAPTURE(path);
+            const cpu::quant_product& kq = cpu::kernels().quant;
+            cpu::quant::activations a;
+            a.quantize(m, k, x.data(), k, block, kq);
+            const cpu::quant::activation_view v = a.view();
+            long wrong_q = 0, wrong_sums = 0, wrong_scale = 0, wrong_pairs = 0;
+            for (std::int64_t i = 0; i < m; ++i) {
+                const std::int64_t tile = i / v.mr, r = i % v.mr;
+                for (std::int64_t s = 0; s < v.blocks; ++s) {
+                    const std::int64_t ts = tile * v.blocks + s;
+                    wrong_scale += v.scale[ts * v.mr + r] != ref_scale[static_cast<std::size_t>(i * v.blocks + s)];
+                    int s16[16] = {};
+                    for (int e = 0; e < block; ++e) {
+                        const int q = v.q[ts * block * v.mr + (e / v.group * v.mr + r) * v.group + e % v.group];
+                        const int want = ref_q[static_cast<std::size_t>(i * k + s * block + e)];
+                        wrong_q += q != want;
+                        s16[e / 16] += want;
+                    }
+                    for (int u = 0; u < block / 16; ++u) wrong_sums += v.sums[(ts * (block / 16) + u) * v.mr + r] != s16[u];
+                    const std::int32_t* pw = v.pairs + ts * cpu::quant::pair_words(block) * v.mr + r;
+                    for (int p = 0; p < block / 32; ++p) {
+                        const std::int32_t w = pw[p * v.mr];
+                        wrong_pairs += static_cast<std::int16_t>(w & 0xffff) != s16[2 * p] || static_cast<std::int16_t>(w >> 16) != s16[2 * p + 1];
+                    }
+                    for (int p = 0; p < block / 64; ++p) {
+                        const std::int32_t w = pw[(block / 32 + p) * v.mr];
+                        wrong_pairs += static_cast<std::int16_t>(w & 0xffff) != s16[4 * p] + s16[4 * p + 1] ||
+                                       static_cast<std::int16_t>(w >> 16) != s16[4 * p + 2] + s16[4 * p + 3];
+                    }
+                }
+            }
+            CHECK(wrong_q == 0);
+            CHECK(wrong_scale == 0);
+            CHECK(wrong_sums == 0);
+            CHECK(wrong_pairs == 0);
+        });
+    }
+}
+
 TEST_CASE("a model held in GGUF blocks gives the logits of its blocks decoded to f32, to the activations' 8-bit rounding") {
     io::model_config c;
     c.arch = io::architecture::llada;

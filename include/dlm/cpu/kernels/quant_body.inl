@@ -76,11 +76,49 @@ template <class T>
                                      static_cast<std::uint32_t>(static_cast<std::uint16_t>(hi)) << 16);
 }
 
+/// Bytes of `lanes` quants (the narrowing of a vint).
+using vquants = std::int8_t __attribute__((vector_size(lanes)));
+static_assert(16 % lanes == 0, "a 16-sum spans whole vectors");
+
+/// The largest |x| of b[0, block), NaN ignored (as std::max(amax, |x|) in order would): each lane
+/// keeps its own maximum, then the lanes' are compared. Exact, so any order gives the same value.
+[[nodiscard]] inline float block_amax(const float* b, int block) noexcept {
+    const vint magnitude = vint_broadcast(0x7fffffff);
+    vfloat top{};
+    for (int i = 0; i < block; i += lanes) {
+        const vfloat v = __builtin_bit_cast(vfloat, __builtin_bit_cast(vint, vload(b + i)) & magnitude);
+        top = vselect(top < v, v, top);
+    }
+    float amax = 0;
+    for (int l = 0; l < lanes; ++l) amax = std::max(amax, top[l]);
+    return amax;
+}
+
+/// One row's block b[0, block) quantized: quants to row_q, the sums of each 16 to s16.
+inline void quantize_block(const float* b, int block, float inv, std::int8_t* row_q, std::int32_t* s16) noexcept {
+    constexpr float magic = 12582912.0f;  // 1.5·2^23: (p + magic) − magic is p rounded to nearest even
+    const vfloat vinv = vbroadcast(inv), vmagic = vbroadcast(magic);
+    for (int u = 0; u < block / 16; ++u) {
+        vint sum{};
+        for (int i = u * 16; i < u * 16 + 16; i += lanes) {
+            // The product rounded on its own (`unfused`): an FMA would round x·inv + magic once
+            // and give the odd neighbour of a product that rounds to j + ½.
+            const vint q = __builtin_convertvector((unfused(vload(b + i) * vinv) + vmagic) - vmagic, vint);
+            const vquants bytes = __builtin_convertvector(q, vquants);
+            std::memcpy(row_q + i, &bytes, sizeof bytes);
+            sum += q;
+        }
+        std::int32_t total = 0;
+        for (int l = 0; l < lanes; ++l) total += sum[l];
+        s16[u] = total;
+    }
+}
+
 /// Quantizes X[m × k] per row and block of `block` (quant/layout.hpp, activation_view): scale
-/// amax/127, quants round(x · 127/amax) to nearest even, sums of each 16 quants and their 16-bit
-/// pairs; tiles of MR rows, a row's quants `group` bytes side by side (group divides the block).
-/// The same arithmetic on every instruction set (the rounding by the 1.5·2^23 trick is exact for
-/// |x · 127/amax| <= 127), so the same quants.
+/// amax/127, quants round(x · 127/amax) to nearest even, the product rounded before the rounding
+/// (never fused), sums of each 16 quants and their 16-bit pairs; tiles of MR rows, a row's quants
+/// `group` bytes side by side (group divides the block). The same arithmetic on every instruction
+/// set (the rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127), so the same quants.
 template <int MR>
 inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int group, std::int8_t* q, float* scale,
                           std::int32_t* sums, std::int32_t* pairs) noexcept {
@@ -95,24 +133,20 @@ inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t l
         const float* src = x + row * ldx;
         for (index_t s = 0; s < blocks; ++s) {
             const float* b = src + s * block;
-            float amax = 0;
-            for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(b[i]));
-            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            const float amax = block_amax(b, block);
             const std::size_t ts = static_cast<std::size_t>(tile * blocks + s);
             scale[ts * MR + r] = amax / 127.0f;
-            std::int8_t* qt = q + ts * static_cast<std::size_t>(block) * MR;
-            std::int32_t* st = sums + ts * static_cast<std::size_t>(block / 16) * MR;
-            constexpr float magic = 12582912.0f;
             alignas(64) std::int8_t row_q[256];
-            for (int i = 0; i < block; ++i) row_q[i] = static_cast<std::int8_t>(static_cast<int>((b[i] * inv + magic) - magic));
-            for (int i = 0; i < block; i += group)
-                std::memcpy(qt + (i / group * MR + r) * group, row_q + i, static_cast<std::size_t>(group));
             std::int32_t s16[16];
-            for (int u = 0; u < block / 16; ++u) {
-                std::int32_t sum = 0;
-                for (int i = 0; i < 16; ++i) sum += row_q[u * 16 + i];
-                st[u * MR + r] = s16[u] = sum;
-            }
+            quantize_block(b, block, amax > 0 ? 127.0f / amax : 0.0f, row_q, s16);
+            std::int8_t* qt = q + ts * static_cast<std::size_t>(block) * MR;
+            if (group == 4)  // the vector kernels' quads: one 32-bit store each
+                for (int i = 0; i < block; i += 4) std::memcpy(qt + (i * MR + 4 * r), row_q + i, 4);
+            else
+                for (int i = 0, g = 0; i < block; i += group, ++g)
+                    std::memcpy(qt + (g * MR + r) * group, row_q + i, static_cast<std::size_t>(group));
+            std::int32_t* st = sums + ts * static_cast<std::size_t>(block / 16) * MR;
+            for (int u = 0; u < block / 16; ++u) st[u * MR + r] = s16[u];
             std::int32_t* pt = pairs + ts * static_cast<std::size_t>(quant::pair_words(block)) * MR;
             for (int p = 0; p < block / 32; ++p) pt[p * MR + r] = pack_pair(s16[2 * p], s16[2 * p + 1]);
             for (int p = 0; p < block / 64; ++p)
