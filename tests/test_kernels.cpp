@@ -142,6 +142,52 @@ TEST_CASE("kernels: bf16 products give the same bits on every vector instruction
     }
 }
 
+TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 rounding, NaN, subnormals and ragged edges included") {
+    // Shapes around the 8 × 8 transposes (rows per tile 4, 6, 8; k around 8 words of f32 and of bf16
+    // pairs, odd k for a half pair), values with every special case of the bf16 rounding.
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const float specials[] = {nan, -nan, inf, -inf, 0.0f, -0.0f, 1e-40f, -1e-40f, 1.00390625f, 1.01171875f, 1.0f + 0x1p-8f + 0x1p-20f,
+                              std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), 1.1754942e-38f};
+    const std::uint32_t signalling = 0x7f800001u;
+    for (const index_t m : {1, 5, 8, 9, 19})
+        for (const index_t k : {1, 3, 8, 15, 16, 17, 33, 70}) {
+            std::vector<float> x = random_values(static_cast<std::size_t>(m * (k + 3)), 60 + static_cast<unsigned>(m * k));
+            for (std::size_t i = 0; i < x.size(); i += 3) x[i] = specials[i / 3 % std::size(specials)];
+            if (x.size() > 5) std::memcpy(&x[5], &signalling, sizeof signalling);
+            const std::ptrdiff_t lda = k + 3;  // rows apart by more than k
+            for (isa i : runnable()) {
+                const isa_scope on(i);
+                const kernel_table& t = kernels();
+                struct entry {
+                    const char* name;
+                    a_format a;
+                    a_values values;
+                    pack_fn pack;
+                };
+                const entry entries[] = {{"f32", t.f32.a, a_values::f32, t.f32.pack},
+                                         {"f16", t.f16.a, t.f16.values, t.f16.pack},
+                                         {t.bf16.name, t.bf16.a, t.bf16.values, t.bf16.pack},
+                                         {t.bf16_alt.name, t.bf16_alt.a, t.bf16_alt.values, t.bf16_alt.pack}};
+                for (const entry& e : entries) {
+                    if (e.pack == nullptr) continue;
+                    CAPTURE(isa_name(i));
+                    CAPTURE(e.name);
+                    CAPTURE(m);
+                    CAPTURE(k);
+                    const std::size_t size = packed_a_size(m, k, e.a.mr, e.a.group);
+                    std::vector<std::uint32_t> got(size, 0xdeadbeefu), want(size, 0xdeadbeefu);  // 32 bits per element: room for either
+                    e.pack(m, k, x.data(), lda, got.data());
+                    const bool bits = e.values == a_values::bf16_bits;
+                    if (bits) pack_a(m, k, x.data(), lda, e.a.mr, e.a.group, reinterpret_cast<std::uint16_t*>(want.data()), cpu::detail::bf16_bits{});
+                    else if (e.values == a_values::bf16_f32)
+                        pack_a(m, k, x.data(), lda, e.a.mr, e.a.group, reinterpret_cast<float*>(want.data()), cpu::detail::bf16_value{});
+                    else pack_a(m, k, x.data(), lda, e.a.mr, e.a.group, reinterpret_cast<float*>(want.data()), cpu::detail::identity{});
+                    CHECK(std::memcmp(got.data(), want.data(), size * (bits ? 2 : 4)) == 0);
+                }
+            }
+        }
+}
+
 TEST_CASE("kernels: the softmax's scale_max scales each score and returns the largest, the same bits on every path") {
     // Rows of every length around the vector widths (4, 8, 16 lanes), with masked keys (-inf) and,
     // in one row, a NaN score, which must never be taken as the largest.

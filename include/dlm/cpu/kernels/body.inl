@@ -317,11 +317,17 @@ inline void silu_gate(const float* gate, const float* up, float* out, index_t n)
 template <operand K>
 inline constexpr a_format a_format_of{operand_traits<K>::mr, operand_traits<K>::group};
 
-/// A packed as operand K wants it, its values converted by Convert (pack.hpp's pack_a, compiled here
-/// for this instruction set).
+#include "pack_body.inl"
+
+/// A packed as operand K wants it, its values converted by Convert: f32 values and bf16 bits by
+/// transposes in registers (pack_body.inl), bf16-rounded floats by pack.hpp's scalar pack_a; the
+/// same elements either way.
 template <operand K, class Convert>
 inline void pack_operand(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept {
-    pack_a(m, k, a, lda, operand_traits<K>::mr, operand_traits<K>::group, static_cast<typename operand_traits<K>::a_t*>(out), Convert{});
+    constexpr int mr = operand_traits<K>::mr, group = operand_traits<K>::group;
+    if constexpr (std::is_same_v<Convert, detail::identity> && group == 1 && mr <= 8) pack_words<mr, false>(m, k, a, lda, out);
+    else if constexpr (std::is_same_v<Convert, detail::bf16_bits> && group == 2 && mr <= 8) pack_words<mr, true>(m, k, a, lda, out);
+    else pack_a(m, k, a, lda, mr, group, static_cast<typename operand_traits<K>::a_t*>(out), Convert{});
 }
 
 inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &pack_operand<operand::f32, detail::identity>, &gemm_f32};
