@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
@@ -171,7 +172,8 @@ TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 ro
                 for (const entry& e : entries) {
                     if (e.pack == nullptr) continue;
                     CAPTURE(isa_name(i));
-                    CAPTURE(e.name);
+                    const std::string_view form = e.name;
+                    CAPTURE(form);
                     CAPTURE(m);
                     CAPTURE(k);
                     const std::size_t size = packed_a_size(m, k, e.a.mr, e.a.group);

@@ -319,15 +319,19 @@ inline constexpr a_format a_format_of{operand_traits<K>::mr, operand_traits<K>::
 
 #include "pack_body.inl"
 
-/// A packed as operand K wants it, its values converted by Convert: f32 values and bf16 bits by
-/// transposes in registers (pack_body.inl), bf16-rounded floats by pack.hpp's scalar pack_a; the
-/// same elements either way.
+/// A packed as operand K wants it, its values converted by Convert (pack.hpp): by transposes in
+/// registers (pack_body.inl), the same elements as pack.hpp's scalar pack_a.
 template <operand K, class Convert>
 inline void pack_operand(index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out) noexcept {
     constexpr int mr = operand_traits<K>::mr, group = operand_traits<K>::group;
-    if constexpr (std::is_same_v<Convert, detail::identity> && group == 1 && mr <= 8) pack_words<mr, false>(m, k, a, lda, out);
-    else if constexpr (std::is_same_v<Convert, detail::bf16_bits> && group == 2 && mr <= 8) pack_words<mr, true>(m, k, a, lda, out);
-    else pack_a(m, k, a, lda, mr, group, static_cast<typename operand_traits<K>::a_t*>(out), Convert{});
+    constexpr packed_as as = std::is_same_v<Convert, detail::identity>    ? packed_as::f32
+                             : std::is_same_v<Convert, detail::bf16_bits> ? packed_as::bf16_bits
+                                                                          : packed_as::bf16_f32;
+    static_assert(group == (as == packed_as::f32 ? 1 : 2), "f32 values pack one per k-group, bf16 values two");
+    static_assert(std::is_same_v<Convert, detail::identity> || std::is_same_v<Convert, detail::bf16_bits> ||
+                      std::is_same_v<Convert, detail::bf16_value>,
+                  "pack_operand packs values as they are, or rounded to bf16 as bits or as floats");
+    pack_words<mr, as>(m, k, a, lda, out);
 }
 
 inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &pack_operand<operand::f32, detail::identity>, &gemm_f32};
