@@ -14,10 +14,13 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/io/safetensors_writer.hpp>
+
+#include "support/amx_model.hpp"
 
 #include <unistd.h>
 
@@ -156,9 +159,17 @@ TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 ro
             for (std::size_t i = 0; i < x.size(); i += 3) x[i] = specials[i / 3 % std::size(specials)];
             if (x.size() > 5) std::memcpy(&x[5], &signalling, sizeof signalling);
             const std::ptrdiff_t lda = k + 3;  // rows apart by more than k
+            std::vector<std::pair<std::string_view, const kernel_table*>> tables;
             for (isa i : runnable()) {
                 const isa_scope on(i);
-                const kernel_table& t = kernels();
+                tables.emplace_back(isa_name(i), &kernels());
+            }
+#if defined(__x86_64__)
+            // The AMX kernels' packers, on a CPU without AMX: the tile model's table has them as they are.
+            if (detect_isa() != isa::amx && dlm_test::amx_model::runnable()) tables.emplace_back("amx (tile model)", &dlm_test::amx_model::table());
+#endif
+            for (const auto& [path, table] : tables) {
+                const kernel_table& t = *table;
                 struct entry {
                     const char* name;
                     a_format a;
@@ -171,7 +182,7 @@ TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 ro
                                          {t.bf16_alt.name, t.bf16_alt.a, t.bf16_alt.values, t.bf16_alt.pack}};
                 for (const entry& e : entries) {
                     if (e.pack == nullptr) continue;
-                    CAPTURE(isa_name(i));
+                    CAPTURE(path);
                     const std::string_view form = e.name;
                     CAPTURE(form);
                     CAPTURE(m);

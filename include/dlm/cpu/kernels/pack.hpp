@@ -1,7 +1,8 @@
 // dlm/cpu/kernels/pack.hpp — how the products' A operand (the activations) is packed: the
 // layout every kernel family names with its a_format (table.hpp), and the value conversions (bf16
-// rounding). Plain templates, no instruction-set code: each kernel file instantiates its packer
-// from them (body.inl) or writes its own in the same layout (amx.hpp).
+// rounding). Plain templates, no instruction-set code: pack_a is the layout's definition, in scalar
+// code; the kernels pack with vectorized packers that write the same elements (pack_body.inl for
+// every path, amx_body.inl's pack_bf16 for AMX tiles), held to pack_a by test_kernels.
 #pragma once
 
 #include <algorithm>
