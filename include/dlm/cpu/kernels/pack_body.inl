@@ -55,17 +55,18 @@ inline void transpose(words<W> (&x)[square<W>]) noexcept {
     }
 }
 
-/// to_bf16_daz (pack.hpp) of the 8 floats at x: round to nearest even, a NaN kept and made quiet,
-/// a result without an exponent (subnormal or zero) to a signed zero; the bits in each low half.
-/// (Results through references: a vector wider than the target's registers is not returned by
-/// value, whose ABI would differ between targets.)
-inline void bf16_daz8(const float* x, words<std::uint32_t>& h) noexcept {
-    words<std::uint32_t> u;
+/// to_bf16_daz (pack.hpp) of the floats at x, as many as V has 32-bit lanes: round to nearest even,
+/// a NaN kept and made quiet, a result without an exponent (subnormal or zero) to a signed zero; the
+/// bits in each lane's low half. (Results through references: a vector wider than the target's
+/// registers is not returned by value, whose ABI would differ between targets.)
+template <class V>
+inline void bf16_daz(const float* x, V& h) noexcept {
+    V u;
     std::memcpy(&u, x, sizeof u);
-    const words<std::uint32_t> nan = ((u & 0x7f800000u) == 0x7f800000u) & ((u & 0x007fffffu) != 0);
+    const V nan = ((u & 0x7f800000u) == 0x7f800000u) & ((u & 0x007fffffu) != 0);
     h = (u + (0x7fffu + ((u >> 16) & 1u))) >> 16;
     h = (nan & ((u >> 16) | 0x40u)) | (~nan & h);
-    const words<std::uint32_t> no_exp = (h & 0x7f80u) == 0;
+    const V no_exp = (h & 0x7f80u) == 0;
     h = (no_exp & (h & 0x8000u)) | (~no_exp & h);
 }
 
@@ -114,12 +115,12 @@ inline void pack_words(index_t m, index_t k, const float* a, std::ptrdiff_t lda,
                 std::memcpy(&w, x + j0, sizeof w);
             } else if constexpr (As == packed_as::bf16_bits) {  // 8 pairs from 16 floats
                 words<std::uint32_t> h0, h1;
-                bf16_daz8(x + 2 * j0, h0);
-                bf16_daz8(x + 2 * j0 + 8, h1);
+                bf16_daz(x + 2 * j0, h0);
+                bf16_daz(x + 2 * j0 + 8, h1);
                 w = __builtin_shufflevector(h0, h1, 0, 2, 4, 6, 8, 10, 12, 14) | __builtin_shufflevector(h0, h1, 1, 3, 5, 7, 9, 11, 13, 15) << 16;
             } else {  // 4 pairs of floats from 8: element 2j in word j's low half
                 words<std::uint32_t> h;
-                bf16_daz8(x + 2 * j0, h);
+                bf16_daz(x + 2 * j0, h);
                 w = __builtin_bit_cast(words<W>, h << 16);
             }
         };
