@@ -288,8 +288,7 @@ inline float scale_max(float* x, index_t n, float scale) noexcept {
         vstore(x + i, v);
         top = vselect(v > top, v, top);
     }
-    float m = low;
-    for (int l = 0; l < lanes; ++l) m = top[l] > m ? top[l] : m;
+    float m = vmax_lanes(top);
     for (; i < n; ++i) {
         x[i] *= scale;
         m = x[i] > m ? x[i] : m;

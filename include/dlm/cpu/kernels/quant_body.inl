@@ -89,9 +89,7 @@ static_assert(16 % lanes == 0, "a 16-sum spans whole vectors");
         const vfloat v = __builtin_bit_cast(vfloat, __builtin_bit_cast(vint, vload(b + i)) & magnitude);
         top = vselect(top < v, v, top);
     }
-    float amax = 0;
-    for (int l = 0; l < lanes; ++l) amax = std::max(amax, top[l]);
-    return amax;
+    return vmax_lanes(top);
 }
 
 /// One row's block b[0, block) quantized: quants to row_q, the sums of each 16 to s16.
