@@ -2,7 +2,8 @@
 // at several row counts: ms per matrix, the weights' GB/s, the ratio to the weight-streaming floor
 // (the matrix's bytes over the read bandwidth measured in the same run) and the share of the
 // quantized form's measured peak. Several matrices are multiplied in turn, so that the weights come
-// from memory as a model's do (docs/benchmarks.md, "Small-row products").
+// from memory as a model's do (docs/benchmarks.md, "Small-row products"), and the time the activations'
+// quantization alone takes of each product.
 //
 //   dlm-bench-quant [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k 4096] [--n 4096]
 //                   [--matrices 8] [--threads 1] [--reps 5] [--bandwidth-mib 1024] [--no-peak]
@@ -154,12 +155,20 @@ int main(int argc, char** argv) try {
                 for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n);
                 best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.matrices);
             }
+            // The activations' quantization alone (a part of each product above), best of as many.
+            cpu::quant::activations act;
+            double quantize = 1e30;
+            for (int rep = 0; rep < o.reps; ++rep) {
+                const auto t0 = std::chrono::steady_clock::now();
+                act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant);
+                quantize = std::min(quantize, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
             const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
             std::printf("  %4lld rows: %8.3f ms  %6.1f GB/s", static_cast<long long>(m), best * 1e3, bytes / best / 1e9);
             if (c.read_bps > 0) std::printf("  floor x %5.2f", best / (bytes / c.read_bps));
             std::printf("  %7.1f GOP/s", ops / best / 1e9);
             if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", 100.0 * ops / best / pk.rate, pk.name);
-            std::printf("\n");
+            std::printf("  quantizing A %.4f ms (%.1f %%)\n", quantize * 1e3, 100.0 * quantize / best);
         }
     }
     return 0;
