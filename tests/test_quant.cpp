@@ -2,10 +2,12 @@
 // tools/make_quant_fixtures.py), and the encoders' round trip.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstddef>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <random>
 #include <string>
@@ -317,7 +319,7 @@ float tie_value(float amax, std::mt19937& rng) {
 
 }  // namespace
 
-TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest even, and sums its quants, on every instruction set") {
+TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest even, and sums its quants, on every instruction set (a NaN or an infinity: scale NaN, quants 0)") {
     // The contract (quant/layout.hpp): scale amax/127, quant round-half-even(fl(x · fl(127/amax))),
     // the float product rounded on its own. Fused into the rounding add (FMA), a product that
     // rounds to j + ½ gives j or j + 1 by its lost bits instead of the even one: such values are
@@ -335,6 +337,10 @@ TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest eve
                 for (int e = 0; e < block; ++e) b[e] = tie_value(amax, rng);
                 b[(s * 7 + i) % block] = (s + i) % 2 ? amax : -amax;  // the largest magnitude, either sign
             }
+        // Blocks holding a NaN or an infinity (scale NaN, quants and sums 0), in the middle of a block.
+        x[static_cast<std::size_t>(5 * k + 17)] = std::numeric_limits<float>::quiet_NaN();
+        x[static_cast<std::size_t>(6 * k + k - 3)] = std::numeric_limits<float>::infinity();
+        x[static_cast<std::size_t>(7 * k + block + 1)] = -std::numeric_limits<float>::infinity();
         // The reference, row by row and block by block.
         std::vector<int> ref_q(x.size());
         std::vector<float> ref_scale(static_cast<std::size_t>(m * (k / block)));
@@ -343,10 +349,15 @@ TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest eve
             for (std::int64_t s = 0; s < k / block; ++s) {
                 const float* b = x.data() + i * k + s * block;
                 float amax = 0;
-                for (int e = 0; e < block; ++e) amax = std::max(amax, std::fabs(b[e]));
-                const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-                ref_scale[static_cast<std::size_t>(i * (k / block) + s)] = amax / 127.0f;
+                bool finite = true;
                 for (int e = 0; e < block; ++e) {
+                    amax = std::max(amax, std::fabs(b[e]));
+                    finite = finite && std::isfinite(b[e]);
+                }
+                const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+                ref_scale[static_cast<std::size_t>(i * (k / block) + s)] = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+                for (int e = 0; e < block && !finite; ++e) ref_q[static_cast<std::size_t>(i * k + s * block + e)] = 0;
+                for (int e = 0; e < block && finite; ++e) {
                     const double exact = double(b[e]) * double(inv);
                     const int q = static_cast<int>(std::nearbyint(static_cast<float>(exact)));
                     ref_q[static_cast<std::size_t>(i * k + s * block + e)] = q;
@@ -366,7 +377,8 @@ TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest eve
                 const std::int64_t tile = i / v.mr, r = i % v.mr;
                 for (std::int64_t s = 0; s < v.blocks; ++s) {
                     const std::int64_t ts = tile * v.blocks + s;
-                    wrong_scale += v.scale[ts * v.mr + r] != ref_scale[static_cast<std::size_t>(i * v.blocks + s)];
+                    const float got_scale = v.scale[ts * v.mr + r], want_scale = ref_scale[static_cast<std::size_t>(i * v.blocks + s)];
+                    wrong_scale += std::isnan(want_scale) ? !std::isnan(got_scale) : got_scale != want_scale;
                     int s16[16] = {};
                     for (int e = 0; e < block; ++e) {
                         const int q = v.q[ts * block * v.mr + (e / v.group * v.mr + r) * v.group + e % v.group];
@@ -391,6 +403,36 @@ TEST_CASE("the activation quantizer rounds each x·127/amax once, to nearest eve
             CHECK(wrong_scale == 0);
             CHECK(wrong_sums == 0);
             CHECK(wrong_pairs == 0);
+        });
+    }
+}
+
+TEST_CASE("quantized products: a NaN or an infinity in a row's activations makes that row's outputs NaN, and leaves the other rows' bits alone") {
+    // As an f32 product's outputs would be non-finite: a model that overflows is reported by the
+    // sampler (non-finite logits), not decoded from quants that dropped the NaN.
+    const std::int64_t k = 512, m = 9;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(m * k));
+    for (float& v : x) v = dist(rng);
+    std::vector<float> bad = x;
+    bad[static_cast<std::size_t>(3 * k + 100)] = std::numeric_limits<float>::quiet_NaN();
+    bad[static_cast<std::size_t>(5 * k + 7)] = std::numeric_limits<float>::infinity();
+    for (gguf_type type : {gguf_type::q8_0, gguf_type::q4_k, gguf_type::q6_k}) {
+        CAPTURE(io::gguf_type_name(type));
+        const quant_case qc = make_matrix(k, {{20, type}}, 30);
+        const std::int64_t n = qc.w.rows();
+        for_each_path([&](std::string_view path) {
+            CAPTURE(path);
+            std::vector<float> clean(static_cast<std::size_t>(m * n)), y(static_cast<std::size_t>(m * n));
+            cpu::quant::linear(m, x.data(), k, qc.w, clean.data(), n);
+            cpu::quant::linear(m, bad.data(), k, qc.w, y.data(), n);
+            for (std::int64_t i = 0; i < m; ++i) {
+                CAPTURE(i);
+                const float* row = y.data() + i * n;
+                if (i == 3 || i == 5) CHECK(std::all_of(row, row + n, [](float v) { return std::isnan(v); }));
+                else CHECK(std::memcmp(row, clean.data() + i * n, static_cast<std::size_t>(n) * sizeof(float)) == 0);
+            }
         });
     }
 }

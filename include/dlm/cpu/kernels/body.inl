@@ -20,6 +20,35 @@
 // A comes packed (gemm.hpp, pack_a): tiles of MR rows, k-major, so that a step of the micro kernel
 // reads MR consecutive values (or pairs) instead of MR rows a whole row apart.
 
+/// v with lane i taken from lane i ^ W (a butterfly step of a reduction), for 4, 8 or 16 lanes.
+/// (Index lists written out: nvcc's front end, which reads the headers vector_ops.inl is part of,
+/// takes no pack expansion in __builtin_shufflevector; the kernels' files it never reads.)
+template <int W, class V>
+[[nodiscard]] inline V vswap_lanes(V v) noexcept {
+    constexpr int n = static_cast<int>(sizeof(V) / sizeof(v[0]));
+    if constexpr (n == 16 && W == 8) return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    else if constexpr (n == 16 && W == 4) return __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    else if constexpr (n == 16 && W == 2) return __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    else if constexpr (n == 16 && W == 1) return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    else if constexpr (n == 8 && W == 4) return __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+    else if constexpr (n == 8 && W == 2) return __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+    else if constexpr (n == 8 && W == 1) return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+    else if constexpr (n == 4 && W == 2) return __builtin_shufflevector(v, v, 2, 3, 0, 1);
+    else if constexpr (n == 4 && W == 1) return __builtin_shufflevector(v, v, 1, 0, 3, 2);
+    else static_assert(n == 0, "vswap_lanes takes vectors of 4, 8 or 16 lanes and a power of two below their count");
+}
+/// The largest lane of `top` (floats holding no NaN, or integers): a tree of comparisons (exact, so
+/// the value the lanes give in any order) instead of a chain as long as the lanes.
+template <class V, int W = lanes / 2>
+[[nodiscard]] inline auto vmax_lanes(V top) noexcept {
+    if constexpr (W == 0) {
+        return top[0];
+    } else {
+        const V other = vswap_lanes<W>(top);
+        return vmax_lanes<V, W / 2>(other > top ? other : top);
+    }
+}
+
 enum class operand { f32, f16, bf16, bf16_dot };
 
 template <operand K>

@@ -80,16 +80,18 @@ template <class T>
 using vquants = std::int8_t __attribute__((vector_size(lanes)));
 static_assert(16 % lanes == 0, "a 16-sum spans whole vectors");
 
-/// The largest |x| of b[0, block), NaN ignored (as std::max(amax, |x|) in order would): each lane
-/// keeps its own maximum, then the lanes' are compared. Exact, so any order gives the same value.
+/// The largest |x| of b[0, block), or NaN where the block holds a NaN or an infinity: the
+/// magnitudes' bits compared as integers (the order of non-negative floats, with an infinity's and
+/// a NaN's bits above every finite value's). Exact, so any order gives the same value.
 [[nodiscard]] inline float block_amax(const float* b, int block) noexcept {
     const vint magnitude = vint_broadcast(0x7fffffff);
-    vfloat top{};
+    vint top{};
     for (int i = 0; i < block; i += lanes) {
-        const vfloat v = __builtin_bit_cast(vfloat, __builtin_bit_cast(vint, vload(b + i)) & magnitude);
-        top = vselect(top < v, v, top);
+        const vint v = __builtin_bit_cast(vint, vload(b + i)) & magnitude;
+        top = v > top ? v : top;
     }
-    return vmax_lanes(top);
+    const std::int32_t bits = vmax_lanes(top);
+    return bits >= 0x7f800000 ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(bits);
 }
 
 /// One row's block b[0, block) quantized: quants to row_q, the sums of each 16 to s16.
@@ -114,7 +116,9 @@ inline void quantize_block(const float* b, int block, float inv, std::int8_t* ro
 
 /// Quantizes X[m × k] per row and block of `block` (quant/layout.hpp, activation_view): scale
 /// amax/127, quants round(x · 127/amax) to nearest even, the product rounded before the rounding
-/// (never fused), sums of each 16 quants and their 16-bit pairs; tiles of MR rows, a row's quants
+/// (never fused), sums of each 16 quants and their 16-bit pairs (a block holding a NaN or an
+/// infinity: scale NaN, quants and sums 0, so that it makes the row's products NaN as an f32
+/// product would); tiles of MR rows, a row's quants
 /// `group` bytes side by side (group divides the block). The same arithmetic on every instruction
 /// set (the rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127), so the same quants.
 template <int MR>
@@ -136,7 +140,12 @@ inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t l
             scale[ts * MR + r] = amax / 127.0f;
             alignas(64) std::int8_t row_q[256];
             std::int32_t s16[16];
-            quantize_block(b, block, amax > 0 ? 127.0f / amax : 0.0f, row_q, s16);
+            if (amax == amax) {
+                quantize_block(b, block, amax > 0 ? 127.0f / amax : 0.0f, row_q, s16);
+            } else {  // a NaN or an infinity: scale NaN, quants 0, so the row's products come out NaN
+                std::memset(row_q, 0, static_cast<std::size_t>(block));
+                std::fill(s16, s16 + block / 16, 0);
+            }
             std::int8_t* qt = q + ts * static_cast<std::size_t>(block) * MR;
             if (group == 4)  // the vector kernels' quads: one 32-bit store each
                 for (int i = 0; i < block; i += 4) std::memcpy(qt + (i * MR + 4 * r), row_q + i, 4);

@@ -41,23 +41,6 @@ inline void vstore_partial(float* p, vfloat v, int n) noexcept {
     return __builtin_bit_cast(vfloat, (__builtin_bit_cast(vint, yes) & mask) | (__builtin_bit_cast(vint, no) & ~mask));
 }
 
-/// v with lane i taken from lane i ^ W (a butterfly step of a reduction).
-template <int W, std::size_t... I>
-[[nodiscard]] inline vfloat vswap_lanes(vfloat v, std::index_sequence<I...>) noexcept {
-    return __builtin_shufflevector(v, v, static_cast<int>(I ^ W)...);
-}
-/// The largest lane of `top`, which holds no NaN: a tree of comparisons (exact, so the value the
-/// lanes give in any order) instead of a chain as long as the lanes.
-template <int W = static_cast<int>(sizeof(vfloat) / sizeof(float)) / 2>
-[[nodiscard]] inline float vmax_lanes(vfloat top) noexcept {
-    if constexpr (W == 0) {
-        return top[0];
-    } else {
-        const vfloat other = vswap_lanes<W>(top, std::make_index_sequence<sizeof(vfloat) / sizeof(float)>{});
-        return vmax_lanes<W / 2>(vselect(other > top, other, top));
-    }
-}
-
 /// exp(x) per lane, relative error below 3e-7 (Cephes' expf polynomial). exp(x) = 0 below -87,
 /// so exp(-inf) = 0 exactly; saturates at exp(88) (about 1.65e38, still finite).
 [[nodiscard]] inline vfloat vexp(vfloat x) noexcept {
