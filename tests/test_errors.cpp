@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dlm/cpu/transformer.hpp>
+#include <dlm/io/gguf.hpp>
 #include <dlm/io/safetensors.hpp>
 #include <dlm/io/tokenizer.hpp>
 #include <dlm/presets.hpp>
@@ -347,6 +349,31 @@ TEST_CASE("errors: NaN weights in a checkpoint surface as a numeric_error at the
     } catch (const numeric_error& e) {
         CHECK(e.forward() == 0);
         CHECK(e.row() == 3);  // the first slot (LLaDA: unshifted)
+    }
+}
+
+TEST_CASE("errors: NaN weights in a GGUF model held in Q8_0 blocks surface as a numeric_error at the first forward, not as quants that dropped them") {
+    // The f32 output norm of a copy of the Q8_0 fixture gets a NaN: every row's input to the head,
+    // a Q8_0 product, then holds one. Its quantized activations used to drop it (finite logits, a
+    // silent garbage decode); now the block's scale is NaN and the logits are.
+    const std::filesystem::path src = std::filesystem::path(DLM_TEST_DATA) / "gguf" / "llada_q.q8_0.gguf";
+    std::string bytes = read_bytes(src);
+    {
+        const io::gguf_file f = io::gguf_file::open(src);
+        const io::gguf_tensor& norm = f.header().tensor("output_norm.weight");
+        REQUIRE(norm.type == io::gguf_type::f32);
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::memcpy(bytes.data() + f.header().data_offset() + norm.offset, &nan, sizeof nan);
+    }
+    temp_dir dir;
+    dlm_test::write_text(dir / "nan.q8_0.gguf", bytes);
+    auto m = cpu::transformer::load(dir / "nan.q8_0.gguf");
+    presets::cdlm<cpu::transformer> d(m, block_causal_mask{8});
+    try {
+        (void)d.generate(tvec{5, 6, 7}, {8, 0});
+        FAIL("no numeric_error");
+    } catch (const numeric_error& e) {
+        CHECK(e.forward() == 0);
     }
 }
 
