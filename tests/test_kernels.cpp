@@ -168,8 +168,9 @@ TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 ro
             // The AMX kernels' packers, on a CPU without AMX: the tile model's table has them as they are.
             if (detect_isa() != isa::amx && dlm_test::amx_model::runnable()) tables.emplace_back("amx (tile model)", &dlm_test::amx_model::table());
 #endif
-            for (const auto& [path, table] : tables) {
-                const kernel_table& t = *table;
+            for (const auto& named : tables) {  // (not a structured binding: clang 14's lambdas, CAPTURE's, cannot take one)
+                const std::string_view path = named.first;
+                const kernel_table& t = *named.second;
                 struct entry {
                     const char* name;
                     a_format a;
