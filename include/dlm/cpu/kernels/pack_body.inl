@@ -71,9 +71,10 @@ inline void bf16_daz(const float* x, V& h) noexcept {
 }
 
 /// A tile of MR rows (`rows` of them real, the others zero) packed k-major in words: word j of row r
-/// at o[j · MR + r], for `words` words per row, of which `row_words(r, j0, out)` writes the
+/// at o[j · MR + r], for `n_words` words per row, of which `row_words(r, j0, out)` writes the
 /// square<W> from j0 while j0 + square<W> <= full; `tail(r, j)` gives word j of row r for the rest
-/// (k's end, padding). Rows go through the transposes square<W> at a time.
+/// (k's end, padding). Rows go through the transposes square<W> at a time. Every store is a
+/// memcpy: the buffer holds floats or bf16 bits, not W.
 template <int MR, class W, class RowWords, class Tail>
 inline void pack_tile_words(W* o, int rows, index_t n_words, index_t full, RowWords&& row_words, Tail&& tail) noexcept {
     constexpr int S = square<W>;
@@ -87,7 +88,10 @@ inline void pack_tile_words(W* o, int rows, index_t n_words, index_t full, RowWo
             for (int j = 0; j < S; ++j) std::memcpy(o + (j0 + j) * MR + c0, &x[j], static_cast<std::size_t>(n) * sizeof(W));
         }
     for (; j0 < n_words; ++j0)
-        for (int r = 0; r < MR; ++r) o[j0 * MR + r] = r < rows ? tail(r, j0) : W{0};
+        for (int r = 0; r < MR; ++r) {
+            const W w = r < rows ? tail(r, j0) : W{0};
+            std::memcpy(o + j0 * MR + r, &w, sizeof w);
+        }
 }
 
 /// How pack_words stores A's values: as they are (one f32 word per element), or rounded to bf16 as

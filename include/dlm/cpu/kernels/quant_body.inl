@@ -140,7 +140,7 @@ inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t l
             scale[ts * MR + r] = amax / 127.0f;
             alignas(64) std::int8_t row_q[256];
             std::int32_t s16[16];
-            if (amax == amax) {
+            if (!std::isnan(amax)) {
                 quantize_block(b, block, amax > 0 ? 127.0f / amax : 0.0f, row_q, s16);
             } else {  // a NaN or an infinity: scale NaN, quants 0, so the row's products come out NaN
                 std::memset(row_q, 0, static_cast<std::size_t>(block));
