@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
-#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -56,7 +56,7 @@ inline constexpr index_t bf16_step_k = 32, bf16_pass_steps = 32;
 
 /// to_bf16_daz (pack.hpp) of 16 floats: round to nearest even, NaN kept quiet, results without an
 /// exponent (subnormal or zero) to a signed zero, the same bits as the scalar function. (In AVX-512
-/// mask registers: packing 128 × 1024 took 0.023 ms so against 0.031 ms through pack_body.inl's
+/// mask registers: packing 128 × 1024 took 0.023 ms against 0.031 ms through pack_body.inl's
 /// generic bf16_daz, measured on a Zen 4.)
 [[nodiscard]] inline __m256i bf16_daz16(const float* x) noexcept {
     const __m512i u = _mm512_loadu_si512(x);

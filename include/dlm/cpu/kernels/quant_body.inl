@@ -118,9 +118,9 @@ inline void quantize_block(const float* b, int block, float inv, std::int8_t* ro
 /// amax/127, quants round(x · 127/amax) to nearest even, the product rounded before the rounding
 /// (never fused), sums of each 16 quants and their 16-bit pairs (a block holding a NaN or an
 /// infinity: scale NaN, quants and sums 0, so that it makes the row's products NaN as an f32
-/// product would); tiles of MR rows, a row's quants
-/// `group` bytes side by side (group divides the block). The same arithmetic on every instruction
-/// set (the rounding by the 1.5·2^23 trick is exact for |x · 127/amax| <= 127), so the same quants.
+/// product would); tiles of MR rows, a row's quants `group` bytes side by side (group divides the
+/// block). The same arithmetic on every instruction set (the rounding by the 1.5·2^23 trick is
+/// exact for |x · 127/amax| <= 127), so the same quants.
 template <int MR>
 inline void quantize_rows(index_t m, index_t k, const float* x, std::ptrdiff_t ldx, int block, int group, std::int8_t* q, float* scale,
                           std::int32_t* sums, std::int32_t* pairs) noexcept {
