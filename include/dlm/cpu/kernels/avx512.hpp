@@ -38,12 +38,12 @@ using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
 inline constexpr int mr_q = 8, s8_bias = 0;
 inline constexpr const char* quant_form = "vpmaddubsw";
 /// As avx2.hpp's, 512 bits wide (AVX-512 BW; no VNNI at this level).
-[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept {
-    const __m512i p = _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(a4));
+[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, const std::int8_t* a4) noexcept {
+    const __m512i p = _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(load_word(a4)));
     return acc + vint(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 }
-[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept {
-    const __m512i wi = __m512i(w), a = _mm512_set1_epi32(a4);
+[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, const std::int8_t* a4) noexcept {
+    const __m512i wi = __m512i(w), a = _mm512_set1_epi32(load_word(a4));
     const __m512i signed_a = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(wi), _mm512_setzero_si512(), a);
     const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(wi), signed_a);
     return acc + vint(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
@@ -53,12 +53,14 @@ inline constexpr const char* quant_form = "vpmaddubsw";
 
 /// vpmaddubsw's 16-bit pair sums added to acc16 per 16-bit lane (vpaddw), and vpmaddwd: the
 /// unsigned quants' runs of quant_body.inl (DLM_KERNEL_I16_SUMS).
-[[nodiscard]] inline vint dot_u8_16(vint acc16, vbytes w, std::int32_t a4) noexcept {
-    return vint(_mm512_add_epi16(__m512i(acc16), _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(a4))));
+[[nodiscard]] inline vint dot_u8_16(vint acc16, vbytes w, const std::int8_t* a4) noexcept {
+    return vint(_mm512_add_epi16(__m512i(acc16), _mm512_maddubs_epi16(__m512i(w), _mm512_set1_epi32(load_word(a4)))));
 }
 [[nodiscard]] inline vint sum_pairs(vint x16, vint s16) noexcept { return vint(_mm512_madd_epi16(__m512i(x16), __m512i(s16))); }
 /// acc + sum_pairs(c16, s2 broadcast): vpmaddwd and vpaddd (no VNNI's vpdpwssd at this level).
-[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, std::int32_t s2) noexcept { return acc + sum_pairs(c16, vint(_mm512_set1_epi32(s2))); }
+[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, const std::int32_t* s2) noexcept {
+    return acc + sum_pairs(c16, vint(_mm512_set1_epi32(*s2)));
+}
 #define DLM_KERNEL_I16_SUMS 1
 
 #include "body.inl"

@@ -48,8 +48,8 @@ template <class W>
             acc[l] += static_cast<W>(w[4 * l + b]) * static_cast<std::int8_t>(static_cast<std::uint32_t>(a4) >> (8 * b));
     return acc;
 }
-[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_bytes<std::uint8_t>(acc, w, a4); }
-[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, std::int32_t a4) noexcept { return dot_bytes<std::int8_t>(acc, w, a4); }
+[[nodiscard]] inline vint dot_u8(vint acc, vbytes w, const std::int8_t* a4) noexcept { return dot_bytes<std::uint8_t>(acc, w, load_word(a4)); }
+[[nodiscard]] inline vint dot_s8(vint acc, vbytes w, const std::int8_t* a4) noexcept { return dot_bytes<std::int8_t>(acc, w, load_word(a4)); }
 template <class B>
 [[nodiscard]] inline vint widen_bytes(const std::byte* p) noexcept {
     vint v;
@@ -58,8 +58,9 @@ template <class B>
 }
 [[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return widen_bytes<std::uint8_t>(p); }
 [[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return widen_bytes<std::int8_t>(p); }
-/// acc + per lane lo16(c)·lo16(s2) + hi16(c)·hi16(s2), signed 16-bit halves.
-[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, std::int32_t s2) noexcept {
+/// acc + per lane lo16(c)·lo16(s) + hi16(c)·hi16(s), s the word at s2, signed 16-bit halves.
+[[nodiscard]] inline vint dot_pairs(vint acc, vint c16, const std::int32_t* s2_at) noexcept {
+    const std::int32_t s2 = *s2_at;
     const auto half = [](std::int32_t x, int h) { return static_cast<std::int32_t>(static_cast<std::int16_t>(static_cast<std::uint32_t>(x) >> (16 * h))); };
     for (int l = 0; l < lanes; ++l) acc[l] += half(c16[l], 0) * half(s2, 0) + half(c16[l], 1) * half(s2, 1);
     return acc;

@@ -6,14 +6,16 @@
 // defined, besides body.inl's names:
 //   mr_q                        rows of activations per register tile
 //   dot_u8(acc, w, a4)          acc + Σ_b w[4l+b]·a[b] per 32-bit lane l: w unsigned bytes, a the 4
-//                               signed bytes of a4 (vpdpbusd, or vpmaddubsw + vpmaddwd)
+//                               signed bytes at a4 (vpdpbusd, or vpmaddubsw + vpmaddwd)
 //   dot_s8(acc, w, a4)          the same with w signed, plus s8_bias · Σ_b a[b] (vpdpbusd takes
 //   s8_bias                     w + 128 unsigned: 128; the other forms 0)
 //   widen_u8(p), widen_s8(p)    `lanes` bytes zero- / sign-extended to 32 bits (vpmovzxbd, vpmovsxbd)
-//   dot_pairs(acc, c16, s2)     acc + lo16(c)·lo16(s2) + hi16(c)·hi16(s2) per 32-bit lane, signed
-//                               halves, s2 broadcast (vpdpwssd, or vpmaddwd + vpaddd)
+//   dot_pairs(acc, c16, s2)     acc + lo16(c)·lo16(s) + hi16(c)·hi16(s) per 32-bit lane, signed
+//                               halves, s the word at s2 broadcast (vpdpwssd, or vpmaddwd + vpaddd)
 // and, where DLM_KERNEL_I16_SUMS is defined (vpmaddubsw forms), the 16-bit primitives:
 //   dot_u8_16(acc16, w, a4)     per 16-bit lane h: acc16 + w[2h]·a[2h mod 4] + w[2h+1]·a[2h+1 mod 4]
+// The activations' 4 bytes and pair words come by address, so that an instruction set can take
+// them as a broadcast memory operand (vector_ops.inl's load_word loads one where it cannot).
 //   sum_pairs(x16, s16)         per 32-bit lane: the products of x16's and s16's 16-bit halves, summed
 // Every sum of products is an integer sum (exact, whatever the instruction), and each block ends
 // with the same short sequence of f32 operations on every instruction set, none of them fused into
@@ -28,11 +30,6 @@ static_assert(q_vectors * lanes == quant::tile_rows, "a tile's 16 rows must fill
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-[[nodiscard]] inline std::int32_t load_a4(const std::int8_t* p) noexcept {
-    std::int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
 /// `lanes` bytes, one per row of W, widened to 32-bit integers (sign-extended if `Signed`).
 template <bool Signed>
 [[nodiscard]] inline vint widen(const std::byte* p) noexcept {
@@ -42,7 +39,7 @@ template <bool Signed>
 template <class V>
 [[nodiscard]] inline V opaque(V v) noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-    __asm__("" : "+x"(v));
+    __asm__("" : "+v"(v));  // "v": any of AVX-512's 32 registers ("x" would force the first 16, and copies)
 #elif defined(__aarch64__)
     __asm__("" : "+w"(v));
 #endif
@@ -188,7 +185,7 @@ inline void quant_block_msums(const std::byte* w, int v, const std::int32_t* pai
     for (int p = 0; p < n_pairs; ++p) {
         const vint c = sub_coefficient_pair<T>(w, p, v);
         #pragma GCC unroll 16
-        for (int r = 0; r < MR; ++r) msum[r] = dot_pairs(msum[r], c, pairs[(word0 + p) * amr + r]);
+        for (int r = 0; r < MR; ++r) msum[r] = dot_pairs(msum[r], c, pairs + (word0 + p) * amr + r);
     }
 }
 
@@ -276,7 +273,7 @@ inline void quant_sub_sums(const std::byte* w, const std::int8_t* a, int j, int 
         for (int v = 0; v < VN; ++v) q[v] = quad_bytes<T>(w, j * quads + t, v0 + v);
         #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
-            const std::int32_t a4 = load_a4(a + ((j * quads + t) * mr_q + r) * 4);
+            const std::int8_t* a4 = a + ((j * quads + t) * mr_q + r) * 4;
             #pragma GCC unroll 16
             for (int v = 0; v < VN; ++v) isum[r][v] = in_register(G.signed_q ? dot_s8(isum[r][v], q[v], a4) : dot_u8(isum[r][v], q[v], a4));
         }
@@ -328,7 +325,7 @@ inline void quant_sub_sums_i16(const std::byte* w, const std::int8_t* a, int j, 
             for (int v = 0; v < VN; ++v) u[v] = quad_bytes<T>(w, j * quads + t, v0 + v);
             #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r) {
-                const std::int32_t a4 = load_a4(a + ((j * quads + t) * mr_q + r) * 4);
+                const std::int8_t* a4 = a + ((j * quads + t) * mr_q + r) * 4;
                 #pragma GCC unroll 16
                 for (int v = 0; v < VN; ++v) acc16[r][v] = in_register(dot_u8_16(acc16[r][v], u[v], a4));
             }

@@ -19,6 +19,12 @@ using vbytes = std::uint8_t __attribute__((vector_size(sizeof(vfloat))));
     return v;
 }
 inline void vstore(float* p, vfloat v) noexcept { std::memcpy(p, &v, sizeof v); }
+/// The 32-bit word at p (4 quantized activations, or a pair of their sums), any alignment.
+[[nodiscard]] inline std::int32_t load_word(const void* p) noexcept {
+    std::int32_t w;
+    std::memcpy(&w, p, sizeof w);
+    return w;
+}
 /// x in every lane. (Not `vfloat{} + x`: 0 + x is not x for x = -0, so that compiles to an add
 /// and a shuffle instead of one broadcast, which an FMA takes as a memory operand.)
 [[nodiscard]] inline vfloat vbroadcast(float x) noexcept {
