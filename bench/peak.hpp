@@ -39,7 +39,7 @@ inline void set_threads(int n) {
 struct peaks {
     double fma = 0;       ///< f32 FMA, FLOP/s
     double bf16_dot = 0;  ///< vdpbf16ps, FLOP/s
-    double int8_dot = 0;  ///< vpdpbusd (AVX-512 VNNI, the quantized kernels' form there), integer OP/s (multiply-adds × 2)
+    double int8_dot = 0;  ///< vpdpbusd (AVX-512 VNNI: the avx512-vnni and avx512-bf16 paths' quantized form), integer OP/s (multiply-adds × 2)
     double int8_madd = 0;  ///< vpmaddubsw + vpmaddwd (the avx2 and avx512 paths' quantized form), integer OP/s
     double amx_bf16 = 0;  ///< TDPBF16PS, FLOP/s
     double amx_int8 = 0;  ///< TDPBSSD, integer OP/s (multiply-adds × 2)
@@ -181,7 +181,7 @@ double best_of_3(int threads, F&& rate) {
 }  // namespace detail
 
 /// The peaks on `threads` threads together (1: one core): f32 FMA at the width of the active
-/// kernels, vdpbf16ps where the CPU has it, and the AMX tile products where detect_isa() grants
+/// kernels, vpdpbusd and vdpbf16ps where the CPU has them, and the AMX tile products where detect_isa() grants
 /// AMX (whatever DLM_ISA chose: the ceilings are the machine's).
 inline peaks measure_peaks(int threads = 1) {
     peaks p;
@@ -193,10 +193,9 @@ inline peaks measure_peaks(int threads = 1) {
     else if (i == cpu::isa::avx2) p.fma = detail::best_of_3(threads, [] { return detail::fma256(iters); });
     if (i == cpu::isa::avx512) p.int8_madd = detail::best_of_3(threads, [] { return detail::maddubs512(iters); });
     else if (i == cpu::isa::avx2) p.int8_madd = detail::best_of_3(threads, [] { return detail::maddubs256(iters); });
-    if (best >= cpu::isa::avx512_bf16) {  // dlm's avx512-bf16 level is AVX-512 BF16 + VNNI
+    if (best >= cpu::isa::avx512_vnni) p.int8_dot = detail::best_of_3(threads, [] { return detail::vnni512(iters); });
+    if (best >= cpu::isa::avx512_bf16)  // dlm's avx512-bf16 level is AVX-512 BF16 + VNNI
         p.bf16_dot = detail::best_of_3(threads, [] { return detail::dot512(iters); });
-        p.int8_dot = detail::best_of_3(threads, [] { return detail::vnni512(iters); });
-    }
     if (best == cpu::isa::amx) {
         p.amx_bf16 = detail::best_of_3(threads, [] { return detail::amx_rate(detail::amx_op::bf16, amx_iters); });
         p.amx_int8 = detail::best_of_3(threads, [] { return detail::amx_rate(detail::amx_op::int8, amx_iters); });

@@ -267,6 +267,7 @@ TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks,
 TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name") {
     CHECK(parse_isa("avx2") == isa::avx2);
     CHECK(parse_isa("avx512-bf16") == isa::avx512_bf16);
+    CHECK(parse_isa("avx512-vnni") == isa::avx512_vnni);
     CHECK(parse_isa("baseline") == isa::baseline);
     try {
         (void)parse_isa("sse9");

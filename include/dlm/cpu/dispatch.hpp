@@ -1,6 +1,6 @@
 // dlm/cpu/dispatch.hpp — picks, once per process, the best kernels this CPU runs.
 //
-//   dlm::cpu::kernels().name            // "amx", "avx512-bf16", "avx512", "avx2" or "baseline"
+//   dlm::cpu::kernels().name            // "amx", "avx512-bf16", "avx512-vnni", "avx512", "avx2" or "baseline"
 //   dlm::cpu::set_isa(dlm::cpu::isa::avx2);   // force a lower path (tests, comparisons)
 //   DLM_ISA=avx2 ./dlm-generate ...     // the same from the environment
 //
@@ -81,7 +81,8 @@ struct cpu_features {
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
     const bool vnni = c & (1u << 11);  // vpdpbusd: the quantized products (every CPU with BF16 so far has it)
-    return bf16 && vnni ? isa::avx512_bf16 : isa::avx512;
+    if (bf16 && vnni) return isa::avx512_bf16;
+    return vnni ? isa::avx512_vnni : isa::avx512;
 }
 
 /// AMX-TILE, AMX-BF16 and AMX-INT8 in CPUID, the tile state enabled in XCR0, and Linux's

@@ -7,6 +7,7 @@
 #include "avx2.hpp"
 #include "avx512.hpp"
 #include "avx512_bf16.hpp"
+#include "avx512_vnni.hpp"
 #include "baseline.hpp"
 #include "table.hpp"
 
@@ -23,6 +24,7 @@ DLM_KERNELS_OF_LINKAGE const kernel_table& kernels_of(isa i) noexcept {
     switch (i) {
         case isa::amx: return kernels_amx::table;
         case isa::avx512_bf16: return kernels_avx512_bf16::table;
+        case isa::avx512_vnni: return kernels_avx512_vnni::table;
         case isa::avx512: return kernels_avx512::table;
         case isa::avx2: return kernels_avx2::table;
         case isa::baseline: break;

@@ -1,5 +1,6 @@
-// dlm/cpu/kernels/avx512.hpp — kernels for x86-64 with AVX-512 F/BW/DQ/VL (Skylake-X, Ice Lake,
-// Zen 4 and later): 16-lane vectors, f16 widened by vcvtph2ps, bf16 products as two FMAs per pair.
+// dlm/cpu/kernels/avx512.hpp — kernels for x86-64 with AVX-512 F/BW/DQ/VL but no VNNI (Skylake-X,
+// Skylake-SP): 16-lane vectors, f16 widened by vcvtph2ps, bf16 products as two FMAs per pair, the
+// quantized products by vpmaddubsw (avx512_vnni.hpp has them by vpdpbusd).
 #pragma once
 
 #if defined(__x86_64__)
@@ -24,18 +25,9 @@ namespace dlm::cpu::kernels_avx512 {
 
 inline constexpr isa isa_id = isa::avx512;
 inline constexpr const char* isa_name = "avx512";
-inline constexpr int lanes = 16;
-inline constexpr int mr_f32 = 8, mr_bf16 = 8;  // 32 zmm registers: 16 accumulators (12 rows measured no faster)
-using vfloat = float __attribute__((vector_size(lanes * sizeof(float))));
+#include "avx512_common.inl"
 
-[[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept { return _mm512_fmadd_ps(a, b, c); }
-[[nodiscard]] inline vfloat load_f16(const std::uint16_t* p) noexcept {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-#include "vector_ops.inl"
-
-inline constexpr int mr_q = 8, s8_bias = 0;
+inline constexpr int s8_bias = 0;
 inline constexpr const char* quant_form = "vpmaddubsw";
 /// As avx2.hpp's, 512 bits wide (AVX-512 BW; no VNNI at this level).
 [[nodiscard]] inline vint dot_u8(vint acc, vbytes w, const std::int8_t* a4) noexcept {
@@ -48,8 +40,6 @@ inline constexpr const char* quant_form = "vpmaddubsw";
     const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(wi), signed_a);
     return acc + vint(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 }
-[[nodiscard]] inline vint widen_u8(const std::byte* p) noexcept { return vint(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
-[[nodiscard]] inline vint widen_s8(const std::byte* p) noexcept { return vint(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
 
 /// vpmaddubsw's 16-bit pair sums added to acc16 per 16-bit lane (vpaddw), and vpmaddwd: the
 /// unsigned quants' runs of quant_body.inl (DLM_KERNEL_I16_SUMS).

@@ -51,7 +51,7 @@ struct panel_view16 {
 };
 
 /// The instruction sets dlm has kernels for, lowest first.
-enum class isa { baseline, avx2, avx512, avx512_bf16, amx };
+enum class isa { baseline, avx2, avx512, avx512_vnni, avx512_bf16, amx };
 
 /// Every instruction set and the name DLM_ISA takes for it: the one list the dispatcher, the
 /// parser and the tests read.
@@ -59,9 +59,10 @@ struct isa_info {
     isa id;
     std::string_view name;
 };
-inline constexpr std::array<isa_info, 5> isa_list{{{isa::baseline, "baseline"},
+inline constexpr std::array<isa_info, 6> isa_list{{{isa::baseline, "baseline"},
                                                    {isa::avx2, "avx2"},
                                                    {isa::avx512, "avx512"},
+                                                   {isa::avx512_vnni, "avx512-vnni"},
                                                    {isa::avx512_bf16, "avx512-bf16"},
                                                    {isa::amx, "amx"}}};
 
