@@ -264,6 +264,37 @@ TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks,
     }
 }
 
+TEST_CASE("dispatch: the path follows the CPU's features: Haswell avx2, Skylake-X avx512, Ice Lake avx512-vnni, Zen 4 avx512-bf16") {
+    using cpu::detail::best_vector_isa;
+    using cpu::detail::vector_features;
+    const vector_features haswell{.avx = true, .fma = true, .f16c = true, .avx2 = true};
+    vector_features skylake_x = haswell;
+    skylake_x.avx512 = true;
+    vector_features ice_lake = skylake_x;  // Cascade Lake, Ice Lake, Tiger Lake, Rocket Lake
+    ice_lake.vnni = true;
+    vector_features zen4 = ice_lake;  // Cooper Lake, Sapphire Rapids (and AMX above it)
+    zen4.bf16 = true;
+    CHECK(best_vector_isa(vector_features{}) == isa::baseline);
+    CHECK(best_vector_isa(haswell) == isa::avx2);
+    CHECK(best_vector_isa(skylake_x) == isa::avx512);
+    CHECK(best_vector_isa(ice_lake) == isa::avx512_vnni);
+    CHECK(best_vector_isa(zen4) == isa::avx512_bf16);
+    vector_features bf16_alone = skylake_x;  // no CPU has it; vdpbf16ps alone makes no level
+    bf16_alone.bf16 = true;
+    CHECK(best_vector_isa(bf16_alone) == isa::avx512);
+    vector_features no_zmm_state = zen4;  // an OS that does not save the zmm registers
+    no_zmm_state.avx512 = false;
+    CHECK(best_vector_isa(no_zmm_state) == isa::avx2);
+    vector_features no_f16c = haswell;
+    no_f16c.f16c = false;
+    CHECK(best_vector_isa(no_f16c) == isa::baseline);
+#if defined(__x86_64__)
+    unsigned long long xcr0 = 0;  // this CPU: its features give the path dispatch picked (below AMX)
+    const isa here = best_vector_isa(cpu::detail::read_vector_features(xcr0));
+    CHECK(here == (detect_isa() == isa::amx ? isa::avx512_bf16 : detect_isa()));
+#endif
+}
+
 TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name") {
     CHECK(parse_isa("avx2") == isa::avx2);
     CHECK(parse_isa("avx512-bf16") == isa::avx512_bf16);

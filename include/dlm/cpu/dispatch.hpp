@@ -62,27 +62,47 @@ struct cpu_features {
     const char* amx_reason = "";  ///< why AMX is not used ("" where it is)
 };
 
+/// The vector features dlm's paths need, as CPUID and XGETBV report them.
+struct vector_features {
+    bool avx = false, fma = false, f16c = false, avx2 = false;  ///< AVX with the OS saving ymm state (OSXSAVE, XCR0)
+    bool avx512 = false;  ///< AVX-512 F, DQ, BW and VL, with the OS saving the opmask and zmm state
+    bool vnni = false;    ///< AVX-512 VNNI (vpdpbusd)
+    bool bf16 = false;    ///< AVX-512 BF16 (vdpbf16ps)
+};
+
+/// The best path below AMX for these features: avx2 needs AVX2, FMA and F16C; avx512 AVX-512
+/// F/DQ/BW/VL; avx512-vnni VNNI too; avx512-bf16 VNNI and BF16.
+[[nodiscard]] constexpr isa best_vector_isa(const vector_features& f) noexcept {
+    if (!(f.avx && f.fma && f.f16c && f.avx2)) return isa::baseline;
+    if (!f.avx512) return isa::avx2;
+    if (f.vnni && f.bf16) return isa::avx512_bf16;
+    return f.vnni ? isa::avx512_vnni : isa::avx512;
+}
+
 #if defined(__x86_64__)
-[[nodiscard]] inline isa detect_vector_isa(unsigned long long& xcr0) noexcept {
+/// This CPU's vector features (CPUID leaves 1, 7.0 and 7.1; the OS's saved state by XGETBV, its
+/// XCR0 left in `xcr0`).
+[[nodiscard]] inline vector_features read_vector_features(unsigned long long& xcr0) noexcept {
+    vector_features f;
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return isa::baseline;
-    const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
-    if (!(osxsave && avx && fma && f16c)) return isa::baseline;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool osxsave = c & (1u << 27);
+    if (!(osxsave && (c & (1u << 28)))) return f;
     unsigned xlo = 0, xhi = 0;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
     xcr0 = (static_cast<unsigned long long>(xhi) << 32) | xlo;
-    if ((xcr0 & 0x6u) != 0x6u) return isa::baseline;  // the OS saves neither xmm nor ymm state
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return isa::baseline;
-    const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
-               avx512vl = b & (1u << 31);
-    if (!avx2) return isa::baseline;
+    if ((xcr0 & 0x6u) != 0x6u) return f;  // the OS saves neither xmm nor ymm state
+    f.avx = true;
+    f.fma = c & (1u << 12);
+    f.f16c = c & (1u << 29);
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    f.avx2 = b & (1u << 5);
     const bool zmm_state = (xcr0 & 0xe0u) == 0xe0u;  // opmask, upper zmm halves, zmm16-31
-    if (!(avx512f && avx512dq && avx512bw && avx512vl && zmm_state)) return isa::avx2;
+    f.avx512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)) && zmm_state;  // F, DQ, BW, VL
+    f.vnni = c & (1u << 11);
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-    const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
-    const bool vnni = c & (1u << 11);  // vpdpbusd: the quantized products (every CPU with BF16 so far has it)
-    if (bf16 && vnni) return isa::avx512_bf16;
-    return vnni ? isa::avx512_vnni : isa::avx512;
+    f.bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
+    return f;
 }
 
 /// AMX-TILE, AMX-BF16 and AMX-INT8 in CPUID, the tile state enabled in XCR0, and Linux's
@@ -110,7 +130,7 @@ struct cpu_features {
     cpu_features f;
 #if defined(__x86_64__)
     unsigned long long xcr0 = 0;
-    f.best_vector = detect_vector_isa(xcr0);
+    f.best_vector = best_vector_isa(read_vector_features(xcr0));
     const char* refusal = amx_refusal(f.best_vector, xcr0);
     f.amx = refusal == nullptr;
     f.amx_reason = refusal == nullptr ? "" : refusal;
