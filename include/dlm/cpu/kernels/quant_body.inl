@@ -233,13 +233,14 @@ template <io::gguf_type T>
     } else {
         const vbytes raw = load_bytes(qs + quad / 2 * 64);
         vbytes u = quad % 2 ? raw >> 4 : raw & 0xf;
-        if constexpr (G.bits == 6) {
-            // The 2 high bits of quad % 4 moved to bits 4, 5 of each byte: shifted in 16-bit lanes
-            // (x86 has no byte shifts) and masked, which drops what crossed from the other byte.
+        if constexpr (G.high_bits() > 0) {
+            // The quad's high bits (Q5_K: bit quad % 8; Q6_K: bits 2·(quad % 4), + 1) moved to bit 4
+            // (and 5) of each byte: shifted in 16-bit lanes (x86 has no byte shifts) and masked, which
+            // drops what crossed from the other byte.
             using vu16 = std::uint16_t __attribute__((vector_size(sizeof(vbytes))));
-            const vu16 high = __builtin_bit_cast(vu16, load_bytes(w + G.high_at() + v * lanes * 4 + quad / 4 * 64));
-            const int shift = 2 * (quad % 4);
-            u |= __builtin_bit_cast(vbytes, shift <= 4 ? high << (4 - shift) : high >> (shift - 4)) & 0x30;
+            const vu16 high = __builtin_bit_cast(vu16, load_bytes(w + G.high_at() + v * lanes * 4 + quad / G.high_quads() * 64));
+            const int shift = G.high_bits() * (quad % G.high_quads());
+            u |= __builtin_bit_cast(vbytes, shift <= 4 ? high << (4 - shift) : high >> (shift - 4)) & static_cast<std::uint8_t>(G.high_mask());
         }
         return u;
     }

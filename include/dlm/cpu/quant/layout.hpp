@@ -8,14 +8,16 @@
 //   header  d[16] (f16); K-quants with mins (Q4_K, Q5_K): dmin[16] (f16), then per sub-block j
 //           the 16 rows' scales sc[j][16] and mins m[j][16] (u8, 6 bits); Q6_K: sc[j][16] (int8)
 //   quants  unsigned integers u (Q8_0: the signed q), in chunks of 64 bytes, 4 bytes per row:
-//           8-bit  chunk t holds k = 4t .. 4t + 3 of each row (Q8_0, Q5_K, Q6_K)
+//           8-bit  chunk t holds k = 4t .. 4t + 3 of each row (Q8_0)
 //           4-bit  chunk t holds k = 8t .. 8t + 3 in the low nibbles, 8t + 4 .. 8t + 7 in the high
 //                  ones (Q4_0, Q4_K)
+//           5-bit  the low 4 bits as 4-bit, then the high bit: chunk t holds k = 32t + 4i + b in
+//                  bit i of byte b of each row's 4 (Q5_K)
 //           6-bit  the low 4 bits as 4-bit, then the high 2 bits: chunk t holds k = 16t + 4i + b in
 //                  bits 2i, 2i + 1 of byte b of each row's 4 (Q6_K)
 // so that a 512-bit vector of a chunk feeds one vpdpbusd (a row per 32-bit lane, 4 products each).
 // A tile takes about the bytes of the 16 rows' blocks in the file: Q8_0, Q4_0, Q6_K the same, Q4_K
-// +3 %; Q5_K is widened to a byte per quant (+57 %).
+// +3 % and Q5_K +2 % (their 6-bit scales and mins held as a byte each).
 //
 // Every block type computes w = d·sc_j·u − dmin·m_j (Q8_0: d·q; Q4_0: d·(u − 8), Q6_K:
 // d·sc_j·(u − 32)). Activations are quantized per row and block of the same size, to int8 with
@@ -43,7 +45,7 @@ struct tile_geometry {
     io::gguf_type type;
     int block;        ///< elements of k per tile (32 or 256)
     int sub;          ///< elements per sub-block with its own scale (32; Q6_K: 16); == block for Q8_0/Q4_0
-    int bits;         ///< 4 (nibbles), 6 (nibbles and 2-bit pairs) or 8 (bytes) per quant as held
+    int bits;         ///< 4 (nibbles), 5 or 6 (nibbles and the high bits apart) or 8 (bytes) per quant as held
     bool mins;        ///< a dmin and per-sub-block mins (Q4_K, Q5_K)
     bool scales;      ///< per-sub-block scales (the K-quants)
     bool signed_q;    ///< quants are signed int8 (Q8_0)
@@ -52,12 +54,18 @@ struct tile_geometry {
     int header_bytes, quant_bytes;
     [[nodiscard]] constexpr int subs() const noexcept { return block / sub; }
     [[nodiscard]] constexpr int tile_bytes() const noexcept { return header_bytes + quant_bytes; }
-    /// Elements of k per 64-byte chunk of quants (of the low 4 bits for 6-bit quants).
+    /// Elements of k per 64-byte chunk of quants (of the low 4 bits for 5- and 6-bit quants).
     [[nodiscard]] constexpr int chunk_k() const noexcept { return bits == 8 ? 4 : 8; }
-    /// Where the high 2 bits of 6-bit quants start, from the tile's start.
+    /// Bits of each quant held apart from its low 4: 1 (Q5_K), 2 (Q6_K), else 0.
+    [[nodiscard]] constexpr int high_bits() const noexcept { return bits == 5 || bits == 6 ? bits - 4 : 0; }
+    /// Quads (4 k of the 16 rows) whose high bits one 64-byte chunk holds: 8 (Q5_K), 4 (Q6_K).
+    [[nodiscard]] constexpr int high_quads() const noexcept { return high_bits() > 0 ? 8 / high_bits() : 0; }
+    /// A quant's high bits in its byte once moved above the low 4: 0x10 (Q5_K), 0x30 (Q6_K).
+    [[nodiscard]] constexpr int high_mask() const noexcept { return ((1 << high_bits()) - 1) << 4; }
+    /// Where the high bits of 5- and 6-bit quants start, from the tile's start.
     [[nodiscard]] constexpr int high_at() const noexcept { return header_bytes + block * static_cast<int>(tile_rows) / 2; }
     /// The largest quant as held, in magnitude: 15 (4-bit), 31 (Q5_K), 63 (Q6_K), 128 (Q8_0's signed q).
-    [[nodiscard]] constexpr int u_max() const noexcept { return signed_q ? 128 : type == io::gguf_type::q5_k ? 31 : (1 << bits) - 1; }
+    [[nodiscard]] constexpr int u_max() const noexcept { return signed_q ? 128 : (1 << bits) - 1; }
 };
 
 [[nodiscard]] constexpr tile_geometry geometry(io::gguf_type t) noexcept {
@@ -67,7 +75,7 @@ struct tile_geometry {
         case T::q8_0: return {t, 32, 32, 8, false, false, true, 0, 0, 0, 2 * r, 32 * r};
         case T::q4_0: return {t, 32, 32, 4, false, false, false, 8, 0, 0, 2 * r, 16 * r};
         case T::q4_k: return {t, 256, 32, 4, true, true, false, 0, 4 * r, 12 * r, 20 * r, 128 * r};
-        case T::q5_k: return {t, 256, 32, 8, true, true, false, 0, 4 * r, 12 * r, 20 * r, 256 * r};
+        case T::q5_k: return {t, 256, 32, 5, true, true, false, 0, 4 * r, 12 * r, 20 * r, 160 * r};
         case T::q6_k: return {t, 256, 16, 6, false, true, false, 32, 2 * r, 0, 18 * r, 192 * r};
         default: break;
     }

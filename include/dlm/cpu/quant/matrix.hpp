@@ -176,10 +176,11 @@ private:
         high = g.bits != 8 && within >= 4;
         return static_cast<std::size_t>(g.header_bytes + e / ck * 64 + 4 * c + within % 4);
     }
-    /// Byte and shift of the high 2 bits of 6-bit quant e of tile row c.
+    /// Byte and shift of the high bits (layout.hpp: high_bits) of 5- or 6-bit quant e of tile row c.
     [[nodiscard]] static std::size_t high_bits_at(const tile_geometry& g, int e, int c, int& shift) noexcept {
-        shift = 2 * (e % 16 / 4);
-        return static_cast<std::size_t>(g.high_at() + e / 16 * 64 + 4 * c + e % 4);
+        const int quad = e / 4, per = g.high_quads();
+        shift = g.high_bits() * (quad % per);
+        return static_cast<std::size_t>(g.high_at() + quad / per * 64 + 4 * c + e % 4);
     }
     /// The quant as held: Q8_0 its signed byte, else the unsigned u.
     [[nodiscard]] static int stored_quant(io::gguf_type t, const std::byte* b, int e) noexcept {
@@ -212,10 +213,11 @@ private:
             bool high = false;
             const std::size_t at = quant_at(g, e, c, high);
             auto u = static_cast<std::uint8_t>(stored_quant(g.type, b, e));
-            if (g.bits == 6) {
+            if (g.high_bits() > 0) {
                 int shift = 0;
                 const std::size_t hi = high_bits_at(g, e, c, shift);
-                t[hi] = static_cast<std::byte>((static_cast<std::uint8_t>(t[hi]) & ~(3u << shift)) | ((u >> 4) << shift));
+                const unsigned mask = (1u << g.high_bits()) - 1;
+                t[hi] = static_cast<std::byte>((static_cast<std::uint8_t>(t[hi]) & ~(mask << shift)) | ((u >> 4) << shift));
                 u &= 0xf;
             }
             t[at] = static_cast<std::byte>(high ? (static_cast<std::uint8_t>(t[at]) & 0x0f) | (u << 4)
@@ -230,12 +232,12 @@ private:
             bool high = false;
             const std::uint8_t byte = static_cast<std::uint8_t>(t[quant_at(g, e, c, high)]);
             int u = g.bits == 8 ? byte : (high ? byte >> 4 : byte & 0xf);
-            if (g.bits == 6) {
+            if (g.high_bits() > 0) {
                 int shift = 0;
                 // The byte first, in its own statement: C++17 sequences a shift's left operand first, but
                 // GCC's -fsanitize=shift instrumentation read `shift` before the call had set it.
                 const std::size_t hi = high_bits_at(g, e, c, shift);
-                u |= ((static_cast<std::uint8_t>(t[hi]) >> shift) & 3) << 4;
+                u |= ((static_cast<std::uint8_t>(t[hi]) >> shift) & ((1 << g.high_bits()) - 1)) << 4;
             }
             const int j = e / g.sub;
             switch (g.type) {
