@@ -243,7 +243,7 @@ template <io::gguf_type T>
     __m512i u = _mm512_and_si512(q % 2 ? _mm512_srli_epi16(raw, 4) : raw, low4);
     if constexpr (G.high_bits() > 0) {
         const __m512i high = _mm512_loadu_si512(w + G.high_at() + q / G.high_quads() * 64);
-        const __m512i h = _mm512_and_si512(_mm512_srli_epi16(high, G.high_bits() * (q % G.high_quads())), _mm512_set1_epi8((1 << G.high_bits()) - 1));
+        const __m512i h = _mm512_and_si512(_mm512_srli_epi16(high, G.high_bits() * (q % G.high_quads())), _mm512_set1_epi8(static_cast<char>(G.high_mask())));
         u = _mm512_or_si512(u, _mm512_slli_epi16(h, 4));
     }
     return u;

@@ -14,9 +14,9 @@
 //                               halves, s the word at s2 broadcast (vpdpwssd, or vpmaddwd + vpaddd)
 // and, where DLM_KERNEL_I16_SUMS is defined (vpmaddubsw forms), the 16-bit primitives:
 //   dot_u8_16(acc16, w, a4)     per 16-bit lane h: acc16 + w[2h]·a[2h mod 4] + w[2h+1]·a[2h+1 mod 4]
+//   sum_pairs(x16, s16)         per 32-bit lane: the products of x16's and s16's 16-bit halves, summed
 // The activations' 4 bytes and pair words come by address, so that an instruction set can take
 // them as a broadcast memory operand (vector_ops.inl's load_word loads one where it cannot).
-//   sum_pairs(x16, s16)         per 32-bit lane: the products of x16's and s16's 16-bit halves, summed
 // Every sum of products is an integer sum (exact, whatever the instruction), and each block ends
 // with the same short sequence of f32 operations on every instruction set, none of them fused into
 // an FMA (the products pass through `unfused`), so every path computes the same bits.
@@ -235,12 +235,12 @@ template <io::gguf_type T>
         vbytes u = quad % 2 ? raw >> 4 : raw & 0xf;
         if constexpr (G.high_bits() > 0) {
             // The quad's high bits (Q5_K: bit quad % 8; Q6_K: bits 2·(quad % 4), + 1) moved to bit 4
-            // (and 5) of each byte: shifted in 16-bit lanes (x86 has no byte shifts) and masked, which
+            // (and 5) of each byte, above the low 4: shifted in 16-bit lanes (x86 has no byte shifts) and masked, which
             // drops what crossed from the other byte.
             using vu16 = std::uint16_t __attribute__((vector_size(sizeof(vbytes))));
             const vu16 high = __builtin_bit_cast(vu16, load_bytes(w + G.high_at() + v * lanes * 4 + quad / G.high_quads() * 64));
             const int shift = G.high_bits() * (quad % G.high_quads());
-            u |= __builtin_bit_cast(vbytes, shift <= 4 ? high << (4 - shift) : high >> (shift - 4)) & static_cast<std::uint8_t>(G.high_mask());
+            u |= __builtin_bit_cast(vbytes, shift <= 4 ? high << (4 - shift) : high >> (shift - 4)) & static_cast<std::uint8_t>(G.high_mask() << 4);
         }
         return u;
     }

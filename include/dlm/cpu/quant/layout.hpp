@@ -60,8 +60,8 @@ struct tile_geometry {
     [[nodiscard]] constexpr int high_bits() const noexcept { return bits == 5 || bits == 6 ? bits - 4 : 0; }
     /// Quads (4 k of the 16 rows) whose high bits one 64-byte chunk holds: 8 (Q5_K), 4 (Q6_K).
     [[nodiscard]] constexpr int high_quads() const noexcept { return high_bits() > 0 ? 8 / high_bits() : 0; }
-    /// A quant's high bits in its byte once moved above the low 4: 0x10 (Q5_K), 0x30 (Q6_K).
-    [[nodiscard]] constexpr int high_mask() const noexcept { return ((1 << high_bits()) - 1) << 4; }
+    /// The mask of one quant's high bits: 1 (Q5_K), 3 (Q6_K).
+    [[nodiscard]] constexpr int high_mask() const noexcept { return (1 << high_bits()) - 1; }
     /// Where the high bits of 5- and 6-bit quants start, from the tile's start.
     [[nodiscard]] constexpr int high_at() const noexcept { return header_bytes + block * static_cast<int>(tile_rows) / 2; }
     /// The largest quant as held, in magnitude: 15 (4-bit), 31 (Q5_K), 63 (Q6_K), 128 (Q8_0's signed q).

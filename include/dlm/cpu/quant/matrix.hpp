@@ -216,8 +216,7 @@ private:
             if (g.high_bits() > 0) {
                 int shift = 0;
                 const std::size_t hi = high_bits_at(g, e, c, shift);
-                const unsigned mask = (1u << g.high_bits()) - 1;
-                t[hi] = static_cast<std::byte>((static_cast<std::uint8_t>(t[hi]) & ~(mask << shift)) | ((u >> 4) << shift));
+                t[hi] = static_cast<std::byte>((static_cast<std::uint8_t>(t[hi]) & ~(static_cast<unsigned>(g.high_mask()) << shift)) | ((u >> 4) << shift));
                 u &= 0xf;
             }
             t[at] = static_cast<std::byte>(high ? (static_cast<std::uint8_t>(t[at]) & 0x0f) | (u << 4)
@@ -237,7 +236,7 @@ private:
                 // The byte first, in its own statement: C++17 sequences a shift's left operand first, but
                 // GCC's -fsanitize=shift instrumentation read `shift` before the call had set it.
                 const std::size_t hi = high_bits_at(g, e, c, shift);
-                u |= ((static_cast<std::uint8_t>(t[hi]) >> shift) & ((1 << g.high_bits()) - 1)) << 4;
+                u |= ((static_cast<std::uint8_t>(t[hi]) >> shift) & g.high_mask()) << 4;
             }
             const int j = e / g.sub;
             switch (g.type) {
