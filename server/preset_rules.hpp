@@ -11,7 +11,6 @@
 #pragma once
 
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include <dlm/registry/validate.hpp>
@@ -34,27 +33,18 @@ namespace dlm::server {
 }
 
 /// The settings of one request: the server's (from its flags and the model), with the request's
-/// overrides. Steps the server's flags did not set follow the request's canvas, as the registry's
-/// defaults do (the generation length, or the block length for steps per block).
+/// overrides laid over them as dlm-generate's flags are (registry::apply_user_options). Steps the
+/// server's flags did not set follow the request's canvas (registry::default_steps: the generation
+/// length, or the block length for steps per block).
 [[nodiscard]] inline registry::settings request_settings(const registry::settings& base, bool steps_given, const completion_request& r) {
     using O = registry::option;
     registry::settings s = base;
-    const auto user = [&s](O o, auto& out, const auto& v) {
-        if (!v) return;
-        out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
-        s.set_source(o, registry::source::user, "");
-    };
+    const registry::choices c = choices_of(r);
     s.gen_length = r.gen_length;
     s.set_source(O::gen_length, registry::source::user, "");
-    user(O::temperature, s.temperature, r.temperature);
-    user(O::top_p, s.top_p, r.top_p);
-    user(O::top_k, s.top_k, r.top_k);
-    user(O::threshold, s.threshold, r.threshold);
-    user(O::editing_threshold, s.editing_threshold, r.editing_threshold);
-    user(O::block_length, s.block_length, r.block_length);
-    user(O::seed, s.seed, r.seed);
-    if (const registry::accepted a = registry::builtin.accepts(s.preset); !steps_given && !a.steps_capped) s.steps = a.steps_in_all ? s.gen_length : s.block_length;
-    user(O::steps, s.steps, r.steps);
+    if (c.block_length) s.block_length = *c.block_length, s.set_source(O::block_length, registry::source::user, "");
+    if (const registry::accepted a = registry::builtin.accepts(s.preset); !steps_given && !a.steps_capped) registry::default_steps(s, a);
+    registry::apply_user_options(s, c);
     return s;
 }
 

@@ -205,6 +205,31 @@ TEST_CASE("registry: defaults come from the user, the model's hints, the preset'
     CHECK(reg::effective_block_length(reg::builtin, reg::resolve(reg::builtin, id("autoregressive"), {})) == 1);
 }
 
+TEST_CASE("registry: the user's options laid over resolved settings change what they set, and default steps follow the canvas") {
+    reg::settings s = reg::resolve(reg::builtin, id("llada"), {}, {48, 8});
+    const reg::settings before = s;
+    reg::apply_user_options(s, {.temperature = 0.5f, .seed = 7});
+    CHECK(s.temperature == 0.5f);
+    CHECK(s.source_of(option::temperature) == reg::source::user);
+    CHECK(s.seed == 7u);
+    CHECK(s.steps == before.steps);
+    CHECK(s.source_of(option::steps) == before.source_of(option::steps));
+    CHECK(s.top_k == before.top_k);
+    CHECK(s.source_of(option::top_k) == before.source_of(option::top_k));
+    s.gen_length = 96;  // a request's canvas (dlm-server's request_settings)
+    reg::default_steps(s, reg::builtin.accepts(id("llada")));
+    CHECK(s.steps == 96);  // in all: the generation length
+    CHECK(s.origin_of(option::steps) == "the generation length");
+    reg::apply_user_options(s, {.steps = 5});
+    CHECK(s.steps == 5);
+    CHECK(s.source_of(option::steps) == reg::source::user);
+    reg::settings b = reg::resolve(reg::builtin, id("sdar"), {}, {48, 8});
+    b.block_length = 16;
+    reg::default_steps(b, reg::builtin.accepts(id("sdar")));
+    CHECK(b.steps == 16);  // per block: the block length
+    CHECK(b.origin_of(option::steps) == "the block length");
+}
+
 namespace {
 
 /// A preset of a test's own: CDLM's policies with the dual cache's semi-AR mask swapped in.

@@ -164,24 +164,18 @@ template <class Table>
     return c;
 }
 
-namespace detail {
+/// Steps where neither the user nor the schedule's own cap fixed them: the generation length where
+/// the schedule counts them in all (one slot per forward), the block length where it counts them per
+/// block. Reads s.gen_length and s.block_length, so it follows whatever set those.
+inline void default_steps(settings& s, const accepted& a) {
+    s.steps = a.steps_in_all ? s.gen_length : s.block_length;
+    s.set_source(option::steps, source::preset, a.steps_in_all ? "the generation length" : "the block length");
+}
 
-/// The options of `c` into `s` (whose policy defaults are read), as resolve describes: each option the
-/// user set, else the model's hint, else what `s` holds; steps default by `a.steps_in_all`.
-inline void apply_choices(settings& s, const accepted& a, const choices& c, const model_hints& h) {
-    const auto pick = [&](option o, index_t& out, std::optional<index_t> user, index_t hint, const char* key, const char* library) {
-        if (user) out = *user, s.set_source(o, source::user, "");
-        else if (hint > 0) out = hint, s.set_source(o, source::model, std::string("the model's ") + key);
-        else s.set_source(o, source::library, library);
-    };
-    pick(option::gen_length, s.gen_length, c.gen_length, h.gen_length, "dlm_gen_length", "dlm's default");
-    pick(option::block_length, s.block_length, c.block_length, h.block_length, "dlm_block_length", "dlm's default");
-    if (a.steps_capped) {
-        s.set_source(option::steps, source::preset, "the schedule's own cap per block");  // read_schedule_defaults set it
-    } else {
-        s.steps = a.steps_in_all ? s.gen_length : s.block_length;
-        s.set_source(option::steps, source::preset, a.steps_in_all ? "the generation length" : "the block length");
-    }
+/// Every option after the canvas (steps and the policies' own) that `c` sets, laid over `s` with the
+/// user as its source: the one place a user's choices enter settings, for dlm-generate's flags
+/// (resolve) and the server's requests alike.
+inline void apply_user_options(settings& s, const choices& c) {
     const auto user = [&](option o, auto& out, const auto& v) {
         if (v) out = *v, s.set_source(o, source::user, "");
     };
@@ -195,6 +189,23 @@ inline void apply_choices(settings& s, const accepted& a, const choices& c, cons
     user(option::top_p, s.top_p, c.top_p);
     user(option::seed, s.seed, c.seed);
     user(option::editing_threshold, s.editing_threshold, c.editing_threshold);
+}
+
+namespace detail {
+
+/// The options of `c` into `s` (whose policy defaults are read), as resolve describes: each option the
+/// user set, else the model's hint, else what `s` holds; steps default by `a.steps_in_all`.
+inline void apply_choices(settings& s, const accepted& a, const choices& c, const model_hints& h) {
+    const auto pick = [&](option o, index_t& out, std::optional<index_t> user, index_t hint, const char* key, const char* library) {
+        if (user) out = *user, s.set_source(o, source::user, "");
+        else if (hint > 0) out = hint, s.set_source(o, source::model, std::string("the model's ") + key);
+        else s.set_source(o, source::library, library);
+    };
+    pick(option::gen_length, s.gen_length, c.gen_length, h.gen_length, "dlm_gen_length", "dlm's default");
+    pick(option::block_length, s.block_length, c.block_length, h.block_length, "dlm_block_length", "dlm's default");
+    if (a.steps_capped) s.set_source(option::steps, source::preset, "the schedule's own cap per block");  // read_schedule_defaults set it
+    else default_steps(s, a);
+    apply_user_options(s, c);
 }
 
 }  // namespace detail
