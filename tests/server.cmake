@@ -1,9 +1,9 @@
 # dlm-server: its pieces without a socket (test_server: request parsing and checks, streaming text,
 # bodies, metrics, flags, the scheduler on a scripted model), and the server itself with real
 # clients on 127.0.0.1 (tests/server/client_test.py: curl, a bounded load test, a disconnect, a full
-# queue, the official openai package in a venv made by scripts/setup-openai-venv.sh, and hostile
-# clients: chunked and encoded bodies, slowloris, the connection cap, HTTP/1.0, drain, start-up
-# failure, request ids). Each
+# queue, the official openai package in a venv made by scripts/setup-openai-venv.sh; and, from
+# hostile_cases.py, hostile clients: chunked and encoded bodies, slowloris, the connection cap,
+# HTTP/1.0, drain, start-up failure, request ids; harness.py what they share). Each
 # client case starts and stops its own server on a free port; a case that cannot run here (no curl,
 # no PyPI) reports itself skipped, saying why.
 if(NOT DLM_HAVE_CPU)

@@ -20,10 +20,7 @@ import threading
 import time
 import zlib
 
-
-def rss_mb(pid, field="VmRSS"):
-    with open(f"/proc/{pid}/status") as f:
-        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1)) / 1024
+from harness import rss_mb
 
 
 class Server:
