@@ -43,6 +43,19 @@ inline constexpr int qk_k = 256;
     return t == gguf_type::q8_0 || t == gguf_type::q4_0 || t == gguf_type::q4_k || t == gguf_type::q5_k || t == gguf_type::q6_k;
 }
 
+/// f.template operator()<T>() for the block type t, one has_kernel accepts (Q6_K for any other):
+/// code written once per type, chosen once per call rather than per element.
+template <class F>
+decltype(auto) with_block_type(gguf_type t, F&& f) {
+    switch (t) {
+        case gguf_type::q8_0: return f.template operator()<gguf_type::q8_0>();
+        case gguf_type::q4_0: return f.template operator()<gguf_type::q4_0>();
+        case gguf_type::q4_k: return f.template operator()<gguf_type::q4_k>();
+        case gguf_type::q5_k: return f.template operator()<gguf_type::q5_k>();
+        default: return f.template operator()<gguf_type::q6_k>();
+    }
+}
+
 namespace detail {
 [[nodiscard]] inline float half(const std::byte* p) noexcept {
     std::uint16_t h;
@@ -80,28 +93,47 @@ struct k_layout {
     static constexpr int q6k_ql = 0, q6k_qh = 128, q6k_sc = 192, q6k_d = 208;  // Q6_K
 };
 
-/// The unsigned quant q of element i (< 256) of a Q4_K / Q5_K / Q6_K super-block, and of element
-/// i (< 32) of a Q4_0 block (q8_0: the signed value).
-[[nodiscard]] inline int q4_0_q(const std::byte* b, int i) noexcept {
-    const std::uint8_t v = u8(b + 2, i % 16);
-    return i < 16 ? v & 0xf : v >> 4;
+/// The quants of one block of type T as held, element i at u[i]: Q8_0's signed bytes as they are,
+/// the others' unsigned q (Q4_0 and Q4_K in [0, 15], Q5_K [0, 31], Q6_K [0, 63]). Loops over the
+/// format's own runs of 32 bytes (the comment at the top), which the compiler vectorizes: the
+/// file's quants are decoded once at load, 4.9 GB of them for an 8B Q4_K_M file.
+template <gguf_type T>
+inline void block_quants(const std::byte* b, std::uint8_t* u) noexcept {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(b);
+    if constexpr (T == gguf_type::q8_0) {
+        std::memcpy(u, p + 2, 32);
+    } else if constexpr (T == gguf_type::q4_0) {
+        for (int l = 0; l < 16; ++l) u[l] = p[2 + l] & 0xf, u[16 + l] = p[2 + l] >> 4;
+    } else if constexpr (T == gguf_type::q4_k || T == gguf_type::q5_k) {
+        constexpr bool five = T == gguf_type::q5_k;
+        const std::uint8_t* qs = p + (five ? k_layout::q5k_qs : k_layout::q4k_qs);
+        for (int c = 0; c < 4; ++c)
+            for (int l = 0; l < 32; ++l) {
+                auto lo = static_cast<std::uint8_t>(qs[32 * c + l] & 0xf), hi = static_cast<std::uint8_t>(qs[32 * c + l] >> 4);
+                if constexpr (five) {
+                    const std::uint8_t qh = p[k_layout::q5k_qh + l];
+                    lo = static_cast<std::uint8_t>(lo | ((qh >> (2 * c)) & 1) << 4);
+                    hi = static_cast<std::uint8_t>(hi | ((qh >> (2 * c + 1)) & 1) << 4);
+                }
+                u[64 * c + l] = lo;
+                u[64 * c + 32 + l] = hi;
+            }
+    } else {
+        static_assert(T == gguf_type::q6_k, "block_quants decodes Q8_0, Q4_0, Q4_K, Q5_K and Q6_K");
+        // 128 elements per half: element h·128 + s·32 + l (s = 0..3, l < 32) takes ql[h·64 + (s & 1)·32 + l]
+        // (low nibble for s < 2, high for s >= 2) and bits 2s, 2s + 1 of qh[h·32 + l].
+        const std::uint8_t *ql = p + k_layout::q6k_ql, *qh = p + k_layout::q6k_qh;
+        for (int h = 0; h < 2; ++h)
+            for (int s = 0; s < 4; ++s)
+                for (int l = 0; l < 32; ++l) {
+                    const std::uint8_t lo = ql[h * 64 + (s & 1) * 32 + l];
+                    u[h * 128 + s * 32 + l] = static_cast<std::uint8_t>((s < 2 ? lo & 0xf : lo >> 4) | ((qh[h * 32 + l] >> (2 * s)) & 3) << 4);
+                }
+    }
 }
-[[nodiscard]] inline int q4_k_q(const std::byte* b, int i) noexcept {
-    const std::uint8_t v = u8(b + k_layout::q4k_qs, i / 64 * 32 + i % 32);
-    return i % 64 < 32 ? v & 0xf : v >> 4;
-}
-[[nodiscard]] inline int q5_k_q(const std::byte* b, int i) noexcept {
-    const std::uint8_t v = u8(b + k_layout::q5k_qs, i / 64 * 32 + i % 32);
-    const int bit = 2 * (i / 64) + (i % 64 < 32 ? 0 : 1);
-    return (i % 64 < 32 ? v & 0xf : v >> 4) | (((u8(b + k_layout::q5k_qh, i % 32) >> bit) & 1) << 4);
-}
-[[nodiscard]] inline int q6_k_q(const std::byte* b, int i) noexcept {
-    // 128 elements per half: element h·128 + s·32 + l (s = 0..3, l < 32) takes ql[h·64 + (s & 1)·32 + l]
-    // (low nibble for s < 2, high for s >= 2) and bits 2s, 2s + 1 of qh[h·32 + l].
-    const int h = i / 128, s = i % 128 / 32, l = i % 32;
-    const std::uint8_t lo = u8(b + k_layout::q6k_ql, h * 64 + (s & 1) * 32 + l);
-    const std::uint8_t hi = u8(b + k_layout::q6k_qh, h * 32 + l);
-    return (s < 2 ? lo & 0xf : lo >> 4) | (((hi >> (2 * s)) & 3) << 4);
+/// block_quants for a run-time type (one has_kernel accepts).
+inline void block_quants(gguf_type t, const std::byte* b, std::uint8_t* u) noexcept {
+    with_block_type(t, [&]<gguf_type T>() { block_quants<T>(b, u); });
 }
 [[nodiscard]] inline int q6_k_scale(const std::byte* b, int i) noexcept {
     return static_cast<std::int8_t>(u8(b + k_layout::q6k_sc, i / 16));
@@ -126,6 +158,7 @@ inline void dequantize_row(gguf_type t, const std::byte* src, float* dst, std::i
     (void)bytes;
     const std::int64_t nb = cols / io::gguf_block_size(t);
     const std::size_t bs = io::gguf_type_size(t);
+    std::uint8_t u[qk_k];
     for (std::int64_t i = 0; i < nb; ++i) {
         const std::byte* b = src + static_cast<std::size_t>(i) * bs;
         float* y = dst + i * io::gguf_block_size(t);
@@ -140,32 +173,31 @@ inline void dequantize_row(gguf_type t, const std::byte* src, float* dst, std::i
             }
             case gguf_type::q8_0: {
                 const float d = half(b);
-                for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(u8(b + 2, j))) * d;
+                block_quants<gguf_type::q8_0>(b, u);
+                for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<std::int8_t>(u[j])) * d;
                 break;
             }
             case gguf_type::q4_0: {
                 const float d = half(b);
-                for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q4_0_q(b, j) - 8) * d;
+                block_quants<gguf_type::q4_0>(b, u);
+                for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(u[j] - 8) * d;
                 break;
             }
             case gguf_type::q4_k:
             case gguf_type::q5_k: {
                 const float d = half(b), dmin = half(b + 2);
-                const bool five = t == gguf_type::q5_k;
+                block_quants(t, b, u);
                 for (int j = 0; j < 8; ++j) {
                     const scale_min sm = k4_scale_min(b + k_layout::q4k_scales, j);
                     const float d1 = d * static_cast<float>(sm.scale), m1 = dmin * static_cast<float>(sm.min);
-                    for (int l = 0; l < 32; ++l) {
-                        const int q = five ? q5_k_q(b, j * 32 + l) : q4_k_q(b, j * 32 + l);
-                        y[j * 32 + l] = d1 * static_cast<float>(q) - m1;
-                    }
+                    for (int l = 0; l < 32; ++l) y[j * 32 + l] = d1 * static_cast<float>(u[j * 32 + l]) - m1;
                 }
                 break;
             }
             case gguf_type::q6_k: {
                 const float d = half(b + k_layout::q6k_d);
-                for (int e = 0; e < qk_k; ++e)
-                    y[e] = d * static_cast<float>(q6_k_scale(b, e)) * static_cast<float>(q6_k_q(b, e) - 32);
+                block_quants<gguf_type::q6_k>(b, u);
+                for (int e = 0; e < qk_k; ++e) y[e] = d * static_cast<float>(q6_k_scale(b, e)) * static_cast<float>(u[e] - 32);
                 break;
             }
             default:

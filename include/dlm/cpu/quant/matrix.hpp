@@ -104,7 +104,6 @@ public:
             throw contract_error("quant::matrix::set_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
                                  ") do not lie in one part");
         part& q = const_cast<part&>(*p);
-        const tile_geometry g = geometry(q.type);
         const std::size_t rb = row_bytes(q.type, k_), bs = io::gguf_type_size(q.type);
         [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
         const index_t g_first = (row0 - q.row0) / tile_rows, g_last = (row0 - q.row0 + rows + tile_rows - 1) / tile_rows;
@@ -115,8 +114,9 @@ public:
             const index_t lr_begin = std::max(row0 - q.row0, gi * tile_rows), lr_end = std::min(row0 - q.row0 + rows, (gi + 1) * tile_rows);
             for (index_t lr = lr_begin; lr < lr_end; ++lr) {
                 const std::byte* srow = src + static_cast<std::size_t>(lr - (row0 - q.row0)) * rb;
-                for (index_t s = 0; s < q.blocks; ++s)
-                    pack_block(g, srow + static_cast<std::size_t>(s) * bs, tile(q, gi, s), static_cast<int>(lr % tile_rows));
+                with_block_type(q.type, [&]<io::gguf_type T>() {
+                    for (index_t s = 0; s < q.blocks; ++s) pack_block<T>(srow + static_cast<std::size_t>(s) * bs, tile(q, gi, s), static_cast<int>(lr % tile_rows));
+                });
             }
         }
     }
@@ -182,26 +182,22 @@ private:
         shift = g.high_bits() * (quad % per);
         return static_cast<std::size_t>(g.high_at() + quad / per * 64 + 4 * c + e % 4);
     }
-    /// The quant as held: Q8_0 its signed byte, else the unsigned u.
-    [[nodiscard]] static int stored_quant(io::gguf_type t, const std::byte* b, int e) noexcept {
-        switch (t) {
-            case io::gguf_type::q8_0: return static_cast<std::uint8_t>(b[2 + e]);
-            case io::gguf_type::q4_0: return detail::q4_0_q(b, e);
-            case io::gguf_type::q4_k: return detail::q4_k_q(b, e);
-            case io::gguf_type::q5_k: return detail::q5_k_q(b, e);
-            default: return detail::q6_k_q(b, e);
-        }
-    }
-    /// One file block into row c of a tile.
-    static void pack_block(const tile_geometry& g, const std::byte* b, std::byte* t, int c) noexcept {
+    /// One file block into row c of a tile: the header (d, dmin, the sub-block scales and mins),
+    /// then the quants as quant_at and high_bits_at place them. Row c owns whole bytes of every
+    /// 64-byte chunk (4c .. 4c + 3), so each byte is written once, never read back: a block of
+    /// 256 quants is about 160 stores, where a read-modify-write per quant through the run-time
+    /// geometry made loading a GGUF file bound by this function (docs/benchmarks.md).
+    template <io::gguf_type T>
+    static void pack_block(const std::byte* b, std::byte* t, int c) noexcept {
+        constexpr tile_geometry g = geometry(T);
         constexpr int r = static_cast<int>(tile_rows);
-        if (g.type == io::gguf_type::q6_k) {
+        if constexpr (T == io::gguf_type::q6_k) {
             std::memcpy(t + 2 * c, b + detail::k_layout::q6k_d, 2);
             for (int j = 0; j < 16; ++j) t[g.sc_at + j * r + c] = b[detail::k_layout::q6k_sc + j];
         } else {
             std::memcpy(t + 2 * c, b, 2);
         }
-        if (g.mins) {
+        if constexpr (g.mins) {
             std::memcpy(t + 2 * r + 2 * c, b + 2, 2);
             for (int j = 0; j < 8; ++j) {
                 const detail::scale_min sm = detail::k4_scale_min(b + detail::k_layout::q4k_scales, j);
@@ -209,18 +205,27 @@ private:
                 t[g.m_at + j * r + c] = std::byte{sm.min};
             }
         }
-        for (int e = 0; e < g.block; ++e) {
-            bool high = false;
-            const std::size_t at = quant_at(g, e, c, high);
-            auto u = static_cast<std::uint8_t>(stored_quant(g.type, b, e));
-            if (g.high_bits() > 0) {
-                int shift = 0;
-                const std::size_t hi = high_bits_at(g, e, c, shift);
-                t[hi] = static_cast<std::byte>((static_cast<std::uint8_t>(t[hi]) & ~(static_cast<unsigned>(g.high_mask()) << shift)) | ((u >> 4) << shift));
-                u &= 0xf;
-            }
-            t[at] = static_cast<std::byte>(high ? (static_cast<std::uint8_t>(t[at]) & 0x0f) | (u << 4)
-                                                : (static_cast<std::uint8_t>(t[at]) & (g.bits == 8 ? 0x00 : 0xf0)) | u);
+        std::uint8_t u[256];
+        detail::block_quants<T>(b, u);
+        std::byte* row = t + g.header_bytes + 4 * c;
+        if constexpr (g.bits == 8) {
+            for (int q = 0; q < g.block / 4; ++q) std::memcpy(row + q * 64, u + 4 * q, 4);
+        } else {
+            // Chunk i: elements 8i .. 8i + 3 in the low nibbles, 8i + 4 .. 8i + 7 in the high ones.
+            for (int i = 0; i < g.block / 8; ++i)
+                for (int j = 0; j < 4; ++j) row[i * 64 + j] = static_cast<std::byte>((u[8 * i + j] & 0xf) | (u[8 * i + 4 + j] & 0xf) << 4);
+        }
+        if constexpr (g.high_bits() > 0) {
+            // Byte j of high chunk h: bits high_bits·(q % high_quads) up of element 4q + j, for the
+            // high_quads quads q from h · high_quads.
+            constexpr int per = g.high_quads();
+            std::byte* high = t + g.high_at() + 4 * c;
+            for (int h = 0; h < g.block / 4 / per; ++h)
+                for (int j = 0; j < 4; ++j) {
+                    unsigned v = 0;
+                    for (int q = 0; q < per; ++q) v |= static_cast<unsigned>(u[4 * (h * per + q) + j] >> 4 & g.high_mask()) << (g.high_bits() * q);
+                    high[h * 64 + j] = static_cast<std::byte>(v);
+                }
         }
     }
     /// Row c of a tile's block as f32, with dequantize_row's arithmetic.
