@@ -129,16 +129,10 @@ public:
 #endif
         for (index_t p = p_first; p < p_last; ++p) {  // one panel per iteration: threads never share a cache line
             const index_t r_begin = std::max(row0, p * panel_width), r_end = std::min(row0 + rows, (p + 1) * panel_width);
-            for (index_t row = r_begin; row < r_end; ++row) {
-                const float* s = src + static_cast<std::size_t>(row - row0) * static_cast<std::size_t>(k_);
-                for (index_t j = 0; j < k_; ++j) {
-                    const std::size_t at = offset(row, j);
-                    switch (type_) {
-                        case io::dtype::f32: f32_[at] = s[j]; break;
-                        case io::dtype::f16: h16_[at] = io::f32_to_f16(s[j]); break;
-                        case io::dtype::bf16: h16_[at] = to_bf16_daz(s[j]); break;
-                    }
-                }
+            switch (type_) {  // once per panel, not per element
+                case io::dtype::f32: store_rows<1>(f32_.data(), src, row0, r_begin, r_end, [](float x) { return x; }); break;
+                case io::dtype::f16: store_rows<1>(h16_.data(), src, row0, r_begin, r_end, [](float x) { return io::f32_to_f16(x); }); break;
+                case io::dtype::bf16: store_rows<2>(h16_.data(), src, row0, r_begin, r_end, [](float x) { return to_bf16_daz(x); }); break;
             }
         }
     }
@@ -186,6 +180,21 @@ public:
     [[nodiscard]] panel_view16 view16() const noexcept { return {h16_.data(), panel_stride(), panel_width * group()}; }
 
 private:
+    /// Rows [r_begin, r_end) of one panel from row-major f32 `src` (row row0 first), each value
+    /// converted by `cvt`, at offset(row, col) for k-groups of G: a row's groups are panel_width · G
+    /// elements apart, the G values of a group side by side.
+    template <int G, class Out, class Convert>
+    void store_rows(Out* dst, const float* src, index_t row0, index_t r_begin, index_t r_end, Convert&& cvt) noexcept {
+        constexpr std::ptrdiff_t step = std::ptrdiff_t{panel_width} * G;
+        for (index_t row = r_begin; row < r_end; ++row) {
+            const float* s = src + static_cast<std::size_t>(row - row0) * static_cast<std::size_t>(k_);
+            Out* o = dst + offset(row, 0);
+            index_t j = 0;
+            for (; j + G <= k_; j += G, o += step)
+                for (int q = 0; q < G; ++q) o[q] = cvt(s[j + q]);
+            for (int q = 0; j < k_; ++j, ++q) o[q] = cvt(s[j]);  // a last, partial group
+        }
+    }
     /// Where element (row, col) of W is stored (kernels/table.hpp's panel layout).
     [[nodiscard]] std::size_t offset(index_t row, index_t col) const noexcept {
         const auto g = static_cast<std::size_t>(group());
