@@ -112,8 +112,8 @@ public:
     packed_matrix(index_t n, index_t k, io::dtype type = io::dtype::f32) : n_(n), k_(k), type_(type) {
         if (n < 0 || k < 0) throw contract_error("packed_matrix: negative shape");
         const std::size_t elements = static_cast<std::size_t>(panels()) * static_cast<std::size_t>(panel_stride());
-        if (type_ == io::dtype::f32) f32_.assign(elements, 0.0f);
-        else h16_.assign(elements, 0);
+        if (type_ == io::dtype::f32) zero_fill(f32_, elements);
+        else zero_fill(h16_, elements);
     }
 
     /// Stores rows [row0, row0 + rows) of W from row-major f32 `src` (rows × k floats), converted
@@ -205,8 +205,8 @@ private:
 
     index_t n_ = 0, k_ = 0;
     io::dtype type_ = io::dtype::f32;
-    std::vector<float, aligned_allocator<float>> f32_;
-    std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> h16_;
+    weight_storage<float> f32_;
+    weight_storage<std::uint16_t> h16_;
     quant::matrix quant_;
 };
 

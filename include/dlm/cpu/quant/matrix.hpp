@@ -78,7 +78,7 @@ public:
             q.type = p.type;
             q.groups = (p.rows + tile_rows - 1) / tile_rows;
             q.blocks = k / geometry(p.type).block;
-            q.data.assign(static_cast<std::size_t>(q.groups * q.blocks) * static_cast<std::size_t>(geometry(p.type).tile_bytes()), std::byte{0});
+            zero_fill(q.data, static_cast<std::size_t>(q.groups * q.blocks) * static_cast<std::size_t>(geometry(p.type).tile_bytes()));
             parts_.push_back(std::move(q));
             row0 += p.rows;
         }
@@ -153,7 +153,7 @@ private:
         index_t row0 = 0, rows = 0;
         io::gguf_type type{};
         index_t groups = 0, blocks = 0;
-        std::vector<std::byte, aligned_allocator<std::byte>> data;
+        weight_storage<std::byte> data;
     };
 
     static void check(index_t k, io::gguf_type t) {
