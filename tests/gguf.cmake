@@ -41,7 +41,7 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
   if(DLM_BUILD_EXAMPLES AND COMMAND cli_case)
     cli_case("gguf: dlm-generate decodes a Q4_K_M file dlm-make-checkpoint wrote" dlm-generate
              ARGS "-m|${CMAKE_CURRENT_BINARY_DIR}/tiny-k.q4_k_m.gguf|-p|Hi there|--gen-length|16|--block-length|8|--stats"
-             EXPECT "cpu: [^\n]*mixed weights%%preset: cdlm, the default for LLaDAModelLM \\(general.architecture of the GGUF file\\)%%cdlm: [0-9]+ forwards")
+             EXPECT "cpu: [^\n]*mixed weights[^\n]*, loaded in [0-9.]+ s \\([0-9.]+ GB/s\\)%%preset: cdlm, the default for LLaDAModelLM \\(general.architecture of the GGUF file\\)%%cdlm: [0-9]+ forwards")
     set_tests_properties("cli: gguf: dlm-generate decodes a Q4_K_M file dlm-make-checkpoint wrote" PROPERTIES FIXTURES_REQUIRED gguf_tiny_k_q4_k_m)
   endif()
 endif()
