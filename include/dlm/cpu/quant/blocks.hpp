@@ -213,8 +213,15 @@ namespace detail {
     for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
     return m;
 }
+/// clamp(lround(v), lo, hi) (ties away from zero), without the library call and without branches
+/// (random values make a branch on the sign or the fraction a coin toss): v is clamped first (a NaN
+/// taken as 0, what lround's conversion to int gave), then v − (int)v, exact, says which way to
+/// round (the conversion truncates toward zero). The encoders call it once per quant.
 [[nodiscard]] inline int round_clamp(float v, int lo, int hi) noexcept {
-    return std::clamp(static_cast<int>(std::lround(v)), lo, hi);
+    v = std::clamp(v == v ? v : 0.0f, static_cast<float>(lo), static_cast<float>(hi));
+    const int i = static_cast<int>(v);  // toward zero: v is in [lo, hi]
+    const float f = v - static_cast<float>(i);
+    return i + static_cast<int>(f >= 0.5f) - static_cast<int>(f <= -0.5f);
 }
 
 /// Q4_K / Q5_K super-block from 256 values: per sub-block of 32 an offset (−min, >= 0) and a step,

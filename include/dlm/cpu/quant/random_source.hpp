@@ -105,8 +105,13 @@ public:
         const auto t = quant_type(r, l);
         if (!t) return;
         const index_t k = tensor_shape(c_, r)[1];
-        std::vector<std::byte> row(row_bytes(*t, k));
-        for (index_t i = 0; i < rows; ++i) {
+        const std::size_t rb = row_bytes(*t, k);
+        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+        for (index_t i = 0; i < rows; ++i) {  // rows are independent: the same blocks on any thread
+            std::vector<std::byte> row(rb);
             quantize_row(*t, dst + i * k, row.data(), k);
             dequantize_row(*t, row.data(), dst + i * k, k);
         }
@@ -118,6 +123,10 @@ public:
         std::vector<float> x(static_cast<std::size_t>(rows * k));
         values_.read(r, l, row0, rows, x.data());
         const std::size_t rb = row_bytes(*t, k);
+        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k > 1e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
         for (index_t i = 0; i < rows; ++i) quantize_row(*t, x.data() + i * k, dst + static_cast<std::size_t>(i) * rb, k);
     }
 
