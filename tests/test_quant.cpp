@@ -105,6 +105,20 @@ TEST_CASE("quantize_row writes blocks that decode to within a quant step of the 
     }
 }
 
+TEST_CASE("the encoders round a quant as lround does, ties away from zero, then clamp it to the type's range") {
+    using cpu::quant::detail::round_clamp;
+    for (const float v : {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.49999997f, -0.49999997f, 2.4999998f, 6.7f, -7.3f, 0.0f, -0.0f}) {
+        CAPTURE(v);
+        CHECK(round_clamp(v, -128, 127) == static_cast<int>(std::lround(v)));
+    }
+    CHECK(round_clamp(7.6f, -8, 7) == 7);
+    CHECK(round_clamp(-8.7f, -8, 7) == -8);
+    CHECK(round_clamp(1e30f, 0, 63) == 63);
+    CHECK(round_clamp(-1e30f, 0, 63) == 0);
+    CHECK(round_clamp(std::numeric_limits<float>::quiet_NaN(), -32, 31) == 0);
+    CHECK(round_clamp(std::numeric_limits<float>::quiet_NaN(), 1, 31) == 1);
+}
+
 TEST_CASE("row_bytes refuses a row that is not a whole number of blocks") {
     CHECK(cpu::quant::row_bytes(gguf_type::q4_k, 512) == 288);
     CHECK_THROWS_AS((void)cpu::quant::row_bytes(gguf_type::q4_k, 500), invalid_parameter);
