@@ -87,37 +87,38 @@ using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
     return lo;
 }
 
+/// `m` with its load_seconds: the wall clock since `start`.
+template <class Model>
+[[nodiscard]] basic_loaded_model<Model> loaded_since(std::chrono::steady_clock::time_point start, basic_loaded_model<Model> m) {
+    m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return m;
+}
+
 /// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
 [[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const std::string& dtype = {}) {
     const auto start = std::chrono::steady_clock::now();
     cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(dtype));
     const model_hints hints = hints_of(model);
-    gemma_model m{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints};
-    m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return m;
+    return loaded_since(start, gemma_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints});
 }
 
 /// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
 /// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
 [[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}) {
     const auto start = std::chrono::steady_clock::now();
-    const auto timed = [&](loaded_model m) {
-        m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return m;
-    };
     const cpu::load_options lo = load_options_of(dtype);
     if (io::is_gguf_path(dir)) {
         const io::gguf_file f = io::gguf_file::open(dir);
         io::tokenizer tok = io::gguf_tokenizer(f.header());
         cpu::transformer model = cpu::transformer::load_gguf(dir, lo);
         const model_hints hints = hints_of(model);
-        return timed(loaded_model{dir, std::move(model), std::move(tok), io::gguf_chat_format(f.header()), hints});
+        return loaded_since(start, loaded_model{dir, std::move(model), std::move(tok), io::gguf_chat_format(f.header()), hints});
     }
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder (nor a .gguf file)");
     cpu::transformer model = cpu::transformer::load(dir, lo);
     const model_hints hints = hints_of(model);
-    return timed(loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints});
+    return loaded_since(start, loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints});
 }
 
 /// Loads `dir` as what it is (a DiffusionGemma folder as cpu::diffusion_gemma, anything else as the

@@ -16,6 +16,7 @@
 
 #include "../../core/error.hpp"
 #include "../../io/model_config.hpp"
+#include "../ops.hpp"
 #include "../weight_sources.hpp"
 #include "blocks.hpp"
 
@@ -106,15 +107,11 @@ public:
         if (!t) return;
         const index_t k = tensor_shape(c_, r)[1];
         const std::size_t rb = row_bytes(*t, k);
-        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k > 1e6;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-        for (index_t i = 0; i < rows; ++i) {  // rows are independent: the same blocks on any thread
+        for_rows(rows, static_cast<double>(k), [&](index_t i) {  // rows are independent: the same blocks on any thread
             std::vector<std::byte> row(rb);
             quantize_row(*t, dst + i * k, row.data(), k);
             dequantize_row(*t, row.data(), dst + i * k, k);
-        }
+        });
     }
     void read_blocks(tensor_role r, index_t l, index_t row0, index_t rows, std::byte* dst) {
         const auto t = quant_type(r, l);
@@ -123,11 +120,7 @@ public:
         std::vector<float> x(static_cast<std::size_t>(rows * k));
         values_.read(r, l, row0, rows, x.data());
         const std::size_t rb = row_bytes(*t, k);
-        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k > 1e6;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-        for (index_t i = 0; i < rows; ++i) quantize_row(*t, x.data() + i * k, dst + static_cast<std::size_t>(i) * rb, k);
+        for_rows(rows, static_cast<double>(k), [&](index_t i) { quantize_row(*t, x.data() + i * k, dst + static_cast<std::size_t>(i) * rb, k); });
     }
 
 private:
