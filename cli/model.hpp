@@ -97,9 +97,10 @@ template <class Model>
 /// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
 [[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const std::string& dtype = {}) {
     const auto start = std::chrono::steady_clock::now();
+    io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
     cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(dtype));
     const model_hints hints = hints_of(model);
-    return loaded_since(start, gemma_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints});
+    return loaded_since(start, gemma_model{dir, std::move(model), std::move(tok), io::detect_chat_format(dir), hints});
 }
 
 /// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
@@ -116,9 +117,10 @@ template <class Model>
     }
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder (nor a .gguf file)");
+    io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
     cpu::transformer model = cpu::transformer::load(dir, lo);
     const model_hints hints = hints_of(model);
-    return loaded_since(start, loaded_model{dir, std::move(model), io::tokenizer::load(dir), io::detect_chat_format(dir), hints});
+    return loaded_since(start, loaded_model{dir, std::move(model), std::move(tok), io::detect_chat_format(dir), hints});
 }
 
 /// Loads `dir` as what it is (a DiffusionGemma folder as cpu::diffusion_gemma, anything else as the

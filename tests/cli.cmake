@@ -73,6 +73,13 @@ if(DLM_BUILD_EXAMPLES)
            EXPECT "'--steps': must be a multiple of the number of blocks \\([0-9]+ = gen_length [0-9]+ / block_length [0-9]+\\), got 10")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
+  # The tokenizer is read before the weights: a folder without one is refused before any tensor is
+  # read (its weights here are not even a safetensors file), not after loading gigabytes.
+  set(_no_tok ${_cli_out}/no-tokenizer)
+  configure_file(${DLM_TEST_DATA}/cli/config.json ${_no_tok}/config.json COPYONLY)
+  file(WRITE ${_no_tok}/model.safetensors "not a safetensors file")
+  cli_case("a folder without a tokenizer is refused before its weights are read" ${G} ARGS -m|${_no_tok}|-p|x RC 1
+           EXPECT "no-tokenizer/tokenizer.json: no such file" REJECT "safetensors")
   cli_case("DLM_MODEL names the model" ${G} ARGS -p|x|--stats ENV DLM_MODEL=${_cli_model} EXPECT "cdlm: [0-9]+ forwards")
 
   # Every preset decodes, with the statistics line.
