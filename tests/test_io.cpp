@@ -199,6 +199,29 @@ TEST_CASE("read_f32 checks the shape, and lookups name the missing tensor") {
     expect_error<dlm::tensor_error>([&] { ckpt.read_f32_into("w", {4, 3}, small); }, {"'w'", "5 floats"});
 }
 
+TEST_CASE("a checkpoint hands out the stored bytes of a tensor's rows, and refuses rows outside it") {
+    temp_dir dir;
+    std::vector<float> w(12);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+    write_safetensors(dir / "model.safetensors", {{"w", {{4, 3}, w}}}, dtype::bf16);
+    const checkpoint ckpt = checkpoint::open(dir.path());
+    const std::int64_t shape[] = {4, 3};
+    const std::span<const std::byte> rows = ckpt.row_bytes("w", shape, 1, 2);  // rows 1 and 2: elements 3..8
+    REQUIRE(rows.size() == 6 * 2);
+    for (std::size_t i = 0; i < 6; ++i) {
+        std::uint16_t h = 0;
+        std::memcpy(&h, rows.data() + 2 * i, 2);
+        CHECK(bf16_to_f32(h) == static_cast<float>(3 + i));
+    }
+    std::vector<float> two(6);
+    ckpt.read_rows_f32("w", shape, 1, 2, two);
+    CHECK(two == std::vector<float>(w.begin() + 3, w.begin() + 9));
+    expect_error<dlm::tensor_error>([&] { (void)ckpt.row_bytes("w", shape, 3, 2); }, {"'w'", "rows [3, 5) outside the tensor's 4 rows of 3"});
+    expect_error<dlm::tensor_error>([&] { ckpt.read_rows_f32("w", shape, 0, 3, two); }, {"'w'", "rows [0, 3) do not fit into 6 floats"});
+    const std::int64_t wrong[] = {3, 4};
+    expect_error<dlm::tensor_error>([&] { (void)ckpt.row_bytes("w", wrong, 0, 1); }, {"expected shape [3, 4]", "found [4, 3]"});
+}
+
 TEST_CASE("check_all_read names a tensor the model never read") {
     temp_dir dir;
     write_safetensors(dir / "model.safetensors",

@@ -4,6 +4,7 @@
 // models built without an f32 copy, and the memory check that refuses a model that cannot fit.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -119,6 +120,46 @@ TEST_CASE("kernels: packed weights keep their type's values, and rows read back"
                                    : type == io::dtype::f16 ? io::f16_to_f32(io::f32_to_f16(v))
                                                             : io::bf16_to_f32(to_bf16_daz(v));
                 REQUIRE(row[static_cast<std::size_t>(t)] == want);
+            }
+        }
+    }
+}
+
+/// The bytes a packed (unquantized) matrix holds.
+std::vector<unsigned char> packed_bytes(const packed_matrix& w) {
+    const auto* p = w.type() == io::dtype::f32 ? reinterpret_cast<const unsigned char*>(w.view().data)
+                                               : reinterpret_cast<const unsigned char*>(w.view16().data);
+    return {p, p + w.bytes()};
+}
+
+TEST_CASE("kernels: weights packed from their stored bytes hold the bits set_rows gives their values, for every pair of types") {
+    // Every 16-bit pattern (subnormals, infinities, NaNs with payloads) for f16 and bf16; f32 bits
+    // at random with the special patterns mixed in. Shapes: whole panels and a partial one (70 rows),
+    // an odd k (a partial bf16 pair), k under four words; slices that start and end inside panels.
+    for (auto [n, k] : {std::pair<index_t, index_t>{70, 1024}, {45, 37}, {96, 2}, {33, 6}}) {
+        const std::size_t count = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
+        std::mt19937 g(7);
+        for (io::dtype stored : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
+            const std::size_t es = io::dtype_size(stored);
+            std::vector<std::byte> bytes(1 + count * es);  // one byte in: the elements sit unaligned
+            std::vector<float> values(count);
+            for (std::size_t i = 0; i < count; ++i) {
+                const std::uint32_t bits = es == 2 ? static_cast<std::uint32_t>(i * 40503u % 65536u) : (i % 7 == 0 ? 0x7f800001u + (i % 3) * 0x80000000u : g());
+                std::memcpy(bytes.data() + 1 + i * es, &bits, es);  // little-endian
+                values[i] = stored == io::dtype::f32 ? std::bit_cast<float>(bits)
+                            : stored == io::dtype::f16 ? io::f16_to_f32(static_cast<std::uint16_t>(bits))
+                                                       : io::bf16_to_f32(static_cast<std::uint16_t>(bits));
+            }
+            for (io::dtype held : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
+                CAPTURE(n);
+                CAPTURE(k);
+                CAPTURE(io::dtype_name(stored));
+                CAPTURE(io::dtype_name(held));
+                packed_matrix from_values(n, k, held), from_bytes(n, k, held);
+                from_values.set_rows(0, values.data(), n);
+                for (auto [r0, r1] : {std::pair<index_t, index_t>{0, 5}, {5, n - 3}, {n - 3, n}})
+                    from_bytes.set_stored(r0, bytes.data() + 1 + static_cast<std::size_t>(r0) * static_cast<std::size_t>(k) * es, stored, r1 - r0);
+                CHECK(packed_bytes(from_bytes) == packed_bytes(from_values));
             }
         }
     }

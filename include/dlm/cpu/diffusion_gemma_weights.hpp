@@ -138,7 +138,7 @@ public:
         packed_matrix m(total, cols, type_.value_or(ck_.info(names.front()).type));
         index_t at = 0;
         for (std::size_t i = 0; i < names.size(); ++i) {
-            read_checkpoint_rows(ck_, names[i], {rows[i], cols}, m, at, buf_);
+            read_checkpoint_rows(ck_, names[i], {rows[i], cols}, m, at);
             at += rows[i];
         }
         return m;
@@ -195,7 +195,6 @@ private:
     const io::diffusion_gemma_config& c_;
     std::optional<io::dtype> type_;
     std::string prefix_;
-    std::vector<float> buf_;
 };
 
 }  // namespace detail

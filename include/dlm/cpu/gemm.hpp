@@ -22,8 +22,10 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -46,6 +48,50 @@ namespace detail {
 }
 [[nodiscard]] constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
     return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+/// Four 32-bit words of a packed panel (two bf16 each, or one f32), and the same bytes as halves.
+using words4 = std::uint32_t __attribute__((vector_size(16)));
+using halves8 = std::uint16_t __attribute__((vector_size(16)));
+
+/// The bits packing gives stored bf16 values (to_bf16_daz of their f32 values), 8 at once: a
+/// subnormal flushed to a zero of its sign, a NaN quieted, every other pattern unchanged.
+[[nodiscard]] inline words4 bf16_as_packed(words4 w) noexcept {
+    const auto h = reinterpret_cast<halves8&>(w);
+    const halves8 e = h & 0x7f80;
+    const auto subnormal = static_cast<halves8>(e == 0), nan = static_cast<halves8>((e == 0x7f80) & ((h & 0x7f) != 0));
+    const halves8 out = (h & ~(subnormal & 0x7fff)) | (nan & 0x40);
+    return reinterpret_cast<const words4&>(out);
+}
+
+/// A whole panel from `src`: panel_width rows of `words` 32-bit words each (row-major, any
+/// alignment), word g of row i written to word g · panel_width + i of `dst`, through `fix`; four
+/// rows by four words at a time, so each of the panel's cache lines is written whole, in order.
+template <class Fix>
+void transpose_panel(const std::byte* src, std::size_t words, std::byte* dst, Fix fix) noexcept {
+    static_assert(panel_width % 4 == 0, "a panel transposes in blocks of 4 rows");
+    constexpr std::size_t pw = panel_width;
+    std::size_t g = 0;
+    for (; g + 4 <= words; g += 4)
+        for (std::size_t i = 0; i < pw; i += 4) {
+            words4 r[4];
+            for (std::size_t q = 0; q < 4; ++q) {
+                std::memcpy(&r[q], src + ((i + q) * words + g) * 4, 16);
+                r[q] = fix(r[q]);
+            }
+            const words4 lo01 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5), lo23 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5);
+            const words4 hi01 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7), hi23 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+            const words4 col[4] = {__builtin_shufflevector(lo01, lo23, 0, 1, 4, 5), __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7),
+                                   __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5), __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7)};
+            for (std::size_t q = 0; q < 4; ++q) std::memcpy(dst + ((g + q) * pw + i) * 4, &col[q], 16);
+        }
+    for (; g < words; ++g)  // the last words of a row, fewer than 4
+        for (std::size_t i = 0; i < pw; ++i) {
+            words4 v{};
+            std::memcpy(&v, src + (i * words + g) * 4, 4);
+            v = fix(v);
+            std::memcpy(dst + (g * pw + i) * 4, &v, 4);
+        }
 }
 }  // namespace detail
 
@@ -119,22 +165,19 @@ public:
     /// Stores rows [row0, row0 + rows) of W from row-major f32 `src` (rows × k floats), converted
     /// to the matrix's type (exact when the values came from that type, as a checkpoint's do).
     void set_rows(index_t row0, const float* src, index_t rows) {
-        if (row0 < 0 || rows < 0 || row0 + rows > n_)
-            throw contract_error("packed_matrix::set_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
-                                 ") outside [0, " + std::to_string(n_) + ")");
-        const index_t p_first = row0 / panel_width, p_last = (row0 + rows + panel_width - 1) / panel_width;
-        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-        for (index_t p = p_first; p < p_last; ++p) {  // one panel per iteration: threads never share a cache line
-            const index_t r_begin = std::max(row0, p * panel_width), r_end = std::min(row0 + rows, (p + 1) * panel_width);
-            switch (type_) {  // once per panel, not per element
-                case io::dtype::f32: store_rows<1>(f32_.data(), src, row0, r_begin, r_end, [](float x) { return x; }); break;
-                case io::dtype::f16: store_rows<1>(h16_.data(), src, row0, r_begin, r_end, [](float x) { return io::f32_to_f16(x); }); break;
-                case io::dtype::bf16: store_rows<2>(h16_.data(), src, row0, r_begin, r_end, [](float x) { return to_bf16_daz(x); }); break;
-            }
-        }
+        pack_rows(row0, rows, [src, k = std::size_t(k_)](index_t r, index_t j) { return src[std::size_t(r) * k + std::size_t(j)]; });
+    }
+
+    /// As set_rows, from rows as a checkpoint stores them: rows × k little-endian elements of
+    /// `stored` (f32, f16 or bf16) at `src`, any alignment. The packed bits are those set_rows gives
+    /// the elements' f32 values, without an f32 copy of the slice; rows stored in the matrix's own
+    /// type (f32, or bf16 with k even) are moved as 32-bit words, whole panels 4 × 4 words at a time.
+    void set_stored(index_t row0, const std::byte* src, io::dtype stored, index_t rows) {
+        check_rows(row0, rows);
+        const bool words = std::endian::native == std::endian::little && stored == type_ &&
+                           (type_ == io::dtype::f32 || (type_ == io::dtype::bf16 && k_ % 2 == 0));
+        if (words) return copy_words(row0, src, rows);
+        convert_stored(row0, src, stored, rows);
     }
 
     /// Row `j` of W (k values) as f32: an embedding lookup from the packed head.
@@ -180,19 +223,92 @@ public:
     [[nodiscard]] panel_view16 view16() const noexcept { return {h16_.data(), panel_stride(), panel_width * group()}; }
 
 private:
-    /// Rows [r_begin, r_end) of one panel from row-major f32 `src` (row row0 first), each value
-    /// converted by `cvt`, at offset(row, col) for k-groups of G: a row's groups are panel_width · G
-    /// elements apart, the G values of a group side by side.
-    template <int G, class Out, class Convert>
-    void store_rows(Out* dst, const float* src, index_t row0, index_t r_begin, index_t r_end, Convert&& cvt) noexcept {
+    /// The little-endian T at `p` (any alignment).
+    template <class T>
+    [[nodiscard]] static T load_bits(const std::byte* p) noexcept {
+        T v{};
+        if constexpr (std::endian::native == std::endian::little) {
+            std::memcpy(&v, p, sizeof v);
+        } else {
+            for (std::size_t b = 0; b < sizeof v; ++b) v = static_cast<T>(v | static_cast<T>(std::to_integer<unsigned>(p[b])) << (8 * b));
+        }
+        return v;
+    }
+
+    void check_rows(index_t row0, index_t rows) const {
+        if (row0 < 0 || rows < 0 || row0 + rows > n_)
+            throw contract_error("packed_matrix::set_rows: rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
+                                 ") outside [0, " + std::to_string(n_) + ")");
+    }
+
+    /// set_stored element by element, through each element's f32 value.
+    void convert_stored(index_t row0, const std::byte* src, io::dtype stored, index_t rows) {
+        const auto at = [src, k = std::size_t(k_)](index_t r, index_t j, std::size_t es) { return src + (std::size_t(r) * k + std::size_t(j)) * es; };
+        switch (stored) {
+            case io::dtype::f32:
+                return pack_rows(row0, rows, [at](index_t r, index_t j) { return std::bit_cast<float>(load_bits<std::uint32_t>(at(r, j, 4))); });
+            case io::dtype::f16: return pack_rows(row0, rows, [at](index_t r, index_t j) { return io::f16_to_f32(load_bits<std::uint16_t>(at(r, j, 2))); });
+            case io::dtype::bf16:
+                return pack_rows(row0, rows, [at](index_t r, index_t j) { return io::bf16_to_f32(load_bits<std::uint16_t>(at(r, j, 2))); });
+        }
+    }
+
+    /// set_stored for rows in the matrix's own type, as 32-bit words: the panels the slice holds
+    /// whole are transposed (detail::transpose_panel), the rows of a panel it holds in part are
+    /// converted one by one.
+    void copy_words(index_t row0, const std::byte* src, index_t rows) {
+        const index_t p0 = (row0 + panel_width - 1) / panel_width, p1 = (row0 + rows) / panel_width;
+        if (p0 >= p1) return convert_stored(row0, src, type_, rows);
+        const std::size_t row_bytes = std::size_t(k_) * io::dtype_size(type_);
+        const index_t head = p0 * panel_width - row0, tail_row = p1 * panel_width;
+        convert_stored(row0, src, type_, head);
+        convert_stored(tail_row, src + std::size_t(tail_row - row0) * row_bytes, type_, row0 + rows - tail_row);
+        auto* base = type_ == io::dtype::f32 ? reinterpret_cast<std::byte*>(f32_.data()) : reinterpret_cast<std::byte*>(h16_.data());
+        const std::size_t panel_bytes = std::size_t(panel_stride()) * io::dtype_size(type_);
+        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+        for (index_t p = p0; p < p1; ++p) {
+            const std::byte* s = src + std::size_t(p * panel_width - row0) * row_bytes;
+            if (type_ == io::dtype::bf16) detail::transpose_panel(s, row_bytes / 4, base + std::size_t(p) * panel_bytes, detail::bf16_as_packed);
+            else detail::transpose_panel(s, row_bytes / 4, base + std::size_t(p) * panel_bytes, [](detail::words4 w) { return w; });
+        }
+    }
+
+    /// Stores rows [row0, row0 + rows) of W, element (r, j) of the slice given as f32 by
+    /// `value(r, j)` and converted to the matrix's type; the threads split panels.
+    template <class Value>
+    void pack_rows(index_t row0, index_t rows, Value&& value) {
+        check_rows(row0, rows);
+        const index_t p_first = row0 / panel_width, p_last = (row0 + rows + panel_width - 1) / panel_width;
+        [[maybe_unused]] const bool parallel = static_cast<double>(rows) * k_ > 4e6;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+        for (index_t p = p_first; p < p_last; ++p) {  // one panel per iteration: threads never share a cache line
+            const index_t r_begin = std::max(row0, p * panel_width), r_end = std::min(row0 + rows, (p + 1) * panel_width);
+            switch (type_) {  // once per panel, not per element
+                case io::dtype::f32: store_rows<1>(f32_.data(), row0, r_begin, r_end, value, [](float x) { return x; }); break;
+                case io::dtype::f16: store_rows<1>(h16_.data(), row0, r_begin, r_end, value, [](float x) { return io::f32_to_f16(x); }); break;
+                case io::dtype::bf16: store_rows<2>(h16_.data(), row0, r_begin, r_end, value, [](float x) { return to_bf16_daz(x); }); break;
+            }
+        }
+    }
+
+    /// Rows [r_begin, r_end) of one panel, element (row - row0, j) from `value`, each converted by
+    /// `cvt`, at offset(row, col) for k-groups of G: a row's groups are panel_width · G elements
+    /// apart, the G values of a group side by side.
+    template <int G, class Out, class Value, class Convert>
+    void store_rows(Out* dst, index_t row0, index_t r_begin, index_t r_end, const Value& value, Convert&& cvt) noexcept {
         constexpr std::ptrdiff_t step = std::ptrdiff_t{panel_width} * G;
         for (index_t row = r_begin; row < r_end; ++row) {
-            const float* s = src + static_cast<std::size_t>(row - row0) * static_cast<std::size_t>(k_);
+            const index_t r = row - row0;
             Out* o = dst + offset(row, 0);
             index_t j = 0;
             for (; j + G <= k_; j += G, o += step)
-                for (int q = 0; q < G; ++q) o[q] = cvt(s[j + q]);
-            for (int q = 0; j < k_; ++j, ++q) o[q] = cvt(s[j]);  // a last, partial group
+                for (int q = 0; q < G; ++q) o[q] = cvt(value(r, j + q));
+            for (int q = 0; j < k_; ++j, ++q) o[q] = cvt(value(r, j));  // a last, partial group
         }
     }
     /// Where element (row, col) of W is stored (kernels/table.hpp's panel layout).

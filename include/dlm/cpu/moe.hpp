@@ -84,18 +84,15 @@ struct gguf_part {
 
 }  // namespace detail
 
-/// Tensor `name` of `ck` ([shape]: rows × m.cols()) into rows [at, ...) of `m`, a slice at a time,
-/// each slice's mapped pages released once copied.
-inline void read_checkpoint_rows(const io::checkpoint& ck, const std::string& name, std::vector<std::int64_t> shape, packed_matrix& m, index_t at,
-                                 std::vector<float>& buf) {
+/// Tensor `name` of `ck` ([shape]: rows × m.cols()) into rows [at, ...) of `m`, a slice at a time
+/// from its stored bytes (packed_matrix::set_stored), each slice's mapped pages released once copied.
+inline void read_checkpoint_rows(const io::checkpoint& ck, const std::string& name, std::vector<std::int64_t> shape, packed_matrix& m, index_t at) {
     const index_t rows = static_cast<index_t>(shape[0]), k = m.cols();
     const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
     for (index_t r0 = 0; r0 < rows; r0 += chunk) {
         const index_t n = std::min(chunk, rows - r0);
-        buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
-        ck.read_rows_f32(name, shape, r0, n, buf);
+        m.set_stored(at + r0, ck.row_bytes(name, shape, r0, n).data(), ck.info(name).type, n);
         ck.release_rows(name, r0, n);
-        m.set_rows(at + r0, buf.data(), n);
     }
 }
 
@@ -117,7 +114,6 @@ public:
         const std::string bias_name = p + (llada2 ? "gate.expert_bias" : "expert_bias");
         const std::string shared = llada2 ? p + "shared_experts." : "model.layers." + std::to_string(layer) + ".shared_expert.";
         const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, s = e.m_.shared_intermediate_size;
-        std::vector<float> buf;
         auto held = [&](std::initializer_list<std::string> names) {
             if (type) return *type;
             const io::dtype first = ck.info(*names.begin()).type;
@@ -126,7 +122,7 @@ public:
             return first;
         };
         e.router_ = packed_matrix(e.m_.num_experts, h, io::dtype::f32);
-        read_checkpoint_rows(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0, buf);
+        read_checkpoint_rows(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0);
         e.bias_.assign(static_cast<std::size_t>(e.m_.num_experts), 0.f);
         if (e.m_.selection_bias && ck.contains(bias_name)) {
             const std::int64_t shape[] = {e.m_.num_experts};
@@ -134,10 +130,10 @@ public:
         }
         auto expert = [&](const std::string& q, index_t width, packed_matrix& gu, packed_matrix& down) {
             gu = packed_matrix(2 * width, h, held({q + "gate_proj.weight", q + "up_proj.weight"}));
-            read_checkpoint_rows(ck, q + "gate_proj.weight", {width, h}, gu, 0, buf);
-            read_checkpoint_rows(ck, q + "up_proj.weight", {width, h}, gu, width, buf);
+            read_checkpoint_rows(ck, q + "gate_proj.weight", {width, h}, gu, 0);
+            read_checkpoint_rows(ck, q + "up_proj.weight", {width, h}, gu, width);
             down = packed_matrix(h, width, held({q + "down_proj.weight"}));
-            read_checkpoint_rows(ck, q + "down_proj.weight", {h, width}, down, 0, buf);
+            read_checkpoint_rows(ck, q + "down_proj.weight", {h, width}, down, 0);
         };
         e.gate_up_.resize(static_cast<std::size_t>(e.m_.num_experts));
         e.down_.resize(static_cast<std::size_t>(e.m_.num_experts));
@@ -202,9 +198,8 @@ public:
                                 std::optional<io::dtype> type) {
         moe_mlp e(m, hidden);
         const index_t n = m.num_experts, h = hidden, f = m.expert_intermediate_size;
-        std::vector<float> buf;
         e.router_ = packed_matrix(n, h, io::dtype::f32);
-        read_checkpoint_rows(ck, prefix + "router.proj.weight", {n, h}, e.router_, 0, buf);
+        read_checkpoint_rows(ck, prefix + "router.proj.weight", {n, h}, e.router_, 0);
         e.bias_.assign(static_cast<std::size_t>(n), 0.f);
         if (m.per_expert_scale) {
             e.expert_scale_ = ck.read_f32(prefix + "router.per_expert_scale", {n});
@@ -216,9 +211,9 @@ public:
         for (index_t x = 0; x < n; ++x) {  // expert x: rows [x · rows, (x + 1) · rows) of the stacked tensor seen as 2-D
             const auto ux = static_cast<std::size_t>(x);
             e.gate_up_[ux] = packed_matrix(2 * f, h, gu_type);
-            read_stacked(ck, gu, {n, 2 * f, h}, x, e.gate_up_[ux], buf);
+            read_stacked(ck, gu, {n, 2 * f, h}, x, e.gate_up_[ux]);
             e.down_[ux] = packed_matrix(h, f, dn_type);
-            read_stacked(ck, dn, {n, h, f}, x, e.down_[ux], buf);
+            read_stacked(ck, dn, {n, h, f}, x, e.down_[ux]);
         }
         return e;
     }
@@ -370,17 +365,14 @@ private:
 
     /// Expert `x` of stacked tensor `name` ([experts, rows, cols]) into `m` ([rows × cols]).
     static void read_stacked(const io::checkpoint& ck, const std::string& name, const std::vector<std::int64_t>& shape, index_t x,
-                             packed_matrix& m, std::vector<float>& buf) {
+                             packed_matrix& m) {
         const io::tensor_info& t = ck.info(name);
         if (t.shape != shape)
             throw tensor_error(t.file, name, "expected shape " + io::shape_string(shape) + ", found " + io::shape_string(t.shape));
         const auto rows = static_cast<std::size_t>(shape[1]), per = rows * static_cast<std::size_t>(shape[2]);
-        const std::size_t es = io::dtype_size(t.type);
-        buf.resize(per);
-        io::convert_to_f32(t.type, t.bytes.subspan(static_cast<std::size_t>(x) * per * es, per * es), buf);
+        m.set_stored(0, t.bytes.subspan(static_cast<std::size_t>(x) * per * io::dtype_size(t.type)).data(), t.type, static_cast<index_t>(rows));
         ck.mark_read(name);
         ck.release_rows(name, static_cast<std::int64_t>(x) * shape[1], shape[1]);
-        m.set_rows(0, buf.data(), static_cast<index_t>(rows));
     }
 
     /// The router: scores, the group-limited pick, the combine weights (picks_, weights_).

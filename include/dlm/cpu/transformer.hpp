@@ -298,6 +298,13 @@ private:
                 return;
             }
         }
+        if constexpr (requires { src.use_stored(role, layer, index_t{0}, index_t{0}, [](std::span<const std::byte>, io::dtype) {}); }) {
+            for (index_t r0 = 0; r0 < rows; r0 += chunk) {  // packed from the stored bytes: no f32 copy
+                const index_t n = std::min(chunk, rows - r0);
+                src.use_stored(role, layer, r0, n, [&](std::span<const std::byte> b, io::dtype t) { m.set_stored(row_offset + r0, b.data(), t, n); });
+            }
+            return;
+        }
         for (index_t r0 = 0; r0 < rows; r0 += chunk) {
             const index_t n = std::min(chunk, rows - r0);
             buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));

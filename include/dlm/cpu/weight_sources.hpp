@@ -7,6 +7,8 @@
 //   dtype(role, layer)                         the element type it is stored in
 //   read(role, layer, row0, rows, float* dst)  rows [row0, row0 + rows) as f32 (a vector's
 //                                              elements are its rows), in ascending order
+// and may answer, to be packed without an f32 copy (a checkpoint):
+//   use_stored(role, layer, row0, rows, use)   use(bytes, type): the rows as stored, in `type`
 #pragma once
 
 #include <cmath>
@@ -44,6 +46,14 @@ public:
         const stored_slice s = stored_slice_of(c_, r, l);  // a role's rows may sit inside a fused tensor (LLaDA2)
         const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;
         ck_.read_rows_f32(s.name, s.shape, s.row_offset + row0, rows, std::span<float>(dst, static_cast<std::size_t>(rows * cols)));
+        ck_.release_rows(s.name, s.row_offset + row0, rows);
+    }
+    /// Rows [row0, row0 + rows) as stored, handed to `use(bytes, type)` (little-endian elements of
+    /// `type`) and then released: a loader packs them without an f32 copy.
+    template <class Use>
+    void use_stored(tensor_role r, index_t l, index_t row0, index_t rows, Use&& use) const {
+        const stored_slice s = stored_slice_of(c_, r, l);
+        use(ck_.row_bytes(s.name, s.shape, s.row_offset + row0, rows), ck_.info(s.name).type);
         ck_.release_rows(s.name, s.row_offset + row0, rows);
     }
     /// The checkpoint (the mixture-of-experts layers read their experts from it by name).

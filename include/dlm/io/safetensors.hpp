@@ -143,20 +143,32 @@ public:
         read_f32_into(name, std::span<const std::int64_t>(expected_shape.begin(), expected_shape.size()), out);
     }
 
+    /// The stored bytes of rows [row0, row0 + rows) of a 2-D tensor (or elements of a 1-D one):
+    /// little-endian elements of info(name).type, as mapped (no alignment promised). The first call
+    /// checks the shape and marks the tensor read; tensor_error if the rows are outside it.
+    [[nodiscard]] std::span<const std::byte> row_bytes(std::string_view name, std::span<const std::int64_t> expected_shape, std::int64_t row0,
+                                                       std::int64_t rows) const {
+        const tensor_info& t = checked(name, expected_shape);
+        const std::int64_t cols = t.shape.size() >= 2 ? t.shape.back() : 1;
+        const std::int64_t total = t.shape.empty() ? 1 : t.shape.front();
+        if (row0 < 0 || rows < 0 || row0 + rows > total)
+            throw tensor_error(t.file, t.name, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") outside the tensor's " +
+                                                   std::to_string(total) + " rows of " + std::to_string(cols));
+        const std::size_t es = dtype_size(t.type);
+        return t.bytes.subspan(static_cast<std::size_t>(row0 * cols) * es, static_cast<std::size_t>(rows * cols) * es);
+    }
+
     /// Converts rows [row0, row0 + rows) of a 2-D tensor (or elements of a 1-D one) to f32 into
     /// `out` (rows × columns floats): a loader that packs a large tensor a slice at a time. The first
     /// call checks the shape and marks the tensor read.
     void read_rows_f32(std::string_view name, std::span<const std::int64_t> expected_shape, std::int64_t row0, std::int64_t rows,
                        std::span<float> out) const {
-        const tensor_info& t = checked(name, expected_shape);
-        const std::int64_t cols = t.shape.size() >= 2 ? t.shape.back() : 1;
-        const std::int64_t total = t.shape.empty() ? 1 : t.shape.front();
-        if (row0 < 0 || rows < 0 || row0 + rows > total || out.size() != static_cast<std::size_t>(rows * cols))
-            throw tensor_error(t.file, t.name, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") into " +
-                                                   std::to_string(out.size()) + " floats do not fit the tensor's " + std::to_string(total) +
-                                                   " rows of " + std::to_string(cols));
-        const std::size_t es = dtype_size(t.type);
-        convert_to_f32(t.type, t.bytes.subspan(static_cast<std::size_t>(row0 * cols) * es, static_cast<std::size_t>(rows * cols) * es), out);
+        const std::span<const std::byte> bytes = row_bytes(name, expected_shape, row0, rows);
+        const tensor_info& t = tensors_[position(name)];
+        if (out.size() * dtype_size(t.type) != bytes.size())
+            throw tensor_error(t.file, t.name, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") do not fit into " +
+                                                   std::to_string(out.size()) + " floats");
+        convert_to_f32(t.type, bytes, out);
     }
 
     /// Drops rows [row0, row0 + rows) of a tensor's mapped bytes from the resident set (see
