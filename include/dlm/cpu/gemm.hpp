@@ -50,49 +50,83 @@ namespace detail {
     return b > UINT64_MAX - a ? UINT64_MAX : a + b;
 }
 
-/// Four 32-bit words of a packed panel (two bf16 each, or one f32), and the same bytes as halves.
+/// Sixteen bytes of a packed panel: four 32-bit words (two bf16 each, or one f32), or eight f16.
 using words4 = std::uint32_t __attribute__((vector_size(16)));
 using halves8 = std::uint16_t __attribute__((vector_size(16)));
 
 /// The bits packing gives stored bf16 values (to_bf16_daz of their f32 values), 8 at once: a
 /// subnormal flushed to a zero of its sign, a NaN quieted, every other pattern unchanged.
 [[nodiscard]] inline words4 bf16_as_packed(words4 w) noexcept {
-    const auto h = reinterpret_cast<halves8&>(w);
+    const auto h = std::bit_cast<halves8>(w);
     const halves8 e = h & 0x7f80;
     const auto subnormal = static_cast<halves8>(e == 0), nan = static_cast<halves8>((e == 0x7f80) & ((h & 0x7f) != 0));
     const halves8 out = (h & ~(subnormal & 0x7fff)) | (nan & 0x40);
-    return reinterpret_cast<const words4&>(out);
+    return std::bit_cast<words4>(out);
 }
 
-/// A whole panel from `src`: panel_width rows of `words` 32-bit words each (row-major, any
-/// alignment), word g of row i written to word g · panel_width + i of `dst`, through `fix`; four
-/// rows by four words at a time, so each of the panel's cache lines is written whole, in order.
-template <class Fix>
-void transpose_panel(const std::byte* src, std::size_t words, std::byte* dst, Fix fix) noexcept {
-    static_assert(panel_width % 4 == 0, "a panel transposes in blocks of 4 rows");
-    constexpr std::size_t pw = panel_width;
+/// The bits packing gives stored f16 values (f32_to_f16 of their f32 values), 8 at once: a NaN
+/// quieted, every other pattern unchanged.
+[[nodiscard]] inline words4 f16_as_packed(words4 w) noexcept {
+    const auto h = std::bit_cast<halves8>(w);
+    const auto nan = static_cast<halves8>(((h & 0x7c00) == 0x7c00) & ((h & 0x3ff) != 0));
+    const halves8 out = h | (nan & 0x200);
+    return std::bit_cast<words4>(out);
+}
+
+/// Column q of the 4 × 4 words r[0..3] into c[q].
+inline void transpose4(const words4* r, words4* c) noexcept {
+    const words4 lo01 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5), lo23 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5);
+    const words4 hi01 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7), hi23 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+    c[0] = __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5);
+    c[1] = __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7);
+    c[2] = __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5);
+    c[3] = __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7);
+}
+
+/// Column q of the 8 × 8 halves r[0..7] into c[q]: rows interleaved in pairs, then each pair of
+/// halves moved as a word (transpose4 of the row pairs, columns 0-3 and 4-7).
+inline void transpose8(const words4* r, words4* c) noexcept {
+    words4 lo[4], hi[4];
+    for (int q = 0; q < 4; ++q) {
+        const auto a = std::bit_cast<halves8>(r[2 * q]), b = std::bit_cast<halves8>(r[2 * q + 1]);
+        const halves8 l = __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11), h = __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+        lo[q] = std::bit_cast<words4>(l);
+        hi[q] = std::bit_cast<words4>(h);
+    }
+    transpose4(lo, c);
+    transpose4(hi, c + 4);
+}
+
+/// A whole panel from `src`: panel_width rows of `count` elements of E (4-byte words or 2-byte
+/// halves) each, row-major, any alignment; element g of row i written to element g · panel_width + i
+/// of `dst`, through `fix` (on 16 bytes at a time). Blocks of 16 bytes by as many rows are
+/// transposed in registers, so each of the panel's cache lines is written whole, in order.
+template <class E, class Fix>
+void transpose_panel(const std::byte* src, std::size_t count, std::byte* dst, Fix fix) noexcept {
+    static_assert(sizeof(E) == 4 || sizeof(E) == 2, "a panel moves as words or halves");
+    constexpr std::size_t lanes = 16 / sizeof(E), pw = panel_width, es = sizeof(E);
+    static_assert(pw % lanes == 0, "a panel transposes in blocks of 16 bytes by as many rows");
     std::size_t g = 0;
-    for (; g + 4 <= words; g += 4)
-        for (std::size_t i = 0; i < pw; i += 4) {
-            words4 r[4];
-            for (std::size_t q = 0; q < 4; ++q) {
-                std::memcpy(&r[q], src + ((i + q) * words + g) * 4, 16);
+    for (; g + lanes <= count; g += lanes)
+        for (std::size_t i = 0; i < pw; i += lanes) {
+            words4 r[lanes], c[lanes];
+            for (std::size_t q = 0; q < lanes; ++q) {
+                std::memcpy(&r[q], src + ((i + q) * count + g) * es, 16);
                 r[q] = fix(r[q]);
             }
-            const words4 lo01 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5), lo23 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5);
-            const words4 hi01 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7), hi23 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
-            const words4 col[4] = {__builtin_shufflevector(lo01, lo23, 0, 1, 4, 5), __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7),
-                                   __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5), __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7)};
-            for (std::size_t q = 0; q < 4; ++q) std::memcpy(dst + ((g + q) * pw + i) * 4, &col[q], 16);
+            if constexpr (lanes == 4) transpose4(r, c);
+            else transpose8(r, c);
+            for (std::size_t q = 0; q < lanes; ++q) std::memcpy(dst + ((g + q) * pw + i) * es, &c[q], 16);
         }
-    for (; g < words; ++g)  // the last words of a row, fewer than 4
+    for (; g < count; ++g)  // the last elements of a row, fewer than a block
         for (std::size_t i = 0; i < pw; ++i) {
             words4 v{};
-            std::memcpy(&v, src + (i * words + g) * 4, 4);
+            std::memcpy(&v, src + (i * count + g) * es, es);
             v = fix(v);
-            std::memcpy(dst + (g * pw + i) * 4, &v, 4);
+            std::memcpy(dst + (g * pw + i) * es, &v, es);
         }
 }
+
 }  // namespace detail
 
 /// C[m × n] (=|+=) A[m × kdim] · B (f32), serial (callers parallelize around it): the attention's
@@ -171,12 +205,11 @@ public:
     /// As set_rows, from rows as a checkpoint stores them: rows × k little-endian elements of
     /// `stored` (f32, f16 or bf16) at `src`, any alignment. The packed bits are those set_rows gives
     /// the elements' f32 values, without an f32 copy of the slice; rows stored in the matrix's own
-    /// type (f32, or bf16 with k even) are moved as 32-bit words, whole panels 4 × 4 words at a time.
+    /// type (bf16 with k even: whole pairs) move as they are, whole panels transposed in registers.
     void set_stored(index_t row0, const std::byte* src, io::dtype stored, index_t rows) {
         check_rows(row0, rows);
-        const bool words = std::endian::native == std::endian::little && stored == type_ &&
-                           (type_ == io::dtype::f32 || (type_ == io::dtype::bf16 && k_ % 2 == 0));
-        if (words) return copy_words(row0, src, rows);
+        const bool as_is = std::endian::native == std::endian::little && stored == type_ && (type_ != io::dtype::bf16 || k_ % 2 == 0);
+        if (as_is) return copy_stored(row0, src, rows);
         convert_stored(row0, src, stored, rows);
     }
 
@@ -253,10 +286,10 @@ private:
         }
     }
 
-    /// set_stored for rows in the matrix's own type, as 32-bit words: the panels the slice holds
-    /// whole are transposed (detail::transpose_panel), the rows of a panel it holds in part are
-    /// converted one by one.
-    void copy_words(index_t row0, const std::byte* src, index_t rows) {
+    /// set_stored for rows in the matrix's own type, as they are: the panels the slice holds whole
+    /// are transposed (detail::transpose_panel: bf16 pairs and f32 as words, f16 as halves), the
+    /// rows of a panel it holds in part are converted one by one.
+    void copy_stored(index_t row0, const std::byte* src, index_t rows) {
         const index_t p0 = (row0 + panel_width - 1) / panel_width, p1 = (row0 + rows) / panel_width;
         if (p0 >= p1) return convert_stored(row0, src, type_, rows);
         const std::size_t row_bytes = std::size_t(k_) * io::dtype_size(type_);
@@ -271,8 +304,12 @@ private:
 #endif
         for (index_t p = p0; p < p1; ++p) {
             const std::byte* s = src + std::size_t(p * panel_width - row0) * row_bytes;
-            if (type_ == io::dtype::bf16) detail::transpose_panel(s, row_bytes / 4, base + std::size_t(p) * panel_bytes, detail::bf16_as_packed);
-            else detail::transpose_panel(s, row_bytes / 4, base + std::size_t(p) * panel_bytes, [](detail::words4 w) { return w; });
+            std::byte* d = base + std::size_t(p) * panel_bytes;
+            switch (type_) {
+                case io::dtype::f32: detail::transpose_panel<std::uint32_t>(s, row_bytes / 4, d, [](detail::words4 w) { return w; }); break;
+                case io::dtype::bf16: detail::transpose_panel<std::uint32_t>(s, row_bytes / 4, d, detail::bf16_as_packed); break;
+                case io::dtype::f16: detail::transpose_panel<std::uint16_t>(s, row_bytes / 2, d, detail::f16_as_packed); break;
+            }
         }
     }
 
