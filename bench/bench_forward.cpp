@@ -298,8 +298,9 @@ void print_model(const cpu::transformer& m, const std::string& what, const std::
                     bm.dot_speedup > 0 ? (" (vdpbf16ps measured " + std::to_string(bm.dot_speedup).substr(0, 4) + "x the FMA form here)").c_str() : "");
     std::printf("products: %s; weights streamed per forward: %.3f GiB (%s)\n", product.c_str(), gib(static_cast<std::uint64_t>(streamed)),
                 cfg.tie_word_embeddings ? "all of them: the tied embedding is the head" : "less the untied embedding table, by parameter share");
-    std::printf("load: %.2f s; resident %.2f GiB now, peak %.2f GiB (%.3f x the weights)\n", load_s, gib(cpu::resident_memory()),
-                gib(cpu::peak_resident_memory()), static_cast<double>(cpu::peak_resident_memory()) / static_cast<double>(m.weight_bytes()));
+    const auto held = static_cast<double>(m.weight_bytes());
+    std::printf("load: %.2f s (%.2f GB/s of weights held); resident %.2f GiB now, peak %.2f GiB (%.3f x the weights)\n", load_s,
+                held / load_s / 1e9, gib(cpu::resident_memory()), gib(cpu::peak_resident_memory()), static_cast<double>(cpu::peak_resident_memory()) / held);
 }
 
 }  // namespace
@@ -323,6 +324,7 @@ int main(int argc, char** argv) {
             write_json(out, o.json_path);
             return 0;
         }
+        bench::set_threads(o.threads.back());  // the load runs on the largest thread count of the run
         const auto t0 = clock_type::now();
         std::string what;
         cpu::transformer m = load_model(o, argv[0], what);
