@@ -136,7 +136,8 @@ TEST_CASE("kernels: weights packed from their stored bytes hold the bits set_row
     // Every 16-bit pattern (subnormals, infinities, NaNs with payloads) for f16 and bf16; f32 bits
     // at random with the special patterns mixed in. Shapes: whole panels and a partial one (70 rows),
     // an odd k (a partial bf16 pair), k under four words; slices that start and end inside panels.
-    for (auto [n, k] : {std::pair<index_t, index_t>{70, 1024}, {45, 37}, {96, 2}, {33, 6}, {64, 13}}) {
+    for (const auto& shape : {std::pair<index_t, index_t>{70, 1024}, {45, 37}, {96, 2}, {33, 6}, {64, 13}}) {
+        const index_t n = shape.first, k = shape.second;  // named, not bound: CAPTURE's lambda takes them (clang 14)
         const std::size_t count = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
         std::mt19937 g(7);
         for (io::dtype stored : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
