@@ -204,8 +204,9 @@ public:
 
     /// As set_rows, from rows as a checkpoint stores them: rows × k little-endian elements of
     /// `stored` (f32, f16 or bf16) at `src`, any alignment. The packed bits are those set_rows gives
-    /// the elements' f32 values, without an f32 copy of the slice; rows stored in the matrix's own
-    /// type (bf16 with k even: whole pairs) move as they are, whole panels transposed in registers.
+    /// the elements' f32 values, without an f32 copy of the slice. Rows stored in the matrix's own
+    /// type move as they are, whole panels transposed in registers (bf16 only with k even, so that
+    /// every pair is whole); other rows are converted element by element.
     void set_stored(index_t row0, const std::byte* src, io::dtype stored, index_t rows) {
         check_rows(row0, rows);
         const bool as_is = std::endian::native == std::endian::little && stored == type_ && (type_ != io::dtype::bf16 || k_ % 2 == 0);
