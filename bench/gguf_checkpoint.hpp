@@ -178,7 +178,8 @@ inline std::uint64_t write_gguf_checkpoint(const io::model_config& c, const std:
             const std::int64_t n = std::min(chunk, e.rows - r0);
             raw.resize(static_cast<std::size_t>(n) * row_bytes);
             if (blocks) {
-                qsrc->read_blocks(e.role, e.layer, static_cast<index_t>(r0), static_cast<index_t>(n), raw.data());
+                qsrc->use_blocks(e.role, e.layer, static_cast<index_t>(r0), static_cast<index_t>(n),
+                                 [&](const std::byte* b) { std::memcpy(raw.data(), b, raw.size()); });
             } else {
                 values.resize(static_cast<std::size_t>(n * e.cols));
                 if (qsrc) qsrc->read(e.role, e.layer, static_cast<index_t>(r0), static_cast<index_t>(n), values.data());

@@ -104,6 +104,55 @@ TEST_CASE("F32, F16 and BF16 GGUF files give the logits of the safetensors model
     }
 }
 
+TEST_CASE("a GGUF source hands out rows as stored, in Hugging Face order, and refuses rows outside a tensor") {
+    // LLaDA's q rows are permuted in the file; rows [3, 11) start and end inside heads of 8, so the
+    // handed bytes must be the un-permuted rows themselves, not the file's stretch.
+    const auto rows_read = [](const cpu::gguf_source& src, cpu::tensor_role r, index_t row0, index_t rows, index_t cols) {
+        std::vector<float> v(static_cast<std::size_t>(rows * cols));
+        src.read(r, 0, row0, rows, v.data());
+        return v;
+    };
+    const index_t row0 = 3, rows = 8;
+    {
+        const io::gguf_file f = io::gguf_file::open(gguf_dir / "llada_tiny.bf16.gguf");
+        const io::model_config c = io::gguf_model_config(f.header());
+        const cpu::gguf_source src(f, c);
+        const index_t cols = c.hidden_size;
+        REQUIRE(c.head_dim == 8);
+        for (const cpu::tensor_role r : {cpu::tensor_role::q_proj, cpu::tensor_role::v_proj}) {
+            std::vector<float> got(static_cast<std::size_t>(rows * cols));
+            src.use_stored(r, 0, row0, rows, [&](std::span<const std::byte> b, io::dtype t) {
+                CHECK(t == io::dtype::bf16);
+                REQUIRE(b.size() == got.size() * 2);
+                io::convert_to_f32(t, b, std::span<float>(got));
+            });
+            CHECK(bitwise_equal(got, rows_read(src, r, row0, rows, cols)));
+        }
+        try {
+            src.use_stored(cpu::tensor_role::q_proj, 0, c.hidden_size - 2, 4, [](std::span<const std::byte>, io::dtype) {});
+            FAIL("rows past the tensor's end were handed out");
+        } catch (const tensor_error& e) {
+            CHECK(std::string(e.what()).find("blk.0.attn_q.weight") != std::string::npos);
+            CHECK(std::string(e.what()).find("rows [46, 50) outside the tensor's 48 rows") != std::string::npos);
+        }
+    }
+#if DLM_CPU_GGUF_HAVE_QUANT
+    const io::gguf_file f = io::gguf_file::open(gguf_dir / "llada_q.q8_0.gguf");
+    const io::model_config c = io::gguf_model_config(f.header());
+    const cpu::gguf_source src(f, c);
+    const index_t cols = c.hidden_size;
+    const auto type = src.quant_type(cpu::tensor_role::q_proj, 0);
+    REQUIRE(type.has_value());
+    REQUIRE(c.head_dim > row0 + 1);
+    std::vector<float> got(static_cast<std::size_t>((c.head_dim + 2) * cols));
+    src.use_blocks(cpu::tensor_role::q_proj, 0, row0, c.head_dim + 2, [&](const std::byte* b) {
+        for (index_t i = 0; i < c.head_dim + 2; ++i) cpu::quant::dequantize_row(*type, b + i * io::gguf_row_bytes(*type, cols), got.data() + i * cols, cols);
+    });
+    CHECK(bitwise_equal(got, rows_read(src, cpu::tensor_role::q_proj, row0, c.head_dim + 2, cols)));
+    CHECK_THROWS_AS(src.use_stored(cpu::tensor_role::q_proj, 0, 0, 1, [](std::span<const std::byte>, io::dtype) {}), contract_error);
+#endif
+}
+
 TEST_CASE("the F32 GGUF file equals the transformers reference as the safetensors model does") {
     // test_transformer checks the safetensors model against these logits; the GGUF file must give
     // the same numbers (a wrong un-permutation of q/k would move them far outside this).

@@ -1,9 +1,9 @@
 // dlm/cpu/gguf_source.hpp — the CPU transformer's weights from a GGUF file (io/gguf_model.hpp),
-// beside the safetensors checkpoint_source of weight_sources.hpp and with the same two questions
-// (dtype, read), plus two for block-quantized tensors:
-//   quant_type(role, layer)                          the ggml type of a quantized tensor, else nullopt
-//   read_blocks(role, layer, row0, rows, byte* dst)  rows [row0, row0 + rows) as the file stores
-//                                                    them: gguf_row_bytes(type, cols) raw bytes each
+// beside the safetensors checkpoint_source of weight_sources.hpp and with the same questions
+// (dtype, read, use_stored for F32/F16/BF16 tensors), plus two for block-quantized tensors:
+//   quant_type(role, layer)                     the ggml type of a quantized tensor, else nullopt
+//   use_blocks(role, layer, row0, rows, use)    use(const byte*): rows [row0, row0 + rows) as the
+//                                               file stores them, gguf_row_bytes(type, cols) each
 // Rows come in Hugging Face order: a LLaDA file's attn_q/attn_k rows (and biases) are un-permuted
 // (io::llada_gguf_row_of), whole rows at a time, so raw blocks survive it. Every tensor's shape is
 // checked against the config at its first read; tensor_error names it.
@@ -90,12 +90,20 @@ public:
             row_to_f32(t, t.bytes.subspan(static_cast<std::size_t>(from) * row_bytes, row_bytes), dst + i * cols, cols);
         });
     }
-    void read_blocks(tensor_role r, index_t l, index_t row0, index_t rows, std::byte* dst) const {
+    /// Rows [row0, row0 + rows) of an F32/F16/BF16 tensor as stored, handed to `use(bytes, type)`
+    /// and then released: a loader packs them without an f32 copy (checkpoint_source's call).
+    template <class Use>
+    void use_stored(tensor_role r, index_t l, index_t row0, index_t rows, Use&& use) const {
         const io::gguf_tensor& t = tensor(r, l);
-        const std::size_t row_bytes = io::gguf_row_bytes(t.type, width(t));
-        for_rows(r, t, row0, rows, [&](std::int64_t i, std::int64_t from) {
-            std::memcpy(dst + static_cast<std::size_t>(i) * row_bytes, t.bytes.data() + static_cast<std::size_t>(from) * row_bytes, row_bytes);
-        });
+        const auto d = io::gguf_plain_dtype(t.type);
+        if (!d) throw contract_error("cpu::gguf_source::use_stored: " + t.name + " is stored in blocks (use_blocks hands them out)");
+        with_stored(r, t, row0, rows, [&](std::span<const std::byte> b) { use(b, *d); });
+    }
+    /// Rows [row0, row0 + rows) as the file stores them (a quantized tensor's blocks), handed to
+    /// `use(const std::byte*)` and then released.
+    template <class Use>
+    void use_blocks(tensor_role r, index_t l, index_t row0, index_t rows, Use&& use) const {
+        with_stored(r, tensor(r, l), row0, rows, [&](std::span<const std::byte> b) { use(b.data()); });
     }
 
     /// Layer `l`'s expert tensors, their ggml shapes checked against the config (tensor_error names
@@ -173,6 +181,28 @@ private:
             f_.release(t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes));
     }
 
+    /// Calls use(bytes) with the stored rows [row0, row0 + rows) of `t` in Hugging Face order: the
+    /// mapped bytes themselves, or (permuted rows) a reordered copy; then drops their pages.
+    template <class Use>
+    void with_stored(tensor_role r, const io::gguf_tensor& t, index_t row0, index_t rows, Use&& use) const {
+        const std::int64_t count = t.shape.size() == 1 ? t.shape[0] : t.rows();
+        if (row0 < 0 || rows < 0 || row0 + rows > count)
+            throw tensor_error(f_.path(), t.name, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") outside the tensor's " +
+                                                      std::to_string(count) + " rows");
+        const std::size_t row_bytes = io::gguf_row_bytes(t.type, width(t));
+        if (!permuted(r)) {
+            const std::span<const std::byte> b = t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes);
+            use(b);
+            f_.release(b);
+            return;
+        }
+        reordered_.resize(static_cast<std::size_t>(rows) * row_bytes);
+        for_rows(r, t, row0, rows, [&](std::int64_t i, std::int64_t from) {
+            std::memcpy(reordered_.data() + static_cast<std::size_t>(i) * row_bytes, t.bytes.data() + static_cast<std::size_t>(from) * row_bytes, row_bytes);
+        });
+        use(std::span<const std::byte>(reordered_));
+    }
+
     /// One stored row of `t` (`cols` elements) as f32: converted, or dequantized (a type without a
     /// kernel refused by name).
     void row_to_f32(const io::gguf_tensor& t, std::span<const std::byte> row, float* out, std::int64_t cols) const {
@@ -211,6 +241,9 @@ private:
 
     const io::gguf_file& f_;
     const io::model_config& c_;
+    /// Permuted rows reordered for use_stored / use_blocks, reused slice after slice (a load runs
+    /// on one thread; a fresh buffer per slice would fault in fresh pages each time).
+    mutable std::vector<std::byte> reordered_;
 };
 
 }  // namespace dlm::cpu

@@ -169,6 +169,8 @@ public:
             for (const detail::gguf_part& p : parts) {
                 if (layout.quantized()) {
                     m.set_blocks(at, src.stored_rows(*p.t, p.row0, p.rows).data(), static_cast<index_t>(p.rows));
+                } else if (const auto d = io::gguf_plain_dtype(p.t->type)) {  // F32/F16/BF16: packed from the stored bytes
+                    m.set_stored(at, src.stored_rows(*p.t, p.row0, p.rows).data(), *d, static_cast<index_t>(p.rows));
                 } else {
                     buf.resize(static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(k));
                     src.read_rows(*p.t, p.row0, p.rows, buf.data());

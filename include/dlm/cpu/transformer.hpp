@@ -285,25 +285,23 @@ private:
     static void fill(packed_matrix& m, Source& src, tensor_role role, index_t layer, index_t row_offset, index_t rows, std::vector<float>& buf) {
         const index_t k = m.cols();
         const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
-        if constexpr (requires { src.read_blocks(role, layer, index_t{0}, index_t{0}, static_cast<std::byte*>(nullptr)); }) {
+        if constexpr (requires { src.use_blocks(role, layer, index_t{0}, index_t{0}, [](const std::byte*) {}); }) {
             if (m.quantized()) {  // GGUF blocks as stored (held_type chose this only for such a source)
-                std::vector<std::byte> blocks;
-                const std::size_t row_bytes = quant::row_bytes(*src.quant_type(role, layer), k);
                 for (index_t r0 = 0; r0 < rows; r0 += chunk) {
                     const index_t n = std::min(chunk, rows - r0);
-                    blocks.resize(static_cast<std::size_t>(n) * row_bytes);
-                    src.read_blocks(role, layer, r0, n, blocks.data());
-                    m.set_blocks(row_offset + r0, blocks.data(), n);
+                    src.use_blocks(role, layer, r0, n, [&](const std::byte* b) { m.set_blocks(row_offset + r0, b, n); });
                 }
                 return;
             }
         }
         if constexpr (requires { src.use_stored(role, layer, index_t{0}, index_t{0}, [](std::span<const std::byte>, io::dtype) {}); }) {
-            for (index_t r0 = 0; r0 < rows; r0 += chunk) {  // packed from the stored bytes: no f32 copy
+            bool plain = true;  // stored as F32/F16/BF16 (a GGUF file's blocks held as floats decode through read)
+            if constexpr (requires { src.quant_type(role, layer); }) plain = !src.quant_type(role, layer);
+            for (index_t r0 = 0; plain && r0 < rows; r0 += chunk) {  // packed from the stored bytes: no f32 copy
                 const index_t n = std::min(chunk, rows - r0);
                 src.use_stored(role, layer, r0, n, [&](std::span<const std::byte> b, io::dtype t) { m.set_stored(row_offset + r0, b.data(), t, n); });
             }
-            return;
+            if (plain) return;
         }
         for (index_t r0 = 0; r0 < rows; r0 += chunk) {
             const index_t n = std::min(chunk, rows - r0);

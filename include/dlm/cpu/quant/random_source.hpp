@@ -94,7 +94,7 @@ enum class file_type { q8_0, q4_0, q4_k, q6_k, q4_k_m };
 }
 
 /// random_source's values (f32) in the block types of a file type: matrices as GGUF blocks
-/// (read_blocks), vectors as f32. read() gives a matrix's values as its blocks decode.
+/// (use_blocks), vectors as f32. read() gives a matrix's values as its blocks decode.
 class random_quant_source {
 public:
     random_quant_source(const io::model_config& c, std::uint64_t seed, file_type f, float scale = 1.0f)
@@ -113,20 +113,25 @@ public:
             dequantize_row(*t, row.data(), dst + i * k, k);
         });
     }
-    void read_blocks(tensor_role r, index_t l, index_t row0, index_t rows, std::byte* dst) {
+    /// The next `rows` rows' blocks, handed to use(const std::byte*) (gguf_source's call).
+    template <class Use>
+    void use_blocks(tensor_role r, index_t l, index_t row0, index_t rows, Use&& use) {
         const auto t = quant_type(r, l);
-        if (!t) throw contract_error("random_quant_source::read_blocks: " + tensor_name(c_.arch, r, l) + " is not a matrix");
+        if (!t) throw contract_error("random_quant_source::use_blocks: " + tensor_name(c_.arch, r, l) + " is not a matrix");
         const index_t k = tensor_shape(c_, r)[1];
         std::vector<float> x(static_cast<std::size_t>(rows * k));
         values_.read(r, l, row0, rows, x.data());
         const std::size_t rb = row_bytes(*t, k);
-        for_rows(rows, static_cast<double>(k), [&](index_t i) { quantize_row(*t, x.data() + i * k, dst + static_cast<std::size_t>(i) * rb, k); });
+        blocks_.resize(static_cast<std::size_t>(rows) * rb);
+        for_rows(rows, static_cast<double>(k), [&](index_t i) { quantize_row(*t, x.data() + i * k, blocks_.data() + static_cast<std::size_t>(i) * rb, k); });
+        use(static_cast<const std::byte*>(blocks_.data()));
     }
 
 private:
     const io::model_config& c_;
     random_source values_;
     file_type f_;
+    std::vector<std::byte> blocks_;  // the last slice's blocks, reused
 };
 
 }  // namespace dlm::cpu::quant
