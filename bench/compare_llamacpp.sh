@@ -7,8 +7,8 @@
 #
 # LLAMA_BUILD_DIR is a llama.cpp CMake build (built from its source outside this repository; nothing of
 # it is part of dlm) with bin/llama-bench, and optionally bin/llama-quantize. Files:
-#   f32 bf16 q8_0 q4_k_m      written by dlm-make-checkpoint --format gguf (the same random weights)
-#   f16 q4_0 q5_k_m q6_k      llama-quantize's of the f32 file (only where bin/llama-quantize exists)
+#   f32 f16 bf16 q8_0 q4_k_m  written by dlm-make-checkpoint --format gguf (the same random weights)
+#   q4_0 q5_k_m q6_k          llama-quantize's of the f32 file (only where bin/llama-quantize exists)
 # Default --types: every one of them that can be made; --work (default build/compare) keeps the files,
 # so a second run reuses them.
 #
@@ -56,8 +56,8 @@ quantize=$llama/bin/llama-quantize
 [[ -x $bench ]] || die "no $bench (build llama.cpp's llama-bench target)"
 [[ -x $dlm_bench ]] || die "no $dlm_bench (cmake --build build/default --target dlm-bench-forward)"
 [[ -x $make_ckpt ]] || die "no $make_ckpt (cmake --build build/default --target dlm-make-checkpoint)"
-written="f32 bf16 q8_0 q4_k_m"
-quantized="f16 q4_0 q5_k_m q6_k"
+written="f32 f16 bf16 q8_0 q4_k_m"
+quantized="q4_0 q5_k_m q6_k"
 if [[ -z $types ]]; then
     types=$written
     [[ -x $quantize ]] && types="$types $quantized"

@@ -4,7 +4,7 @@
 // no download and no Python. dlm-make-checkpoint --format gguf calls write_gguf_checkpoint.
 //
 //   keys     general.architecture llada|dream, general.name, general.file_type (llama_ftype: ALL_F32 0,
-//            MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_BF16 32), general.quantization_version 2 (quantized
+//            MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15, MOSTLY_BF16 32), general.quantization_version 2 (quantized
 //            files), {arch}.block_count, .context_length, .embedding_length, .feed_forward_length,
 //            .attention.head_count(_kv), .rope.freq_base, .attention.layer_norm_rms_epsilon,
 //            .rope.dimension_count, .attention.causal false; llada: .vocab_size, diffusion.shift_logits false
@@ -14,7 +14,7 @@
 //            tokens at their ids (<|startoftext|> 126080 as BOS, <|start_header_id|> 126346,
 //            <|end_header_id|> 126347, <|eot_id|> 126348 as EOT); every other id an unused "[PADi]"
 //   tensors  those of io/gguf_model.hpp in cpu::weight_order, 1-D tensors F32 (as llama.cpp keeps them),
-//            matrices F32 / BF16, or Q8_0 / Q4_K_M typed by quant::file_type_of (llama-quantize's rule:
+//            matrices F32 / F16 / BF16, or Q8_0 / Q4_K_M typed by quant::file_type_of (llama-quantize's rule:
 //            Q4_K, Q6_K for the head and for attn_v / ffn_down of the layers use_more_bits picks);
 //            LLaDA's attn_q / attn_k rows permuted per head as the converter stores them
 //
@@ -45,10 +45,10 @@
 
 namespace dlm::bench {
 
-/// What a GGUF checkpoint's matrices are stored as: plain F32 / BF16, or a llama.cpp file type.
+/// What a GGUF checkpoint's matrices are stored as: plain F32 / F16 / BF16, or a llama.cpp file type.
 struct gguf_checkpoint_type {
-    std::string name;                              ///< "f32", "bf16", "q8_0", "q4_k_m"
-    std::optional<io::dtype> plain;                ///< f32 or bf16
+    std::string name;                              ///< "f32", "f16", "bf16", "q8_0", "q4_k_m"
+    std::optional<io::dtype> plain;                ///< f32, f16 or bf16
     std::optional<cpu::quant::file_type> quant;    ///< q8_0 or q4_k_m
     std::uint32_t llama_ftype = 0;                 ///< general.file_type
 };
@@ -57,12 +57,23 @@ struct gguf_checkpoint_type {
 [[nodiscard]] inline std::optional<gguf_checkpoint_type> parse_gguf_checkpoint_type(const std::string& name) {
     if (name == "f32") return gguf_checkpoint_type{name, io::dtype::f32, std::nullopt, 0};
     if (name == "bf16") return gguf_checkpoint_type{name, io::dtype::bf16, std::nullopt, 32};
+    if (name == "f16") return gguf_checkpoint_type{name, io::dtype::f16, std::nullopt, 1};
     if (name == "q8_0") return gguf_checkpoint_type{name, std::nullopt, cpu::quant::file_type::q8_0, 7};
     if (name == "q4_k_m") return gguf_checkpoint_type{name, std::nullopt, cpu::quant::file_type::q4_k_m, 15};
     return std::nullopt;
 }
 
 namespace detail {
+
+/// The GGUF type of matrices stored in a plain dtype.
+[[nodiscard]] inline io::gguf_type gguf_type_of(io::dtype t) noexcept {
+    switch (t) {
+        case io::dtype::bf16: return io::gguf_type::bf16;
+        case io::dtype::f16: return io::gguf_type::f16;
+        case io::dtype::f32: break;
+    }
+    return io::gguf_type::f32;
+}
 
 /// The tokenizer.ggml.* keys of the header comment.
 inline void add_byte_tokenizer(io::gguf_writer& w, const io::model_config& c) {
@@ -146,7 +157,7 @@ inline std::uint64_t write_gguf_checkpoint(const io::model_config& c, const std:
         const std::vector<std::int64_t> shape = cpu::tensor_shape(c, role);
         detail::gguf_entry e{role, layer, io::gguf_type::f32, shape[0], shape.size() == 2 ? shape[1] : 1, 0};
         if (shape.size() == 2)
-            e.type = type.quant ? *cpu::quant::file_type_of(*type.quant, c, role, layer) : type.plain == io::dtype::bf16 ? io::gguf_type::bf16 : io::gguf_type::f32;
+            e.type = type.quant ? *cpu::quant::file_type_of(*type.quant, c, role, layer) : detail::gguf_type_of(*type.plain);
         const std::string tensor = cpu::gguf_tensor_name(role, layer);
         if (e.cols % io::gguf_block_size(e.type) != 0)
             throw invalid_parameter("shape", tensor + ": rows of " + std::to_string(e.cols) + " are not whole " + std::string(io::gguf_type_name(e.type)) +
@@ -184,9 +195,9 @@ inline std::uint64_t write_gguf_checkpoint(const io::model_config& c, const std:
                 values.resize(static_cast<std::size_t>(n * e.cols));
                 if (qsrc) qsrc->read(e.role, e.layer, static_cast<index_t>(r0), static_cast<index_t>(n), values.data());
                 else psrc->read(e.role, e.layer, static_cast<index_t>(r0), static_cast<index_t>(n), values.data());
-                if (e.type == io::gguf_type::bf16)
+                if (e.type == io::gguf_type::bf16 || e.type == io::gguf_type::f16)
                     for (std::size_t i = 0; i < values.size(); ++i) {
-                        const std::uint16_t h = io::f32_to_bf16(values[i]);
+                        const std::uint16_t h = e.type == io::gguf_type::bf16 ? io::f32_to_bf16(values[i]) : io::f32_to_f16(values[i]);
                         std::memcpy(raw.data() + 2 * i, &h, 2);
                     }
                 else std::memcpy(raw.data(), values.data(), raw.size());

@@ -3,7 +3,7 @@
 // model-0000i-of-0000N.safetensors with model.safetensors.index.json (or one model.safetensors),
 // weights in bf16 (or f16, f32). Full-size runs (LLaDA-8B, Dream-7B) can then be measured without
 // downloading anything. With --format gguf, ONE GGUF file instead, as llama.cpp's converter and
-// llama-quantize lay it out, matrices in --type f32, bf16, q8_0 or q4_k_m (bench/gguf_checkpoint.hpp).
+// llama-quantize lay it out, matrices in --type f32, f16, bf16, q8_0 or q4_k_m (bench/gguf_checkpoint.hpp).
 //
 //   dlm-make-checkpoint --shape llada-8b --out build/llada-8b-random [--dtype bf16] [--seed 1]
 //                       [--scale 1] [--shards N]
@@ -39,7 +39,7 @@ namespace {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
     std::fprintf(stderr,
                  "usage: %s --shape NAME --out DIR [--dtype bf16|f16|f32] [--seed N] [--scale S] [--shards N]\n"
-                 "       %s --shape NAME --format gguf --out FILE.gguf [--type f32|bf16|q8_0|q4_k_m] [--seed N] [--scale S]\n"
+                 "       %s --shape NAME --format gguf --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_k_m] [--seed N] [--scale S]\n"
                  "  shapes: %s\n",
                  argv0, argv0, bench::shape_names().c_str());
     std::exit(2);
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     if (shards <= 0) shards = shape->shards;
     if (format == "gguf") {
         const auto type = bench::parse_gguf_checkpoint_type(gguf_type);
-        if (!type) usage(argv[0], "--type must be f32, bf16, q8_0 or q4_k_m, not '" + gguf_type + "'");
+        if (!type) usage(argv[0], "--type must be f32, f16, bf16, q8_0 or q4_k_m, not '" + gguf_type + "'");
         try {
             const io::model_config cfg = io::parse_config(shape->config, shape_name);
             const auto t0 = std::chrono::steady_clock::now();

@@ -24,10 +24,10 @@ endif()
 # transformer::random(config, 3, type) (logits equal and finite), and dlm-generate decodes from the
 # file alone (config and byte-level tokenizer from its metadata).
 if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
-  foreach(_t IN ITEMS q8_0 q4_k_m bf16)
+  foreach(_t IN ITEMS q8_0 q4_k_m bf16 f16)
     set(_gg ${CMAKE_CURRENT_BINARY_DIR}/tiny-k.${_t}.gguf)
     set(_verify --verify-random 3)
-    if(NOT _t STREQUAL "bf16")
+    if(NOT _t MATCHES "^b?f16$")
       list(APPEND _verify --verify-type ${_t})
     endif()
     add_test(NAME "bench: dlm-make-checkpoint writes a tiny-k GGUF ${_t}"
