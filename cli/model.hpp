@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <span>
 #include <string>
@@ -24,6 +26,7 @@
 
 #include "options.hpp"
 #include "presets.hpp"
+#include "terminal.hpp"
 
 #ifndef DLM_DEFAULT_MODEL_DIR
 #define DLM_DEFAULT_MODEL_DIR "models/cdlm"
@@ -78,12 +81,30 @@ using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
     return j.is_object() && j.value("model_type", std::string()) == "diffusion_gemma";
 }
 
-/// The load options of --dtype ("", "f32", "bf16", "f16").
-[[nodiscard]] inline cpu::load_options load_options_of(const std::string& dtype) {
+/// A "loading weights" bar (progress_bar: drawn only where stderr is a terminal), fed with
+/// load_options::progress's bytes in MB and erased once the load is done.
+class load_bar {
+public:
+    explicit load_bar(bool enabled) : on_(enabled) {}
+    void operator()(std::uint64_t done, std::uint64_t total) {
+        if (!on_) return;
+        if (!bar_) bar_.emplace("loading weights", static_cast<std::size_t>(total / 1000000), true);
+        bar_->update(static_cast<std::size_t>(done / 1000000), "MB");
+        if (done >= total) bar_->finish();
+    }
+
+private:
+    bool on_;
+    std::optional<progress_bar> bar_;
+};
+
+/// The load options of --dtype ("", "f32", "bf16", "f16"), with a load_bar when `progress`.
+[[nodiscard]] inline cpu::load_options load_options_of(const std::string& dtype, bool progress = false) {
     cpu::load_options lo;
     if (dtype == "f32") lo.weight_dtype = io::dtype::f32;
     else if (dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
     else if (dtype == "f16") lo.weight_dtype = io::dtype::f16;
+    if (progress) lo.progress = [bar = std::make_shared<load_bar>(true)](std::uint64_t done, std::uint64_t total) { (*bar)(done, total); };
     return lo;
 }
 
@@ -95,19 +116,20 @@ template <class Model>
 }
 
 /// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
-[[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const std::string& dtype = {}) {
+[[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const std::string& dtype = {}, bool progress = false) {
     const auto start = std::chrono::steady_clock::now();
     io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
-    cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(dtype));
+    cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(dtype, progress));
     const model_hints hints = hints_of(model);
     return loaded_since(start, gemma_model{dir, std::move(model), std::move(tok), io::detect_chat_format(dir), hints});
 }
 
 /// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
-/// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load.
-[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}) {
+/// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load; `progress` draws a
+/// load_bar.
+[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}, bool progress = false) {
     const auto start = std::chrono::steady_clock::now();
-    const cpu::load_options lo = load_options_of(dtype);
+    const cpu::load_options lo = load_options_of(dtype, progress);
     if (io::is_gguf_path(dir)) {
         const io::gguf_file f = io::gguf_file::open(dir);
         io::tokenizer tok = io::gguf_tokenizer(f.header());
@@ -126,12 +148,12 @@ template <class Model>
 /// Loads `dir` as what it is (a DiffusionGemma folder as cpu::diffusion_gemma, anything else as the
 /// transformer: load_model) and returns f(the loaded folder); f takes either basic_loaded_model.
 template <class F>
-decltype(auto) with_loaded_model(const std::filesystem::path& dir, const std::string& dtype, F&& f) {
+decltype(auto) with_loaded_model(const std::filesystem::path& dir, const std::string& dtype, F&& f, bool progress = false) {
     if (is_diffusion_gemma(dir)) {
-        gemma_model m = load_diffusion_gemma(dir, dtype);
+        gemma_model m = load_diffusion_gemma(dir, dtype, progress);
         return f(m);
     }
-    loaded_model m = load_model(dir, dtype);
+    loaded_model m = load_model(dir, dtype, progress);
     return f(m);
 }
 

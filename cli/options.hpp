@@ -197,6 +197,8 @@ struct flag {
                        S = static_cast<unsigned>(program::server), B = G | E | S;
     static const flag table[] = {
         {"General", "-h, --help", "", "print this help and exit", B, [](options& o, auto, auto) { o.help = true; }},
+        {"General", "--no-progress", "", "no progress bars (the weights' load; dlm-eval's problems): drawn only when stderr is a terminal", B,
+         [](options& o, auto, auto) { o.progress = false; }},
         {"Model and prompt", "-m, --model", "DIR",
          "model folder (config.json, *.safetensors, tokenizer.json); default: $DLM_MODEL, else the shipped CDLM student", B,
          [](options& o, auto f, auto v) { o.model = as_path(f, v); }},
@@ -296,8 +298,6 @@ struct flag {
          [](options& o, auto f, auto v) { o.json = as_path(f, v); }},
         {"Evaluation", "--predictions", "FILE", "write each completion as a JSONL line {\"answer\": ...} (for tools/score.py)", E,
          [](options& o, auto f, auto v) { o.predictions = as_path(f, v); }},
-        {"Evaluation", "--no-progress", "", "no progress bar (it is drawn only when stderr is a terminal)", E,
-         [](options& o, auto, auto) { o.progress = false; }},
         {"Server", "--host", "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)", S,
          [](options& o, auto f, auto v) { o.host = as_path(f, v); }},
         {"Server", "--port", "N", "port to listen on (default 8080; 0: any free port, printed at start)", S,

@@ -102,6 +102,19 @@ TEST_CASE("diffusion_gemma_tiny: the config and checkpoint load, every layer's g
     CHECK(c.eos_ids == std::vector<token_id>{1});
 }
 
+TEST_CASE("diffusion_gemma_tiny: the load reports its progress after the embedding and each block, ending at weight_bytes()") {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+    cpu::load_options opt;
+    opt.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+    const diffusion_gemma m = diffusion_gemma::load(tiny, opt);
+    REQUIRE(calls.size() == m.config().layers.size() + 2);  // embedding, each block, the end
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        CHECK(calls[i].second == m.weight_bytes());
+        if (i > 0) CHECK(calls[i].first > calls[i - 1].first);
+    }
+    CHECK(calls.back().first == m.weight_bytes());
+}
+
 TEST_CASE("diffusion_gemma_tiny: decoder logits equal transformers' on the first step (encoded prompt longer than the sliding window)") {
     run r;
     auto ctx = r.m.new_context(64);

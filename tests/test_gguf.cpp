@@ -153,6 +153,23 @@ TEST_CASE("a GGUF source hands out rows as stored, in Hugging Face order, and re
 #endif
 }
 
+TEST_CASE("a load reports its progress: the bytes held so far after the embedding and each layer, ending at weight_bytes()") {
+    for (const std::filesystem::path& path : {data / "models" / "llada_tiny", gguf_dir / "llada_tiny.bf16.gguf", gguf_dir / "lladamoe_tiny.bf16.gguf"}) {
+        CAPTURE(path.filename().string());
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+        cpu::load_options opt;
+        opt.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+        const transformer m = transformer::load(path, opt);
+        REQUIRE(calls.size() == static_cast<std::size_t>(m.config().num_layers) + 2);  // embedding, each layer, the end
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+            CHECK(calls[i].second == m.weight_bytes());
+            CHECK(calls[i].first > 0);
+            if (i > 0) CHECK(calls[i].first > calls[i - 1].first);
+        }
+        CHECK(calls.back().first == m.weight_bytes());
+    }
+}
+
 TEST_CASE("the F32 GGUF file equals the transformers reference as the safetensors model does") {
     // test_transformer checks the safetensors model against these logits; the GGUF file must give
     // the same numbers (a wrong un-permutation of q/k would move them far outside this).

@@ -174,16 +174,22 @@ public:
         return b;
     }
 
-    [[nodiscard]] gemma_weights all() {
+    /// Every text weight, reported to opt.progress of `total` after the embedding and each block.
+    [[nodiscard]] gemma_weights all(const load_options& opt, std::uint64_t total) {
         gemma_weights w;
         const index_t h = c_.hidden_size, f = c_.intermediate_size;
+        std::uint64_t done = 0;
         w.embedding = stacked({prefix_ + "embed_tokens.weight"}, {c_.vocab_size}, h);
+        report_loaded(opt, done, w.embedding.bytes(), total);
         w.final_norm = vec(prefix_ + "norm.weight", h);
         const std::string sc = "model.decoder.self_conditioning.";
         w.sc_pre_norm = vec(sc + "pre_norm.weight", h);
         w.sc_gate_up = stacked({sc + "gate_proj.weight", sc + "up_proj.weight"}, {f, f}, h);
         w.sc_down = stacked({sc + "down_proj.weight"}, {h}, f);
-        for (index_t l = 0; l < c_.num_layers; ++l) w.blocks.push_back(block(l));
+        for (index_t l = 0; l < c_.num_layers; ++l) {
+            const gemma_block& b = w.blocks.emplace_back(block(l));
+            report_loaded(opt, done, b.qkv.bytes() + b.o.bytes() + b.gate_up.bytes() + b.down.bytes() + b.experts.bytes(), total);
+        }
         for (const std::string& n : ck_.names())
             if (is_gemma_vision_tensor(n)) ck_.mark_read(n);  // the vision tower is not loaded
         ck_.check_all_read();
@@ -205,8 +211,9 @@ private:
     const io::dtype embedding_type = opt.weight_dtype.value_or(ck.info(detail::gemma_block_prefix(ck) + "embed_tokens.weight").type);
     const std::uint64_t need = detail::gemma_held_bytes(ck, opt.weight_dtype) + transposed_embedding_bytes(c.vocab_size, c.hidden_size, embedding_type);
     if (opt.check_memory) check_fits("DiffusionGemma's weights from " + ck.source(), need);
-    gemma_weights w = detail::gemma_reader(ck, c, opt.weight_dtype).all();
+    gemma_weights w = detail::gemma_reader(ck, c, opt.weight_dtype).all(opt, need);
     w.embedding_t = transposed_embedding(w.embedding);
+    if (opt.progress) opt.progress(need, need);
     w.bytes = need;
     w.held = held_name(w.embedding.type());
     return w;

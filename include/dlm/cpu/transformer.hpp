@@ -379,8 +379,10 @@ private:
         using R = tensor_role;
 
         std::vector<float> buf;
+        std::uint64_t done = 0;
         embedding_ = packed_matrix(c.vocab_size, h, t_emb);
         fill(embedding_, src, R::embedding, 0, 0, c.vocab_size, buf);
+        report_loaded(opt, done, embedding_.bytes(), weight_bytes_);
         layers_.resize(static_cast<std::size_t>(c.num_layers));
         for (index_t l = 0; l < c.num_layers; ++l) {
             const auto li = static_cast<std::size_t>(l);
@@ -406,19 +408,21 @@ private:
             L.mlp_norm = read_vector(src, R::mlp_norm, l, h);
             if (c.moe && c.moe->is_moe_layer(l)) {  // experts instead of a dense MLP (cpu/moe.hpp)
                 L.moe.emplace(load_moe(src, c, l, opt));
-                continue;
+            } else {
+                L.gate_up = packed_matrix(2 * f, h, t_gu[li]);
+                fill(L.gate_up, src, R::gate_proj, l, 0, f, buf);
+                fill(L.gate_up, src, R::up_proj, l, f, f, buf);
+                L.down = packed_matrix(h, f, t_down[li]);
+                fill(L.down, src, R::down_proj, l, 0, h, buf);
             }
-            L.gate_up = packed_matrix(2 * f, h, t_gu[li]);
-            fill(L.gate_up, src, R::gate_proj, l, 0, f, buf);
-            fill(L.gate_up, src, R::up_proj, l, f, f, buf);
-            L.down = packed_matrix(h, f, t_down[li]);
-            fill(L.down, src, R::down_proj, l, 0, h, buf);
+            report_loaded(opt, done, L.qkv.bytes() + L.o.bytes() + (L.moe ? L.moe->bytes() : L.gate_up.bytes() + L.down.bytes()), weight_bytes_);
         }
         final_norm_ = read_vector(src, R::final_norm, 0, h);
         if (!c.tie_word_embeddings) {
             head_ = packed_matrix(c.vocab_size, h, t_head);
             fill(head_, src, R::lm_head, 0, 0, c.vocab_size, buf);
         }
+        report_loaded(opt, done, weight_bytes_, weight_bytes_);  // the head and the vectors: done == total
     }
 
     /// The embedding table (the head's matrix when tied).

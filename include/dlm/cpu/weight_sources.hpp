@@ -11,8 +11,10 @@
 //   use_stored(role, layer, row0, rows, use)   use(bytes, type): the rows as stored, in `type`
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,7 +36,17 @@ struct load_options {
     /// Refuse (dlm::memory_error) weights that do not fit in the available memory, before
     /// allocating them.
     bool check_memory = true;
+    /// Called as the weights load, on the loading thread: the bytes held so far and the total the
+    /// model will hold (weight_bytes()), after the embedding, after each layer and once at the end
+    /// with done == total (dlm-generate draws its progress bar from it). Unset: never called.
+    std::function<void(std::uint64_t done, std::uint64_t total)> progress = {};
 };
+
+/// Reports `add` more bytes loaded of `total` to opt.progress (clamped to total; none when unset).
+inline void report_loaded(const load_options& opt, std::uint64_t& done, std::uint64_t add, std::uint64_t total) {
+    done = std::min(total, done + add);
+    if (opt.progress) opt.progress(done, total);
+}
 
 /// Tensors of a safetensors checkpoint. Each slice's mapped pages are dropped from the resident
 /// set once read (checkpoint::release_rows).
