@@ -85,17 +85,14 @@ using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
 /// load_options::progress's bytes in MB and erased once the load is done.
 class load_bar {
 public:
-    explicit load_bar(bool enabled) : on_(enabled) {}
     void operator()(std::uint64_t done, std::uint64_t total) {
-        if (!on_) return;
         if (!bar_) bar_.emplace("loading weights", static_cast<std::size_t>(total / 1000000), true);
         bar_->update(static_cast<std::size_t>(done / 1000000), "MB");
         if (done >= total) bar_->finish();
     }
 
 private:
-    bool on_;
-    std::optional<progress_bar> bar_;
+    std::optional<progress_bar> bar_;  // made at the first report, when the total is known
 };
 
 /// The load options of --dtype ("", "f32", "bf16", "f16"), with a load_bar when `progress`.
@@ -104,7 +101,7 @@ private:
     if (dtype == "f32") lo.weight_dtype = io::dtype::f32;
     else if (dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
     else if (dtype == "f16") lo.weight_dtype = io::dtype::f16;
-    if (progress) lo.progress = [bar = std::make_shared<load_bar>(true)](std::uint64_t done, std::uint64_t total) { (*bar)(done, total); };
+    if (progress) lo.progress = [bar = std::make_shared<load_bar>()](std::uint64_t done, std::uint64_t total) { (*bar)(done, total); };
     return lo;
 }
 
