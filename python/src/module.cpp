@@ -59,11 +59,19 @@ registry::preset_id preset_of(const std::string& name) {
     throw invalid_parameter("preset", "unknown preset '" + name + "' (one of " + registry::builtin.list() + ")");
 }
 
-model_ptr load(const std::string& path, const std::string& dtype) {
+model_ptr load(const std::string& path, const std::string& dtype, nb::handle progress) {
     if (!dtype.empty() && dtype != "f32" && dtype != "bf16" && dtype != "f16")
         throw invalid_parameter("dtype", "must be one of f32, bf16, f16 (or empty: as stored), got '" + dtype + "'");
+    if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
+        throw invalid_parameter("progress", "must be a callable (done, total) or None");
+    cpu::load_progress report;
+    if (!progress.is_none())  // a borrowed handle: the caller's frame keeps it alive for the whole load
+        report = [progress](std::uint64_t done, std::uint64_t total) {
+            nb::gil_scoped_acquire locked;
+            progress(done, total);  // an exception it raises (KeyboardInterrupt) ends the load
+        };
     nb::gil_scoped_release unlocked;
-    return load_model(path, dtype);
+    return load_model(path, dtype, std::move(report));
 }
 
 /// The logits of one forward of the transformer over `tokens` (every row), under a causal or
@@ -278,7 +286,7 @@ void bind_model(nb::module_& m) {
                  return x.visit([&](const auto& f) { return cli::answer_text(f, r); });
              }, "result"_a);
     // Held by shared_ptr in Python so engines keep their model alive.
-    m.def("load", &load, "path"_a, "dtype"_a = "");
+    m.def("load", &load, "path"_a, "dtype"_a = "", "progress"_a = nb::none());
     m.def("forward", &forward, "model"_a, "tokens"_a, "mask"_a = "bidirectional");
 }
 

@@ -100,3 +100,20 @@ def test_a_bad_dtype_is_named(models):
     with pytest.raises(dlm.InvalidParameter) as e:
         dlm.LLM(models / "cdlm", dtype="f8")
     assert e.value.parameter == "dtype"
+
+
+def test_the_load_reports_its_progress_and_an_exception_raised_there_ends_it(models):
+    calls = []
+    dlm.LLM(models / "cdlm", progress=lambda done, total: calls.append((done, total)))
+    assert len(calls) >= 3  # the embedding, each layer, the end
+    assert len({total for _, total in calls}) == 1 and calls[-1][0] == calls[-1][1]
+    assert all(later[0] > earlier[0] for earlier, later in zip(calls, calls[1:]))
+
+    def interrupt(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        dlm.LLM(models / "cdlm", progress=interrupt)
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(models / "cdlm", progress=3)
+    assert e.value.parameter == "progress"

@@ -28,6 +28,9 @@
 
 namespace dlm::cpu {
 
+/// load_options::progress: (bytes held so far, the total the model will hold).
+using load_progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
 /// How a transformer holds its weights.
 struct load_options {
     /// The element type weights are held in and multiplied from: unset keeps each tensor's stored
@@ -39,7 +42,7 @@ struct load_options {
     /// Called as the weights load, on the loading thread: the bytes held so far and the total the
     /// model will hold (weight_bytes()), after the embedding, after each layer and once at the end
     /// with done == total (dlm-generate draws its progress bar from it). Unset: never called.
-    std::function<void(std::uint64_t done, std::uint64_t total)> progress = {};
+    load_progress progress = {};
 };
 
 /// Reports `add` more bytes loaded of `total` to opt.progress (clamped to total; none when unset).
