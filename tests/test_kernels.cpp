@@ -1,9 +1,12 @@
 // The CPU kernels of every instruction set (dlm/cpu/kernels/*.hpp) and their run-time dispatch
 // (dlm/cpu/dispatch.hpp): products against a double-precision reference for each weight type, the
-// bf16 products' identical bits on every path, DLM_ISA, the bf16 form's choice, full-size random
-// models built without an f32 copy, and the memory check that refuses a model that cannot fit.
+// bf16 products' identical bits on every path, the softmax's kernels and a whole forward's bits on
+// every path with FMA, attention's rows alone and together, DLM_ISA, the bf16 form's choice,
+// full-size random models built without an f32 copy, and the memory check that refuses a model
+// that cannot fit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include <dlm/cpu/attention.hpp>
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/io/safetensors_writer.hpp>
 
@@ -78,6 +82,38 @@ std::vector<float> product(index_t m, index_t k, const std::vector<float>& x, co
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// A small Dream-shaped model: 2 layers, 4 heads over 2 KV heads, a vocabulary of 120 (mask 119).
+io::model_config small_dream(index_t hidden, index_t intermediate, index_t head_dim) {
+    io::model_config c;
+    c.arch = io::architecture::dream;
+    c.vocab_size = 120;
+    c.hidden_size = hidden;
+    c.intermediate_size = intermediate;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = head_dim;
+    c.max_context = 256;
+    c.mask_id = 119;
+    c.eos_ids = {1};
+    c.logits_shift = true;
+    return c;
+}
+
+/// One forward's logits at every position of a canvas of `prompt` tokens (2, 3, 4, ...) and `gen`
+/// masks, under `mask`.
+template <class Mask>
+std::vector<float> canvas_logits(transformer& m, const Mask& mask, index_t prompt, index_t gen) {
+    const canvas_layout l{prompt, gen, gen, true};
+    std::vector<token_id> canvas(static_cast<std::size_t>(l.size()), m.config().mask_id);
+    for (index_t i = 0; i < prompt; ++i) canvas[static_cast<std::size_t>(i)] = 2 + i;
+    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+    std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(m.vocab_size()));
+    const forward_request<transformer::kv_cache> rq{canvas, l, p, nullptr};
+    m.forward(std::span<const forward_request<transformer::kv_cache>>(&rq, 1), mask, out);
+    return out;
 }
 
 }  // namespace
@@ -275,6 +311,125 @@ TEST_CASE("kernels: the softmax's scale_max scales each score and returns the la
     }
 }
 
+TEST_CASE("kernels: the softmax's exp_shifted_sum takes each exp and sums them in the order every path shares") {
+    // Lengths around every vector width and the 16 partial sums, masked keys (-inf: weight 0) among
+    // them. The exps must be near std::exp and the same bits on every path with FMA (the baseline
+    // rounds its products on their own); the sum must be the scalar model's on every path: x[i]
+    // into partial i mod 16, each in order, then folded in halves.
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    constexpr index_t parts = softmax_sum_parts;
+    for (const index_t n : {0, 1, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 47, 100, 1000}) {
+        for (int variant = 0; variant < 2; ++variant) {
+            std::vector<float> row = random_values(static_cast<std::size_t>(n), 70 + static_cast<unsigned>(n));
+            for (index_t i = 0; i < n; ++i)
+                if (variant == 1 && i % 5 == 2) row[static_cast<std::size_t>(i)] = -inf;
+            const float shift = n > 0 ? *std::max_element(row.begin(), row.end()) : 0.0f;
+            std::vector<float> first;
+            for (isa i : runnable()) {
+                CAPTURE(isa_name(i));
+                CAPTURE(n);
+                CAPTURE(variant);
+                const isa_scope on(i);
+                std::vector<float> x = row;
+                const float sum = kernels().exp_shifted_sum(x.data(), n, shift);
+                float part[parts] = {};
+                for (index_t j = 0; j < n; ++j) {
+                    const double want = std::exp(static_cast<double>(row[static_cast<std::size_t>(j)]) - shift);
+                    CHECK(std::abs(x[static_cast<std::size_t>(j)] - want) <= 1e-6 * want);
+                    part[j % parts] += x[static_cast<std::size_t>(j)];
+                }
+                for (index_t w = parts / 2; w >= 1; w /= 2)
+                    for (index_t j = 0; j < w; ++j) part[j] += part[j + w];
+                CHECK(std::memcmp(&sum, &part[0], sizeof sum) == 0);
+                // The same sum wherever the row starts: behind `lead` masked keys (exp 0).
+                for (index_t lead = 1; lead < parts; lead += 3) {
+                    std::vector<float> y(static_cast<std::size_t>(lead), -inf);
+                    y.insert(y.end(), row.begin(), row.end());
+                    const float moved = kernels().exp_shifted_sum(y.data(), lead + n, shift);
+                    CHECK(std::memcmp(&moved, &sum, sizeof sum) == 0);
+                }
+                if (i == isa::baseline) continue;
+                if (first.empty()) first = x;
+                CHECK(std::memcmp(x.data(), first.data(), x.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("attention: attend_run gives a row the bits it gets alone among rows whose keys start elsewhere (sliding windows)") {
+    // 32 query rows, row r at position 40 + r attending a window of 21 keys ending at itself, so
+    // the task's keys start at 20 and row r's own at 20 + r: alone, its scores start 0 to 31 places
+    // earlier in the softmax's row than in the task (kernel_table::exp_shifted_sum: the same sum).
+    constexpr index_t d = 64, keys = 72, rows = 32, window = 21;
+    const std::ptrdiff_t key_ld = keys + panel_width, value_ld = d;
+    const std::vector<float> q = random_values(static_cast<std::size_t>(rows * d), 1);
+    const std::vector<float> k = random_values(static_cast<std::size_t>(d * key_ld), 2);
+    const std::vector<float> v = random_values(static_cast<std::size_t>(keys * value_ld), 3);
+    const auto range = [](index_t pos) { return key_range{std::max<index_t>(0, pos - window + 1), pos + 1}; };
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    for (isa i : runnable_isas()) {
+        CAPTURE(isa_name(i));
+        set_isa(i);
+        std::vector<float> all(static_cast<std::size_t>(rows * d));
+        attend_run(rows, d, q.data(), d, k.data(), key_ld, v.data(), value_ld, scale, [&](index_t r) { return range(40 + r); }, all.data(), d);
+        for (index_t r = 0; r < rows; ++r) {
+            CAPTURE(r);
+            std::vector<float> alone(static_cast<std::size_t>(d));
+            attend_run(1, d, q.data() + r * d, d, k.data(), key_ld, v.data(), value_ld, scale, [&](index_t) { return range(40 + r); },
+                       alone.data(), d);
+            CHECK(std::memcmp(alone.data(), all.data() + r * d, sizeof(float) * d) == 0);
+            // And the output is the softmax-weighted values, to f32 accuracy.
+            const key_range kr = range(40 + r);
+            std::vector<double> s;
+            double top = -INFINITY, sum = 0;
+            for (index_t j = kr.begin; j < kr.end; ++j) {
+                double dot = 0;
+                for (index_t t = 0; t < d; ++t) dot += static_cast<double>(q[static_cast<std::size_t>(r * d + t)]) * k[static_cast<std::size_t>(t * key_ld + j)];
+                s.push_back(dot * scale);
+                top = std::max(top, s.back());
+            }
+            for (double& x : s) sum += (x = std::exp(x - top));
+            for (index_t t = 0; t < d; t += 7) {
+                double want = 0;
+                for (index_t j = kr.begin; j < kr.end; ++j)
+                    want += s[static_cast<std::size_t>(j - kr.begin)] / sum * v[static_cast<std::size_t>(j * value_ld + t)];
+                CHECK(std::abs(alone[static_cast<std::size_t>(t)] - want) < 1e-5);
+            }
+        }
+    }
+    set_isa(detect_isa());
+}
+
+TEST_CASE("kernels: a whole forward gives the same logits on every path with FMA, for every weight type") {
+    // docs/determinism.md's classes for whole forwards: products, softmax exps and SiLU agree bit for
+    // bit on avx2, avx512, avx512-vnni and avx512-bf16 (bf16 in either form), whatever the weights.
+    // (The baseline rounds products on their own, amx-bf16 sums in the tile unit's order: neither
+    // is compared.) Widths of 256 hold whole K-quant super-blocks; 40 positions pass 16 keys.
+    const io::model_config c = small_dream(256, 256, 64);
+    std::vector<isa> fma;
+    for (isa i : runnable())
+        if (i != isa::baseline && i != isa::amx) fma.push_back(i);
+    if (fma.size() < 2) MESSAGE("fewer than two FMA paths on this CPU: nothing to compare");
+    for (int w = 0; w < 5; ++w) {
+        const io::dtype types[] = {io::dtype::f32, io::dtype::bf16, io::dtype::f16};
+        const quant::file_type files[] = {quant::file_type::q8_0, quant::file_type::q4_k_m};
+        std::vector<float> first;
+        for (isa i : fma)
+            for (bool dot : {false, true}) {
+                const isa_scope on(i);
+                if (dot && (w != 1 || kernels().bf16_alt.run == nullptr)) continue;
+                set_bf16_dot(dot);
+                CAPTURE(isa_name(i));
+                CAPTURE(w);
+                CAPTURE(dot);
+                transformer m = w < 3 ? transformer::random(c, 5, types[w], 0.5f) : transformer::random(c, 5, files[w - 3], 0.5f);
+                const std::vector<float> got = canvas_logits(m, block_causal_mask{8}, 24, 16);
+                if (first.empty()) first = got;
+                CHECK(same_bits(got, first));
+            }
+    }
+}
+
 TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks, has the bits of one call over all of k") {
     // DiffusionGemma self-conditioning's product is vocabulary-deep; linear runs it chunk by chunk
     // (gemm.hpp). Rows over two row blocks with a partial tile, a partial panel, an odd k.
@@ -372,31 +527,10 @@ TEST_CASE("dispatch: DLM_ISA names, and paths the CPU lacks are refused by name"
 }
 
 TEST_CASE("random models: built in their type without an f32 copy, the model a checkpoint of random_weights loads as") {
-    io::model_config c;
-    c.arch = io::architecture::dream;
-    c.vocab_size = 120;
-    c.hidden_size = 48;
-    c.intermediate_size = 80;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 12;
-    c.max_context = 256;
+    io::model_config c = small_dream(48, 80, 12);
     c.qkv_bias = true;
     c.tie_word_embeddings = false;
-    c.mask_id = 119;
-    c.eos_ids = {1};
-    c.logits_shift = true;
-    const canvas_layout l{20, 12, 12, true};
-    std::vector<token_id> canvas(static_cast<std::size_t>(l.size()), c.mask_id);
-    for (index_t i = 0; i < 20; ++i) canvas[static_cast<std::size_t>(i)] = 2 + i;
-    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
-    auto logits = [&](transformer& m) {
-        std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(c.vocab_size));
-        const forward_request<transformer::kv_cache> rq{canvas, l, p, nullptr};
-        m.forward(std::span<const forward_request<transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, out);
-        return out;
-    };
+    const auto logits = [](transformer& m) { return canvas_logits(m, bidirectional_mask{}, 20, 12); };
     // The checkpoint: random_weights in the family's names, in the load order, stored as `type`.
     const transformer_weights w = random_weights(c, 9, 0.5f);
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("dlm_test_kernels_random_" + std::to_string(::getpid()));

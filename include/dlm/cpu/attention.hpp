@@ -163,65 +163,35 @@ void check_cached_keys(const forward_request<kv_cache>& rq, const Mask& mask, st
     }
 }
 
-/// Scores sr[0, n) of one query row become exp(scale·score − max) where `allowed`, 0 elsewhere (exp by
-/// the kernel table); false, with the row all zeros, where no key is allowed.
-template <class Allowed>
-bool masked_exp_row(float* sr, index_t n, float scale, Allowed&& allowed, const kernel_table& kt) {
-    constexpr float masked = -std::numeric_limits<float>::infinity();
-    for (index_t k = 0; k < n; ++k) sr[k] = allowed(k) ? sr[k] : masked;  // a select, not a branch
-    const float mx = kt.scale_max(sr, n, scale);                          // masked stays -inf
-    if (mx == masked) {  // no key allowed: output zero
-        std::fill(sr, sr + n, 0.0f);
-        return false;
-    }
-    kt.exp_shifted(sr, n, mx);
-    return true;
-}
-
-/// sum[r] = Σ_k s[r·lds + k] for r < NR, each in key order, the NR sums advancing together.
-template <index_t NR>
-void sum_rows(const float* s, std::ptrdiff_t lds, index_t n, float* sum) {
-    float acc[NR] = {};
-    for (index_t k = 0; k < n; ++k)
-        for (index_t r = 0; r < NR; ++r) acc[r] += s[r * lds + k];
-    std::copy_n(acc, NR, sum);
-}
-inline void sum_rows_side_by_side(const float* s, std::ptrdiff_t lds, index_t rows, index_t n, float* sum) {
-    switch (rows) {
-    case 1: return sum_rows<1>(s, lds, n, sum);
-    case 2: return sum_rows<2>(s, lds, n, sum);
-    case 3: return sum_rows<3>(s, lds, n, sum);
-    case 4: return sum_rows<4>(s, lds, n, sum);
-    case 5: return sum_rows<5>(s, lds, n, sum);
-    case 6: return sum_rows<6>(s, lds, n, sum);
-    case 7: return sum_rows<7>(s, lds, n, sum);
-    default: return sum_rows<8>(s, lds, n, sum);
-    }
-}
-
-/// Scores of `rows` query rows (row r at s + r·lds, n each) become their attention weights: the allowed
-/// keys' scores times `scale` (row_allowed(r) gives row r's `allowed` predicate), softmaxed in key order
-/// (exp by the kernel table, each row summed 0, 1, 2, ...); a key not allowed gets weight 0, and a row
-/// with no key allowed is all zeros. The one softmax of every CPU attention. Up to eight rows' sums
-/// advance side by side, each still in key order, so the additions of one row do not wait on each
-/// other's latency (a 4-row block step's softmax spent about half its time in that chain).
+/// Scores of `rows` query rows (row r at s + r·lds, n each) become their unnormalized attention
+/// weights: the allowed keys' scores times `scale` (row_allowed(r) gives row r's `allowed`
+/// predicate), then exp(score − the row's max) by the kernel table; a key not allowed gets weight 0.
+/// inv[r] is 1 / the row's sum of weights (`exp_shifted_sum`, whose sum does not depend on where
+/// the row's keys start in `s`, so a row alone and among rows whose keys start elsewhere sums alike),
+/// or 0 for a row with no key allowed (its weights all zeros). The one softmax of every CPU
+/// attention: the output rows are the weighted values times inv (`scale_output_rows`), one product
+/// per output element instead of one per weight.
 template <class RowAllowed>
-void masked_softmax_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowAllowed&& row_allowed, const kernel_table& kt) {
-    constexpr index_t side = 8;
-    for (index_t r0 = 0; r0 < rows; r0 += side) {
-        const index_t nr = std::min(side, rows - r0);
-        bool live[side] = {};
-        float sum[side] = {};
-        for (index_t r = 0; r < nr; ++r)
-            live[r] = masked_exp_row(s + (r0 + r) * lds, n, scale, row_allowed(r0 + r), kt);
-        sum_rows_side_by_side(s + r0 * lds, lds, nr, n, sum);
-        for (index_t r = 0; r < nr; ++r) {
-            if (!live[r]) continue;
-            const float inv = 1.0f / sum[r];
-            float* sr = s + (r0 + r) * lds;
-            for (index_t k = 0; k < n; ++k) sr[k] *= inv;
+void masked_exp_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowAllowed&& row_allowed,
+                     const kernel_table& kt, float* inv) {
+    constexpr float masked = -std::numeric_limits<float>::infinity();
+    for (index_t r = 0; r < rows; ++r) {
+        float* sr = s + r * lds;
+        const auto allowed = row_allowed(r);
+        for (index_t k = 0; k < n; ++k) sr[k] = allowed(k) ? sr[k] : masked;  // a select, not a branch
+        const float mx = kt.scale_max(sr, n, scale);                          // masked stays -inf
+        if (mx == masked) {  // no key allowed: output zero
+            std::fill(sr, sr + n, 0.0f);
+            inv[r] = 0.0f;
+            continue;
         }
+        inv[r] = 1.0f / kt.exp_shifted_sum(sr, n, mx);
     }
+}
+
+/// out row r (d floats at out + r·out_ld) *= inv[r]: the softmax's normalization (masked_exp_rows).
+inline void scale_output_rows(index_t rows, index_t d, float* out, std::ptrdiff_t out_ld, const float* inv, const kernel_table& kt) {
+    for (index_t r = 0; r < rows; ++r) kt.scale_max(out + r * out_ld, d, inv[r]);
 }
 
 /// One attention task: query head `h`, window rows [r0, r1) of one request.
@@ -248,8 +218,9 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     index_t kmax = 0;
     for (index_t r = t.r0; r < t.r1; ++r) kmax = std::max(kmax, std::min(p.attend_end, mask.key_end(l, p.window_begin + r)));
     const std::ptrdiff_t lds = (kmax + panel_width - 1) / panel_width * panel_width + panel_width;
-    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds));
+    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1));
     float* s = scratch.data();
+    float* inv = s + rows * lds;  // each row's 1 / sum of weights
 
     // Key sources in position order: cache before the window, the window, cache after it.
     key_chunk chunks[3];
@@ -279,9 +250,9 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
         // compiler keeps its row-invariant part (a block index: a division) out of the key loop.
         return [mask, l, qpos, kend](index_t k) { return k < kend && mask.allowed(l, qpos, k); };
     };
-    masked_softmax_rows(s, lds, rows, kmax, scale, row_allowed, kt);
+    masked_exp_rows(s, lds, rows, kmax, scale, row_allowed, kt, inv);
 
-    // Output: O[r] = Σ_k P[r][k] v_k, keys in order across the chunks.
+    // Output: O[r] = inv[r] · Σ_k P[r][k] v_k, keys in order across the chunks.
     float* o = out + t.r0 * hg.out_ld + t.head * d;
     for (int c = 0; c < n_chunks; ++c) {
         const key_chunk& ch = chunks[c];
@@ -289,6 +260,7 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     }
     if (n_chunks == 0)
         for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);
+    else scale_output_rows(rows, d, o, hg.out_ld, inv, kt);
 }
 
 /// The keys [begin, end) of a run that one query row attends.
@@ -319,16 +291,18 @@ void attend_run(index_t rows, index_t d, const float* q, std::ptrdiff_t q_ld, co
     const index_t n = ke - kb;
     const std::ptrdiff_t lds = (n + panel_width - 1) / panel_width * panel_width + panel_width;
     thread_local std::vector<float, aligned_allocator<float>> scratch;
-    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds));
+    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1));
     float* s = scratch.data();
+    float* inv = s + rows * lds;
     gemm(rows, n, d, q, q_ld, {keys + kb, panel_width, key_ld}, s, lds);
     const kernel_table& kt = kernels();
     const auto row_allowed = [&](index_t r) {
         const key_range k = range(r);
         return [k, kb](index_t j) { return j + kb >= k.begin && j + kb < k.end; };
     };
-    masked_softmax_rows(s, lds, rows, n, scale, row_allowed, kt);
+    masked_exp_rows(s, lds, rows, n, scale, row_allowed, kt, inv);
     gemm(rows, d, n, s, lds, {values + kb * value_ld, panel_width, value_ld}, out, out_ld);
+    scale_output_rows(rows, d, out, out_ld, inv, kt);
 }
 
 }  // namespace dlm::cpu

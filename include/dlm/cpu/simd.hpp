@@ -42,10 +42,6 @@ inline constexpr int simd_width = 4;
 /// `simd_width` floats.
 using vfloat = float __attribute__((vector_size(simd_width * sizeof(float))));
 
-// The vector operations: written once in kernels/vector_ops.inl, which every instruction-set kernel
-// file includes again for its own `vfloat` width.
-#include "kernels/vector_ops.inl"
-
 /// a * b + c, fused wherever the target has FMA (independent of -ffp-contract).
 [[nodiscard]] inline vfloat vfma(vfloat a, vfloat b, vfloat c) noexcept {
 #if defined(__AVX512F__)
@@ -56,6 +52,10 @@ using vfloat = float __attribute__((vector_size(simd_width * sizeof(float))));
     return a * b + c;
 #endif
 }
+
+// The vector operations: written once in kernels/vector_ops.inl, which every instruction-set kernel
+// file includes again for its own `vfloat` width.
+#include "kernels/vector_ops.inl"
 
 /// 64-byte aligned storage for packed weights and work buffers.
 template <class T>

@@ -533,7 +533,7 @@ inline constexpr kernel_table table{isa_id,
                                     {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16},
                                     {"none", {}, a_values::bf16_bits, nullptr, nullptr},
                                     {"amx-int8", {tile_m, 64}, &base::quantize_rows<tile_m>, &gemm_quant},
-                                    base::table.exp_shifted, base::table.scale_max,
+                                    base::table.exp_shifted, base::table.exp_shifted_sum, base::table.scale_max,
                                     base::table.silu_gate};
 
 // The names were the includer's for this file only.

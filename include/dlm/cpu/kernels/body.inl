@@ -307,6 +307,31 @@ inline void exp_shifted(float* x, index_t n, float shift) noexcept {
     }
 }
 
+inline float exp_shifted_sum(float* x, index_t n, float shift) noexcept {
+    constexpr int parts = static_cast<int>(softmax_sum_parts), vectors = parts / lanes;
+    static_assert(parts % lanes == 0, "a softmax sum's partials fill whole vectors on every instruction set");
+    const vfloat sh = vbroadcast(shift);
+    vfloat acc[vectors] = {};
+    index_t i = 0;
+    for (; i + parts <= n; i += parts)
+        for (int v = 0; v < vectors; ++v) {
+            const vfloat e = vexp(vload(x + i + v * lanes) - sh);
+            vstore(x + i + v * lanes, e);
+            acc[v] += e;
+        }
+    for (int v = 0; v < vectors && i < n; ++v, i += lanes) {  // the tail: lanes past n add zeros
+        const int rest = static_cast<int>(n - i < lanes ? n - i : lanes);
+        const vfloat e = vexp(vload_partial(x + i, rest) - sh);
+        vstore_partial(x + i, e, rest);
+        acc[v] += vload_partial(x + i, rest);
+    }
+    float part[parts];
+    for (int v = 0; v < vectors; ++v) vstore(part + v * lanes, acc[v]);
+    for (int w = parts / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j) part[j] += part[j + w];
+    return part[0];
+}
+
 inline float scale_max(float* x, index_t n, float scale) noexcept {
     constexpr float low = -std::numeric_limits<float>::infinity();
     const vfloat s = vbroadcast(scale);
@@ -376,4 +401,4 @@ inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullp
 inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows<mr_q>, &gemm_quant};
 
 inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry,  f16_entry, bf16_fma_entry,
-                                    bf16_dot_entry, quant_entry, &exp_shifted, &scale_max, &silu_gate};
+                                    bf16_dot_entry, quant_entry, &exp_shifted, &exp_shifted_sum, &scale_max, &silu_gate};

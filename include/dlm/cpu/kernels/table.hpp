@@ -35,6 +35,9 @@ namespace dlm::cpu {
 inline constexpr index_t panel_width = 32;
 /// bf16 weights are padded in k to a multiple of this (an AMX tile's 32 elements of k).
 inline constexpr index_t bf16_k_align = 32;
+/// Partial sums of a softmax row (`kernel_table::exp_shifted_sum`): element i joins partial i mod 16
+/// on every instruction set (one 16-lane vector, two of 8 or four of 4), so every path sums alike.
+inline constexpr index_t softmax_sum_parts = 16;
 
 /// An f32 B operand.
 struct panel_view {
@@ -142,6 +145,14 @@ struct kernel_table {
     quant_product quant;
     /// x[i] = exp(x[i] - shift) for i in [0, n).
     void (*exp_shifted)(float* x, index_t n, float shift) noexcept;
+    /// exp_shifted, returning the sum of the new x[i] in the order every path shares
+    /// (`softmax_sum_parts`): x[i] joins partial sum i mod 16, each partial in order of i, and the
+    /// partials fold in halves (p[j] += p[j + 8], then + 4, + 2, + 1). Sums of exps are never -0,
+    /// so zeros anywhere (masked keys) leave the sum's bits as they are; and the sum is the same
+    /// wherever the values start: shifting them by s moves partial j to j + s mod 16, and the fold,
+    /// which adds partials whose indices differ by 8, then 4, 2, 1 (a commutative addition each),
+    /// pairs the same values at every level.
+    float (*exp_shifted_sum)(float* x, index_t n, float shift) noexcept;
     /// x[i] *= scale for i in [0, n); returns the largest x[i] after it (-inf for n = 0; a NaN is
     /// never the largest). Products and comparisons are exact, so the same bits on every path.
     float (*scale_max)(float* x, index_t n, float scale) noexcept;

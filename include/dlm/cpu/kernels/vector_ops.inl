@@ -1,7 +1,7 @@
 // dlm/cpu/kernels/vector_ops.inl — the vector operations, written once for every width.
 //
 // Included (no include guard, on purpose) in a namespace that defines `vfloat`, a GCC/Clang
-// vector of floats: in dlm::cpu by simd.hpp for the build's own width, and in each instruction-set
+// vector of floats, and `vfma` (a · b + c, fused where the target has FMA): in dlm::cpu by simd.hpp for the build's own width, and in each instruction-set
 // namespace (kernels/*.hpp) inside its target region. Plain functions, not templates, so that each
 // copy is compiled for its own target and no vector crosses a call between targets.
 //
@@ -57,15 +57,17 @@ inline void vstore_partial(float* p, vfloat v, int n) noexcept {
     const vfloat t = x * vbroadcast(1.44269504088896341f);
     const vint ni = __builtin_convertvector(t + vselect(t >= vfloat{}, vbroadcast(0.5f), vbroadcast(-0.5f)), vint);
     const vfloat n = __builtin_convertvector(ni, vfloat);
-    vfloat r = x - n * vbroadcast(0.693359375f);
-    r = r - n * vbroadcast(-2.12194440e-4f);
+    // Each product and the addition that takes it in one `vfma`: fused wherever the target has FMA,
+    // whatever -ffp-contract says (so every FMA path has the same bits; the baseline rounds twice).
+    vfloat r = vfma(n, vbroadcast(-0.693359375f), x);
+    r = vfma(n, vbroadcast(2.12194440e-4f), r);
     vfloat p = vbroadcast(1.9875691500e-4f);
-    p = p * r + vbroadcast(1.3981999507e-3f);
-    p = p * r + vbroadcast(8.3334519073e-3f);
-    p = p * r + vbroadcast(4.1665795894e-2f);
-    p = p * r + vbroadcast(1.6666665459e-1f);
-    p = p * r + vbroadcast(5.0000001201e-1f);
-    p = p * (r * r) + r + vbroadcast(1.0f);
+    p = vfma(p, r, vbroadcast(1.3981999507e-3f));
+    p = vfma(p, r, vbroadcast(8.3334519073e-3f));
+    p = vfma(p, r, vbroadcast(4.1665795894e-2f));
+    p = vfma(p, r, vbroadcast(1.6666665459e-1f));
+    p = vfma(p, r, vbroadcast(5.0000001201e-1f));
+    p = vfma(p, r * r, r) + vbroadcast(1.0f);
     const vfloat scale = __builtin_bit_cast(vfloat, (ni + 127) << 23);
     return vselect(underflow, vbroadcast(0.0f), p * scale);
 }
