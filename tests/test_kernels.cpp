@@ -348,7 +348,7 @@ TEST_CASE("kernels: the softmax's exp_shifted_sum takes each exp and sums them i
                     const float moved = kernels().exp_shifted_sum(y.data(), lead + n, shift);
                     CHECK(std::memcmp(&moved, &sum, sizeof sum) == 0);
                 }
-                if (i == isa::baseline) continue;
+                if (i == isa::baseline || n == 0) continue;  // n = 0: no exps (and memcmp must not see null)
                 if (first.empty()) first = x;
                 CHECK(std::memcmp(x.data(), first.data(), x.size() * sizeof(float)) == 0);
             }
