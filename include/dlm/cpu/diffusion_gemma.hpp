@@ -308,7 +308,7 @@ private:
             float* pr = probs_.data() + static_cast<std::ptrdiff_t>(r) * v;
             const float top = *std::max_element(s, s + v);
             std::copy(s, s + v, pr);
-            kt.exp_shifted(pr, v, top);  // the attention softmax's exp (masked_exp_rows)
+            kt.exp_shifted(pr, v, top);  // the vector exp of every CPU softmax, summed here in double
             double sum = 0;
             for (index_t i = 0; i < v; ++i) sum += pr[i];
             const float inv = static_cast<float>(1.0 / sum);

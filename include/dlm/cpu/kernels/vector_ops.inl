@@ -1,8 +1,9 @@
 // dlm/cpu/kernels/vector_ops.inl — the vector operations, written once for every width.
 //
 // Included (no include guard, on purpose) in a namespace that defines `vfloat`, a GCC/Clang
-// vector of floats, and `vfma` (a · b + c, fused where the target has FMA): in dlm::cpu by simd.hpp for the build's own width, and in each instruction-set
-// namespace (kernels/*.hpp) inside its target region. Plain functions, not templates, so that each
+// vector of floats, and `vfma` (a · b + c, fused where the target has FMA): in dlm::cpu by simd.hpp
+// for the build's own width, and in each instruction-set namespace (kernels/*.hpp) inside its
+// target region. Plain functions, not templates, so that each
 // copy is compiled for its own target and no vector crosses a call between targets.
 //
 // Every lane is computed on its own with a fixed sequence of operations, so a value never depends
