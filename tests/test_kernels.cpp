@@ -1,9 +1,8 @@
 // The CPU kernels of every instruction set (dlm/cpu/kernels/*.hpp) and their run-time dispatch
 // (dlm/cpu/dispatch.hpp): products against a double-precision reference for each weight type, the
-// bf16 products' identical bits on every path, the softmax's kernels and a whole forward's bits on
-// every path with FMA, attention's rows alone and together, DLM_ISA, the bf16 form's choice,
-// full-size random models built without an f32 copy, and the memory check that refuses a model
-// that cannot fit.
+// bf16 products' identical bits on every path, a whole forward's bits on every path with FMA,
+// DLM_ISA, the bf16 form's choice, full-size random models built without an f32 copy, and the
+// memory check that refuses a model that cannot fit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -26,6 +25,7 @@
 #include <dlm/io/safetensors_writer.hpp>
 
 #include "support/amx_model.hpp"
+#include "support/kernel_testing.hpp"
 
 #include <unistd.h>
 
@@ -34,25 +34,13 @@ namespace test_kernels {
 
 using namespace dlm;
 using namespace dlm::cpu;
+using dlm_test::isa_scope;
+using dlm_test::random_values;
+using dlm_test::same_bits;
 
 namespace {
 
 std::vector<isa> runnable() { return runnable_isas(); }
-
-struct isa_scope {
-    explicit isa_scope(isa i) { set_isa(i); }
-    ~isa_scope() { set_isa(detect_isa()); }
-    isa_scope(const isa_scope&) = delete;
-    isa_scope& operator=(const isa_scope&) = delete;
-};
-
-std::vector<float> random_values(std::size_t n, unsigned seed) {
-    std::mt19937 g(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& x : v) x = u(g);
-    return v;
-}
 
 /// Y = X Wᵀ in double from the values the kernels see: W as stored in `w`, X as `type` takes it.
 std::vector<double> reference(index_t m, index_t k, const std::vector<float>& x, const packed_matrix& w) {
@@ -78,10 +66,6 @@ std::vector<float> product(index_t m, index_t k, const std::vector<float>& x, co
     std::vector<float> y(static_cast<std::size_t>(m) * static_cast<std::size_t>(w.rows()));
     linear(m, x.data(), k, w, y.data(), w.rows());
     return y;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 /// A small Dream-shaped model: 2 layers, 4 heads over 2 KV heads, a vocabulary of 120 (mask 119).
@@ -278,126 +262,6 @@ TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 ro
                 }
             }
         }
-}
-
-TEST_CASE("kernels: the softmax's scale_max scales each score and returns the largest, the same bits on every path") {
-    // Rows of every length around the vector widths (4, 8, 16 lanes), with masked keys (-inf) and,
-    // in one row, a NaN score, which must never be taken as the largest.
-    constexpr float inf = std::numeric_limits<float>::infinity();
-    const float scale = 0.125f;
-    for (const index_t n : {0, 1, 3, 4, 5, 15, 16, 17, 31, 33, 100}) {
-        for (int variant = 0; variant < 3; ++variant) {
-            std::vector<float> row = random_values(static_cast<std::size_t>(n), 40 + static_cast<unsigned>(n));
-            for (index_t i = 0; i < n; ++i)
-                if (variant == 1 ? i % 3 == 0 : variant == 2) row[static_cast<std::size_t>(i)] = -inf;  // masked keys; all of them in variant 2
-            if (variant == 1 && n > 2) row[static_cast<std::size_t>(n / 2)] = std::numeric_limits<float>::quiet_NaN();
-            float expected = -inf;
-            for (float v : row)
-                if (v * scale > expected) expected = v * scale;
-            for (isa i : runnable()) {
-                CAPTURE(isa_name(i));
-                CAPTURE(n);
-                CAPTURE(variant);
-                const isa_scope on(i);
-                std::vector<float> x = row;
-                const float top = kernels().scale_max(x.data(), n, scale);
-                CHECK(std::memcmp(&top, &expected, sizeof top) == 0);
-                for (index_t j = 0; j < n; ++j) {
-                    const float want = row[static_cast<std::size_t>(j)] * scale, got = x[static_cast<std::size_t>(j)];
-                    CHECK((std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof got) == 0));
-                }
-            }
-        }
-    }
-}
-
-TEST_CASE("kernels: the softmax's exp_shifted_sum takes each exp and sums them in the order every path shares") {
-    // Lengths around every vector width and the 16 partial sums, masked keys (-inf: weight 0) among
-    // them. The exps must be near std::exp and the same bits on every path with FMA (the baseline
-    // rounds its products on their own); the sum must be the scalar model's on every path: x[i]
-    // into partial i mod 16, each in order, then folded in halves.
-    constexpr float inf = std::numeric_limits<float>::infinity();
-    constexpr index_t parts = softmax_sum_parts;
-    for (const index_t n : {0, 1, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 47, 100, 1000}) {
-        for (int variant = 0; variant < 2; ++variant) {
-            std::vector<float> row = random_values(static_cast<std::size_t>(n), 70 + static_cast<unsigned>(n));
-            for (index_t i = 0; i < n; ++i)
-                if (variant == 1 && i % 5 == 2) row[static_cast<std::size_t>(i)] = -inf;
-            const float shift = n > 0 ? *std::max_element(row.begin(), row.end()) : 0.0f;
-            std::vector<float> first;
-            for (isa i : runnable()) {
-                CAPTURE(isa_name(i));
-                CAPTURE(n);
-                CAPTURE(variant);
-                const isa_scope on(i);
-                std::vector<float> x = row;
-                const float sum = kernels().exp_shifted_sum(x.data(), n, shift);
-                float part[parts] = {};
-                for (index_t j = 0; j < n; ++j) {
-                    const double want = std::exp(static_cast<double>(row[static_cast<std::size_t>(j)]) - shift);
-                    CHECK(std::abs(x[static_cast<std::size_t>(j)] - want) <= 1e-6 * want);
-                    part[j % parts] += x[static_cast<std::size_t>(j)];
-                }
-                for (index_t w = parts / 2; w >= 1; w /= 2)
-                    for (index_t j = 0; j < w; ++j) part[j] += part[j + w];
-                CHECK(std::memcmp(&sum, &part[0], sizeof sum) == 0);
-                // The same sum wherever the row starts: behind `lead` masked keys (exp 0).
-                for (index_t lead = 1; lead < parts; lead += 3) {
-                    std::vector<float> y(static_cast<std::size_t>(lead), -inf);
-                    y.insert(y.end(), row.begin(), row.end());
-                    const float moved = kernels().exp_shifted_sum(y.data(), lead + n, shift);
-                    CHECK(std::memcmp(&moved, &sum, sizeof sum) == 0);
-                }
-                if (i == isa::baseline || n == 0) continue;  // n = 0: no exps (and memcmp must not see null)
-                if (first.empty()) first = x;
-                CHECK(std::memcmp(x.data(), first.data(), x.size() * sizeof(float)) == 0);
-            }
-        }
-    }
-}
-
-TEST_CASE("attention: attend_run gives a row the bits it gets alone among rows whose keys start elsewhere (sliding windows)") {
-    // 32 query rows, row r at position 40 + r attending a window of 21 keys ending at itself, so
-    // the task's keys start at 20 and row r's own at 20 + r: alone, its scores start 0 to 31 places
-    // earlier in the softmax's row than in the task (kernel_table::exp_shifted_sum: the same sum).
-    constexpr index_t d = 64, keys = 72, rows = 32, window = 21;
-    const std::ptrdiff_t key_ld = keys + panel_width, value_ld = d;
-    const std::vector<float> q = random_values(static_cast<std::size_t>(rows * d), 1);
-    const std::vector<float> k = random_values(static_cast<std::size_t>(d * key_ld), 2);
-    const std::vector<float> v = random_values(static_cast<std::size_t>(keys * value_ld), 3);
-    const auto range = [](index_t pos) { return key_range{std::max<index_t>(0, pos - window + 1), pos + 1}; };
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    for (isa i : runnable_isas()) {
-        CAPTURE(isa_name(i));
-        set_isa(i);
-        std::vector<float> all(static_cast<std::size_t>(rows * d));
-        attend_run(rows, d, q.data(), d, k.data(), key_ld, v.data(), value_ld, scale, [&](index_t r) { return range(40 + r); }, all.data(), d);
-        for (index_t r = 0; r < rows; ++r) {
-            CAPTURE(r);
-            std::vector<float> alone(static_cast<std::size_t>(d));
-            attend_run(1, d, q.data() + r * d, d, k.data(), key_ld, v.data(), value_ld, scale, [&](index_t) { return range(40 + r); },
-                       alone.data(), d);
-            CHECK(std::memcmp(alone.data(), all.data() + r * d, sizeof(float) * d) == 0);
-            // And the output is the softmax-weighted values, to f32 accuracy.
-            const key_range kr = range(40 + r);
-            std::vector<double> s;
-            double top = -INFINITY, sum = 0;
-            for (index_t j = kr.begin; j < kr.end; ++j) {
-                double dot = 0;
-                for (index_t t = 0; t < d; ++t) dot += static_cast<double>(q[static_cast<std::size_t>(r * d + t)]) * k[static_cast<std::size_t>(t * key_ld + j)];
-                s.push_back(dot * scale);
-                top = std::max(top, s.back());
-            }
-            for (double& x : s) sum += (x = std::exp(x - top));
-            for (index_t t = 0; t < d; t += 7) {
-                double want = 0;
-                for (index_t j = kr.begin; j < kr.end; ++j)
-                    want += s[static_cast<std::size_t>(j - kr.begin)] / sum * v[static_cast<std::size_t>(j * value_ld + t)];
-                CHECK(std::abs(alone[static_cast<std::size_t>(t)] - want) < 1e-5);
-            }
-        }
-    }
-    set_isa(detect_isa());
 }
 
 TEST_CASE("kernels: a whole forward gives the same logits on every path with FMA, for every weight type") {

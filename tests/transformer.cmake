@@ -2,5 +2,7 @@
 dlm_test(test_transformer test_transformer.cpp CPU)
 # The kernels of every instruction set and their run-time dispatch (dlm/cpu/dispatch.hpp).
 dlm_test(test_kernels test_kernels.cpp CPU)
+# The attention's kernels: products reading A in place, the softmax's, rows alone and together.
+dlm_test(test_attention_kernels test_attention_kernels.cpp CPU)
 # The AMX kernels: amx-bf16, its own determinism class (skipped, saying why, without AMX).
 dlm_test(test_amx test_amx.cpp CPU)

@@ -130,15 +130,11 @@ void transpose_panel(const std::byte* src, std::size_t count, std::byte* dst, Fi
 }  // namespace detail
 
 /// C[m × n] (=|+=) A[m × kdim] · B (f32), serial (callers parallelize around it): the attention's
-/// products. A is packed into a buffer of the calling thread.
+/// products. A is read in place (f32_product::run_rows).
 inline void gemm(index_t m, index_t n, index_t kdim, const float* a, std::ptrdiff_t lda, const panel_view& b, float* c,
                  std::ptrdiff_t ldc, bool accumulate = false) {
     if (m <= 0 || n <= 0) return;
-    const f32_product& f = kernels().f32;
-    thread_local std::vector<float, aligned_allocator<float>> packed;
-    packed.resize(packed_a_size(m, kdim, f.a.mr, f.a.group));
-    f.pack(m, kdim, a, lda, packed.data());
-    f.run(m, n, kdim, packed.data(), b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
+    kernels().f32.run_rows(m, n, kdim, a, lda, b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
 }
 
 /// How a (stacked) weight matrix is held: in one element type, or, when `parts` is not empty, in

@@ -18,7 +18,8 @@
 // accumulator over k in order, so its value never depends on the tile, the panel range or m.
 //
 // A comes packed (gemm.hpp, pack_a): tiles of MR rows, k-major, so that a step of the micro kernel
-// reads MR consecutive values (or pairs) instead of MR rows a whole row apart.
+// reads MR consecutive values (or pairs) instead of MR rows a whole row apart; or, for f32 values
+// only, in place (a_layout::rows: the attention's products, whose A is used once per panel).
 
 /// v with lane i taken from lane i ^ W (a butterfly step of a reduction), for 4, 8 or 16 lanes.
 /// (Index lists written out: nvcc's front end, which reads the headers vector_ops.inl is part of,
@@ -98,14 +99,21 @@ static_assert(panel_width % sub_width == 0, "a panel must split into whole regis
 template <class B, int Group>
 inline constexpr int prefetch_lines = sub_width * Group * static_cast<int>(sizeof(B)) > 64 ? sub_width * Group * static_cast<int>(sizeof(B)) / 64 : 1;
 
-/// C[MR × n_valid] (=|+=) A[MR × steps·group] · B[steps·group × sub_width]; A packed in tiles of
-/// `tile` rows (MR of which are used): the group of row r at step t is at a[(t · tile + r) · group].
-/// Step t also prefetches the prefetch_lines lines from pf + t · pf_step into L2 (a share of the next
-/// block of B: gemm_panels).
-template <operand K, int MR>
+/// Where a micro kernel reads A: `packed` in tiles (pack.hpp), or `rows` in place, rows `lda`
+/// apart (f32 values only: nothing to convert, and a product that uses its A once per panel of B,
+/// as the attention's do, spends less on reading A in place than on packing it).
+enum class a_layout { packed, rows };
+
+/// C[MR × n_valid] (=|+=) A[MR × steps·group] · B[steps·group × sub_width]. A `packed` in tiles of
+/// `tile` rows (MR of which are used): the group of row r at step t is at a[(t · tile + r) · group];
+/// or in `rows`, `tile` elements apart: element t of row r at a[r · tile + t]. The same products in
+/// the same order either way. Step t also prefetches the prefetch_lines lines from pf + t · pf_step
+/// into L2 (a share of the next block of B: gemm_panels).
+template <operand K, int MR, a_layout A = a_layout::packed>
 inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a, std::ptrdiff_t tile,
                          const typename operand_traits<K>::b_t* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, int n_valid,
                          bool accumulate, const char* pf, std::ptrdiff_t pf_step) noexcept {
+    static_assert(A == a_layout::packed || K == operand::f32, "only f32 values are read in place; the others are packed as they are converted");
     vfloat acc0[MR], acc1[MR];
     const bool full = n_valid == sub_width;
     const int n0 = n_valid < lanes ? n_valid : lanes, n1 = n_valid > lanes ? n_valid - lanes : 0;
@@ -124,7 +132,7 @@ inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a
     constexpr int g = operand_traits<K>::group;
     for (index_t t = 0; t < steps; ++t) {
         const auto* bt = b + t * ldb;
-        const auto* at = a + t * tile * g;
+        const auto* at = A == a_layout::rows ? a + t : a + t * tile * g;
 #pragma GCC unroll 4
         for (int l = 0; l < prefetch_lines<typename operand_traits<K>::b_t, g>; ++l) __builtin_prefetch(pf + t * pf_step + 64 * l, 0, 2);
         if constexpr (K == operand::bf16) {
@@ -156,7 +164,7 @@ inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a
             }
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
-                const vfloat ar = vbroadcast(at[r]);
+                const vfloat ar = vbroadcast(at[A == a_layout::rows ? r * tile : r]);
                 acc0[r] = vfma(ar, b0, acc0[r]);
                 acc1[r] = vfma(ar, b1, acc1[r]);
             }
@@ -177,13 +185,13 @@ template <operand K>
 using micro_kernel_fn = void (*)(index_t, const typename operand_traits<K>::a_t*, std::ptrdiff_t, const typename operand_traits<K>::b_t*,
                                  std::ptrdiff_t, float*, std::ptrdiff_t, int, bool, const char*, std::ptrdiff_t) noexcept;
 
-template <operand K, std::size_t... I>
+template <operand K, a_layout A, std::size_t... I>
 constexpr std::array<micro_kernel_fn<K>, sizeof...(I)> make_micro_kernels(std::index_sequence<I...>) {
-    return {&micro_kernel<K, static_cast<int>(I) + 1>...};
+    return {&micro_kernel<K, static_cast<int>(I) + 1, A>...};
 }
-/// micro_kernels<K>[r - 1] handles a tile of r rows.
-template <operand K>
-inline constexpr auto micro_kernels = make_micro_kernels<K>(std::make_index_sequence<operand_traits<K>::mr>{});
+/// micro_kernels<K, A>[r - 1] handles a tile of r rows.
+template <operand K, a_layout A = a_layout::packed>
+inline constexpr auto micro_kernels = make_micro_kernels<K, A>(std::make_index_sequence<operand_traits<K>::mr>{});
 
 /// Bytes of one row of a panel of B (every sub-panel's part).
 template <class B, int Group>
@@ -198,7 +206,7 @@ inline constexpr std::ptrdiff_t strided_ahead_bytes = 16384;
 
 /// C rows [0, m), the columns of panels [p0, p1) that are < n; k-blocks of 256 so that a block of
 /// B (256 × sub_width elements) stays in L1 while the row tiles pass over it. A packed in tiles of
-/// operand_traits<K>::mr rows. A panel is walked k-block by k-block, each block through its
+/// operand_traits<K>::mr rows, or (a_layout::rows) in place, rows `lda` apart. A panel is walked k-block by k-block, each block through its
 /// sub-panels in turn: the panel's bytes are read in order, whole rows of it (every sub-panel's
 /// columns) at a time. Each element still sums its k in order (a block continues the sum through C),
 /// so the order of blocks and sub-panels changes no bit.
@@ -214,8 +222,8 @@ inline constexpr std::ptrdiff_t strided_ahead_bytes = 16384;
 /// lines of a 1-row product's next block, so a 1–4-row product streamed its weights at about
 /// 10 GB/s where the machine reads 17 (docs/benchmarks.md, "Small-row products"). Strided blocks of
 /// under 16 KB are prefetched further ahead (below).
-template <operand K>
-inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename operand_traits<K>::a_t* a,
+template <operand K, a_layout A = a_layout::packed>
+inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename operand_traits<K>::a_t* a, std::ptrdiff_t lda,
                         const typename operand_traits<K>::b_t* bdata, std::ptrdiff_t panel_stride, std::ptrdiff_t ldb, index_t p0,
                         index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
     using T = operand_traits<K>;
@@ -225,7 +233,9 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
     if (m <= 0) return;
     const index_t steps = (kdim + group - 1) / group;
     const index_t tiles = (m + mr - 1) / mr;
-    const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(mr) * steps * group;
+    // A tile's first element, and what the micro kernel takes as `tile` (A's rows per tile, or lda).
+    const std::ptrdiff_t tile_elements = static_cast<std::ptrdiff_t>(mr) * (A == a_layout::rows ? lda : steps * group);
+    const std::ptrdiff_t a_tile = A == a_layout::rows ? lda : mr, a_step = A == a_layout::rows ? group : mr * group;
     const std::ptrdiff_t ldb_bytes = ldb * static_cast<std::ptrdiff_t>(sizeof(b_t));
     constexpr std::ptrdiff_t sub_bytes = sub_width * group * static_cast<std::ptrdiff_t>(sizeof(b_t));  // a sub-panel's part of a row of B
     const bool contiguous = ldb == panel_width * group;  // a packed weight matrix; the attention's keys and values are ldb apart
@@ -277,8 +287,8 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
                 for (index_t i = 0; i < m; i += mr) {
                     const index_t rows = m - i < mr ? m - i : mr, tile = i / mr;
                     const char* pf = pf_base + (contiguous ? (s * tiles + tile) * share : s * sub_bytes);
-                    micro_kernels<K>[static_cast<std::size_t>(rows - 1)](kc, a + tile * tile_elements + t0 * mr * group, mr, sub + t0 * ldb, ldb,
-                                                                         c + i * ldc + col, ldc, n_valid, acc, pf, pf_step);
+                    micro_kernels<K, A>[static_cast<std::size_t>(rows - 1)](kc, a + tile * tile_elements + t0 * a_step, a_tile, sub + t0 * ldb,
+                                                                            ldb, c + i * ldc + col, ldc, n_valid, acc, pf, pf_step);
                 }
             }
             t0 += kc;
@@ -288,13 +298,17 @@ inline void gemm_panels(index_t m, index_t n, index_t kdim, const typename opera
 
 inline void gemm_f32(index_t m, index_t n, index_t k, const float* a, const panel_view& b, index_t p0, index_t p1,
                      float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
-    gemm_panels<operand::f32>(m, n, k, a, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+    gemm_panels<operand::f32>(m, n, k, a, 0, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
+}
+inline void gemm_f32_rows(index_t m, index_t n, index_t k, const float* a, std::ptrdiff_t lda, const panel_view& b, index_t p0, index_t p1,
+                          float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<operand::f32, a_layout::rows>(m, n, k, a, lda, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc, accumulate);
 }
 /// The 16-bit products behind the table's type-erased entries (A's element type is the entry's).
 template <operand K>
 inline void gemm16(index_t m, index_t n, index_t k, const void* a, const panel_view16& b, index_t p0, index_t p1, float* c,
                    std::ptrdiff_t ldc, bool accumulate) noexcept {
-    gemm_panels<K>(m, n, k, static_cast<const typename operand_traits<K>::a_t*>(a), b.data, b.panel_stride, b.ldb, p0, p1, c, ldc,
+    gemm_panels<K>(m, n, k, static_cast<const typename operand_traits<K>::a_t*>(a), 0, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc,
                    accumulate);
 }
 
@@ -387,7 +401,8 @@ inline void pack_operand(index_t m, index_t k, const float* a, std::ptrdiff_t ld
     pack_words<mr, as>(m, k, a, lda, out);
 }
 
-inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &pack_operand<operand::f32, detail::identity>, &gemm_f32};
+inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &pack_operand<operand::f32, detail::identity>, &gemm_f32,
+                                     &gemm_f32_rows};
 inline constexpr product16 f16_entry{"fma", a_format_of<operand::f16>, a_values::f32, &pack_operand<operand::f16, detail::identity>,
                                      &gemm16<operand::f16>};
 inline constexpr product16 bf16_fma_entry{"fma", a_format_of<operand::bf16>, a_values::bf16_f32,

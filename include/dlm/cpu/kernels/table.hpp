@@ -88,6 +88,9 @@ enum class a_values {
 /// C[m × n] (=|+=) A[m × k] · B over panels [p0, p1), B f32, A f32 in `a_format`.
 using gemm_f32_fn = void (*)(index_t m, index_t n, index_t k, const float* a, const panel_view& b, index_t p0, index_t p1, float* c,
                              std::ptrdiff_t ldc, bool accumulate) noexcept;
+/// The same with A f32 in place, rows `lda` apart (no packing).
+using gemm_f32_rows_fn = void (*)(index_t m, index_t n, index_t k, const float* a, std::ptrdiff_t lda, const panel_view& b, index_t p0,
+                                  index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept;
 /// The same with B 16-bit; A as the entry's a_values say (floats or bf16 bits).
 using gemm16_fn = void (*)(index_t m, index_t n, index_t k, const void* a, const panel_view16& b, index_t p0, index_t p1, float* c,
                            std::ptrdiff_t ldc, bool accumulate) noexcept;
@@ -112,6 +115,9 @@ struct f32_product {
     a_format a;
     pack_fn pack;
     gemm_f32_fn run;
+    /// `run` reading A in place: the same bits, without the packing (the attention's products,
+    /// whose A, the queries or the softmax's weights, is read once per panel of B).
+    gemm_f32_rows_fn run_rows;
 };
 struct product16 {
     const char* name;  ///< "fma", "vdpbf16ps", "amx-bf16"
