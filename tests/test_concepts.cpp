@@ -99,6 +99,12 @@ struct mask_with_misspelled_hook : archetype::mask {
 struct mask_with_mistyped_hook : archetype::mask {
     index_t block_length = 8;  // the option is std::optional<index_t>
 };
+struct mask_with_misspelled_trait : archetype::mask {
+    static constexpr bool keys_are_prefix = true;  // allowed_is_prefix
+};
+struct mask_with_runtime_prefix_trait : archetype::mask {
+    static inline bool allowed_is_prefix = true;  // not a constant expression
+};
 struct cache_with_misspelled_hook : archetype::cache {
     index_t sub_blocks = 8;  // sub_block
 };
@@ -157,6 +163,8 @@ TEST_CASE("a policy with a misspelled or mistyped optional hook models no concep
     static_assert(mask_hooks_known<archetype::mask> && mask_hooks_known<aligned_block_diffusion_mask>);
     static_assert(!attention_mask<broken::mask_with_misspelled_hook> && mask_hook_misnamed<broken::mask_with_misspelled_hook>);
     static_assert(!attention_mask<broken::mask_with_mistyped_hook> && mask_hook_mistyped<broken::mask_with_mistyped_hook>);
+    static_assert(!attention_mask<broken::mask_with_misspelled_trait> && mask_hook_misnamed<broken::mask_with_misspelled_trait>);
+    static_assert(!attention_mask<broken::mask_with_runtime_prefix_trait> && mask_hook_mistyped<broken::mask_with_runtime_prefix_trait>);
     static_assert(cache_hooks_known<archetype::cache> && cache_hooks_known<sub_block_cache>);
     static_assert(!kv_cache_policy<broken::cache_with_misspelled_hook>);
     static_assert(schedule_hooks_known<archetype::schedule> && schedule_hooks_known<sub_block_threshold_schedule>);

@@ -1,8 +1,8 @@
 // The CPU kernels of every instruction set (dlm/cpu/kernels/*.hpp) and their run-time dispatch
 // (dlm/cpu/dispatch.hpp): products against a double-precision reference for each weight type, the
-// bf16 products' identical bits on every path, a whole forward's bits on every path with FMA,
-// DLM_ISA, the bf16 form's choice, full-size random models built without an f32 copy, and the
-// memory check that refuses a model that cannot fit.
+// bf16 products' identical bits on every path, a whole forward's bits on every path with FMA, a
+// prefix mask's keys taken as a range, DLM_ISA, the bf16 form's choice, full-size random models
+// built without an f32 copy, and the memory check that refuses a model that cannot fit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 
 #include <dlm/cpu/attention.hpp>
 #include <dlm/cpu/transformer.hpp>
+#include <dlm/mask/block_diffusion.hpp>
 #include <dlm/io/safetensors_writer.hpp>
 
 #include "support/amx_model.hpp"
@@ -87,10 +88,10 @@ io::model_config small_dream(index_t hidden, index_t intermediate, index_t head_
 }
 
 /// One forward's logits at every position of a canvas of `prompt` tokens (2, 3, 4, ...) and `gen`
-/// masks, under `mask`.
+/// masks in blocks of `block` (0: one block), under `mask`.
 template <class Mask>
-std::vector<float> canvas_logits(transformer& m, const Mask& mask, index_t prompt, index_t gen) {
-    const canvas_layout l{prompt, gen, gen, true};
+std::vector<float> canvas_logits(transformer& m, const Mask& mask, index_t prompt, index_t gen, index_t block = 0) {
+    const canvas_layout l{prompt, gen, block > 0 ? block : gen, true};
     std::vector<token_id> canvas(static_cast<std::size_t>(l.size()), m.config().mask_id);
     for (index_t i = 0; i < prompt; ++i) canvas[static_cast<std::size_t>(i)] = 2 + i;
     const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
@@ -100,7 +101,33 @@ std::vector<float> canvas_logits(transformer& m, const Mask& mask, index_t promp
     return out;
 }
 
+/// Mask `M` without its allowed_is_prefix trait: the attention asks its `allowed` key by key.
+template <class M>
+struct asked_key_by_key : M {
+    static constexpr bool allowed_is_prefix = false;
+};
+
 }  // namespace
+
+TEST_CASE("attention: keys taken as a prefix (allowed_is_prefix) give the bits of asking allowed key by key, on every path") {
+    // A prompt of 7 and 16 slots in blocks of 4: rows whose keys end inside a panel, tasks whose
+    // rows end their keys at different places (causal), and whole-canvas rows.
+    const io::model_config c = small_dream(64, 96, 16);
+    transformer m = transformer::random(c, 5, io::dtype::f32, 0.5f);
+    const auto same = [&](const auto& mask) {
+        using M = std::remove_cvref_t<decltype(mask)>;
+        static_assert(mask_allowed_is_prefix<M>() && !mask_allowed_is_prefix<asked_key_by_key<M>>());
+        CHECK(same_bits(canvas_logits(m, mask, 7, 16, 4), canvas_logits(m, asked_key_by_key<M>{mask}, 7, 16, 4)));
+    };
+    for (isa i : runnable()) {
+        CAPTURE(isa_name(i));
+        const isa_scope on(i);
+        same(causal_mask{});
+        same(bidirectional_mask{});
+        same(block_causal_mask{4});
+        same(block_diffusion_mask{4});
+    }
+}
 
 TEST_CASE("kernels: every instruction set computes f32, f16 and bf16 products to f32 accuracy") {
     // Shapes that leave partial panels, partial register tiles and an odd k (a bf16 pair padded).

@@ -1,6 +1,7 @@
 // Masks: allowed(q, k), key_end and the block structure, on hand-computed layouts.
 #include <doctest/doctest.h>
 
+#include <dlm/mask/block_diffusion.hpp>
 #include <dlm/mask/masks.hpp>
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -94,6 +95,34 @@ TEST_CASE("block-causal mask with blocks of one slot is the causal mask on the g
     const canvas_layout l{2, 6, 1, false};
     for (index_t q = l.prompt_length; q < l.size(); ++q)
         for (index_t k = 0; k < l.size(); ++k) CHECK((bc.allowed(l, q, k) == c.allowed(l, q, k) || k < l.prompt_length));
+}
+
+TEST_CASE("every mask dlm ships declares allowed_is_prefix, and the keys it allows are those below key_end on every layout") {
+    // The CPU attention takes a query's keys as [0, key_end) for such a mask without asking
+    // allowed (mask/concept.hpp): a key left out below key_end would be attended.
+    const auto check = [](const auto& m) {
+        static_assert(mask_allowed_is_prefix<std::remove_cvref_t<decltype(m)>>());
+        for (index_t prompt = 0; prompt <= 6; ++prompt)
+            for (index_t block : {1, 2, 4})
+                for (index_t lead = 0; lead < block && lead <= prompt; ++lead) {
+                    const canvas_layout l{prompt, 8, block, false, lead};
+                    for (index_t q = 0; q < l.size(); ++q)
+                        for (index_t k = 0; k < l.size(); ++k) {
+                            CAPTURE(prompt);
+                            CAPTURE(block);
+                            CAPTURE(lead);
+                            CAPTURE(q);
+                            CAPTURE(k);
+                            CHECK(m.allowed(l, q, k) == (k < m.key_end(l, q)));
+                        }
+                }
+    };
+    check(causal_mask{});
+    check(bidirectional_mask{});
+    check(semi_ar_mask{4});
+    check(block_causal_mask{4});
+    check(block_diffusion_mask{4});
+    check(aligned_block_diffusion_mask{4});
 }
 
 }  // namespace test_masks

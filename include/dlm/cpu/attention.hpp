@@ -13,9 +13,11 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../mask/concept.hpp"
 #include "../model/concept.hpp"
 #include "../model/request_check.hpp"
 #include "gemm.hpp"
@@ -163,29 +165,43 @@ void check_cached_keys(const forward_request<kv_cache>& rq, const Mask& mask, st
     }
 }
 
+/// The keys [begin, end) that one query row attends.
+struct key_range {
+    index_t begin = 0, end = 0;
+};
+
 /// Scores of `rows` query rows (row r at s + r·lds, n each) become their unnormalized attention
-/// weights: the allowed keys' scores times `scale` (row_allowed(r) gives row r's `allowed`
-/// predicate), then exp(score − the row's max) by the kernel table; a key not allowed gets weight 0.
+/// weights: the allowed keys' scores times `scale`, then exp(score − the row's max) by the kernel
+/// table; a key not allowed gets weight 0. row_keys(r) gives row r's allowed keys: a key_range
+/// (indices into the row), or an `allowed(k)` predicate, evaluated for every key (a select pass).
 /// inv[r] is 1 / the row's sum of weights (`exp_shifted_sum`, whose sum does not depend on where
-/// the row's keys start in `s`, so a row alone and among rows whose keys start elsewhere sums alike),
-/// or 0 for a row with no key allowed (its weights all zeros). The one softmax of every CPU
-/// attention: the output rows are the weighted values times inv (`scale_output_rows`), one product
-/// per output element instead of one per weight.
-template <class RowAllowed>
-void masked_exp_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowAllowed&& row_allowed,
-                     const kernel_table& kt, float* inv) {
+/// the row's keys start in `s`: a row alone and among rows whose keys start elsewhere, or its range
+/// and its masked row, sum alike), or 0 for a row with no key allowed (its weights all zeros). The
+/// one softmax of every CPU attention: the output rows are the weighted values times inv
+/// (`scale_output_rows`), one product per output element instead of one per weight.
+template <class RowKeys>
+void masked_exp_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowKeys&& row_keys, const kernel_table& kt,
+                     float* inv) {
     constexpr float masked = -std::numeric_limits<float>::infinity();
     for (index_t r = 0; r < rows; ++r) {
         float* sr = s + r * lds;
-        const auto allowed = row_allowed(r);
-        for (index_t k = 0; k < n; ++k) sr[k] = allowed(k) ? sr[k] : masked;  // a select, not a branch
-        const float mx = kt.scale_max(sr, n, scale);                          // masked stays -inf
-        if (mx == masked) {  // no key allowed: output zero
-            std::fill(sr, sr + n, 0.0f);
+        index_t b = 0, e = n;
+        const auto keys = row_keys(r);
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(keys)>, key_range>) {
+            b = std::clamp<index_t>(keys.begin, 0, n);
+            e = std::clamp<index_t>(keys.end, b, n);
+            std::fill(sr, sr + b, 0.0f);
+            std::fill(sr + e, sr + n, 0.0f);
+        } else {
+            for (index_t k = 0; k < n; ++k) sr[k] = keys(k) ? sr[k] : masked;  // a select, not a branch
+        }
+        const float mx = kt.scale_max(sr + b, e - b, scale);  // masked stays -inf
+        if (mx == masked) {                                   // no key allowed: output zero
+            std::fill(sr + b, sr + e, 0.0f);
             inv[r] = 0.0f;
             continue;
         }
-        inv[r] = 1.0f / kt.exp_shifted_sum(sr, n, mx);
+        inv[r] = 1.0f / kt.exp_shifted_sum(sr + b, e - b, mx);
     }
 }
 
@@ -244,13 +260,17 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     // Mask, scale and softmax.
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const kernel_table& kt = kernels();
-    const auto row_allowed = [&](index_t r) {
+    const auto row_keys = [&](index_t r) {
         const index_t qpos = p.window_begin + t.r0 + r, kend = std::min(p.attend_end, mask.key_end(l, qpos));
-        // By value: the stores into the scores then cannot touch what the predicate reads, so the
-        // compiler keeps its row-invariant part (a block index: a division) out of the key loop.
-        return [mask, l, qpos, kend](index_t k) { return k < kend && mask.allowed(l, qpos, k); };
+        if constexpr (mask_allowed_is_prefix<Mask>()) {
+            return key_range{0, kend};  // allowed(k) is k < key_end: no select pass
+        } else {
+            // By value: the stores into the scores then cannot touch what the predicate reads, so the
+            // compiler keeps its row-invariant part (a block index: a division) out of the key loop.
+            return [mask, l, qpos, kend](index_t k) { return k < kend && mask.allowed(l, qpos, k); };
+        }
     };
-    masked_exp_rows(s, lds, rows, kmax, scale, row_allowed, kt, inv);
+    masked_exp_rows(s, lds, rows, kmax, scale, row_keys, kt, inv);
 
     // Output: O[r] = inv[r] · Σ_k P[r][k] v_k, keys in order across the chunks.
     float* o = out + t.r0 * hg.out_ld + t.head * d;
@@ -262,11 +282,6 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
         for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);
     else scale_output_rows(rows, d, o, hg.out_ld, inv, kt);
 }
-
-/// The keys [begin, end) of a run that one query row attends.
-struct key_range {
-    index_t begin = 0, end = 0;
-};
 
 /// Attention of `rows` query rows (q: row r at q[r · q_ld], d floats) over one run of keys held in
 /// kv_cache's layouts: keys transposed (dim i of key j at keys[i · key_ld + j], key_ld at least the
@@ -296,11 +311,11 @@ void attend_run(index_t rows, index_t d, const float* q, std::ptrdiff_t q_ld, co
     float* inv = s + rows * lds;
     gemm(rows, n, d, q, q_ld, {keys + kb, panel_width, key_ld}, s, lds);
     const kernel_table& kt = kernels();
-    const auto row_allowed = [&](index_t r) {
+    const auto row_keys = [&](index_t r) {
         const key_range k = range(r);
-        return [k, kb](index_t j) { return j + kb >= k.begin && j + kb < k.end; };
+        return key_range{k.begin - kb, k.end - kb};
     };
-    masked_exp_rows(s, lds, rows, n, scale, row_allowed, kt, inv);
+    masked_exp_rows(s, lds, rows, n, scale, row_keys, kt, inv);
     gemm(rows, d, n, s, lds, {values + kb * value_ld, panel_width, value_ld}, out, out_ld);
     scale_output_rows(rows, d, out, out_ld, inv, kt);
 }

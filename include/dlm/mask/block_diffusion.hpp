@@ -29,6 +29,7 @@ struct block_diffusion_mask {
     std::optional<index_t> block_length{};
     bool align_blocks = false;
     static constexpr bool committed_kv_is_final = true;
+    static constexpr bool allowed_is_prefix = true;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout& l, index_t q, index_t k) const noexcept {
         return k < key_end(l, q);

@@ -57,14 +57,26 @@ concept mask_has_align_blocks = requires(const M& m) {
     { m.align_blocks } -> std::convertible_to<bool>;
 };
 
-#define DLM_MASK_HOOKS "`std::optional<index_t> block_length` and `bool align_blocks`"
+/// `static constexpr bool allowed_is_prefix` — allowed(l, q, k) is exactly k < key_end(l, q) for
+/// every layout, query and key: a query's keys are one prefix, so a kernel may take them as a range
+/// instead of asking `allowed` key by key (the CPU attention does). Every mask dlm ships declares it
+/// true; a mask that leaves keys out below key_end must not declare it (or declare it false).
+template <class M>
+concept mask_has_prefix_trait = requires {
+    { std::bool_constant<M::allowed_is_prefix>{} };
+};
+
+#define DLM_MASK_HOOKS "`std::optional<index_t> block_length`, `bool align_blocks` and `static constexpr bool allowed_is_prefix`"
 
 template <class M>
 concept mask_hook_misnamed = DLM_HAS_MEMBER_NAMED(M, align_block) || DLM_HAS_MEMBER_NAMED(M, aligned_blocks) ||
-                             DLM_HAS_MEMBER_NAMED(M, block_lengths) || DLM_HAS_MEMBER_NAMED(M, block_len);
+                             DLM_HAS_MEMBER_NAMED(M, block_lengths) || DLM_HAS_MEMBER_NAMED(M, block_len) ||
+                             DLM_HAS_MEMBER_NAMED(M, allowed_is_a_prefix) || DLM_HAS_MEMBER_NAMED(M, allowed_prefix) ||
+                             DLM_HAS_MEMBER_NAMED(M, keys_are_prefix);
 template <class M>
 concept mask_hook_mistyped = (DLM_HAS_MEMBER_NAMED(M, block_length) && !mask_has_block_length_option<M>) ||
-                             (DLM_HAS_MEMBER_NAMED(M, align_blocks) && !mask_has_align_blocks<M>);
+                             (DLM_HAS_MEMBER_NAMED(M, align_blocks) && !mask_has_align_blocks<M>) ||
+                             (DLM_HAS_MEMBER_NAMED(M, allowed_is_prefix) && !mask_has_prefix_trait<M>);
 /// Every member named like a mask hook is one, in its known form.
 template <class M>
 concept mask_hooks_known = !mask_hook_misnamed<M> && !mask_hook_mistyped<M>;
@@ -78,6 +90,13 @@ concept attention_mask = std::copyable<M> && mask_has_allowed<M> && mask_has_key
 template <class M>
 [[nodiscard]] constexpr bool mask_aligns_blocks(const M& m) noexcept {
     if constexpr (mask_has_align_blocks<M>) return static_cast<bool>(m.align_blocks);
+    else return false;
+}
+
+/// The kernels' call of the optional trait: may a query's keys be taken as [0, key_end)?
+template <class M>
+[[nodiscard]] constexpr bool mask_allowed_is_prefix() noexcept {
+    if constexpr (mask_has_prefix_trait<M>) return M::allowed_is_prefix;
     else return false;
 }
 

@@ -23,6 +23,7 @@ inline index_t checked_block_length(index_t block_length, index_t gen_length) {
 /// Causal: k <= q. Blocks of one slot (autoregressive decoding).
 struct causal_mask {
     static constexpr bool committed_kv_is_final = true;
+    static constexpr bool allowed_is_prefix = true;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout&, index_t q, index_t k) const noexcept {
         return k <= q;
@@ -37,6 +38,7 @@ struct causal_mask {
 /// (Dream's diffusion_generate).
 struct bidirectional_mask {
     static constexpr bool committed_kv_is_final = false;
+    static constexpr bool allowed_is_prefix = true;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout&, index_t, index_t) const noexcept {
         return true;
@@ -55,6 +57,7 @@ struct bidirectional_mask {
 struct semi_ar_mask {
     std::optional<index_t> block_length{};
     static constexpr bool committed_kv_is_final = false;
+    static constexpr bool allowed_is_prefix = true;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout&, index_t, index_t) const noexcept {
         return true;
@@ -75,6 +78,7 @@ struct semi_ar_mask {
 struct block_causal_mask {
     std::optional<index_t> block_length{};
     static constexpr bool committed_kv_is_final = true;
+    static constexpr bool allowed_is_prefix = true;
 
     [[nodiscard]] DLM_HOST_DEVICE constexpr bool allowed(const canvas_layout& l, index_t q, index_t k) const noexcept {
         return k < key_end(l, q);
