@@ -22,15 +22,11 @@ using dlm_test::isa_scope;
 using dlm_test::random_values;
 using dlm_test::same_bits;
 
-namespace {
-std::vector<isa> runnable() { return runnable_isas(); }
-}  // namespace
-
 TEST_CASE("kernels: an f32 product reading A in place gives the bits of the packed product, for keys and values alike") {
     // The attention's two B forms: keys (panels side by side, rows key_ld apart) and values (each
     // panel's rows contiguous). Ragged row tiles (every path's mr: 6 or 8), partial panels, depths
     // across a 256-step k-block, rows an odd number of floats apart, with and without accumulating.
-    for (isa i : runnable()) {
+    for (isa i : runnable_isas()) {
         const isa_scope on(i);
         const f32_product& f = kernels().f32;
         for (const index_t m : {1, 5, 8, 9, 17, 32})
@@ -87,7 +83,7 @@ TEST_CASE("kernels: the softmax's scale_max scales each score and returns the la
             float expected = -inf;
             for (float v : row)
                 if (v * scale > expected) expected = v * scale;
-            for (isa i : runnable()) {
+            for (isa i : runnable_isas()) {
                 CAPTURE(isa_name(i));
                 CAPTURE(n);
                 CAPTURE(variant);
@@ -118,7 +114,7 @@ TEST_CASE("kernels: the softmax's exp_shifted_sum takes each exp and sums them i
                 if (variant == 1 && i % 5 == 2) row[static_cast<std::size_t>(i)] = -inf;
             const float shift = n > 0 ? *std::max_element(row.begin(), row.end()) : 0.0f;
             std::vector<float> first;
-            for (isa i : runnable()) {
+            for (isa i : runnable_isas()) {
                 CAPTURE(isa_name(i));
                 CAPTURE(n);
                 CAPTURE(variant);
@@ -160,7 +156,7 @@ TEST_CASE("attention: attend_run gives a row the bits it gets alone among rows w
     const std::vector<float> v = random_values(static_cast<std::size_t>(keys * value_ld), 3);
     const auto range = [](index_t pos) { return key_range{std::max<index_t>(0, pos - window + 1), pos + 1}; };
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    for (isa i : runnable()) {
+    for (isa i : runnable_isas()) {
         CAPTURE(isa_name(i));
         const isa_scope on(i);
         std::vector<float> all(static_cast<std::size_t>(rows * d));
