@@ -206,10 +206,11 @@ inline constexpr std::ptrdiff_t strided_ahead_bytes = 16384;
 
 /// C rows [0, m), the columns of panels [p0, p1) that are < n; k-blocks of 256 so that a block of
 /// B (256 × sub_width elements) stays in L1 while the row tiles pass over it. A packed in tiles of
-/// operand_traits<K>::mr rows, or (a_layout::rows) in place, rows `lda` apart. A panel is walked k-block by k-block, each block through its
-/// sub-panels in turn: the panel's bytes are read in order, whole rows of it (every sub-panel's
-/// columns) at a time. Each element still sums its k in order (a block continues the sum through C),
-/// so the order of blocks and sub-panels changes no bit.
+/// operand_traits<K>::mr rows, or (a_layout::rows) in place, rows `lda` apart (`lda` unused when
+/// packed). A panel is walked k-block by k-block, each block through its sub-panels in turn: the
+/// panel's bytes are read in order, whole rows of it (every sub-panel's columns) at a time. Each
+/// element still sums its k in order (a block continues the sum through C), so the order of blocks
+/// and sub-panels changes no bit.
 ///
 /// While the row tiles work on one block of B, their steps prefetch every cache line of the next
 /// block (the next k-block, or the next panel's first) into L2: a model's weights come from DRAM,

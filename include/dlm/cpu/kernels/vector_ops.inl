@@ -3,8 +3,8 @@
 // Included (no include guard, on purpose) in a namespace that defines `vfloat`, a GCC/Clang
 // vector of floats, and `vfma` (a · b + c, fused where the target has FMA): in dlm::cpu by simd.hpp
 // for the build's own width, and in each instruction-set namespace (kernels/*.hpp) inside its
-// target region. Plain functions, not templates, so that each
-// copy is compiled for its own target and no vector crosses a call between targets.
+// target region. Plain functions, not templates, so that each copy is compiled for its own target
+// and no vector crosses a call between targets.
 //
 // Every lane is computed on its own with a fixed sequence of operations, so a value never depends
 // on which lane, row or batch it sits in.
