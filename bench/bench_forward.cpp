@@ -3,7 +3,7 @@
 //
 //   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N]
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
-//                     [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
+//                     [--kv f32|bf16] [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny, ... (bench/shapes.hpp): random weights;
 //              diffusiongemma-26b-a4b[-16e]: DiffusionGemma's encode, canvas step and (--decode) generation
@@ -17,6 +17,8 @@
 //   --block    rows of the "block" case: one block of queries over --cache cached positions,
 //              block-causal, logits of the block's rows: a CDLM / prefix-cache step (32, 512)
 //   --threads  thread counts to run each case at, e.g. 1,2 (default: OMP_NUM_THREADS)
+//   --kv       the KV cache's element type, f32 (default) or bf16 (load_options::kv_dtype): the
+//              attention's products read bf16 keys and values, for every case
 //   --decode   also one whole cdlm-preset decode: a --prompt-token prompt (64), --gen slots (256),
 //              blocks of --block, threshold 0.9, on the largest thread count
 //   --verify-random SEED  with -m: check that the folder holds exactly the model
@@ -73,7 +75,7 @@ using json = nlohmann::json;
 namespace {
 
 struct options {
-    std::string shape = "100M", model_dir, dtype = "", json_path;
+    std::string shape = "100M", model_dir, dtype = "", json_path, kv = "f32";
     index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64, roofline_rows = 1024, bandwidth_mib = 1024;
     std::vector<int> threads;
     int reps = 3;
@@ -86,8 +88,8 @@ struct options {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
     std::fprintf(stderr,
                  "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
-                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--no-peak] [--bandwidth-mib N] [--json FILE]\n"
-                 "          [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]]\n"
+                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--kv f32|bf16] [--no-peak] [--bandwidth-mib N]\n"
+                 "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]]\n"
                  "  shapes: %s\n",
                  argv0, bench::shape_names().c_str());
     std::exit(2);
@@ -111,6 +113,7 @@ options parse(int argc, char** argv) {
         if (a == "--shape") o.shape = value();
         else if (a == "-m" || a == "--model") o.model_dir = value();
         else if (a == "--dtype") o.dtype = value();
+        else if (a == "--kv") o.kv = value();
         else if (a == "--canvas") o.canvas = count(1);
         else if (a == "--block") o.block = count(1);
         else if (a == "--cache") o.cache = count(0);
@@ -151,6 +154,7 @@ options parse(int argc, char** argv) {
         usage(argv[0], "--dtype must be keep, f32, bf16, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
     if (quantized && !o.model_dir.empty()) usage(argv[0], "--dtype " + o.dtype + " is for random weights (--shape): -m keeps a file's blocks with --dtype keep");
     if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
+    if (o.kv != "f32" && o.kv != "bf16") usage(argv[0], "--kv must be f32 or bf16, not '" + o.kv + "'");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
     if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
     if (o.verify_type && !o.verify_seed) usage(argv[0], "--verify-type needs --verify-random SEED");
@@ -328,6 +332,8 @@ int main(int argc, char** argv) {
         const auto t0 = clock_type::now();
         std::string what;
         cpu::transformer m = load_model(o, argv[0], what);
+        m.set_kv_dtype(o.kv == "bf16" ? io::dtype::bf16 : io::dtype::f32);
+        std::printf("KV cache: %s, %.1f KiB per position\n", o.kv.c_str(), static_cast<double>(m.kv_cache_bytes(1024) - m.kv_cache_bytes(0)) / 1024 / 1024);
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
         const io::model_config& cfg = m.config();
         const reference ref{ceil, bench::weight_product(m.weight_type()), bench::streamed_weight_bytes(m)};
@@ -335,7 +341,7 @@ int main(int argc, char** argv) {
         out["model"] = {{"what", what}, {"parameters", m.parameter_count()}, {"hidden", cfg.hidden_size}, {"layers", cfg.num_layers},
                         {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads}, {"mlp", cfg.intermediate_size}, {"vocab", cfg.vocab_size},
                         {"weight_type", m.weight_type()}, {"weight_bytes", m.weight_bytes()}, {"streamed_weight_bytes", ref.weight_bytes},
-                        {"product", ref.product}, {"load_seconds", load_s}};
+                        {"product", ref.product}, {"load_seconds", load_s}, {"kv_element", o.kv}};
         if (o.verify_seed && !verify_random(m, o)) return 1;
 
         // block: a prefix-cache step of one block after "fill" stored the cached positions' K/V.

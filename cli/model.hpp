@@ -101,12 +101,20 @@ private:
     return [bar = std::make_shared<load_bar>()](std::uint64_t done, std::uint64_t total) { (*bar)(done, total); };
 }
 
-/// The load options of --dtype ("", "f32", "bf16", "f16"), reporting to `progress`.
-[[nodiscard]] inline cpu::load_options load_options_of(const std::string& dtype, cpu::load_progress progress = {}) {
+/// What --dtype and --kv ask of a load: the weights' type ("", "f32", "bf16", "f16"; empty: as
+/// stored) and the KV cache's ("", "f32", "bf16"; empty: f32).
+struct load_choice {
+    std::string dtype, kv;
+};
+
+/// The load options of `c`, reporting to `progress`.
+[[nodiscard]] inline cpu::load_options load_options_of(const load_choice& c, cpu::load_progress progress = {}) {
     cpu::load_options lo;
-    if (dtype == "f32") lo.weight_dtype = io::dtype::f32;
-    else if (dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
-    else if (dtype == "f16") lo.weight_dtype = io::dtype::f16;
+    if (c.dtype == "f32") lo.weight_dtype = io::dtype::f32;
+    else if (c.dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
+    else if (c.dtype == "f16") lo.weight_dtype = io::dtype::f16;
+    if (c.kv == "bf16") lo.kv_dtype = io::dtype::bf16;
+    else if (!c.kv.empty() && c.kv != "f32") throw invalid_parameter("--kv", "must be f32 or bf16, not '" + c.kv + "'");
     lo.progress = std::move(progress);
     return lo;
 }
@@ -119,21 +127,22 @@ template <class Model>
 }
 
 /// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
-[[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const std::string& dtype = {},
+[[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const load_choice& choice = {},
                                                       cpu::load_progress progress = {}) {
+    if (choice.kv == "bf16") throw invalid_parameter("--kv", "DiffusionGemma's contexts hold f32 K/V; a bf16 KV cache is the transformer's");
     const auto start = std::chrono::steady_clock::now();
     io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
-    cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(dtype, std::move(progress)));
+    cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(choice, std::move(progress)));
     const model_hints hints = hints_of(model);
     return loaded_since(start, gemma_model{dir, std::move(model), std::move(tok), io::detect_chat_format(dir), hints});
 }
 
 /// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);
-/// `dtype` ("", "f32", "bf16", "f16": --dtype) converts the weights at load; `progress` hears how
-/// far it is (load_bar_if, or the Python package's callback).
-[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const std::string& dtype = {}, cpu::load_progress progress = {}) {
+/// `choice` (--dtype, --kv) converts the weights at load and picks the KV cache's type; `progress`
+/// hears how far it is (load_bar_if, or the Python package's callback).
+[[nodiscard]] inline loaded_model load_model(const std::filesystem::path& dir, const load_choice& choice = {}, cpu::load_progress progress = {}) {
     const auto start = std::chrono::steady_clock::now();
-    const cpu::load_options lo = load_options_of(dtype, std::move(progress));
+    const cpu::load_options lo = load_options_of(choice, std::move(progress));
     if (io::is_gguf_path(dir)) {
         const io::gguf_file f = io::gguf_file::open(dir);
         io::tokenizer tok = io::gguf_tokenizer(f.header());
@@ -152,12 +161,12 @@ template <class Model>
 /// Loads `dir` as what it is (a DiffusionGemma folder as cpu::diffusion_gemma, anything else as the
 /// transformer: load_model) and returns f(the loaded folder); f takes either basic_loaded_model.
 template <class F>
-decltype(auto) with_loaded_model(const std::filesystem::path& dir, const std::string& dtype, F&& f, cpu::load_progress progress = {}) {
+decltype(auto) with_loaded_model(const std::filesystem::path& dir, const load_choice& choice, F&& f, cpu::load_progress progress = {}) {
     if (is_diffusion_gemma(dir)) {
-        gemma_model m = load_diffusion_gemma(dir, dtype, std::move(progress));
+        gemma_model m = load_diffusion_gemma(dir, choice, std::move(progress));
         return f(m);
     }
-    loaded_model m = load_model(dir, dtype, std::move(progress));
+    loaded_model m = load_model(dir, choice, std::move(progress));
     return f(m);
 }
 

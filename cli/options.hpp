@@ -61,6 +61,7 @@ struct options {
     bool think = false;  ///< with chat: the template's thinking mode (Gemma 4's enable_thinking)
     int threads = 0;     ///< -t: OpenMP threads; 0: OpenMP's default
     std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
+    std::string kv;      ///< --kv: the KV cache's element type, f32 or bf16; empty: f32
 
     // Decoding.
     preset_id preset = preset_named("cdlm");  ///< --preset; when not given, the model's (cli::choose_preset)
@@ -215,6 +216,13 @@ struct flag {
              if (v != "keep" && v != "f32" && v != "bf16" && v != "f16")
                  throw invalid_parameter(std::string(f), "must be keep, f32, bf16 or f16, not '" + std::string(v) + "'");
              o.dtype = v == "keep" ? std::string() : std::string(v);
+         }},
+        {"Model and prompt", "--kv", "TYPE",
+         "the KV cache's element type: f32 (default) or bf16 (half the bytes; the attention's products in bf16, "
+         "logits within 2e-2 of f32's: docs/determinism.md)", B,
+         [](options& o, auto f, auto v) {
+             if (v != "f32" && v != "bf16") throw invalid_parameter(std::string(f), "must be f32 or bf16, not '" + std::string(v) + "'");
+             o.kv = std::string(v);
          }},
         {"Decoding", "--preset", "NAME",
          "a preset of the registry: {presets} (default: the model's: "

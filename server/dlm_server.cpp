@@ -107,7 +107,7 @@ int run(const cli::options& o) {
     std::signal(SIGTERM, on_signal);
     http.start();
     std::cerr << "dlm-server: port " << http.port() << " bound, loading the model (/ready answers 503 until it is served)" << std::endl;
-    return cli::with_loaded_model(cli::resolve_model_dir(o), o.dtype, [&](auto& m) { return serve_loaded(o, m, http); }, cli::load_bar_if(o.progress));
+    return cli::with_loaded_model(cli::resolve_model_dir(o), {o.dtype, o.kv}, [&](auto& m) { return serve_loaded(o, m, http); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace

@@ -107,6 +107,11 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
     CHECK(refused({"-p", "x", "--think"}) == "--think");  // the chat template's mode: needs --chat
     CHECK(refused({"-p", "x", "--chat", "--think"}).empty());
     CHECK(parse({"-p", "x", "--chat", "--think"}).think);
+    CHECK(refused({"-p", "x", "--kv", "f16"}) == "--kv");  // a KV cache holds f32 or bf16
+    CHECK(parse({"-p", "x", "--kv", "bf16"}).kv == "bf16");
+    CHECK(parse({"-p", "x"}).kv.empty());
+    // DiffusionGemma's contexts are f32: --kv bf16 is refused before anything loads.
+    CHECK_THROWS_AS((void)cli::load_diffusion_gemma("no-such-folder", cli::load_choice{"", "bf16"}), dlm::invalid_parameter);
     // Options a preset's policies do not have (without --preset, choose_preset checks them against the model's).
     CHECK(refused({"-p", "x", "--preset", "cdlm", "--temp", "0.5"}) == "--temp");  // cdlm samples greedily
     CHECK(refused({"-p", "x", "--preset", "cdlm", "--temp", "0"}).empty());          // neutral values pass

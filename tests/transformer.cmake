@@ -1,5 +1,7 @@
 # The CPU transformer (dlm::cpu): parity with transformers on tiny fixtures, exact KV caching.
 dlm_test(test_transformer test_transformer.cpp CPU)
+# The bf16 KV cache: its tolerance to the f32 cache, and the exactness properties it keeps.
+dlm_test(test_kv_cache test_kv_cache.cpp CPU)
 # The kernels of every instruction set and their run-time dispatch (dlm/cpu/dispatch.hpp).
 dlm_test(test_kernels test_kernels.cpp CPU)
 # The attention's kernels: products reading A in place, the softmax's, rows alone and together.

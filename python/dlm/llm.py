@@ -194,7 +194,8 @@ class Engine:
 
 class LLM:
     """A model (a Hugging Face folder or a .gguf file; a DiffusionGemma folder too) with its tokenizer,
-    decoded on the CPU. dtype holds the weights as "f32", "bf16" or "f16" (None: as stored); threads
+    decoded on the CPU. dtype holds the weights as "f32", "bf16" or "f16" (None: as stored); kv the KV
+    cache as "f32" (None: the default) or "bf16" (half the bytes, logits within 2e-2 of f32's); threads
     sets the CPU threads; progress, a callable (done, total), hears the bytes of weights loaded so
     far (the last call has done == total), on the loading thread with the GIL held.
 
@@ -206,14 +207,14 @@ class LLM:
     """
 
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None,
-                 progress: Optional[Callable[[int, int], None]] = None):
+                 progress: Optional[Callable[[int, int], None]] = None, kv: Optional[str] = None):
         if threads is not None:
             if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads < 1 << 31:
                 from .errors import InvalidParameter
                 raise InvalidParameter(f"invalid parameter 'threads': must be an integer >= 1 (or None: every core), got {threads!r}",
                                        "threads", "must be an integer >= 1")
             _dlm.set_threads(int(threads))  # bounded there as dlm-generate's -t
-        self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype or "", progress)
+        self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype or "", progress, kv or "")
 
     @property
     def default_preset(self) -> str:

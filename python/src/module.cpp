@@ -59,9 +59,10 @@ registry::preset_id preset_of(const std::string& name) {
     throw invalid_parameter("preset", "unknown preset '" + name + "' (one of " + registry::builtin.list() + ")");
 }
 
-model_ptr load(const std::string& path, const std::string& dtype, nb::handle progress) {
+model_ptr load(const std::string& path, const std::string& dtype, nb::handle progress, const std::string& kv) {
     if (!dtype.empty() && dtype != "f32" && dtype != "bf16" && dtype != "f16")
         throw invalid_parameter("dtype", "must be one of f32, bf16, f16 (or empty: as stored), got '" + dtype + "'");
+    if (!kv.empty() && kv != "f32" && kv != "bf16") throw invalid_parameter("kv", "must be f32 or bf16 (or empty: f32), got '" + kv + "'");
     if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
         throw invalid_parameter("progress", "must be a callable (done, total) or None");
     cpu::load_progress report;
@@ -71,7 +72,7 @@ model_ptr load(const std::string& path, const std::string& dtype, nb::handle pro
             progress(done, total);  // an exception it raises (KeyboardInterrupt) ends the load
         };
     nb::gil_scoped_release unlocked;
-    return load_model(path, dtype, std::move(report));
+    return load_model(path, dtype, kv, std::move(report));
 }
 
 /// The logits of one forward of the transformer over `tokens` (every row), under a causal or
@@ -286,7 +287,7 @@ void bind_model(nb::module_& m) {
                  return x.visit([&](const auto& f) { return cli::answer_text(f, r); });
              }, "result"_a);
     // Held by shared_ptr in Python so engines keep their model alive.
-    m.def("load", &load, "path"_a, "dtype"_a = "", "progress"_a = nb::none());
+    m.def("load", &load, "path"_a, "dtype"_a = "", "progress"_a = nb::none(), "kv"_a = "");
     m.def("forward", &forward, "model"_a, "tokens"_a, "mask"_a = "bidirectional");
 }
 

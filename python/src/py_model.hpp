@@ -49,9 +49,10 @@ private:
 using model_ptr = std::shared_ptr<py_model>;
 
 /// Loads `path` as what it is (cli::with_loaded_model); dtype f32, bf16, f16 or empty (as stored);
-/// `progress` hears how far the weights are.
-[[nodiscard]] inline model_ptr load_model(const std::string& path, const std::string& dtype, cpu::load_progress progress = {}) {
-    return cli::with_loaded_model(path, dtype, [](auto& m) { return std::make_shared<py_model>(std::move(m)); }, std::move(progress));
+/// kv f32, bf16 or empty (f32); `progress` hears how far the weights are.
+[[nodiscard]] inline model_ptr load_model(const std::string& path, const std::string& dtype, const std::string& kv,
+                                          cpu::load_progress progress = {}) {
+    return cli::with_loaded_model(path, cli::load_choice{dtype, kv}, [](auto& m) { return std::make_shared<py_model>(std::move(m)); }, std::move(progress));
 }
 
 }  // namespace dlm::python

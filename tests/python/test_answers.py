@@ -56,6 +56,16 @@ def test_the_default_preset_is_the_models_and_matches_dlm_generate(models, dlm_g
     assert llm.generate(PROMPT)[0].text == p.stdout[:-1]
 
 
+@pytest.mark.parametrize("preset", ["cdlm", "llada"])
+def test_a_bf16_kv_cache_answers_as_dlm_generate_with_kv_bf16(models, dlm_generate, preset):
+    p = subprocess.run([dlm_generate, "-m", str(models / "cdlm"), "--kv", "bf16", "--preset", preset, "-p", PROMPT], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = dlm.LLM(models / "cdlm", kv="bf16").generate(PROMPT, preset)[0]
+    assert out.text == p.stdout[:-1]
+    assert out.finish_reason in ("stop", "length")
+
+
 @pytest.mark.parametrize("preset", ["cdlm", "llada", "fast-dllm", "cd4lm", "dream"])
 def test_streaming_deltas_concatenate_to_the_answer(llm, preset):
     whole = llm.generate(PROMPT, preset)[0]

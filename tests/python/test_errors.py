@@ -102,6 +102,12 @@ def test_a_bad_dtype_is_named(models):
     assert e.value.parameter == "dtype"
 
 
+def test_a_bad_kv_type_is_named(models):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(models / "cdlm", kv="f16")
+    assert e.value.parameter == "kv"
+
+
 def test_the_load_reports_its_progress_and_an_exception_raised_there_ends_it(models):
     calls = []
     dlm.LLM(models / "cdlm", progress=lambda done, total: calls.append((done, total)))

@@ -369,6 +369,29 @@ private:
 /// The 16-bit product for weights of `type` (f16 or bf16) on the active kernels.
 [[nodiscard]] inline const product16& product_for(io::dtype type) { return type == io::dtype::bf16 ? bf16_product() : kernels().f16; }
 
+/// C[m × n] (=|+=) A[m × kdim] · B (bf16), serial: the attention's products on a bf16 K/V store
+/// (kv_cache.hpp). A (f32, rows `lda` apart: the queries or the softmax's weights) is rounded to
+/// bf16 and packed as the bf16 weights' product wants it, in this thread's buffer; the product is
+/// that of bf16 weights, so its bits are too (docs/determinism.md).
+inline void gemm(index_t m, index_t n, index_t kdim, const float* a, std::ptrdiff_t lda, const panel_view16& b, float* c,
+                 std::ptrdiff_t ldc, bool accumulate = false) {
+    if (m <= 0 || n <= 0) return;
+    const product16& p = bf16_product();
+    thread_local std::vector<float, aligned_allocator<float>> af;
+    thread_local std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> ah;
+    const std::size_t size = packed_a_size(m, kdim, p.a.mr, p.a.group);
+    void* at = nullptr;
+    if (p.values == a_values::bf16_bits) {
+        ah.resize(size);
+        at = ah.data();
+    } else {
+        af.resize(size);
+        at = af.data();
+    }
+    p.pack(m, kdim, a, lda, at);
+    p.run(m, n, kdim, at, b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
+}
+
 /// Products deeper than `linear_chunked_depth` (DiffusionGemma self-conditioning's, k = the
 /// vocabulary) run in k chunks of `linear_k_chunk`: unchunked, each row tile streamed a whole 16 MB
 /// panel (and its 8 MB of A) from memory. In chunks, a panel's chunk (256 KB in bf16) stays in L2

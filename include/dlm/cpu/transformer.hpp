@@ -9,7 +9,8 @@
 //
 // Weights stay in their checkpoint's element type (f32, f16 or bf16; load_options converts on
 // request), packed once for dlm's GEMM (gemm.hpp), whose kernels are picked for the CPU at run time
-// (dispatch.hpp). Activations, norms, attention and the KV cache are f32. Every row's result is
+// (dispatch.hpp). Activations, norms and attention are f32; the KV cache is f32 or, on request,
+// bf16 (load_options::kv_dtype, kv_cache.hpp). Every row's result is
 // independent of the batch around it; with the row-wise norms and the fixed-order attention
 // (attention.hpp) a sequence's logits are bit-identical alone or in a batch, for any thread count,
 // and with or without an exact KV cache. Threads: OpenMP over column panels, rows and heads.
@@ -108,19 +109,28 @@ public:
         return std::int64_t{config_.vocab_size} * h * (config_.tie_word_embeddings ? 1 : 2) + config_.num_layers * per_layer + experts + h;
     }
 
-    /// A K/V store for `capacity` canvas positions.
+    /// The element type of the K/V it computes and stores: f32 (the default), or bf16
+    /// (load_options::kv_dtype; kv_cache.hpp: half the bytes, its own determinism class). Caches
+    /// made before a change are refused by forward.
+    [[nodiscard]] io::dtype kv_dtype() const noexcept { return kv_dtype_; }
+    void set_kv_dtype(io::dtype e) {
+        check_kv_element(e, "kv_dtype");
+        kv_dtype_ = e;
+    }
+
+    /// A K/V store for `capacity` canvas positions, in kv_dtype().
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
-        constexpr index_t most = std::numeric_limits<index_t>::max() - panel_width;  // the cache pads each key row by a panel
+        constexpr index_t most = std::numeric_limits<index_t>::max() - 2 * panel_width;  // the cache pads each key row by a panel, bf16 positions to 32
         if (capacity < 0 || capacity > most)
             throw invalid_parameter("capacity", "must be in [0, " + std::to_string(most) + "], got " + std::to_string(capacity));
-        const std::uint64_t bytes = kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+        const std::uint64_t bytes = kv_cache_bytes(capacity);
         if (bytes > (std::uint64_t{64} << 20)) check_fits("a KV cache of " + std::to_string(capacity) + " positions", bytes);
-        return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+        return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, kv_dtype_);
     }
 
     /// Bytes make_kv_cache(capacity) holds (the prompt cache's bound, dlm/cache/prompt_cache.hpp).
     [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
-        return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
+        return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, kv_dtype_);
     }
     /// Copies stored K/V between two of this model's stores (cpu::copy_kv; the prompt cache's hook).
     void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) const {
@@ -190,7 +200,7 @@ private:
         const index_t hidden = config_.hidden_size, ffn = config_.intermediate_size;
         const head_geometry hg = geometry();
         const std::ptrdiff_t qkv_ld = hg.qkv_ld;
-        resize_work(m, requests, row0);
+        resize_work(m, requests);
 
         // Embedding and rotary tables of every window row.
         std::vector<index_t> positions(static_cast<std::size_t>(m));
@@ -321,6 +331,7 @@ private:
     /// Checks first that the weights fit in the available memory (options.check_memory).
     template <class Source>
     void build(Source& src, const load_options& opt) {
+        set_kv_dtype(opt.kv_dtype);
         const io::model_config& c = config_;
         // Shapes in 64 bits: a product of config sizes may pass 2^31, and must be counted, not wrapped.
         const std::int64_t h = c.hidden_size, q = std::int64_t{c.num_heads} * c.head_dim, kv = std::int64_t{c.num_kv_heads} * c.head_dim,
@@ -435,7 +446,6 @@ private:
         hg.heads = config_.num_heads;
         hg.kv_heads = config_.num_kv_heads;
         hg.head_dim = config_.head_dim;
-        hg.value_stride = (config_.head_dim + panel_width - 1) / panel_width * panel_width;
         hg.qkv_ld = static_cast<std::ptrdiff_t>(config_.num_heads + 2 * config_.num_kv_heads) * config_.head_dim;
         hg.out_ld = static_cast<std::ptrdiff_t>(config_.num_heads) * config_.head_dim;
         return hg;
@@ -443,9 +453,12 @@ private:
 
     void validate(const forward_request<kv_cache>& rq, std::size_t i) const {
         dlm::detail::check_request(rq, i, {config_.num_layers, config_.num_kv_heads, config_.head_dim, config_.vocab_size}, "cpu::transformer::forward");
+        if (rq.cache && rq.cache->element() != kv_dtype_)
+            throw contract_error("cpu::transformer::forward: request " + std::to_string(i) + ": its KV cache holds " + kv_element_name(rq.cache->element()) +
+                                 ", the model computes " + kv_element_name(kv_dtype_) + " K/V (make caches after set_kv_dtype)");
     }
 
-    void resize_work(index_t m, std::span<const forward_request<kv_cache>> requests, const std::vector<index_t>& row0) {
+    void resize_work(index_t m, std::span<const forward_request<kv_cache>> requests) {
         const head_geometry hg = geometry();
         const auto rows = static_cast<std::size_t>(m);
         const auto h = static_cast<std::size_t>(config_.hidden_size), f = static_cast<std::size_t>(config_.intermediate_size);
@@ -456,24 +469,7 @@ private:
         att_.resize(rows * static_cast<std::size_t>(hg.out_ld));
         gu_.resize(rows * 2 * f);
         act_.resize(rows * f);
-        windows_.clear();
-        std::size_t floats = 0;
-        for (const auto& rq : requests)
-            floats += window_kv::floats(rq.plan.window_size(), hg.kv_heads, hg.head_dim, hg.value_stride);
-        window_store_.resize(floats);
-        float* at = window_store_.data();
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-            window_kv w;
-            w.rows = row0[i + 1] - row0[i];
-            w.key_stride = w.rows + panel_width;
-            w.value_stride = hg.value_stride;
-            w.kv_heads = hg.kv_heads;
-            w.head_dim = hg.head_dim;
-            w.keys = at;
-            w.values = at + static_cast<std::size_t>(hg.kv_heads) * hg.head_dim * static_cast<std::size_t>(w.key_stride);
-            at += window_kv::floats(w.rows, hg.kv_heads, hg.head_dim, hg.value_stride);
-            windows_.push_back(w);
-        }
+        lay_out_windows(requests, hg.kv_heads, hg.head_dim, kv_dtype_, window_store_, windows_);
     }
 
     /// Qwen3's q/k norms: RMSNorm over each head of q and of k (in place, before RoPE).
@@ -535,10 +531,12 @@ private:
     std::vector<float> final_norm_;
     packed_matrix head_;  // empty when tied
     std::size_t weight_bytes_ = 0;
+    io::dtype kv_dtype_ = io::dtype::f32;
     std::string weight_type_;
     rotary rope_;
     // Work buffers, reused across forwards.
-    buffer x_, xn_, tmp_, qkv_, att_, gu_, act_, window_store_;
+    buffer x_, xn_, tmp_, qkv_, att_, gu_, act_;
+    std::vector<std::byte, aligned_allocator<std::byte>> window_store_;
     std::vector<float> cos_, sin_;
     std::vector<window_kv> windows_;
     moe_timing* moe_timing_ = nullptr;

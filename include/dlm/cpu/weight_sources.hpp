@@ -43,6 +43,10 @@ struct load_options {
     /// model will hold (weight_bytes()), after the embedding, after each layer and once at the end
     /// with done == total (dlm-generate draws its progress bar from it). Unset: never called.
     load_progress progress = {};
+    /// The element type of the K/V the model computes and caches: f32, or bf16 (half the bytes;
+    /// keys, values, queries and softmax weights rounded to bf16 for the attention's products,
+    /// docs/determinism.md). Anything else is refused (invalid_parameter 'kv_dtype').
+    io::dtype kv_dtype = io::dtype::f32;
 };
 
 /// Reports `add` more bytes loaded of `total` to opt.progress (clamped to total; none when unset).

@@ -1,0 +1,198 @@
+// The CPU transformer's bf16 KV cache (dlm/cpu/kv_cache.hpp, load_options::kv_dtype): its own
+// determinism class, held to the f32 cache's logits within a tolerance, and to every exactness
+// property the f32 cache has: an exact cache = a full recompute, a sequence alone = in a batch, any
+// thread count, copies between stores (the prompt cache's hook) bit for bit.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <dlm/cpu/transformer.hpp>
+
+#include "io_test_util.hpp"
+#include "support/transformer_testing.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_kv_cache {
+
+using namespace dlm;
+using namespace dlm_test::cpu_model;
+
+namespace {
+
+/// The largest |a − b| over max(1, the largest |b|): the CUDA bf16 cache's measure (scaled_diff).
+double scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0, scale = 1;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+        scale = std::max(scale, std::abs(double(b[i])));
+    }
+    return worst / scale;
+}
+
+/// Load options with a KV cache of `kv` (and weights of `weights`).
+cpu::load_options with_kv(io::dtype kv, std::optional<io::dtype> weights = std::nullopt) {
+    cpu::load_options o;
+    o.weight_dtype = weights;
+    o.kv_dtype = kv;
+    return o;
+}
+
+/// The f32-weight paths of this CPU: the bf16 KV cache's products are those of bf16 weights on
+/// every path, whatever the weights' type. With f32 weights the attention's output enters the
+/// output projection as it is, so a last bit that differs there reaches the logits; bf16 weights
+/// would round it to bf16 first and hide nearly every such difference.
+std::vector<kernel_path> kv_paths() {
+    std::vector<kernel_path> out;
+    for (const kernel_path& p : kernel_paths())
+        if (!p.quant && p.type == io::dtype::f32) out.push_back(p);
+    return out;
+}
+
+/// A model with a bf16 KV cache on `path`.
+transformer bf16_kv_model(io::model_config c, std::uint64_t seed, const kernel_path& path) {
+    transformer m = make_model(std::move(c), seed, path);
+    m.set_kv_dtype(io::dtype::bf16);
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 KV cache: an exact prefix cache gives a full recompute's logits bit for bit, windows at any offset, on every kernel path") {
+    for (const kernel_path& path : kv_paths()) {
+        CAPTURE(cpu::isa_name(path.isa));
+        CAPTURE(path.name());
+        const path_scope on(path);
+        transformer llada = bf16_kv_model(small_config(io::architecture::llada, true, false), 11, path);
+        transformer dream = bf16_kv_model(small_config(io::architecture::dream, false, true), 12, path);
+        check_cached_walks(llada, dream);
+    }
+}
+
+TEST_CASE("bf16 KV cache: logits stay within 2e-2 of the f32 cache's scale, and differ from them") {
+    for (const kernel_path& path : kv_paths()) {
+        CAPTURE(cpu::isa_name(path.isa));
+        const path_scope on(path);
+        transformer m = make_model(small_config(io::architecture::dream, false, true), 21, path);
+        const canvas_layout l{37, 48, 16, true};
+        const tvec canvas = random_canvas(37, 48, 96, 96, 4);
+        const block_causal_mask mask{16};
+        const auto f32 = run(m, mask, canvas, l, full_plan(l));
+        m.set_kv_dtype(io::dtype::bf16);
+        const auto bf16 = run(m, mask, canvas, l, full_plan(l));
+        const double diff = scaled_diff(bf16, f32);
+        MESSAGE("bf16 KV against f32 KV, " << cpu::isa_name(path.isa) << ": " << diff << " of the logits' scale");
+        CHECK(diff <= 2e-2);
+        CHECK(diff > 0);  // the bf16 store is not the f32 one under another name
+    }
+}
+
+TEST_CASE("bf16 KV cache: a sequence gets bit-identical logits alone and inside a batch, on every kernel path") {
+    for (const kernel_path& path : kv_paths()) {
+        CAPTURE(cpu::isa_name(path.isa));
+        const path_scope on(path);
+        transformer m = bf16_kv_model(small_config(io::architecture::dream, false, true), 7, path);
+        const block_causal_mask mask{8};
+        const canvas_layout la{5, 16, 8, true}, lb{37, 32, 8, true};
+        const tvec a = random_canvas(5, 16, 96, 96, 1), b = random_canvas(37, 32, 96, 96, 2);
+        const forward_plan pa = full_plan(la), pb = prefix_cache{}.plan(mask, lb, {0, 0});  // pb stores the prompt
+        kv cache_b = m.make_kv_cache(lb.size()), cache_b_alone = m.make_kv_cache(lb.size());
+        const auto alone_a = run(m, mask, a, la, pa);
+        const auto alone_b = run(m, mask, b, lb, pb, &cache_b_alone);
+        const std::vector<forward_request<kv>> batch{{a, la, pa, nullptr}, {b, lb, pb, &cache_b}};
+        std::vector<float> out(static_cast<std::size_t>(pa.logits_rows() + pb.logits_rows()) * 97);
+        m.forward(std::span<const forward_request<kv>>(batch), mask, out);
+        const auto split = out.begin() + static_cast<std::ptrdiff_t>(pa.logits_rows()) * 97;
+        CHECK(bitwise_equal(std::vector<float>(out.begin(), split), alone_a));
+        CHECK(bitwise_equal(std::vector<float>(split, out.end()), alone_b));
+        CHECK(cache_b.keys == cache_b_alone.keys);
+        CHECK(cache_b.values == cache_b_alone.values);
+    }
+}
+
+#if defined(_OPENMP)
+TEST_CASE("bf16 KV cache: logits do not depend on the thread count") {
+    auto cfg = small_config(io::architecture::dream, false, true);
+    cfg.hidden_size = 128;
+    cfg.num_heads = 8;
+    cfg.num_kv_heads = 4;
+    cfg.head_dim = 16;
+    cfg.intermediate_size = 352;
+    transformer m(cfg, cpu::random_weights(cfg, 5), with_kv(io::dtype::bf16));
+    const canvas_layout l{150, 64, 16, true};
+    const tvec canvas = random_canvas(150, 64, 96, 96, 8);
+    const block_causal_mask mask{16};
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = run(m, mask, canvas, l, full_plan(l));
+    omp_set_num_threads(std::max(threads, 3));
+    const auto many = run(m, mask, canvas, l, full_plan(l));
+    omp_set_num_threads(threads);
+    CHECK(bitwise_equal(one, many));
+}
+#endif
+
+TEST_CASE("bf16 KV cache: copy_kv moves stored positions bit for bit, at odd offsets too, and a forward reads them as its own") {
+    const auto cfg = small_config(io::architecture::llada, true, false);
+    transformer m(cfg, cpu::random_weights(cfg, 3), with_kv(io::dtype::bf16));
+    const block_causal_mask mask{16};
+    const canvas_layout l{45, 32, 16, false};
+    const tvec canvas = random_canvas(45, 32, 96, 96, 6);
+    kv filled = m.make_kv_cache(l.size());
+    (void)run(m, mask, canvas, l, prefix_cache{}.plan(mask, l, {0, 0}), &filled);  // stores the prompt, [0, 45)
+    REQUIRE(std::count(filled.stored.begin(), filled.stored.end(), 1) == 45);
+    // Two copies: odd start and length, then the rest; the copy must then hold the same bytes.
+    kv copied = m.make_kv_cache(l.size());
+    m.copy_kv(filled, 7, copied, 7, 29);
+    m.copy_kv(filled, 0, copied, 0, 7);
+    m.copy_kv(filled, 36, copied, 36, 9);
+    CHECK(copied.keys == filled.keys);
+    CHECK(copied.values == filled.values);
+    CHECK(copied.stored == filled.stored);
+    // The next block's step reads the prompt from either store alike.
+    const forward_plan step = prefix_cache{}.plan(mask, l, {0, 1});
+    CHECK(bitwise_equal(run(m, mask, canvas, l, step, &copied), run(m, mask, canvas, l, step, &filled)));
+}
+
+TEST_CASE("bf16 KV cache: half the f32 cache's bytes at head sizes of whole tiles, counted before allocating") {
+    for (const index_t head_dim : {64, 128}) {
+        CAPTURE(head_dim);
+        const std::uint64_t f32 = cpu::kv_cache::bytes_for(4096, 32, 32, head_dim, io::dtype::f32);
+        const std::uint64_t bf16 = cpu::kv_cache::bytes_for(4096, 32, 32, head_dim, io::dtype::bf16);
+        CHECK(double(bf16) / double(f32) < 0.51);
+        CHECK(double(bf16) / double(f32) > 0.49);
+    }
+    const auto cfg = small_config(io::architecture::llada, true, false);
+    transformer m(cfg, cpu::random_weights(cfg, 3), with_kv(io::dtype::bf16));
+    const kv c = m.make_kv_cache(100);
+    CHECK(c.element() == io::dtype::bf16);
+    CHECK(m.kv_cache_bytes(100) == c.keys.size() + c.values.size() + c.stored.size());
+}
+
+TEST_CASE("bf16 KV cache: errors name the element type and the store that is wrong") {
+    const auto cfg = small_config(io::architecture::llada, true, false);
+    transformer m(cfg, cpu::random_weights(cfg, 3));
+    dlm_test::expect_error<invalid_parameter>([&] { m.set_kv_dtype(io::dtype::f16); }, {"'kv_dtype'", "f16", "65504"});
+    dlm_test::expect_error<invalid_parameter>([&] { transformer(cfg, cpu::random_weights(cfg, 1), with_kv(io::dtype::f16)); },
+                                              {"'kv_dtype'"});
+    kv f32_cache = m.make_kv_cache(40);
+    m.set_kv_dtype(io::dtype::bf16);
+    kv bf16_cache = m.make_kv_cache(40);
+    const block_causal_mask mask{16};
+    const canvas_layout l{8, 32, 16, false};
+    const tvec canvas = random_canvas(8, 32, 96, 96, 2);
+    dlm_test::expect_error<contract_error>([&] { (void)run(m, mask, canvas, l, prefix_cache{}.plan(mask, l, {0, 0}), &f32_cache); },
+                                           {"request 0", "holds f32", "computes bf16"});
+    (void)run(m, mask, canvas, l, prefix_cache{}.plan(mask, l, {0, 0}), &bf16_cache);
+    dlm_test::expect_error<contract_error>([&] { m.copy_kv(bf16_cache, 0, f32_cache, 0, 8); }, {"cpu::copy_kv", "bf16 and f32"});
+}
+
+}  // namespace test_kv_cache
