@@ -247,7 +247,8 @@ template <class Model>
 }
 
 /// The CPU path for --stats: "cpu: amx kernels, bf16 weights (amx-bf16), 1.9 MiB, 2 threads, loaded in
-/// 0.01 s (0.19 GB/s)" (the weights held over the load's wall-clock time), and
+/// 0.01 s (0.19 GB/s)" (the weights held over the load's wall-clock time; ", bf16 KV cache (its
+/// product form)" after the weights with --kv bf16), and
 /// where the CPU has no AMX path, why ("; no amx: the CPU has no AMX-BF16/AMX-INT8 tiles").
 template <class Model>
 [[nodiscard]] std::string cpu_line(const basic_loaded_model<Model>& m) {
@@ -257,6 +258,8 @@ template <class Model>
     if (type == "bf16") s += std::string(" (") + cpu::bf16_product().name + ")";
     else if (type == "f16") s += std::string(" (") + kt.f16.name + ")";
     else if (type != "f32") s += std::string(" (") + kt.quant.name + ")";
+    if constexpr (requires { m.model.kv_dtype(); })
+        if (m.model.kv_dtype() == io::dtype::bf16) s += std::string(", bf16 KV cache (") + cpu::bf16_product().name + ")";
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();

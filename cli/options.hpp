@@ -457,6 +457,9 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
     if (o.compare && o.was_given("--preset"))
         detail::bad(o.spelling("--preset"), "cannot be combined with --compare; list the presets with --compare-presets");
     if (o.think && !o.chat) detail::bad(o.spelling("--think"), "needs --chat (it is the chat template's thinking mode)");
+    if (o.kv == "bf16" && o.device == "cuda")
+        detail::bad(o.spelling("--kv"), "bf16 is the CPU transformer's here: dlm-server --device cuda holds f32 K/V (the library's "
+                                        "dlm::cuda::transformer_bf16_kv, and dlm-bench-cuda --kv bf16, hold bf16)");
     if (!o.compare && o.was_given("--preset")) detail::check_preset_flags(o);  // else once the model's preset is known (choose_preset)
     if (!o.trace.empty()) {
         const auto ends = [&](std::string_view ext) {

@@ -110,6 +110,7 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
     CHECK(refused({"-p", "x", "--kv", "f16"}) == "--kv");  // a KV cache holds f32 or bf16
     CHECK(parse({"-p", "x", "--kv", "bf16"}).kv == "bf16");
     CHECK(parse({"-p", "x"}).kv.empty());
+    CHECK(refused({"--kv", "bf16", "--device", "cuda"}, cli::program::server) == "--kv");  // the GPU server holds f32 K/V
     // DiffusionGemma's contexts are f32: --kv bf16 is refused before anything loads.
     CHECK_THROWS_AS((void)cli::load_diffusion_gemma("no-such-folder", cli::load_choice{"", "bf16"}), dlm::invalid_parameter);
     // Options a preset's policies do not have (without --preset, choose_preset checks them against the model's).

@@ -276,6 +276,14 @@ TEST_CASE("engine with a prompt cache: autoregressive requests sharing a prefix 
     check_reuse(d, shared_prefix(m.vocab_size(), 4, 40, 5), {.gen_length = 12, .seed = 1}, 32);
 }
 
+TEST_CASE("engine with a prompt cache: with a bf16 KV cache, autoregressive requests sharing a prefix decode bit-identically and compute fewer rows") {
+    cpu::load_options bf16_kv;
+    bf16_kv.kv_dtype = io::dtype::bf16;  // copies of bf16 blocks; windows of one row at every offset
+    auto m = cpu::transformer::load(std::filesystem::path(DLM_MODELS_DIR) / "ar", bf16_kv);
+    presets::autoregressive<cpu::transformer> d(m);
+    check_reuse(d, shared_prefix(m.vocab_size(), 4, 40, 5), {.gen_length = 12, .seed = 1}, 32);
+}
+
 TEST_CASE("engine with a prompt cache: block-diffusion requests reuse only the prompt blocks before the first generated one") {
     auto m = cpu::transformer::load(std::filesystem::path(DLM_MODELS_DIR) / "cdlm");
     presets::sdar<cpu::transformer> d(m, aligned_block_diffusion_mask{8});
