@@ -117,16 +117,22 @@ inline void copy_positions(const kv_blocks& src, std::size_t sb, index_t sp, con
         std::memcpy(dk + std::size_t(d.key_at(i, dp)) * es, sk + std::size_t(s.key_at(i, sp)) * es, std::size_t(count) * std::size_t(g) * es);
     const std::byte* sv = src.value_block(sb);
     std::byte* dv = dst.value_block(db);
-    for (index_t dim = 0; dim < s.value_stride(); dim += panel_width)
-        for (index_t j = 0; j < count; ++j) {  // a position's 32 dims of a panel, g elements apart
-            const std::byte* from = sv + std::size_t(s.value_at(sp + j, dim)) * es;
-            std::byte* to = dv + std::size_t(d.value_at(dp + j, dim)) * es;
-            if (g == 1) {
-                std::memcpy(to, from, panel_width * es);
-                continue;
-            }
-            for (index_t e = 0; e < panel_width; ++e) std::memcpy(to + std::size_t(e * g) * es, from + std::size_t(e * g) * es, es);
+    for (index_t dim = 0; dim < s.value_stride(); dim += panel_width) {
+        const auto from = [&](index_t j) { return sv + std::size_t(s.value_at(sp + j, dim)) * es; };
+        const auto to = [&](index_t j) { return dv + std::size_t(d.value_at(dp + j, dim)) * es; };
+        const auto one = [&](index_t j) {  // a position's 32 dims of the panel, g elements apart
+            for (index_t e = 0; e < panel_width; ++e) std::memcpy(to(j) + std::size_t(e * g) * es, from(j) + std::size_t(e * g) * es, es);
+        };
+        index_t j = 0;
+        if ((sp - dp) % g != 0) {  // the pairs do not line up: position by position
+            for (; j < count; ++j) one(j);
+            continue;
         }
+        for (; j < count && (sp + j) % g != 0; ++j) one(j);
+        const index_t whole = (count - j) / g * g;  // whole groups of positions: one contiguous run of the panel
+        if (whole > 0) std::memcpy(to(j), from(j), std::size_t(whole) * panel_width * es);
+        for (j += whole; j < count; ++j) one(j);
+    }
 }
 
 /// Per-sequence K/V store for `capacity` canvas positions: one block per layer and KV head (the
@@ -145,12 +151,10 @@ struct kv_cache {
           keys(shape.key_elements() * shape.element_size() * blocks()), values(shape.value_elements() * shape.element_size() * blocks()),
           stored(static_cast<std::size_t>(capacity_), 0) {}
 
-    /// Bytes a cache of this shape holds (64 bits, so a shape past 2^32 elements is counted).
+    /// Bytes a cache of this shape holds (in 64 bits).
     [[nodiscard]] static std::uint64_t bytes_for(index_t capacity, index_t layers, index_t kv_heads, index_t head_dim,
                                                  io::dtype element = io::dtype::f32) noexcept {
-        const kv_shape s = kv_shape::of(element, capacity, head_dim);
-        const std::uint64_t elements = std::uint64_t(s.key_dims()) * std::uint64_t(s.key_stride()) + std::uint64_t(s.positions) * std::uint64_t(s.value_stride());
-        return std::uint64_t(layers) * std::uint64_t(kv_heads) * elements * s.element_size() + std::uint64_t(capacity);
+        return std::uint64_t(layers) * std::uint64_t(kv_heads) * kv_shape::of(element, capacity, head_dim).bytes() + std::uint64_t(capacity);
     }
     [[nodiscard]] io::dtype element() const noexcept { return shape.element; }
     [[nodiscard]] std::size_t blocks() const noexcept { return std::size_t(layers) * std::size_t(kv_heads); }
