@@ -132,7 +132,7 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     const index_t d = hg.head_dim, g = t.head / (hg.heads / hg.kv_heads), rows = t.r1 - t.r0;
     index_t kmax = 0;
     for (index_t r = t.r0; r < t.r1; ++r) kmax = std::max(kmax, std::min(p.attend_end, mask.key_end(l, p.window_begin + r)));
-    const std::ptrdiff_t lds = (kmax + panel_width - 1) / panel_width * panel_width + panel_width;
+    const std::ptrdiff_t lds = round_up(kmax, panel_width) + panel_width;
     scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1));
     float* s = scratch.data();
     float* inv = s + rows * lds;  // each row's 1 / sum of weights
@@ -208,7 +208,7 @@ void attend_run(index_t rows, index_t d, const float* q, std::ptrdiff_t q_ld, co
         return;
     }
     const index_t n = ke - kb;
-    const std::ptrdiff_t lds = (n + panel_width - 1) / panel_width * panel_width + panel_width;
+    const std::ptrdiff_t lds = round_up(n, panel_width) + panel_width;
     thread_local std::vector<float, aligned_allocator<float>> scratch;
     scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1));
     float* s = scratch.data();

@@ -369,6 +369,25 @@ private:
 /// The 16-bit product for weights of `type` (f16 or bf16) on the active kernels.
 [[nodiscard]] inline const product16& product_for(io::dtype type) { return type == io::dtype::bf16 ? bf16_product() : kernels().f16; }
 
+namespace detail {
+/// A[m × k] (rows `lda` apart) packed by `pack` into `af` with `values` (floats, or bf16 bits), in
+/// this thread's buffer: valid until this thread packs again (linear packs before its parallel
+/// loop, the attention's gemm inside its task).
+inline const void* pack_for(pack_fn pack, a_format af, a_values values, index_t m, index_t k, const float* a, std::ptrdiff_t lda) {
+    thread_local std::vector<float, aligned_allocator<float>> xf;
+    thread_local std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> xh;
+    const std::size_t size = packed_a_size(m, k, af.mr, af.group);
+    if (values == a_values::bf16_bits) {
+        xh.resize(size);
+        pack(m, k, a, lda, xh.data());
+        return xh.data();
+    }
+    xf.resize(size);
+    pack(m, k, a, lda, xf.data());
+    return xf.data();
+}
+}  // namespace detail
+
 /// C[m × n] (=|+=) A[m × kdim] · B (bf16), serial: the attention's products on a bf16 K/V store
 /// (kv_cache.hpp). A (f32, rows `lda` apart: the queries or the softmax's weights) is rounded to
 /// bf16 and packed as the bf16 weights' product wants it, in this thread's buffer; the product is
@@ -377,18 +396,7 @@ inline void gemm(index_t m, index_t n, index_t kdim, const float* a, std::ptrdif
                  std::ptrdiff_t ldc, bool accumulate = false) {
     if (m <= 0 || n <= 0) return;
     const product16& p = bf16_product();
-    thread_local std::vector<float, aligned_allocator<float>> af;
-    thread_local std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> ah;
-    const std::size_t size = packed_a_size(m, kdim, p.a.mr, p.a.group);
-    void* at = nullptr;
-    if (p.values == a_values::bf16_bits) {
-        ah.resize(size);
-        at = ah.data();
-    } else {
-        af.resize(size);
-        at = af.data();
-    }
-    p.pack(m, kdim, a, lda, at);
+    const void* at = detail::pack_for(p.pack, p.a, p.values, m, kdim, a, lda);
     p.run(m, n, kdim, at, b, 0, (n + panel_width - 1) / panel_width, c, ldc, accumulate);
 }
 
@@ -432,19 +440,7 @@ inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const packed_m
     const product16* p16 = f32 ? nullptr : &product_for(w.type());
     const a_format af = f32 ? pf->a : p16->a;
     const a_values values = f32 ? a_values::f32 : p16->values;
-    thread_local std::vector<float, aligned_allocator<float>> xf;
-    thread_local std::vector<std::uint16_t, aligned_allocator<std::uint16_t>> xh;
-    const std::size_t a_size = packed_a_size(m, k, af.mr, af.group);
-    const pack_fn pack = f32 ? pf->pack : p16->pack;
-    if (values == a_values::bf16_bits) {
-        xh.resize(a_size);
-        pack(m, k, x, ldx, xh.data());
-    } else {
-        xf.resize(a_size);
-        pack(m, k, x, ldx, xf.data());
-    }
-    // The caller's buffers: inside the parallel loop, xf and xh would name each thread's own.
-    const void* a = values == a_values::bf16_bits ? static_cast<const void*>(xh.data()) : static_cast<const void*>(xf.data());
+    const void* a = detail::pack_for(f32 ? pf->pack : p16->pack, af, values, m, k, x, ldx);  // the caller's buffer, read by every thread
     const std::size_t a_bytes = values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
     const std::size_t tile_bytes = packed_a_size(af.mr, k, af.mr, af.group) * a_bytes;
     const bool chunked = k > linear_chunked_depth;
