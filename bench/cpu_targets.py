@@ -19,15 +19,21 @@ read bandwidth, never a timed test):
           bench/compare_llamacpp.sh DIR --threads 1 (goal: dlm >= 3x llama.cpp in every type)
 
 Prints a table of target, measured, goal and whether it is met, and writes every figure to
-OUT/summary.json beside the runs' own JSON and logs (OUT: build/cpu-targets). A goal stated
+OUT/summary.json beside the runs' own JSON and logs (OUT: build/cpu-targets).
+
+With --rows the big runs also take every count of --threads (e.g. 1,2; the goals are checked at
+the largest) and one whole cdlm decode each (dlm-bench-forward --decode), and OUT/rows.md gets the
+rows issue 23's "done when" asks docs/benchmarks.md for: the 8B shape in bf16, Q8_0 and Q4_K_M,
+fill, block and full at each thread count, and the whole decodes, with the commands that ran. A goal stated
 against the AMX peaks reads "no AMX" where the kernels are not amx (the % is then of the peak of
 the form that ran). Memory: the bf16 8B shape holds 16 GB; --skip-big leaves the 8B cases out.
 
     python3 bench/cpu_targets.py                       # everything but the peers (about 15 min on 2 cores)
     python3 bench/cpu_targets.py --skip-big --skip-decode --small 168M
     python3 bench/cpu_targets.py --torch build/venv-torch/bin/python --llama /path/to/llama.cpp/build
+    python3 bench/cpu_targets.py --rows --threads 1,2  # and docs/benchmarks.md's 8B rows in OUT/rows.md
 
-Other options: --threads T (2), --reps N (2), --gen N (64: decode slots, a multiple of 32), --tools DIR (the
+Other options: --threads T or a list (2), --reps N (2), --gen N (64: decode slots, a multiple of 32), --tools DIR (the
 dlm binaries: build/default), --big SHAPE, --small SHAPE (shapes the tests use to keep it short).
 """
 import argparse
@@ -48,7 +54,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=os.path.join(ROOT, "build", "cpu-targets"))
     p.add_argument("--tools", default=os.path.join(ROOT, "build", "default"))
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", default="2", help="a count, or a list such as 1,2 (goals at the largest)")
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--gen", type=int, default=64)
     p.add_argument("--big", default="llada-8b")
@@ -57,9 +63,17 @@ def parse_args():
     p.add_argument("--skip-decode", action="store_true")
     p.add_argument("--torch", metavar="PYTHON")
     p.add_argument("--llama", metavar="DIR")
+    p.add_argument("--rows", action="store_true", help="every --threads count and the whole decodes in the big runs; OUT/rows.md")
     a = p.parse_args()
-    if a.threads < 1 or a.reps < 1:
+    try:
+        a.thread_list = sorted({int(x) for x in a.threads.split(",")})
+    except ValueError:
+        p.error(f"--threads takes a count or a list of counts such as 1,2, not '{a.threads}'")
+    if a.thread_list[0] < 1 or a.reps < 1:
         p.error("--threads and --reps must be >= 1")
+    if len(a.thread_list) > 1 and not a.rows:
+        p.error("a list of --threads is for --rows (the goals take one count)")
+    a.threads = a.thread_list[-1]
     if a.gen < 32 or a.gen % 32 != 0:
         p.error(f"--gen must be a multiple of the decode's 32-slot blocks, not {a.gen}")
     return a
@@ -120,10 +134,16 @@ def small_case(a, t):
     return j["kernels"]
 
 
-def big_cases(a, t, kernels):
+def big_args(a, dtype):
+    args = ["--shape", a.big, "--dtype", dtype, "--canvas", "256", "--block", "32", "--cache", "512",
+            "--threads", ",".join(map(str, a.thread_list)), "--reps", str(a.reps)]
+    return args + ["--decode", "--gen", str(a.gen)] if a.rows else args
+
+
+def big_cases(a, t, kernels, runs):
     for dtype, goal in BLOCK_GOALS.items():
-        j = bench_forward(a, f"{a.big}-{dtype}", ["--shape", a.big, "--dtype", dtype, "--canvas", "256", "--block", "32", "--cache", "512",
-                                                  "--threads", str(a.threads), "--reps", str(a.reps)])
+        j = bench_forward(a, f"{a.big}-{dtype}", big_args(a, dtype))
+        runs[dtype] = j
         b = case(j, "block", a.threads)
         t.add(f"{a.big} {dtype} block 32 rows, {a.threads} thread(s)", f"{b['ms']:.1f} ms, floor x {b['floor_ratio']:.2f}", f"floor x <= {goal}",
               b["floor_ratio"] <= goal, case=b)
@@ -147,8 +167,9 @@ def decode_case(a, t):
         run([os.path.join(a.tools, "bench", "dlm-make-checkpoint"), "--shape", a.big, "--format", "gguf", "--type", "q4_k_m", "--out", gguf + ".part"],
             os.path.join(a.out, "make-checkpoint.log"))
         os.replace(gguf + ".part", gguf)
-    out = run([os.path.join(a.tools, "examples", "dlm-generate"), "-m", gguf, "--preset", "cdlm", "-n", str(a.gen), "--block-length", "32",
-               "-t", str(a.threads), "--stats", "-p", PROMPT], os.path.join(a.out, "decode.log"))
+    cmd = [os.path.join(a.tools, "examples", "dlm-generate"), "-m", gguf, "--preset", "cdlm", "-n", str(a.gen), "--block-length", "32",
+           "-t", str(a.threads), "--stats", "-p", PROMPT]
+    out = run(cmd, os.path.join(a.out, "decode.log"))
     m = re.search(r"cdlm: (\d+) forwards.*latency ([0-9.]+) (us|ms|s)\b", out)
     if not m:
         sys.exit("cpu_targets: dlm-generate printed no 'cdlm: N forwards ... latency' line (decode.log)")
@@ -156,6 +177,44 @@ def decode_case(a, t):
     per = float(m.group(2)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(3)] / forwards  # cli/stats.hpp's format_seconds
     t.add(f"{a.big} Q4_K_M cdlm decode, {a.threads} thread(s)", f"{per:.3f} s a forward ({forwards} forwards)", f"<= {DECODE_GOAL:.3f} s",
           per <= DECODE_GOAL, seconds_per_forward=per, forwards=forwards)
+    return {"seconds_per_forward": per, "forwards": forwards, "command": [in_root(x) for x in cmd]}
+
+
+def in_root(path):
+    """A path under the repository as the README's commands write it (relative); others as they are."""
+    rel = os.path.relpath(path, ROOT) if os.path.isabs(path) else path
+    return path if rel.startswith("..") else rel
+
+
+def seconds(s):
+    return f"{s:.3f} s" if s >= 0.1 else f"{s * 1e3:.2f} ms"
+
+
+def rows_table(a, kernels, runs, decode):
+    """docs/benchmarks.md's rows for issue 23's "done when": OUT/rows.md, and printed."""
+    bench = in_root(os.path.join(a.tools, "bench", "dlm-bench-forward"))
+    out = [f"Kernels: {kernels}. Each run's ceilings are in its JSON (`ceilings`) in {a.out}; `fill` runs once, at the largest thread count,",
+           "and the cdlm decode (dlm-bench-forward --decode: a 64-token prompt, random weights) too.", "",
+           "| weights | threads | fill 544 rows | block 32 rows | full 256 rows | cdlm decode |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for dtype, j in runs.items():
+        d = j.get("decode")
+        for th in a.thread_list:
+            c = {k: case(j, k, th) for k in ("block", "full")}
+            dec = f"{seconds(d['seconds_per_forward'])}/forward ({d['forwards']})" if d and d["threads"] == th else ""
+            fill = f"{case(j, 'fill', th)['ms']:.0f} ms, {case(j, 'fill', th)['percent_of_peak']:.1f} % of {case(j, 'fill', th)['peak']}" if th == a.threads else ""
+            out.append(f"| {dtype} | {th} | {fill} | "
+                       f"{c['block']['ms']:.1f} ms, floor x {c['block']['floor_ratio']:.2f} | "
+                       f"{c['full']['ms']:.0f} ms, {c['full']['percent_of_peak']:.1f} % of {c['full']['peak']}, floor x {c['full']['floor_ratio']:.2f} | {dec} |")
+    if decode:
+        out.append(f"| Q4_K_M file, dlm-generate | {a.threads} | | | | {seconds(decode['seconds_per_forward'])}/forward ({decode['forwards']}) |")
+    out += ["", "Commands:", "", "```sh"] + [shlex.join([bench, *big_args(a, dtype)]) for dtype in runs]
+    if decode:
+        out.append(shlex.join(decode["command"]))
+    out.append("```")
+    with open(os.path.join(a.out, "rows.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
+    print("\n" + "\n".join(out))
 
 
 def peer_cases(a, t):
@@ -179,11 +238,14 @@ def main():
     t = Table()
     print(f"issue 23's CPU targets: runs and logs in {a.out}")
     kernels = small_case(a, t)
+    runs, decode = {}, None
     if not a.skip_big:
-        big_cases(a, t, kernels)
+        big_cases(a, t, kernels, runs)
     if not a.skip_decode:
-        decode_case(a, t)
+        decode = decode_case(a, t)
     peer_cases(a, t)
+    if a.rows and runs:
+        rows_table(a, kernels, runs, decode)
     print(f"\nkernels: {kernels} (the default build's choice on this machine; issue 23 is done when it is amx)")
     t.print()
     with open(os.path.join(a.out, "summary.json"), "w") as f:

@@ -33,5 +33,12 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
                      --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets)
     set_tests_properties("bench: cpu_targets.py runs issue 23's cases and sets each against its goal" PROPERTIES LABELS "bench;unsanitized"
                          PASS_REGULAR_EXPRESSION "kernels: [a-z0-9-]+ .*tiny bf16 full 128 rows.*tiny-k bf16 block 32 rows.*floor x <= 1.3.*tiny-k q4_k_m block 32 rows.*tiny-k Q4_K_M cdlm decode.*<= 0.499 s  *(yes|no)")
+    # --rows: docs/benchmarks.md's 8B rows (every type, every thread count, the whole decodes) in rows.md.
+    add_test(NAME "bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes"
+             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/cpu_targets.py --small tiny --big tiny-k --threads 1,2 --reps 1 --gen 32
+                     --rows --skip-decode --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets-rows)
+    set_tests_properties("bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes" PROPERTIES
+                         LABELS "bench;unsanitized"
+                         PASS_REGULAR_EXPRESSION "[|] bf16 [|] 1 [|]  [|] [0-9.]+ ms, floor x [0-9.]+ [|].*[|] q8_0 [|] 2 [|] [0-9]+ ms, [0-9.]+ % of [a-z0-9-]+ [|].*[|] q4_k_m [|] 2 [|].*ms/forward [(][0-9]+[)] [|].*dlm-bench-forward --shape tiny-k --dtype q4_k_m .*--threads 1,2 .*--decode")
   endif()
 endif()
