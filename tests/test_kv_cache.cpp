@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -175,6 +176,27 @@ TEST_CASE("bf16 KV cache: half the f32 cache's bytes at head sizes of whole tile
     const kv c = m.make_kv_cache(100);
     CHECK(c.element() == io::dtype::bf16);
     CHECK(m.kv_cache_bytes(100) == c.keys.size() + c.values.size() + c.stored.size());
+}
+
+TEST_CASE("bf16 KV cache: fresh keys and values are rounded as to_bf16_daz rounds one value, ties, NaNs, infinities and subnormals included") {
+    // to_bf16_daz_n (the stores' vectorized rounding) against the scalar definition, on the bit
+    // patterns that take each branch and on pseudo-random ones.
+    std::vector<std::uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x80400000u, 0x007fffffu, 0x00800000u, 0x00807fffu,
+                                       0x3f808000u, 0x3f818000u, 0x3f817fffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u,
+                                       0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7fffffffu, 0x00008000u, 0x0000ffffu, 0x807fffffu};
+    std::uint32_t x = 12345u;
+    for (int i = 0; i < 4093; ++i) bits.push_back(x = x * 1664525u + 1013904223u);  // an odd count: the vector loop's tail too
+    std::vector<float> values(bits.size());
+    std::memcpy(values.data(), bits.data(), bits.size() * sizeof(float));
+    std::vector<std::uint16_t> got(values.size());
+    cpu::to_bf16_daz_n(values.data(), index_t(values.size()), got.data());
+    int wrong = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) wrong += got[i] != cpu::to_bf16_daz(values[i]);
+    CHECK(wrong == 0);
+    CHECK(got[14] == 0x7fc0u);  // a signalling NaN whose payload is in the low bits: quiet, not an infinity
+    CHECK(got[2] == 0x0000u);   // a subnormal: a zero
+    CHECK(got[3] == 0x8000u);   // of its sign
+    CHECK(got[20] == 0x8080u);  // unless it rounds up to the smallest normal
 }
 
 TEST_CASE("bf16 KV cache: errors name the element type and the store that is wrong") {
