@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -66,6 +67,57 @@ TEST_CASE("kernels: an f32 product reading A in place gives the bits of the pack
                                 CHECK(std::abs(rows_c[static_cast<std::size_t>(r * ldc + j)] - want) < 1e-4);
                             }
                         }
+    }
+}
+
+TEST_CASE("kernels: a bf16 product reading A rounded in place gives the bits of the packed product, for keys and values alike") {
+    // product16::run_rows on A that round_rows rounded (bf16 bits for vdpbf16ps, bf16 values as
+    // floats for the FMA form), against the packed product of the same A: odd depths (A padded with
+    // a zero to the pair), ragged row tiles and partial panels, with and without accumulating.
+    for (isa i : runnable_isas()) {
+        const isa_scope on(i);
+        for (const product16* p : {&kernels().bf16, &kernels().bf16_alt}) {
+            if (p->run_rows == nullptr) continue;
+            for (const index_t m : {1, 5, 9, 32})
+                for (const index_t n : {1, 64, 100})
+                    for (const index_t k : {1, 7, 64, 301})
+                        for (const bool values : {false, true})
+                            for (const bool accumulate : {false, true}) {
+                                CAPTURE(isa_name(i));
+                                CAPTURE(p->name);
+                                CAPTURE(m);
+                                CAPTURE(n);
+                                CAPTURE(k);
+                                CAPTURE(values);
+                                CAPTURE(accumulate);
+                                const index_t panels = (n + panel_width - 1) / panel_width, kp = k + k % 2;
+                                const std::ptrdiff_t lda = k + 3, ldr = kp + 4, key_ld = panels * panel_width + 6;
+                                const std::vector<float> a = random_values(static_cast<std::size_t>(m * lda), 21);
+                                // B in bf16 pairs: values (each panel's rows side by side) or keys (panels side by side, rows key_ld apart).
+                                std::vector<std::uint16_t> b(values ? static_cast<std::size_t>(panels * kp * panel_width) : static_cast<std::size_t>(kp * key_ld));
+                                const std::vector<float> bf = random_values(b.size(), 22);
+                                for (std::size_t e = 0; e < b.size(); ++e) b[e] = to_bf16_daz(bf[e]);
+                                const panel_view16 bv = values ? panel_view16{b.data(), kp * panel_width, 2 * panel_width}
+                                                               : panel_view16{b.data(), 2 * panel_width, key_ld};
+                                const std::ptrdiff_t ldc = n + 2;
+                                const std::vector<float> c0 = random_values(static_cast<std::size_t>(m * ldc), 23);
+                                std::vector<float> packed_c = c0, rows_c = c0;
+                                const bool bits = p->values == a_values::bf16_bits;
+                                std::vector<float, aligned_allocator<float>> packed(packed_a_size(m, k, p->a.mr, p->a.group));
+                                p->pack(m, k, a.data(), lda, packed.data());
+                                p->run(m, n, k, packed.data(), bv, 0, panels, packed_c.data(), ldc, accumulate);
+                                std::vector<float> rounded(static_cast<std::size_t>(m * ldr), 1.0f);  // a pad left at 1 would show
+                                round_rows(p->values, m, k, a.data(), lda, rounded.data(), ldr);
+                                p->run_rows(m, n, k, rounded.data(), ldr, bv, 0, panels, rows_c.data(), ldc, accumulate);
+                                CHECK(same_bits(packed_c, rows_c));
+                                if (bits) continue;
+                                int wrong = 0;  // floats: each the bf16 value of A's, then the pad's zero
+                                for (index_t r = 0; r < m; ++r)
+                                    for (index_t t = 0; t < kp; ++t)
+                                        wrong += rounded[std::size_t(r * ldr + t)] != (t < k ? io::bf16_to_f32(to_bf16_daz(a[std::size_t(r * lda + t)])) : 0.0f);
+                                CHECK(wrong == 0);
+                            }
+        }
     }
 }
 

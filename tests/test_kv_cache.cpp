@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -197,6 +198,25 @@ TEST_CASE("bf16 KV cache: fresh keys and values are rounded as to_bf16_daz round
     CHECK(got[2] == 0x0000u);   // a subnormal: a zero
     CHECK(got[3] == 0x8000u);   // of its sign
     CHECK(got[20] == 0x8080u);  // unless it rounds up to the smallest normal
+    // The kernels' vector form (kernel_table::round_bf16: the attention's queries and weights), as
+    // bits and as the floats they hold, on every instruction set this CPU runs.
+    for (const cpu::isa_info& info : cpu::isa_list) {
+        if (static_cast<int>(info.id) > static_cast<int>(cpu::detect_isa())) continue;
+        CAPTURE(info.name);
+        cpu::set_isa(info.id);
+        std::vector<std::uint16_t> h(values.size());
+        std::vector<float> f(values.size());
+        cpu::kernels().round_bf16(values.data(), index_t(values.size()), h.data(), cpu::a_values::bf16_bits);
+        cpu::kernels().round_bf16(values.data(), index_t(values.size()), f.data(), cpu::a_values::bf16_f32);
+        int wrong_bits = 0, wrong_floats = 0;
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            wrong_bits += h[i] != got[i];
+            wrong_floats += std::bit_cast<std::uint32_t>(f[i]) != std::uint32_t{got[i]} << 16;
+        }
+        CHECK(wrong_bits == 0);
+        CHECK(wrong_floats == 0);
+    }
+    cpu::set_isa(cpu::detect_isa());
 }
 
 TEST_CASE("bf16 KV cache: errors name the element type and the store that is wrong") {

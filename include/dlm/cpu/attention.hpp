@@ -52,6 +52,29 @@ struct key_range {
     index_t begin = 0, end = 0;
 };
 
+/// One row of masked_exp_rows (below): the n scores at sr, the row's allowed keys `keys` (by value, so
+/// that the stores into sr cannot touch what a predicate reads); inv its 1 / sum.
+template <class Keys>
+void masked_exp_row(float* sr, index_t n, float scale, Keys keys, const kernel_table& kt, float& inv) {
+    constexpr float masked = -std::numeric_limits<float>::infinity();
+    index_t b = 0, e = n;
+    if constexpr (std::is_same_v<Keys, key_range>) {
+        b = std::clamp<index_t>(keys.begin, 0, n);
+        e = std::clamp<index_t>(keys.end, b, n);
+        std::fill(sr, sr + b, 0.0f);
+        std::fill(sr + e, sr + n, 0.0f);
+    } else {
+        for (index_t k = 0; k < n; ++k) sr[k] = keys(k) ? sr[k] : masked;  // a select, not a branch
+    }
+    const float mx = kt.scale_max(sr + b, e - b, scale);  // masked stays -inf
+    if (mx == masked) {                                   // no key allowed: output zero
+        std::fill(sr + b, sr + e, 0.0f);
+        inv = 0.0f;
+        return;
+    }
+    inv = 1.0f / kt.exp_shifted_sum(sr + b, e - b, mx);
+}
+
 /// Scores of `rows` query rows (row r at s + r·lds, n each) become their unnormalized attention
 /// weights: the allowed keys' scores times `scale`, then exp(score − the row's max) by the kernel
 /// table; a key not allowed gets weight 0. row_keys(r) gives row r's allowed keys: a key_range
@@ -60,31 +83,20 @@ struct key_range {
 /// the row's keys start in `s`: a row alone and among rows whose keys start elsewhere, or its range
 /// and its masked row, sum alike), or 0 for a row with no key allowed (its weights all zeros). The
 /// one softmax of every CPU attention: the output rows are the weighted values times inv
-/// (`scale_output_rows`), one product per output element instead of one per weight.
+/// (`scale_output_rows`), one product per output element instead of one per weight. row_done(r) is
+/// called once row r's weights are final, while they are still in L1 (a bf16 store rounds them then).
+template <class RowKeys, class RowDone>
+void masked_exp_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowKeys&& row_keys, const kernel_table& kt,
+                     float* inv, RowDone&& row_done) {
+    for (index_t r = 0; r < rows; ++r) {
+        masked_exp_row(s + r * lds, n, scale, row_keys(r), kt, inv[r]);
+        row_done(r);
+    }
+}
 template <class RowKeys>
 void masked_exp_rows(float* s, std::ptrdiff_t lds, index_t rows, index_t n, float scale, RowKeys&& row_keys, const kernel_table& kt,
                      float* inv) {
-    constexpr float masked = -std::numeric_limits<float>::infinity();
-    for (index_t r = 0; r < rows; ++r) {
-        float* sr = s + r * lds;
-        index_t b = 0, e = n;
-        const auto keys = row_keys(r);
-        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(keys)>, key_range>) {
-            b = std::clamp<index_t>(keys.begin, 0, n);
-            e = std::clamp<index_t>(keys.end, b, n);
-            std::fill(sr, sr + b, 0.0f);
-            std::fill(sr + e, sr + n, 0.0f);
-        } else {
-            for (index_t k = 0; k < n; ++k) sr[k] = keys(k) ? sr[k] : masked;  // a select, not a branch
-        }
-        const float mx = kt.scale_max(sr + b, e - b, scale);  // masked stays -inf
-        if (mx == masked) {                                   // no key allowed: output zero
-            std::fill(sr + b, sr + e, 0.0f);
-            inv[r] = 0.0f;
-            continue;
-        }
-        inv[r] = 1.0f / kt.exp_shifted_sum(sr + b, e - b, mx);
-    }
+    masked_exp_rows(s, lds, rows, n, scale, row_keys, kt, inv, [](index_t) {});
 }
 
 /// out row r (d floats at out + r·out_ld) *= inv[r]: the softmax's normalization (masked_exp_rows).
@@ -121,6 +133,39 @@ void with_views(const key_chunk& ch, F&& f) {
     }
 }
 
+/// The attention's A operand, the queries and then the softmax's weights (`a`, rows `lda` apart), for
+/// the product with one chunk's keys or values: read in place on an f32 store; on a bf16 store
+/// rounded once per task into `rounded` (round_rows), which the product form reads in place
+/// (product16::run_rows), or, where the form has none (amx-bf16), rounded and packed per chunk by
+/// gemm(). The same rounded values either way, so the same bits; the rounding's cost is paid once,
+/// not once per chunk, and without the packers' transposes.
+struct attention_operand {
+    const float* a;
+    std::ptrdiff_t lda;
+    const product16* form = nullptr;  ///< the bf16 form with run_rows, or nullptr: packed per chunk
+    void* rounded = nullptr;
+    std::ptrdiff_t ld = 0;  ///< rounded's row stride, elements
+
+    /// Rounds rows [r0, r0 + m) of A's columns [0, k) into `rounded` (a bf16 store with run_rows only).
+    void round(index_t r0, index_t m, index_t k) const {
+        if (!form) return;
+        const std::size_t es = form->values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
+        round_rows(form->values, m, k, a + r0 * lda, lda, static_cast<std::byte*>(rounded) + std::size_t(r0 * ld) * es, ld);
+    }
+    /// C (=|+=) A[:, col, col + k) · B.
+    void product(index_t m, index_t n, index_t k, index_t col, const panel_view& b, float* c, std::ptrdiff_t ldc, bool acc) const {
+        gemm(m, n, k, a + col, lda, b, c, ldc, acc);
+    }
+    void product(index_t m, index_t n, index_t k, index_t col, const panel_view16& b, float* c, std::ptrdiff_t ldc, bool acc) const {
+        if (!form) return gemm(m, n, k, a + col, lda, b, c, ldc, acc);
+        if (m <= 0 || n <= 0) return;
+        if (col % 2 != 0) throw contract_error("cpu::attend: a bf16 chunk starts at key " + std::to_string(col) + ", inside a k-group of 2");
+        const std::size_t es = form->values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
+        form->run_rows(m, n, k, static_cast<const std::byte*>(rounded) + std::size_t(col) * es, ld, b, 0, (n + panel_width - 1) / panel_width, c, ldc,
+                       acc);
+    }
+};
+
 /// Runs the attention of one task: rows of `qkv` hold post-RoPE queries; writes the head's output
 /// into `out`. `scratch` is this thread's buffer for the scores. Keys and values come from the
 /// window's block and the cache's in their element type (bf16: the queries and the softmax's
@@ -133,9 +178,13 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     index_t kmax = 0;
     for (index_t r = t.r0; r < t.r1; ++r) kmax = std::max(kmax, std::min(p.attend_end, mask.key_end(l, p.window_begin + r)));
     const std::ptrdiff_t lds = round_up(kmax, panel_width) + panel_width;
-    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1));
+    // A bf16 store whose product form reads A in place: the rounded queries, then weights, after the scores.
+    const product16* form = w.blocks.shape.element == io::dtype::bf16 && bf16_product().run_rows ? &bf16_product() : nullptr;
+    const std::ptrdiff_t ldr = form ? std::max<std::ptrdiff_t>(lds, round_up(d, panel_width)) : 0;
+    scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1 + ldr));
     float* s = scratch.data();
     float* inv = s + rows * lds;  // each row's 1 / sum of weights
+    float* rounded = inv + rows;  // bf16 bits use half of each row
 
     // Key sources in position order: cache before the window's block, the block, cache after it.
     key_chunk chunks[3];
@@ -155,10 +204,11 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     if (cache) add(we, kmax, cached, cache->block(layer, g));
 
     // Scores: S[r][k] = q_r · k_k.
-    const float* q = qkv + t.r0 * hg.qkv_ld + t.head * d;
+    const attention_operand q{qkv + t.r0 * hg.qkv_ld + t.head * d, hg.qkv_ld, form, rounded, ldr};
+    q.round(0, rows, d);
     for (int c = 0; c < n_chunks; ++c) {
         const key_chunk& ch = chunks[c];
-        with_views(ch, [&](const auto& keys, const auto&) { gemm(rows, ch.end - ch.begin, d, q, hg.qkv_ld, keys, s + ch.begin, lds); });
+        with_views(ch, [&](const auto& keys, const auto&) { q.product(rows, ch.end - ch.begin, d, 0, keys, s + ch.begin, lds, false); });
     }
 
     // Mask, scale and softmax.
@@ -174,13 +224,14 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
             return [mask, l, qpos, kend](index_t k) { return k < kend && mask.allowed(l, qpos, k); };
         }
     };
-    masked_exp_rows(s, lds, rows, kmax, scale, row_keys, kt, inv);
+    const attention_operand weights{s, lds, form, rounded, ldr};
+    masked_exp_rows(s, lds, rows, kmax, scale, row_keys, kt, inv, [&](index_t r) { weights.round(r, 1, kmax); });
 
     // Output: O[r] = inv[r] · Σ_k P[r][k] v_k, keys in order across the chunks.
     float* o = out + t.r0 * hg.out_ld + t.head * d;
     for (int c = 0; c < n_chunks; ++c) {
         const key_chunk& ch = chunks[c];
-        with_views(ch, [&](const auto&, const auto& values) { gemm(rows, d, ch.end - ch.begin, s + ch.begin, lds, values, o, hg.out_ld, c > 0); });
+        with_views(ch, [&](const auto&, const auto& values) { weights.product(rows, d, ch.end - ch.begin, ch.begin, values, o, hg.out_ld, c > 0); });
     }
     if (n_chunks == 0)
         for (index_t r = 0; r < rows; ++r) std::fill_n(o + r * hg.out_ld, d, 0.0f);

@@ -388,6 +388,22 @@ inline const void* pack_for(pack_fn pack, a_format af, a_values values, index_t 
 }
 }  // namespace detail
 
+/// A[m × k] (rows `lda` apart) rounded to bf16 as `values` say, into `out`, rows `ld` elements apart
+/// (bf16 bits: 16-bit elements; bf16_f32: floats holding the bf16 values), each row padded with a
+/// zero to a whole k-group of 2: what product16::run_rows reads in place. The values the packers of
+/// the same form store (to_bf16_daz), so the products' bits are those of packed A.
+inline void round_rows(a_values values, index_t m, index_t k, const float* a, std::ptrdiff_t lda, void* out, std::ptrdiff_t ld) noexcept {
+    const kernel_table& kt = kernels();
+    const bool bits = values == a_values::bf16_bits;
+    for (index_t r = 0; r < m; ++r) {
+        kt.round_bf16(a + r * lda, k, bits ? static_cast<void*>(static_cast<std::uint16_t*>(out) + r * ld) : static_cast<float*>(out) + r * ld,
+                      values);
+        if (k % 2 == 0) continue;
+        if (bits) static_cast<std::uint16_t*>(out)[r * ld + k] = 0;
+        else static_cast<float*>(out)[r * ld + k] = 0.0f;
+    }
+}
+
 /// C[m × n] (=|+=) A[m × kdim] · B (bf16), serial: the attention's products on a bf16 K/V store
 /// (kv_cache.hpp). A (f32, rows `lda` apart: the queries or the softmax's weights) is rounded to
 /// bf16 and packed as the bf16 weights' product wants it, in this thread's buffer; the product is

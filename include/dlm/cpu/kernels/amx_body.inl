@@ -530,11 +530,12 @@ inline constexpr kernel_table table{isa_id,
                                     base::lanes,
                                     base::table.f32,
                                     base::table.f16,
-                                    {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16},
-                                    {"none", {}, a_values::bf16_bits, nullptr, nullptr},
+                                    {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16, nullptr},
+                                    {"none", {}, a_values::bf16_bits, nullptr, nullptr, nullptr},
                                     {"amx-int8", {tile_m, 64}, &base::quantize_rows<tile_m>, &gemm_quant},
                                     base::table.exp_shifted, base::table.exp_shifted_sum, base::table.scale_max,
-                                    base::table.silu_gate};
+                                    base::table.silu_gate,
+                                    base::table.round_bf16};
 
 // The names were the includer's for this file only.
 #undef DLM_TILE_LOAD

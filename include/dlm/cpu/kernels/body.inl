@@ -18,8 +18,9 @@
 // accumulator over k in order, so its value never depends on the tile, the panel range or m.
 //
 // A comes packed (gemm.hpp, pack_a): tiles of MR rows, k-major, so that a step of the micro kernel
-// reads MR consecutive values (or pairs) instead of MR rows a whole row apart; or, for f32 values
-// only, in place (a_layout::rows: the attention's products, whose A is used once per panel).
+// reads MR consecutive values (or pairs) instead of MR rows a whole row apart; or in place
+// (a_layout::rows: the attention's products, whose A is used once per panel), its values already
+// as the operand takes them (f32, or rounded to bf16 by the caller: gemm.hpp, round_rows).
 
 /// v with lane i taken from lane i ^ W (a butterfly step of a reduction), for 4, 8 or 16 lanes.
 /// (Index lists written out: nvcc's front end, which reads the headers vector_ops.inl is part of,
@@ -100,20 +101,21 @@ template <class B, int Group>
 inline constexpr int prefetch_lines = sub_width * Group * static_cast<int>(sizeof(B)) > 64 ? sub_width * Group * static_cast<int>(sizeof(B)) / 64 : 1;
 
 /// Where a micro kernel reads A: `packed` in tiles (pack.hpp), or `rows` in place, rows `lda`
-/// apart (f32 values only: nothing to convert, and a product that uses its A once per panel of B,
-/// as the attention's do, spends less on reading A in place than on packing it).
+/// elements apart (a product that uses its A once per panel of B, as the attention's do, spends less
+/// on reading A in place than on packing it). In place, A holds what the operand takes: f32 values,
+/// bf16 values as floats (operand::bf16), or bf16 bits (operand::bf16_dot), k padded with zeros to
+/// a whole group.
 enum class a_layout { packed, rows };
 
 /// C[MR × n_valid] (=|+=) A[MR × steps·group] · B[steps·group × sub_width]. A `packed` in tiles of
 /// `tile` rows (MR of which are used): the group of row r at step t is at a[(t · tile + r) · group];
-/// or in `rows`, `tile` elements apart: element t of row r at a[r · tile + t]. The same products in
-/// the same order either way. Step t also prefetches the prefetch_lines lines from pf + t · pf_step
+/// or in `rows`, `tile` elements apart: the group of row r at step t at a[r · tile + t · group]. The
+/// same products in the same order either way. Step t also prefetches the prefetch_lines lines from pf + t · pf_step
 /// into L2 (a share of the next block of B: gemm_panels).
 template <operand K, int MR, a_layout A = a_layout::packed>
 inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a, std::ptrdiff_t tile,
                          const typename operand_traits<K>::b_t* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, int n_valid,
                          bool accumulate, const char* pf, std::ptrdiff_t pf_step) noexcept {
-    static_assert(A == a_layout::packed || K == operand::f32, "only f32 values are read in place; the others are packed as they are converted");
     vfloat acc0[MR], acc1[MR];
     const bool full = n_valid == sub_width;
     const int n0 = n_valid < lanes ? n_valid : lanes, n1 = n_valid > lanes ? n_valid - lanes : 0;
@@ -132,14 +134,16 @@ inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a
     constexpr int g = operand_traits<K>::group;
     for (index_t t = 0; t < steps; ++t) {
         const auto* bt = b + t * ldb;
-        const auto* at = A == a_layout::rows ? a + t : a + t * tile * g;
+        const auto* at = A == a_layout::rows ? a + t * g : a + t * tile * g;
+        constexpr bool in_place = A == a_layout::rows;  // row r's group at at + r · tile, else at + r · g
 #pragma GCC unroll 4
         for (int l = 0; l < prefetch_lines<typename operand_traits<K>::b_t, g>; ++l) __builtin_prefetch(pf + t * pf_step + 64 * l, 0, 2);
         if constexpr (K == operand::bf16) {
             const b16_split b0 = load_b16_split(bt), b1 = load_b16_split(bt + 2 * lanes);
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {  // odd first, then even: vdpbf16ps's order
-                const vfloat ae = vbroadcast(at[2 * r]), ao = vbroadcast(at[2 * r + 1]);
+                const auto* ar = at + (in_place ? r * tile : 2 * r);
+                const vfloat ae = vbroadcast(ar[0]), ao = vbroadcast(ar[1]);
                 acc0[r] = vfma(ae, b0.even, vfma(ao, b0.odd, acc0[r]));
                 acc1[r] = vfma(ae, b1.even, vfma(ao, b1.odd, acc1[r]));
             }
@@ -148,7 +152,7 @@ inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a
             const b16_t b0 = load_b16(bt), b1 = load_b16(bt + 2 * lanes);
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
-                const a16_t ar = bcast_a16(at + 2 * r);
+                const a16_t ar = bcast_a16(at + (in_place ? r * tile : 2 * r));
                 acc0[r] = dot2(acc0[r], ar, b0);
                 acc1[r] = dot2(acc1[r], ar, b1);
             }
@@ -164,7 +168,7 @@ inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a
             }
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
-                const vfloat ar = vbroadcast(at[A == a_layout::rows ? r * tile : r]);
+                const vfloat ar = vbroadcast(at[in_place ? r * tile : r]);
                 acc0[r] = vfma(ar, b0, acc0[r]);
                 acc1[r] = vfma(ar, b1, acc1[r]);
             }
@@ -312,6 +316,12 @@ inline void gemm16(index_t m, index_t n, index_t k, const void* a, const panel_v
     gemm_panels<K>(m, n, k, static_cast<const typename operand_traits<K>::a_t*>(a), 0, b.data, b.panel_stride, b.ldb, p0, p1, c, ldc,
                    accumulate);
 }
+template <operand K>
+inline void gemm16_rows(index_t m, index_t n, index_t k, const void* a, std::ptrdiff_t lda, const panel_view16& b, index_t p0, index_t p1,
+                        float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    gemm_panels<K, a_layout::rows>(m, n, k, static_cast<const typename operand_traits<K>::a_t*>(a), lda, b.data, b.panel_stride, b.ldb, p0,
+                                   p1, c, ldc, accumulate);
+}
 
 inline void exp_shifted(float* x, index_t n, float shift) noexcept {
     index_t i = 0;
@@ -387,6 +397,31 @@ inline constexpr a_format a_format_of{operand_traits<K>::mr, operand_traits<K>::
 
 #include "pack_body.inl"
 
+/// kernel_table::round_bf16: `lanes` values at a time through pack_body.inl's bf16_daz, the tail by
+/// pack.hpp's to_bf16_daz (the same bits).
+inline void round_bf16(const float* x, index_t n, void* out, a_values values) noexcept {
+    using vu32 = std::uint32_t __attribute__((vector_size(lanes * sizeof(float))));
+    using vu16 = std::uint16_t __attribute__((vector_size(lanes * sizeof(std::uint16_t))));
+    const bool bits = values == a_values::bf16_bits;
+    index_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+        vu32 h;
+        bf16_daz(x + i, h);
+        if (bits) {
+            const vu16 h16 = __builtin_convertvector(h, vu16);
+            std::memcpy(static_cast<std::uint16_t*>(out) + i, &h16, sizeof h16);
+        } else {
+            h <<= 16;
+            std::memcpy(static_cast<float*>(out) + i, &h, sizeof h);
+        }
+    }
+    for (; i < n; ++i) {
+        const std::uint16_t h = to_bf16_daz(x[i]);
+        if (bits) static_cast<std::uint16_t*>(out)[i] = h;
+        else static_cast<float*>(out)[i] = io::bf16_to_f32(h);
+    }
+}
+
 /// A packed as operand K wants it, its values converted by Convert (pack.hpp): by transposes in
 /// registers (pack_body.inl), the same elements as pack.hpp's scalar pack_a.
 template <operand K, class Convert>
@@ -405,16 +440,19 @@ inline void pack_operand(index_t m, index_t k, const float* a, std::ptrdiff_t ld
 inline constexpr f32_product f32_entry{"fma", a_format_of<operand::f32>, &pack_operand<operand::f32, detail::identity>, &gemm_f32,
                                      &gemm_f32_rows};
 inline constexpr product16 f16_entry{"fma", a_format_of<operand::f16>, a_values::f32, &pack_operand<operand::f16, detail::identity>,
-                                     &gemm16<operand::f16>};
+                                     &gemm16<operand::f16>, nullptr};
 inline constexpr product16 bf16_fma_entry{"fma", a_format_of<operand::bf16>, a_values::bf16_f32,
-                                          &pack_operand<operand::bf16, detail::bf16_value>, &gemm16<operand::bf16>};
+                                          &pack_operand<operand::bf16, detail::bf16_value>, &gemm16<operand::bf16>,
+                                          &gemm16_rows<operand::bf16>};
 #if defined(DLM_KERNEL_BF16_DOT)
 inline constexpr product16 bf16_dot_entry{"vdpbf16ps", a_format_of<operand::bf16_dot>, a_values::bf16_bits,
-                                          &pack_operand<operand::bf16_dot, detail::bf16_bits>, &gemm16<operand::bf16_dot>};
+                                          &pack_operand<operand::bf16_dot, detail::bf16_bits>, &gemm16<operand::bf16_dot>,
+                                          &gemm16_rows<operand::bf16_dot>};
 #else
-inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullptr, nullptr};
+inline constexpr product16 bf16_dot_entry{"none", {}, a_values::bf16_bits, nullptr, nullptr, nullptr};
 #endif
 inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows<mr_q>, &gemm_quant};
 
 inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry,  f16_entry, bf16_fma_entry,
-                                    bf16_dot_entry, quant_entry, &exp_shifted, &exp_shifted_sum, &scale_max, &silu_gate};
+                                    bf16_dot_entry, quant_entry, &exp_shifted, &exp_shifted_sum, &scale_max, &silu_gate,
+                                    &round_bf16};

@@ -94,6 +94,10 @@ using gemm_f32_rows_fn = void (*)(index_t m, index_t n, index_t k, const float* 
 /// The same with B 16-bit; A as the entry's a_values say (floats or bf16 bits).
 using gemm16_fn = void (*)(index_t m, index_t n, index_t k, const void* a, const panel_view16& b, index_t p0, index_t p1, float* c,
                            std::ptrdiff_t ldc, bool accumulate) noexcept;
+/// The same with A in place, rows `lda` elements apart, its values already as the entry's a_values
+/// say (bf16 bits, or floats holding bf16 values) and k padded with zeros to a whole k-group.
+using gemm16_rows_fn = void (*)(index_t m, index_t n, index_t k, const void* a, std::ptrdiff_t lda, const panel_view16& b, index_t p0,
+                                index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept;
 /// C[m × n] = A · Wᵀ for tile columns [g0, g1) of block-quantized W (n rows), A quantized per row
 /// and block (quant/layout.hpp) in the entry's a_format (group in bytes).
 using gemm_quant_fn = void (*)(index_t m, index_t n, const quant::activation_view& a, const quant::tile_view& b, index_t g0, index_t g1,
@@ -125,6 +129,10 @@ struct product16 {
     a_values values;
     pack_fn pack;
     gemm16_fn run;  ///< nullptr where the instruction set lacks this form
+    /// `run` reading A in place (the attention's products on a bf16 K/V store, whose A is rounded
+    /// once per task: gemm.hpp, round_rows); nullptr where the form packs A regardless (amx-bf16,
+    /// whose tiles take 32 of k at a time, and f16 weights).
+    gemm16_rows_fn run_rows = nullptr;
 };
 struct quant_product {
     const char* name;  ///< "vpdpbusd", "vpmaddubsw", "amx-int8", ...
@@ -164,6 +172,9 @@ struct kernel_table {
     float (*scale_max)(float* x, index_t n, float scale) noexcept;
     /// out[i] = silu(gate[i]) · up[i] for i in [0, n).
     void (*silu_gate)(const float* gate, const float* up, float* out, index_t n) noexcept;
+    /// out[i] = to_bf16_daz(x[i]) for i in [0, n): bf16 bits (a_values::bf16_bits) or the floats they
+    /// hold (bf16_f32). A product16::run_rows operand (gemm.hpp, round_rows).
+    void (*round_bf16)(const float* x, index_t n, void* out, a_values values) noexcept;
 };
 
 }  // namespace dlm::cpu
