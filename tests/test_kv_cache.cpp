@@ -179,8 +179,9 @@ TEST_CASE("bf16 KV cache: half the f32 cache's bytes at head sizes of whole tile
     CHECK(m.kv_cache_bytes(100) == c.keys.size() + c.values.size() + c.stored.size());
 }
 
-TEST_CASE("bf16 KV cache: fresh keys and values are rounded as to_bf16_daz rounds one value, ties, NaNs, infinities and subnormals included") {
-    // to_bf16_daz_n (the stores' vectorized rounding) against the scalar definition, on the bit
+TEST_CASE("bf16 KV cache: keys, values and the attention's operands are rounded as to_bf16_daz rounds one value, ties, NaNs, infinities and subnormals included, on every instruction set") {
+    // kernel_table::round_bf16 (the stores of fresh keys and values, the attention's queries and
+    // weights) against the scalar definition, as bits and as the floats they hold, on the bit
     // patterns that take each branch and on pseudo-random ones.
     std::vector<std::uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x80400000u, 0x007fffffu, 0x00800000u, 0x00807fffu,
                                        0x3f808000u, 0x3f818000u, 0x3f817fffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u,
@@ -189,17 +190,12 @@ TEST_CASE("bf16 KV cache: fresh keys and values are rounded as to_bf16_daz round
     for (int i = 0; i < 4093; ++i) bits.push_back(x = x * 1664525u + 1013904223u);  // an odd count: the vector loop's tail too
     std::vector<float> values(bits.size());
     std::memcpy(values.data(), bits.data(), bits.size() * sizeof(float));
-    std::vector<std::uint16_t> got(values.size());
-    cpu::to_bf16_daz_n(values.data(), index_t(values.size()), got.data());
-    int wrong = 0;
-    for (std::size_t i = 0; i < values.size(); ++i) wrong += got[i] != cpu::to_bf16_daz(values[i]);
-    CHECK(wrong == 0);
-    CHECK(got[14] == 0x7fc0u);  // a signalling NaN whose payload is in the low bits: quiet, not an infinity
-    CHECK(got[2] == 0x0000u);   // a subnormal: a zero
-    CHECK(got[3] == 0x8000u);   // of its sign
-    CHECK(got[20] == 0x8080u);  // unless it rounds up to the smallest normal
-    // The kernels' vector form (kernel_table::round_bf16: the attention's queries and weights), as
-    // bits and as the floats they hold, on every instruction set this CPU runs.
+    std::vector<std::uint16_t> want(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) want[i] = cpu::to_bf16_daz(values[i]);
+    CHECK(want[14] == 0x7fc0u);  // a signalling NaN whose payload is in the low bits: quiet, not an infinity
+    CHECK(want[2] == 0x0000u);   // a subnormal: a zero
+    CHECK(want[3] == 0x8000u);   // of its sign
+    CHECK(want[20] == 0x8080u);  // unless it rounds up to the smallest normal
     for (const cpu::isa_info& info : cpu::isa_list) {
         if (static_cast<int>(info.id) > static_cast<int>(cpu::detect_isa())) continue;
         CAPTURE(info.name);
@@ -210,8 +206,8 @@ TEST_CASE("bf16 KV cache: fresh keys and values are rounded as to_bf16_daz round
         cpu::kernels().round_bf16(values.data(), index_t(values.size()), f.data(), cpu::a_values::bf16_f32);
         int wrong_bits = 0, wrong_floats = 0;
         for (std::size_t i = 0; i < values.size(); ++i) {
-            wrong_bits += h[i] != got[i];
-            wrong_floats += std::bit_cast<std::uint32_t>(f[i]) != std::uint32_t{got[i]} << 16;
+            wrong_bits += h[i] != want[i];
+            wrong_floats += std::bit_cast<std::uint32_t>(f[i]) != std::uint32_t{want[i]} << 16;
         }
         CHECK(wrong_bits == 0);
         CHECK(wrong_floats == 0);

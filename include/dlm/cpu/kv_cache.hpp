@@ -33,6 +33,7 @@
 #include "../io/dtype.hpp"
 #include "../model/concept.hpp"
 #include "../model/request_check.hpp"
+#include "dispatch.hpp"
 #include "kernels/pack.hpp"
 #include "kernels/table.hpp"
 #include "simd.hpp"
@@ -254,7 +255,7 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
     const index_t d = hg.head_dim;
     const float* k_src = qkv_rows + hg.q_dim() + g * d;
     const float* v_src = qkv_rows + hg.q_dim() + hg.kv_dim() + g * d;
-    // A position's keys and values converted as one run (to_bf16_daz_n vectorizes), then stored by
+    // A position's keys and values converted as one run (the kernels' round_bf16), then stored by
     // key_at and value_at with the group G a constant (no division per element). Element by element
     // through to_bf16_daz and a run-time group, the stores took 2.3 % of a bf16-cache forward of the
     // 168M shape (dlm-bench-forward --kv bf16 --cache 2048, perf).
@@ -271,8 +272,8 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
                 const float* kr = k_src + j * hg.qkv_ld + i0;
                 const float* vr = v_src + j * hg.qkv_ld + i0;
                 if constexpr (G == 2) {
-                    to_bf16_daz_n(kr, n, kc);
-                    to_bf16_daz_n(vr, n, vc);
+                    kernels().round_bf16(kr, n, kc, a_values::bf16_bits);
+                    kernels().round_bf16(vr, n, vc, a_values::bf16_bits);
                 } else {
                     std::copy_n(kr, n, kc);
                     std::copy_n(vr, n, vc);

@@ -110,8 +110,8 @@ enum class a_layout { packed, rows };
 /// C[MR × n_valid] (=|+=) A[MR × steps·group] · B[steps·group × sub_width]. A `packed` in tiles of
 /// `tile` rows (MR of which are used): the group of row r at step t is at a[(t · tile + r) · group];
 /// or in `rows`, `tile` elements apart: the group of row r at step t at a[r · tile + t · group]. The
-/// same products in the same order either way. Step t also prefetches the prefetch_lines lines from pf + t · pf_step
-/// into L2 (a share of the next block of B: gemm_panels).
+/// same products in the same order either way. Step t also prefetches the prefetch_lines lines from
+/// pf + t · pf_step into L2 (a share of the next block of B: gemm_panels).
 template <operand K, int MR, a_layout A = a_layout::packed>
 inline void micro_kernel(index_t steps, const typename operand_traits<K>::a_t* a, std::ptrdiff_t tile,
                          const typename operand_traits<K>::b_t* b, std::ptrdiff_t ldb, float* c, std::ptrdiff_t ldc, int n_valid,

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,17 +22,6 @@ namespace dlm::cpu {
 [[nodiscard]] constexpr std::uint16_t to_bf16_daz(float x) noexcept {
     const std::uint16_t h = io::f32_to_bf16(x);
     return (h & 0x7f80u) == 0 ? static_cast<std::uint16_t>(h & 0x8000u) : h;
-}
-
-/// to_bf16_daz of x[0, n) into out, written without branches so that the compiler vectorizes it on
-/// any target (the KV cache's stores of fresh keys and values: kv_cache.hpp). The same bits.
-inline void to_bf16_daz_n(const float* x, index_t n, std::uint16_t* out) noexcept {
-    for (index_t i = 0; i < n; ++i) {
-        const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
-        const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        const std::uint32_t h = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded;  // a NaN, quieted
-        out[i] = static_cast<std::uint16_t>((h & 0x7f80u) == 0 ? h & 0x8000u : h);             // no exponent: a signed zero
-    }
 }
 
 /// Elements of A[m × k] packed in tiles of `mr` rows and k-groups of `group`.

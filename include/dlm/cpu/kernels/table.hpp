@@ -173,7 +173,7 @@ struct kernel_table {
     /// out[i] = silu(gate[i]) · up[i] for i in [0, n).
     void (*silu_gate)(const float* gate, const float* up, float* out, index_t n) noexcept;
     /// out[i] = to_bf16_daz(x[i]) for i in [0, n): bf16 bits (a_values::bf16_bits) or the floats they
-    /// hold (bf16_f32). A product16::run_rows operand (gemm.hpp, round_rows).
+    /// hold (bf16_f32): a product16::run_rows operand (gemm.hpp, round_rows), a bf16 cache's keys and values (kv_cache.hpp).
     void (*round_bf16)(const float* x, index_t n, void* out, a_values values) noexcept;
 };
 
