@@ -146,11 +146,14 @@ struct attention_operand {
     void* rounded = nullptr;
     std::ptrdiff_t ld = 0;  ///< rounded's row stride, elements
 
+    /// Element (r, col) of `rounded` (bf16 bits or floats, as the form's values are).
+    [[nodiscard]] std::byte* rounded_at(index_t r, index_t col) const {
+        const std::size_t es = form->values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
+        return static_cast<std::byte*>(rounded) + std::size_t(r * ld + col) * es;
+    }
     /// Rounds rows [r0, r0 + m) of A's columns [0, k) into `rounded` (a bf16 store with run_rows only).
     void round(index_t r0, index_t m, index_t k) const {
-        if (!form) return;
-        const std::size_t es = form->values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
-        round_rows(form->values, m, k, a + r0 * lda, lda, static_cast<std::byte*>(rounded) + std::size_t(r0 * ld) * es, ld);
+        if (form) round_rows(form->values, m, k, a + r0 * lda, lda, rounded_at(r0, 0), ld);
     }
     /// C (=|+=) A[:, col, col + k) · B.
     void product(index_t m, index_t n, index_t k, index_t col, const panel_view& b, float* c, std::ptrdiff_t ldc, bool acc) const {
@@ -160,9 +163,7 @@ struct attention_operand {
         if (!form) return gemm(m, n, k, a + col, lda, b, c, ldc, acc);
         if (m <= 0 || n <= 0) return;
         if (col % 2 != 0) throw contract_error("cpu::attend: a bf16 chunk starts at key " + std::to_string(col) + ", inside a k-group of 2");
-        const std::size_t es = form->values == a_values::bf16_bits ? sizeof(std::uint16_t) : sizeof(float);
-        form->run_rows(m, n, k, static_cast<const std::byte*>(rounded) + std::size_t(col) * es, ld, b, 0, (n + panel_width - 1) / panel_width, c, ldc,
-                       acc);
+        form->run_rows(m, n, k, rounded_at(0, col), ld, b, 0, (n + panel_width - 1) / panel_width, c, ldc, acc);
     }
 };
 
@@ -179,7 +180,8 @@ void attend(const Mask& mask, const canvas_layout& l, const forward_plan& p, con
     for (index_t r = t.r0; r < t.r1; ++r) kmax = std::max(kmax, std::min(p.attend_end, mask.key_end(l, p.window_begin + r)));
     const std::ptrdiff_t lds = round_up(kmax, panel_width) + panel_width;
     // A bf16 store whose product form reads A in place: the rounded queries, then weights, after the scores.
-    const product16* form = w.blocks.shape.element == io::dtype::bf16 && bf16_product().run_rows ? &bf16_product() : nullptr;
+    const product16& bf16 = bf16_product();
+    const product16* form = w.blocks.shape.element == io::dtype::bf16 && bf16.run_rows ? &bf16 : nullptr;
     const std::ptrdiff_t ldr = form ? std::max<std::ptrdiff_t>(lds, round_up(d, panel_width)) : 0;
     scratch.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(lds + 1 + ldr));
     float* s = scratch.data();

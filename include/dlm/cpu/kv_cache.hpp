@@ -261,7 +261,8 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
     // 168M shape (dlm-bench-forward --kv bf16 --cache 2048, perf).
     const auto fill = [&]<class E, int G>(E* kt, E* v, std::integral_constant<int, G>) {
         constexpr index_t run = 64;
-        E kc[run], vc[run];
+        E kc[run], vc[run];  // bf16: a run's rounded keys and values (f32 is stored as it is)
+        const kernel_table& kt_ = kernels();
         const std::ptrdiff_t key_ldb = s.key_ldb(), value_panel = s.value_panel_stride();
         for (index_t j = 0; j < w.end - w.begin; ++j) {
             const index_t p = w.begin + j - w.blocks.origin;
@@ -271,15 +272,19 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
                 const index_t n = std::min(run, d - i0);
                 const float* kr = k_src + j * hg.qkv_ld + i0;
                 const float* vr = v_src + j * hg.qkv_ld + i0;
+                const E* kin = nullptr;
+                const E* vin = nullptr;
                 if constexpr (G == 2) {
-                    kernels().round_bf16(kr, n, kc, a_values::bf16_bits);
-                    kernels().round_bf16(vr, n, vc, a_values::bf16_bits);
+                    kt_.round_bf16(kr, n, kc, a_values::bf16_bits);
+                    kt_.round_bf16(vr, n, vc, a_values::bf16_bits);
+                    kin = kc;
+                    vin = vc;
                 } else {
-                    std::copy_n(kr, n, kc);
-                    std::copy_n(vr, n, vc);
+                    kin = kr;
+                    vin = vr;
                 }
-                for (index_t i = i0; i < i0 + n; ++i) kp[(i / G) * key_ldb + i % G] = kc[i - i0];
-                for (index_t i = i0; i < i0 + n; ++i) vp[(i / panel_width) * value_panel + (i % panel_width) * G] = vc[i - i0];
+                for (index_t i = i0; i < i0 + n; ++i) kp[(i / G) * key_ldb + i % G] = kin[i - i0];
+                for (index_t i = i0; i < i0 + n; ++i) vp[(i / panel_width) * value_panel + (i % panel_width) * G] = vin[i - i0];
             }
         }
     };
