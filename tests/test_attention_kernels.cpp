@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include <dlm/cpu/attention.hpp>
@@ -71,19 +73,20 @@ TEST_CASE("kernels: an f32 product reading A in place gives the bits of the pack
 }
 
 TEST_CASE("kernels: a bf16 product reading A rounded in place gives the bits of the packed product, for keys and values alike") {
-    // product16::run_rows on A that round_rows rounded (bf16 bits for vdpbf16ps, bf16 values as
-    // floats for the FMA form), against the packed product of the same A: odd depths (A padded with
-    // a zero to the pair), ragged row tiles and partial panels, with and without accumulating.
-    for (isa i : runnable_isas()) {
-        const isa_scope on(i);
+    // product16::run_rows on A that round_rows rounded (bf16 bits for vdpbf16ps and amx-bf16, bf16
+    // values as floats for the FMA form), against the packed product of the same A: odd depths (A
+    // padded with a zero to the pair), depths past a tile step of 32 and an AMX pass of 1024, ragged
+    // row tiles (6 or 8 rows; AMX's 16) and partial panels, with and without accumulating. Past each
+    // row's pad and past the last row, the rounded buffer holds NaNs: a product reading them fails.
+    dlm_test::for_each_path([](std::string_view path) {
         for (const product16* p : {&kernels().bf16, &kernels().bf16_alt}) {
             if (p->run_rows == nullptr) continue;
-            for (const index_t m : {1, 5, 9, 32})
+            for (const index_t m : {1, 5, 9, 16, 32, 37})
                 for (const index_t n : {1, 64, 100})
-                    for (const index_t k : {1, 7, 64, 301})
+                    for (const index_t k : {1, 7, 64, 301, 1090})
                         for (const bool values : {false, true})
                             for (const bool accumulate : {false, true}) {
-                                CAPTURE(isa_name(i));
+                                CAPTURE(path);
                                 CAPTURE(p->name);
                                 CAPTURE(m);
                                 CAPTURE(n);
@@ -91,13 +94,14 @@ TEST_CASE("kernels: a bf16 product reading A rounded in place gives the bits of 
                                 CAPTURE(values);
                                 CAPTURE(accumulate);
                                 const index_t panels = (n + panel_width - 1) / panel_width, kp = k + k % 2;
+                                const index_t kb = round_up(kp, 32);  // B's depth: amx-bf16's panels are padded to a tile step
                                 const std::ptrdiff_t lda = k + 3, ldr = kp + 4, key_ld = panels * panel_width + 6;
                                 const std::vector<float> a = random_values(static_cast<std::size_t>(m * lda), 21);
                                 // B in bf16 pairs: values (each panel's rows side by side) or keys (panels side by side, rows key_ld apart).
-                                std::vector<std::uint16_t> b(values ? static_cast<std::size_t>(panels * kp * panel_width) : static_cast<std::size_t>(kp * key_ld));
+                                std::vector<std::uint16_t> b(values ? static_cast<std::size_t>(panels * kb * panel_width) : static_cast<std::size_t>(kb * key_ld));
                                 const std::vector<float> bf = random_values(b.size(), 22);
                                 for (std::size_t e = 0; e < b.size(); ++e) b[e] = to_bf16_daz(bf[e]);
-                                const panel_view16 bv = values ? panel_view16{b.data(), kp * panel_width, 2 * panel_width}
+                                const panel_view16 bv = values ? panel_view16{b.data(), kb * panel_width, 2 * panel_width}
                                                                : panel_view16{b.data(), 2 * panel_width, key_ld};
                                 const std::ptrdiff_t ldc = n + 2;
                                 const std::vector<float> c0 = random_values(static_cast<std::size_t>(m * ldc), 23);
@@ -106,7 +110,9 @@ TEST_CASE("kernels: a bf16 product reading A rounded in place gives the bits of 
                                 std::vector<float, aligned_allocator<float>> packed(packed_a_size(m, k, p->a.mr, p->a.group));
                                 p->pack(m, k, a.data(), lda, packed.data());
                                 p->run(m, n, k, packed.data(), bv, 0, panels, packed_c.data(), ldc, accumulate);
-                                std::vector<float> rounded(static_cast<std::size_t>(m * ldr), 1.0f);  // a pad left at 1 would show
+                                // m rows of ldr elements (bits: two in a float), NaN wherever round_rows writes nothing (as
+                                // a float and as either bf16 half).
+                                std::vector<float> rounded(static_cast<std::size_t>(bits ? (m * ldr + 1) / 2 : m * ldr), std::bit_cast<float>(0x7fc07fc0u));
                                 round_rows(p->values, m, k, a.data(), lda, rounded.data(), ldr);
                                 p->run_rows(m, n, k, rounded.data(), ldr, bv, 0, panels, rows_c.data(), ldc, accumulate);
                                 CHECK(same_bits(packed_c, rows_c));
@@ -118,7 +124,7 @@ TEST_CASE("kernels: a bf16 product reading A rounded in place gives the bits of 
                                 CHECK(wrong == 0);
                             }
         }
-    }
+    });
 }
 
 TEST_CASE("kernels: the softmax's scale_max scales each score and returns the largest, the same bits on every path") {

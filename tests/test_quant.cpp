@@ -19,7 +19,7 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/mask/masks.hpp>
 
-#include "support/amx_model.hpp"
+#include "support/kernel_testing.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_quant {
@@ -131,23 +131,7 @@ namespace {
 
 using cpu::runnable_isas;
 
-/// Runs `check(name)` on every path the CPU has, each made the active kernels in turn, and, where
-/// the CPU has no AMX but AVX-512 BF16, once more on the AMX kernels over the model of the tile
-/// instructions (support/amx_model.cpp, "amx (tile model)"); then the CPU's best again.
-template <class F>
-void for_each_path(F&& check) {
-    for (cpu::isa path : runnable_isas()) {
-        cpu::set_isa(path);
-        check(cpu::isa_name(path));
-    }
-    cpu::set_isa(cpu::detect_isa());
-#if defined(__x86_64__)
-    if (cpu::detect_isa() != cpu::isa::amx && dlm_test::amx_model::runnable()) {
-        const dlm_test::amx_model::scope on;
-        check("amx (tile model)");
-    }
-#endif
-}
+using dlm_test::for_each_path;
 
 struct quant_case {
     cpu::quant::matrix w;

@@ -136,9 +136,9 @@ void with_views(const key_chunk& ch, F&& f) {
 /// The attention's A operand, the queries and then the softmax's weights (`a`, rows `lda` apart), for
 /// the product with one chunk's keys or values: read in place on an f32 store; on a bf16 store
 /// rounded once per task into `rounded` (round_rows), which the product form reads in place
-/// (product16::run_rows), or, where the form has none (amx-bf16), rounded and packed per chunk by
-/// gemm(). The same rounded values either way, so the same bits; the rounding's cost is paid once,
-/// not once per chunk, and without the packers' transposes.
+/// (product16::run_rows), or, where the form has none, rounded and packed per chunk by gemm(). The
+/// same rounded values either way, so the same bits; the rounding's cost is paid once, not once per
+/// chunk, and without the packers' transposes.
 struct attention_operand {
     const float* a;
     std::ptrdiff_t lda;

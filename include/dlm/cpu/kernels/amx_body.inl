@@ -148,26 +148,39 @@ inline void bf16_c_out(const c_block& b) noexcept {
             for (int h = 0; h < 2; ++h) copy_tile_out(b.tile(i, h), b.at(i, h), b.ldc, b.rows_of(i), b.cols_of(h));
 }
 
-/// C block (NA row tiles × one panel) (=|+=) `steps` tile steps: A tiles at a (the next row tile
-/// a_tile elements on, a step 512 elements on), B the panel's pair rows at b (ldb elements apart).
-/// Step t also prefetches the bytes [pf + t·pf_step, pf + (t + 1)·pf_step) into L2: a share of the
-/// next block of B, which would otherwise come from DRAM one tile row at a time.
+/// Where a bf16 product's A tiles are: packed (pack_bf16: a row tile's steps 512 elements apart,
+/// rows 64 bytes apart) or bf16 rows read in place (rows `ld` elements apart, a step 32 on).
+struct a_tiles {
+    const std::uint16_t* a;
+    std::ptrdiff_t tile;    ///< elements from a row tile to the next
+    std::ptrdiff_t step;    ///< elements from a step of 32 of k to the next
+    std::ptrdiff_t stride;  ///< bytes from a row to the next
+    [[nodiscard]] static a_tiles packed(const std::uint16_t* a, index_t steps) noexcept {
+        return {a, static_cast<std::ptrdiff_t>(tile_m) * steps * bf16_step_k, tile_m * bf16_step_k, 64};
+    }
+    [[nodiscard]] static a_tiles rows(const std::uint16_t* a, std::ptrdiff_t ld) noexcept { return {a, tile_m * ld, bf16_step_k, 2 * ld}; }
+    [[nodiscard]] const std::uint16_t* at(index_t i, index_t t) const noexcept { return a + i * tile + t * step; }
+};
+
+/// C block (NA row tiles from row tile i × one panel) (=|+=) steps [s0, s0 + steps) of A and of
+/// B's pair rows at b (the panel's step s0, ldb elements apart). Step t also prefetches the bytes
+/// [pf + t·pf_step, pf + (t + 1)·pf_step) into L2: a share of the next block of B, which would
+/// otherwise come from DRAM one tile row at a time.
 template <int NA>
-inline void bf16_block(index_t steps, const std::uint16_t* a, std::ptrdiff_t a_tile, const std::uint16_t* b, std::ptrdiff_t ldb,
-                       const c_block& cb, bool load, const char* pf, std::ptrdiff_t pf_step) noexcept {
+inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, const std::uint16_t* b, std::ptrdiff_t ldb, const c_block& cb,
+                       bool load, const char* pf, std::ptrdiff_t pf_step) noexcept {
     bf16_c_in<NA>(cb, load);
     const std::ptrdiff_t b_stride = ldb * 2;
     for (index_t t = 0; t < steps; ++t) {
-        const std::uint16_t* at = a + t * tile_m * bf16_step_k;
         const std::uint16_t* bt = b + t * (bf16_step_k / 2) * ldb;
         for (std::ptrdiff_t off = 0; off < pf_step; off += 64) _mm_prefetch(pf + t * pf_step + off, _MM_HINT_T1);
         DLM_TILE_LOAD(6, bt, b_stride);
         DLM_TILE_LOAD(7, bt + 2 * tile_m, b_stride);
-        DLM_TILE_LOAD(4, at, 64);
+        DLM_TILE_LOAD(4, a.at(i, s0 + t), a.stride);
         DLM_TDPBF16PS(0, 4, 6);
         DLM_TDPBF16PS(1, 4, 7);
         if constexpr (NA == 2) {
-            DLM_TILE_LOAD(5, at + a_tile, 64);
+            DLM_TILE_LOAD(5, a.at(i + 1, s0 + t), a.stride);
             DLM_TDPBF16PS(2, 5, 6);
             DLM_TDPBF16PS(3, 5, 7);
         }
@@ -175,15 +188,11 @@ inline void bf16_block(index_t steps, const std::uint16_t* a, std::ptrdiff_t a_t
     bf16_c_out<NA>(cb);
 }
 
-/// C[m × n] (=|+=) A · B over panels [p0, p1): A bf16 bits in tiles of 16 rows × 32 of k, B the
-/// bf16 panels (k padded with zeros to a multiple of 32, table.hpp).
-inline void gemm_bf16(index_t m, index_t n, index_t k, const void* av, const panel_view16& b, index_t p0, index_t p1, float* c,
-                      std::ptrdiff_t ldc, bool accumulate) noexcept {
-    if (m <= 0) return;
-    DLM_TILE_CONFIG(bf16_config);
-    const auto* a = static_cast<const std::uint16_t*>(av);
-    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k, tiles = (m + tile_m - 1) / tile_m;
-    const std::ptrdiff_t a_tile = static_cast<std::ptrdiff_t>(tile_m) * steps * bf16_step_k;
+/// C[m × n] (=|+=) A · B over panels [p0, p1), `steps` steps of 32 of k (the tiles configured by the
+/// caller): passes of bf16_pass_steps over each panel's row tiles, C through memory between them.
+inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, const panel_view16& b, index_t p0, index_t p1, float* c,
+                        std::ptrdiff_t ldc, bool accumulate) noexcept {
+    const index_t tiles = (m + tile_m - 1) / tile_m;
     float* scratch = c_scratch();
     index_t s0 = 0;
     do {  // once for k == 0, so C is still zeroed
@@ -208,14 +217,69 @@ inline void gemm_bf16(index_t m, index_t n, index_t k, const void* av, const pan
             for (index_t i = 0; i < tiles; i += 2) {
                 const c_block cb{c + i * tile_m * ldc + col, ldc, static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m)),
                                  static_cast<int>(std::min<index_t>(panel_width, n - col)), scratch};
-                const std::uint16_t* ai = a + i * a_tile + s0 * tile_m * bf16_step_k;
                 const char* pfi = pf != nullptr ? pf + (i / 2) * share : nullptr;
-                if (tiles - i >= 2) bf16_block<2>(sn, ai, a_tile, panel, b.ldb, cb, load, pfi, pf_step);
-                else bf16_block<1>(sn, ai, a_tile, panel, b.ldb, cb, load, pfi, pf_step);
+                if (tiles - i >= 2) bf16_block<2>(sn, a, i, s0, panel, b.ldb, cb, load, pfi, pf_step);
+                else bf16_block<1>(sn, a, i, s0, panel, b.ldb, cb, load, pfi, pf_step);
             }
         }
         s0 += sn;
     } while (s0 < steps);
+}
+
+/// C[m × n] (=|+=) A · B over panels [p0, p1): A bf16 bits in tiles of 16 rows × 32 of k, B the
+/// bf16 panels (k padded with zeros to a multiple of 32, table.hpp).
+inline void gemm_bf16(index_t m, index_t n, index_t k, const void* av, const panel_view16& b, index_t p0, index_t p1, float* c,
+                      std::ptrdiff_t ldc, bool accumulate) noexcept {
+    if (m <= 0) return;
+    DLM_TILE_CONFIG(bf16_config);
+    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k;
+    bf16_panels(m, n, steps, a_tiles::packed(static_cast<const std::uint16_t*>(av), steps), b, p0, p1, c, ldc, accumulate);
+}
+
+/// Rows [0, m) of bf16 rows a (lda apart), columns [0, k), in pack_bf16's layout at `out`: rows past
+/// m and k past its end zero. gemm_bf16_rows packs at most edge_elements: a row tile's pass, or the
+/// last step of edge_elements / 32 rows.
+inline constexpr index_t edge_elements = tile_m * bf16_pass_steps * bf16_step_k;
+inline void pack_bf16_edge(index_t m, index_t k, const std::uint16_t* a, std::ptrdiff_t lda, std::uint16_t* out) noexcept {
+    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k, tiles = (m + tile_m - 1) / tile_m;
+    for (index_t i = 0; i < tiles; ++i)
+        for (index_t t = 0; t < steps; ++t)
+            for (index_t r = 0; r < tile_m; ++r) {
+                std::uint16_t* dst = out + ((i * steps + t) * tile_m + r) * bf16_step_k;
+                const index_t row = i * tile_m + r, cols = row < m ? std::min(bf16_step_k, k - t * bf16_step_k) : 0;
+                if (cols > 0) std::memcpy(dst, a + row * lda + t * bf16_step_k, static_cast<std::size_t>(cols) * sizeof(std::uint16_t));
+                std::memset(dst + cols, 0, static_cast<std::size_t>(bf16_step_k - cols) * sizeof(std::uint16_t));
+            }
+}
+
+/// gemm_bf16 with A's bf16 bits in place (product16::run_rows: rows lda elements apart, round_rows).
+/// Whole tiles load straight from the rows; the edges a tile would read past (the last step's
+/// columns past k, a last row tile of fewer than 16 rows) go through pack_bf16's layout in a
+/// buffer of this thread, which zeroes what lies beyond them. Each edge is a pass of its own,
+/// ending where gemm_bf16's passes end or after the last step: C passes through memory between
+/// steps as f32, exactly, so the bits are those of gemm_bf16 on the packed A.
+inline void gemm_bf16_rows(index_t m, index_t n, index_t k, const void* av, std::ptrdiff_t lda, const panel_view16& b, index_t p0,
+                           index_t p1, float* c, std::ptrdiff_t ldc, bool accumulate) noexcept {
+    if (m <= 0) return;
+    DLM_TILE_CONFIG(bf16_config);
+    alignas(64) static thread_local std::uint16_t edge[edge_elements];  // 32 KB
+    const auto* a = static_cast<const std::uint16_t*>(av);
+    const index_t whole_m = m / tile_m * tile_m, whole_steps = k / bf16_step_k, whole_k = whole_steps * bf16_step_k;
+    if (whole_m > 0 && (whole_steps > 0 || k == 0)) bf16_panels(whole_m, n, whole_steps, a_tiles::rows(a, lda), b, p0, p1, c, ldc, accumulate);
+    const panel_view16 tail_b{b.data + whole_k / 2 * b.ldb, b.panel_stride, b.ldb};
+    constexpr index_t tail_rows = edge_elements / bf16_step_k;
+    for (index_t r = 0; r < whole_m && whole_k < k; r += tail_rows) {  // the last step of the whole row tiles
+        const index_t rows = std::min(tail_rows, whole_m - r);
+        pack_bf16_edge(rows, k - whole_k, a + r * lda + whole_k, lda, edge);
+        bf16_panels(rows, n, 1, a_tiles::packed(edge, 1), tail_b, p0, p1, c + r * ldc, ldc, accumulate || whole_k > 0);
+    }
+    const index_t steps = (k + bf16_step_k - 1) / bf16_step_k;
+    for (index_t s0 = 0; whole_m < m && (s0 < steps || s0 == 0); s0 += bf16_pass_steps) {  // the last row tile, a pass at a time
+        const index_t sn = std::min(bf16_pass_steps, steps - s0);
+        pack_bf16_edge(m - whole_m, std::min(k - s0 * bf16_step_k, sn * bf16_step_k), a + whole_m * lda + s0 * bf16_step_k, lda, edge);
+        const panel_view16 pass_b{b.data + s0 * (bf16_step_k / 2) * b.ldb, b.panel_stride, b.ldb};
+        bf16_panels(m - whole_m, n, sn, a_tiles::packed(edge, sn), pass_b, p0, p1, c + whole_m * ldc, ldc, accumulate || s0 > 0);
+    }
 }
 
 // ---- GGUF blocks -----------------------------------------------------------------------------
@@ -530,7 +594,7 @@ inline constexpr kernel_table table{isa_id,
                                     base::lanes,
                                     base::table.f32,
                                     base::table.f16,
-                                    {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16, nullptr},
+                                    {"amx-bf16", {tile_m, static_cast<int>(bf16_step_k)}, a_values::bf16_bits, &pack_bf16, &gemm_bf16, &gemm_bf16_rows},
                                     {"none", {}, a_values::bf16_bits, nullptr, nullptr, nullptr},
                                     {"amx-int8", {tile_m, 64}, &base::quantize_rows<tile_m>, &gemm_quant},
                                     base::table.exp_shifted, base::table.exp_shifted_sum, base::table.scale_max,

@@ -130,8 +130,9 @@ struct product16 {
     pack_fn pack;
     gemm16_fn run;  ///< nullptr where the instruction set lacks this form
     /// `run` reading A in place (the attention's products on a bf16 K/V store, whose A is rounded
-    /// once per task: gemm.hpp, round_rows); nullptr where the form packs A regardless (amx-bf16,
-    /// whose tiles take 32 of k at a time, and f16 weights).
+    /// once per task: gemm.hpp, round_rows), the bits of `run`; nullptr where the form packs A
+    /// regardless (f16 weights). amx-bf16 loads whole tiles from the rows and packs only the edges a
+    /// tile would read past (amx_body.inl, gemm_bf16_rows).
     gemm16_rows_fn run_rows = nullptr;
 };
 struct quant_product {
