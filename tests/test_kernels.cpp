@@ -240,7 +240,8 @@ TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 ro
     // pairs, odd k for a half pair), values with every special case of the bf16 rounding.
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const float specials[] = {nan, -nan, inf, -inf, 0.0f, -0.0f, 1e-40f, -1e-40f, 1.00390625f, 1.01171875f, 1.0f + 0x1p-8f + 0x1p-20f,
-                              std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), 1.1754942e-38f};
+                              std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), 1.1754942e-38f,
+                              std::bit_cast<float>(0x807f8000u), std::bit_cast<float>(0x007f7fffu)};
     const std::uint32_t signalling = 0x7f800001u;
     for (const index_t m : {1, 5, 8, 9, 19})
         for (const index_t k : {1, 3, 8, 15, 16, 17, 33, 70}) {

@@ -185,7 +185,8 @@ TEST_CASE("bf16 KV cache: keys, values and the attention's operands are rounded 
     // patterns that take each branch and on pseudo-random ones.
     std::vector<std::uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x80400000u, 0x007fffffu, 0x00800000u, 0x00807fffu,
                                        0x3f808000u, 0x3f818000u, 0x3f817fffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u,
-                                       0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7fffffffu, 0x00008000u, 0x0000ffffu, 0x807fffffu};
+                                       0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7fffffffu, 0x00008000u, 0x0000ffffu, 0x807fffffu,
+                                       0x007f8000u, 0x807f7fffu, 0x007f8001u, 0x807f0000u};
     std::uint32_t x = 12345u;
     for (int i = 0; i < 4093; ++i) bits.push_back(x = x * 1664525u + 1013904223u);  // an odd count: the vector loop's tail too
     std::vector<float> values(bits.size());
@@ -196,6 +197,8 @@ TEST_CASE("bf16 KV cache: keys, values and the attention's operands are rounded 
     CHECK(want[2] == 0x0000u);   // a subnormal: a zero
     CHECK(want[3] == 0x8000u);   // of its sign
     CHECK(want[20] == 0x8080u);  // unless it rounds up to the smallest normal
+    CHECK(want[21] == 0x0080u);  // from the tie at 0x007f8000 up
+    CHECK(want[22] == 0x8000u);  // and not from just below it
     for (const cpu::isa_info& info : cpu::isa_list) {
         if (static_cast<int>(info.id) > static_cast<int>(cpu::detect_isa())) continue;
         CAPTURE(info.name);

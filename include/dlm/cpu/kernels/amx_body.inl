@@ -54,23 +54,6 @@ inline constexpr tile_config bf16_config = make_config(64, 16);
 /// what L1 saves; /tmp-style sweeps in docs/benchmarks.md, "AMX".)
 inline constexpr index_t bf16_step_k = 32, bf16_pass_steps = 32;
 
-/// to_bf16_daz (pack.hpp) of 16 floats: round to nearest even, NaN kept quiet, results without an
-/// exponent (subnormal or zero) to a signed zero, the same bits as the scalar function. (In AVX-512
-/// mask registers: packing 128 × 1024 took 0.023 ms against 0.031 ms through pack_body.inl's
-/// generic bf16_daz, measured on a Zen 4.)
-[[nodiscard]] inline __m256i bf16_daz16(const float* x) noexcept {
-    const __m512i u = _mm512_loadu_si512(x);
-    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000), man_mask = _mm512_set1_epi32(0x007fffff);
-    const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, exp_mask), exp_mask) &
-                          _mm512_test_epi32_mask(u, man_mask);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-    h = _mm512_mask_mov_epi32(h, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
-    const __mmask16 no_exp = _mm512_testn_epi32_mask(h, _mm512_set1_epi32(0x7f80));
-    h = _mm512_mask_and_epi32(h, no_exp, h, _mm512_set1_epi32(0x8000));
-    return _mm512_cvtepi32_epi16(h);
-}
-
 /// Row tile `tile` of pack_bf16's output: a function of its own, so that the OpenMP region calling it
 /// keeps this file's target (clang outlines a parallel region into a function without it).
 inline void pack_bf16_tile(index_t tile, index_t m, index_t k, const float* a, std::ptrdiff_t lda, std::uint16_t* o) noexcept {
@@ -84,8 +67,8 @@ inline void pack_bf16_tile(index_t tile, index_t m, index_t k, const float* a, s
                 std::memset(dst, 0, bf16_step_k * sizeof(std::uint16_t));
             } else if (t < full) {
                 const float* src = a + row * lda + t * bf16_step_k;
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bf16_daz16(src));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), bf16_daz16(src + 16));
+                base::bf16_daz16(src, dst);  // vcvtneps2bf16 and its fix-up (avx512_bf16.hpp)
+                base::bf16_daz16(src + 16, dst + 16);
             } else {
                 for (index_t e = 0; e < bf16_step_k; ++e) {
                     const index_t col = t * bf16_step_k + e;

@@ -43,9 +43,24 @@ using b16_t = __m512i;
 
 #include "vnni_ops.inl"
 
+/// to_bf16_daz (pack.hpp) of the 16 floats at x, stored as bf16 bits at out: vcvtneps2bf16 rounds
+/// to nearest even, keeps a NaN and makes it quiet, and takes a subnormal input as a zero of its
+/// sign, as to_bf16_daz does, except that to_bf16_daz rounds a subnormal before it flushes the
+/// result: magnitudes in [0x007f8000, 0x007fffff] round up to the smallest normal, which the one
+/// fix-up sets. (pack_body.inl's generic bf16_daz is the definition on the other paths.)
+inline void bf16_daz16(const float* x, std::uint16_t* out) noexcept {
+    const __m512 v = _mm512_loadu_ps(x);
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 to_normal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(0x007f8000)), _mm512_set1_epi32(0x8000));
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_mask_mov_epi16(h, to_normal, _mm256_or_si256(h, _mm256_set1_epi16(0x0080))));
+}
+#define DLM_KERNEL_BF16_CONVERT 1
+
 #define DLM_KERNEL_BF16_DOT 1
 #include "body.inl"
 #undef DLM_KERNEL_BF16_DOT
+#undef DLM_KERNEL_BF16_CONVERT
 
 }  // namespace dlm::cpu::kernels_avx512_bf16
 

@@ -397,13 +397,28 @@ inline constexpr a_format a_format_of{operand_traits<K>::mr, operand_traits<K>::
 
 #include "pack_body.inl"
 
-/// kernel_table::round_bf16: `lanes` values at a time through pack_body.inl's bf16_daz, the tail by
-/// pack.hpp's to_bf16_daz (the same bits).
+/// kernel_table::round_bf16: 16 values at a time through the instruction set's conversion where it
+/// has one (DLM_KERNEL_BF16_CONVERT: bf16_daz16), else `lanes` at a time through pack_body.inl's
+/// bf16_daz; the tail by pack.hpp's to_bf16_daz (the same bits).
 inline void round_bf16(const float* x, index_t n, void* out, a_values values) noexcept {
-    using vu32 = std::uint32_t __attribute__((vector_size(lanes * sizeof(float))));
-    using vu16 = std::uint16_t __attribute__((vector_size(lanes * sizeof(std::uint16_t))));
     const bool bits = values == a_values::bf16_bits;
     index_t i = 0;
+#if defined(DLM_KERNEL_BF16_CONVERT)
+    using vu16 = std::uint16_t __attribute__((vector_size(16 * sizeof(std::uint16_t))));
+    using vu32 = std::uint32_t __attribute__((vector_size(16 * sizeof(std::uint32_t))));
+    for (; i + 16 <= n; i += 16) {
+        if (bits) {
+            bf16_daz16(x + i, static_cast<std::uint16_t*>(out) + i);
+            continue;
+        }
+        vu16 h;
+        bf16_daz16(x + i, reinterpret_cast<std::uint16_t*>(&h));
+        const vu32 f = __builtin_convertvector(h, vu32) << 16;
+        std::memcpy(static_cast<float*>(out) + i, &f, sizeof f);
+    }
+#else
+    using vu32 = std::uint32_t __attribute__((vector_size(lanes * sizeof(float))));
+    using vu16 = std::uint16_t __attribute__((vector_size(lanes * sizeof(std::uint16_t))));
     for (; i + lanes <= n; i += lanes) {
         vu32 h;
         bf16_daz(x + i, h);
@@ -415,6 +430,7 @@ inline void round_bf16(const float* x, index_t n, void* out, a_values values) no
             std::memcpy(static_cast<float*>(out) + i, &h, sizeof h);
         }
     }
+#endif
     for (; i < n; ++i) {
         const std::uint16_t h = to_bf16_daz(x[i]);
         if (bits) static_cast<std::uint16_t*>(out)[i] = h;

@@ -118,10 +118,15 @@ inline void pack_words(index_t m, index_t k, const float* a, std::ptrdiff_t lda,
             if constexpr (As == packed_as::f32) {
                 std::memcpy(&w, x + j0, sizeof w);
             } else if constexpr (As == packed_as::bf16_bits) {  // 8 pairs from 16 floats
+#if defined(DLM_KERNEL_BF16_CONVERT)
+                static_assert(sizeof(w) == 16 * sizeof(std::uint16_t), "a square of bf16 pairs is what the instruction set converts at once");
+                bf16_daz16(x + 2 * j0, reinterpret_cast<std::uint16_t*>(&w));
+#else
                 words<std::uint32_t> h0, h1;
                 bf16_daz(x + 2 * j0, h0);
                 bf16_daz(x + 2 * j0 + 8, h1);
                 w = __builtin_shufflevector(h0, h1, 0, 2, 4, 6, 8, 10, 12, 14) | __builtin_shufflevector(h0, h1, 1, 3, 5, 7, 9, 11, 13, 15) << 16;
+#endif
             } else {  // 4 pairs of floats from 8: element 2j in word j's low half
                 words<std::uint32_t> h;
                 bf16_daz(x + 2 * j0, h);
