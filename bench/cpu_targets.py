@@ -15,8 +15,10 @@ read bandwidth, never a timed test):
           10x fewer than the 4.99 s issue 23 started from)
   torch   with --torch PYTHON (a venv's python with torch: scripts/setup-torch-venv.sh):
           bench/compare_torch.py --threads 1 (goal: dlm >= 2x PyTorch's bf16 forward)
-  llama   with --llama DIR (a llama.cpp build made outside the repository):
-          bench/compare_llamacpp.sh DIR --threads 1 (goal: dlm >= 3x llama.cpp in every type)
+  llama   with --llama DIR (a llama.cpp build made outside dlm's sources: scripts/build-llamacpp.sh
+          makes the one docs/benchmarks.md measured, with its AMX kernels where the CPU has tiles,
+          and prints DIR): bench/compare_llamacpp.sh DIR --threads 1 (goal: dlm >= 3x llama.cpp in
+          every type)
 
 Prints a table of target, measured, goal and whether it is met, and writes every figure to
 OUT/summary.json beside the runs' own JSON and logs (OUT: build/cpu-targets).
@@ -30,7 +32,7 @@ the form that ran). Memory: the bf16 8B shape holds 16 GB; --skip-big leaves the
 
     python3 bench/cpu_targets.py                       # everything but the peers (about 15 min on 2 cores)
     python3 bench/cpu_targets.py --skip-big --skip-decode --small 168M
-    python3 bench/cpu_targets.py --torch build/venv-torch/bin/python --llama /path/to/llama.cpp/build
+    python3 bench/cpu_targets.py --torch build/venv-torch/bin/python --llama "$(scripts/build-llamacpp.sh)"
     python3 bench/cpu_targets.py --rows --threads 1,2  # and docs/benchmarks.md's 8B rows in OUT/rows.md
 
 Other options: --threads T or a list (2), --reps N (2), --gen N (64: decode slots, a multiple of 32), --tools DIR (the

@@ -41,4 +41,10 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
                          LABELS "bench;unsanitized"
                          PASS_REGULAR_EXPRESSION "[|] bf16 [|] 1 [|]  [|] [0-9.]+ ms, floor x [0-9.]+ [|].*[|] q8_0 [|] 2 [|] [0-9]+ ms, [0-9.]+ % of [a-z0-9-]+ [|].*[|] q4_k_m [|] 2 [|].*ms/forward [(][0-9]+[)] [|].*dlm-bench-forward --shape tiny-k --dtype q4_k_m .*--threads 1,2 .*--decode")
   endif()
+  # scripts/build-llamacpp.sh (the llama.cpp the comparisons time; downloading and building it takes
+  # minutes, so the suite checks only that bad arguments are refused, by name, before any of that).
+  add_test(NAME "bench: build-llamacpp.sh refuses an unknown option and a --jobs that is not a count, naming them"
+           COMMAND bash -c "! ${PROJECT_SOURCE_DIR}/scripts/build-llamacpp.sh --nope 2>&1 && ! ${PROJECT_SOURCE_DIR}/scripts/build-llamacpp.sh --jobs 0 --dest /nonexistent/x 2>&1")
+  set_tests_properties("bench: build-llamacpp.sh refuses an unknown option and a --jobs that is not a count, naming them" PROPERTIES
+                       LABELS bench PASS_REGULAR_EXPRESSION "unknown option '--nope'.*--jobs must be a number >= 1, not '0'")
 endif()
