@@ -10,6 +10,8 @@
 // and, where DLM_KERNEL_BF16_DOT is defined, the vdpbf16ps primitives:
 //   a16_t, b16_t, bcast_a16(p),      one bf16 pair of A broadcast, `lanes` pairs of B, and
 //   load_b16(p), dot2(acc, a, b)     acc + a_odd·b_odd + a_even·b_even in that order
+// and, where DLM_KERNEL_BF16_CONVERT is defined, the conversion to bf16 (vcvtneps2bf16):
+//   bf16_daz16(x, out)               to_bf16_daz of the 16 floats at x, as bits at out
 //
 // bf16 products come in two forms that compute the same bits: `bf16` (A as floats holding bf16
 // values, B pairs widened in registers, two FMAs per pair: exact, since a bf16 product fits an f32)
