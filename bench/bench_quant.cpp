@@ -3,10 +3,12 @@
 // (the matrix's bytes over the read bandwidth measured in the same run) and the share of the
 // quantized form's measured peak. Several matrices are multiplied in turn, so that the weights come
 // from memory as a model's do (docs/benchmarks.md, "Small-row products"), and the time the activations'
-// quantization alone takes of each product.
+// quantization alone takes of each product. With --amx-vector-side, also the same products on the
+// AMX kernels with every tile instruction a no-op (amx_vector_side.hpp): their vector side alone,
+// a bound on amx-int8 that a CPU without tiles can measure.
 //
 //   dlm-bench-quant [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k 4096] [--n 4096]
-//                   [--matrices 8] [--threads 1] [--reps 5] [--bandwidth-mib 1024] [--no-peak]
+//                   [--matrices 8] [--threads 1] [--reps 5] [--bandwidth-mib 1024] [--no-peak] [--amx-vector-side]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 
 #include <dlm/cpu/quant/matrix.hpp>
 
+#include "amx_vector_side.hpp"
 #include "ceilings.hpp"
 
 namespace {
@@ -31,6 +34,7 @@ struct options {
     int matrices = 8, threads = 1, reps = 5;
     std::size_t bandwidth_mib = 1024;
     bool peak = true;
+    bool amx_vector_side = false;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -66,9 +70,17 @@ options parse(int argc, char** argv) {
             o.peak = false;
             continue;
         }
+        if (a == "--amx-vector-side") {
+#if defined(__x86_64__)
+            if (!bench::amx_vector_side::available())
+#endif
+                throw invalid_parameter(a, "needs AVX-512 BF16, whose code the AMX kernels' vector side is (this CPU has not)");
+            o.amx_vector_side = true;
+            continue;
+        }
         if (a == "-h" || a == "--help") {
             std::printf("usage: %s [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k N] [--n N] [--matrices N] [--threads N]\n"
-                        "          [--reps N] [--bandwidth-mib N] [--no-peak]\n",
+                        "          [--reps N] [--bandwidth-mib N] [--no-peak] [--amx-vector-side]\n",
                         argv[0]);
             std::exit(0);
         }
@@ -164,11 +176,25 @@ int main(int argc, char** argv) try {
                 quantize = std::min(quantize, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             }
             const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
+            double vector_side = 0;  // the AMX kernels without their tile instructions (--amx-vector-side)
+#if defined(__x86_64__)
+            if (o.amx_vector_side) {
+                const bench::amx_vector_side on;
+                vector_side = 1e30;
+                for (int rep = 0; rep < o.reps; ++rep) {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n);
+                    vector_side = std::min(vector_side, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.matrices);
+                }
+            }
+#endif
             std::printf("  %4lld rows: %8.3f ms  %6.1f GB/s", static_cast<long long>(m), best * 1e3, bytes / best / 1e9);
             if (c.read_bps > 0) std::printf("  floor x %5.2f", best / (bytes / c.read_bps));
             std::printf("  %7.1f GOP/s", ops / best / 1e9);
             if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", 100.0 * ops / best / pk.rate, pk.name);
-            std::printf("  quantizing A %.4f ms (%.1f %%)\n", quantize * 1e3, 100.0 * quantize / best);
+            std::printf("  quantizing A %.4f ms (%.1f %%)", quantize * 1e3, 100.0 * quantize / best);
+            if (vector_side > 0) std::printf("  amx-int8 vector side alone %.3f ms (%.1f GOP/s at most)", vector_side * 1e3, ops / vector_side / 1e9);
+            std::printf("\n");
         }
     }
     return 0;

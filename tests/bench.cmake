@@ -19,6 +19,13 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
            COMMAND dlm-bench-quant --k 256 --n 48 --rows 1,5 --matrices 2 --reps 1 --no-peak --bandwidth-mib 16)
   set_tests_properties("bench: dlm-bench-quant times every block type's product and rates it against the floor" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "Q8_0: .*Q4_0: .*Q4_K: .*Q5_K: .*Q6_K: .* 5 rows: .* ms .* floor x")
+  # --amx-vector-side: the same products on the AMX kernels with no-op tile instructions (their vector
+  # side alone), on any CPU with AVX-512 BF16; skipped, saying why, on one without.
+  add_test(NAME "bench: dlm-bench-quant --amx-vector-side times the AMX kernels' vector side alone, every block type"
+           COMMAND dlm-bench-quant --k 256 --n 48 --rows 1,17 --matrices 2 --reps 1 --no-peak --bandwidth-mib 16 --amx-vector-side)
+  set_tests_properties("bench: dlm-bench-quant --amx-vector-side times the AMX kernels' vector side alone, every block type" PROPERTIES
+                       LABELS bench SKIP_REGULAR_EXPRESSION "needs AVX-512 BF16"
+                       PASS_REGULAR_EXPRESSION "Q8_0: .*17 rows: .*amx-int8 vector side alone [0-9.]+ ms.*Q4_0: .*Q4_K: .*Q5_K: .*Q6_K: .*17 rows: .*amx-int8 vector side alone [0-9.]+ ms")
   add_test(NAME "bench: dlm-bench-quant refuses a type it has no kernel for" COMMAND dlm-bench-quant --types q3_k --no-peak)
   set_tests_properties("bench: dlm-bench-quant refuses a type it has no kernel for" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "invalid parameter '--types': 'q3_k' is not one of")

@@ -296,13 +296,16 @@ template <io::gguf_type T>
     return u;
 }
 
-/// Q4_0's quants of one tile column widened to bytes, as AMX B rows (block/4 rows of 64 bytes per
-/// block): row q holds k = 4q .. 4q + 3 of the 16 rows.
+/// Q4_0's quants of one tile column widened to bytes as AMX B rows (block/4 rows of 64 bytes per
+/// block; row q holds k = 4q .. 4q + 3 of the 16 rows), and made signed, u − 8: the tiles then sum
+/// Σ(u − 8)·a, the integer every path's step forms as Σu·a − 8·Σa, and the step subtracts nothing
+/// (with it, Q4_0's vector side took 1.5–1.7× as long: dlm-bench-quant --amx-vector-side).
 template <io::gguf_type T>
 inline void widen_tile_column(const std::byte* wcol, index_t blocks, std::uint8_t* out) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     for (index_t s = 0; s < blocks; ++s)
-        for (int q = 0; q < G.block / 4; ++q) _mm512_storeu_si512(out + (s * (G.block / 4) + q) * 64, quad_row<T>(wcol + s * G.tile_bytes(), q));
+        for (int q = 0; q < G.block / 4; ++q)
+            _mm512_storeu_si512(out + (s * (G.block / 4) + q) * 64, _mm512_sub_epi8(quad_row<T>(wcol + s * G.tile_bytes(), q), _mm512_set1_epi8(G.offset)));
 }
 
 /// The K-quants' B operands for one tile column, per block (3 · block/4 rows of 64 bytes): the low
@@ -453,7 +456,7 @@ struct quant_unit {
 template <io::gguf_type T, int NA>
 inline void quant_issue(const quant_unit<T>& u0, const quant_unit<T>& u1, bool two, const std::int8_t* aq, std::ptrdiff_t a_tile,
                         const std::byte* wcol, const std::uint8_t* wide) noexcept {
-    constexpr bool s8 = quant::geometry(T).signed_q;
+    constexpr bool s8 = quant::geometry(T).signed_q || quant::geometry(T).bits != 8;  // Q4_0 widened signed
     // One block's products: C tiles c0 (row tile 0) and c1 (row tile 1) by B tile b.
 #define DLM_QUANT_BLOCK(c0, c1, bt, u)                      \
     DLM_TILE_ZERO(c0);                                     \
@@ -496,7 +499,7 @@ inline void quant_epilogue(const quant_unit<T>& u, const std::int32_t* isum, int
         std::memcpy(&ksum, isum + r * tile_m, sizeof ksum);
         const index_t ti = tile0 + r / tile_m, rr = r % tile_m;
         const std::int32_t* sums = a.sums + ((ti * blocks + u.s) * sums16) * amr + rr;
-        acc[r] = base::quant_block_step<T, 0>(acc[r], ksum, d, sums, amr, a.scale[(ti * blocks + u.s) * amr + rr]);
+        acc[r] = base::quant_block_step<T, 0, true>(acc[r], ksum, d, sums, amr, a.scale[(ti * blocks + u.s) * amr + rr]);
     }
 }
 

@@ -195,15 +195,16 @@ inline void quant_block_msums(const std::byte* w, int v, const std::int32_t* pai
 ///   t = d·(ksum − off·Σa)               Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)
 ///   t = d·ksum − dmin·msum               Q4_K, Q5_K
 ///   t = d·(ksum − 32·msum)               Q6_K
-/// and acc + da·t, each product rounded on its own.
-template <io::gguf_type T, int Bias>
+/// and acc + da·t, each product rounded on its own. `OffsetIn` (Q8_0, Q4_0): ksum is already
+/// Σ(q − off)·a, whose sums took the offset (amx-int8's signed Q4_0 bytes); the same integer.
+template <io::gguf_type T, int Bias, bool OffsetIn = false>
 [[nodiscard]] inline vfloat quant_block_finish(vfloat acc, vint ksum, vint msum, vfloat d, vfloat dmin, const std::int32_t* sums, int amr,
                                                float da) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     vfloat t;
     if constexpr (!G.scales) {
-        constexpr int off = G.signed_q ? Bias : G.offset;
-        const vint x = ksum - vint_broadcast(off * (sums[0] + sums[amr]));
+        constexpr int off = OffsetIn ? 0 : G.signed_q ? Bias : G.offset;
+        const vint x = off == 0 ? ksum : ksum - vint_broadcast(off * (sums[0] + sums[amr]));
         t = d * __builtin_convertvector(x, vfloat);
     } else if constexpr (G.mins) {
         const vfloat t1 = unfused(d * __builtin_convertvector(ksum, vfloat));
@@ -216,10 +217,10 @@ template <io::gguf_type T, int Bias>
 }
 
 /// quant_block_finish for the types without sub-block sums to subtract (Q8_0, Q4_0).
-template <io::gguf_type T, int Bias>
+template <io::gguf_type T, int Bias, bool OffsetIn = false>
 [[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, vfloat d, const std::int32_t* sums, int amr, float da) noexcept {
     static_assert(!quant::geometry(T).scales, "the K-quants' step takes their sub-block sums (quant_block_msums)");
-    return quant_block_finish<T, Bias>(acc, ksum, vint{}, d, vfloat{}, sums, amr, da);
+    return quant_block_finish<T, Bias, OffsetIn>(acc, ksum, vint{}, d, vfloat{}, sums, amr, da);
 }
 
 /// The `lanes` quants of vector v (of the tile's 16 rows) in 64-byte chunk `quad` of the tile at w
