@@ -185,7 +185,10 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
     };
     const shape shapes[] = {{256, {{37, gguf_type::q8_0}}}, {96, {{16, gguf_type::q4_0}, {9, gguf_type::q8_0}}},
                             {512, {{21, gguf_type::q4_k}, {16, gguf_type::q6_k}}}, {256, {{35, gguf_type::q5_k}}},
-                            {256, {{3, gguf_type::q6_k}, {14, gguf_type::q4_k}, {8, gguf_type::q8_0}}}};
+                            {256, {{3, gguf_type::q6_k}, {14, gguf_type::q4_k}, {8, gguf_type::q8_0}}},
+                            // Deep enough that AMX builds its B operands in several chunks of a tile
+                            // column (K-quants 2 blocks a chunk, Q4_0 16: chunk_blocks), the last short.
+                            {1280, {{19, gguf_type::q4_k}, {5, gguf_type::q5_k}, {17, gguf_type::q6_k}, {18, gguf_type::q4_0}}}};
     unsigned seed = 10;
     for (const shape& sh : shapes) {
         const quant_case qc = make_matrix(sh.k, sh.parts, seed++);
@@ -225,8 +228,9 @@ TEST_CASE("quantized products: every instruction set gives the same bits, close 
                 cpu::quant::linear(1, x.data() + i * k, k, qc.w, one.data(), n);
                 CHECK(std::memcmp(one.data(), y.data() + i * n, one.size() * sizeof(float)) == 0);
             }
-            // So do the first 2, 3, 6 rows (register tiles of every height the kernels have).
-            for (std::int64_t rows : {2, 3, 6}) {
+            // So do the first 2, 3, 6 rows (register tiles of every height the kernels have) and 16 (one
+            // whole AMX tile, alone).
+            for (std::int64_t rows : {2, 3, 6, 16}) {
                 std::vector<float> few(static_cast<std::size_t>(rows * n));
                 cpu::quant::linear(rows, x.data(), k, qc.w, few.data(), n);
                 CHECK(std::memcmp(few.data(), y.data(), few.size() * sizeof(float)) == 0);

@@ -14,8 +14,10 @@
 // GGUF blocks: activations quantized as on every path (int8, a scale per row and block), packed
 // in tiles of 16 rows with a row's 64 quants side by side (32 for Q8_0 and Q4_0's 32-k blocks).
 // Q8_0's tiles (quant/layout.hpp) are already AMX B tiles (a 64-byte chunk holds 4 k of 16 rows);
-// Q4_0's nibbles are widened to signed bytes u − 8 per tile column into a buffer of the calling
-// thread, and one tile product per block gives its exact integer sum, the offset already in it. For the K-quants that buffer holds, per k,
+// Q4_0's nibbles are widened to signed bytes u − 8, a chunk of a tile column at a time (16 blocks),
+// into a buffer of the calling thread that stays in L1 while every row tile reads it, and one tile
+// product per block gives its exact integer sum, the offset already in it. For the K-quants (2
+// blocks a chunk) that buffer holds, per k,
 // the low and high bytes of sc_j·u and the mins m_j (Q6_K: sc_j), so three tile products over 64 k
 // give a block's Σ sc·u·a and Σ m·a without a step between sub-blocks. Each block then takes the
 // same f32 step as on every instruction set (quant_body.inl, quant_block_finish), so the quantized
@@ -24,7 +26,8 @@
 // The tile configuration (amx_config.hpp) is loaded by each kernel call on the calling thread; the OS's permission
 // to use the tile data is asked once per process by dispatch.hpp before this path is offered.
 //
-// The kernels are in amx_body.inl; this file gives them the tile instructions. The tests also compile
+// The kernels are in amx_body.inl (the GGUF ones in amx_quant_body.inl); this file gives them the
+// tile instructions. The tests also compile
 // them against a software model of those instructions (tests/support/amx_model.cpp), so that
 // their logic is checked on CPUs without AMX too.
 #pragma once
