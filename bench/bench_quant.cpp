@@ -139,6 +139,18 @@ std::vector<cpu::quant::matrix> random_matrices(io::gguf_type type, index_t n, i
     return ms;
 }
 
+/// The fewest seconds one call of f took in `reps` calls.
+template <class F>
+double best_of(int reps, F&& f) {
+    double best = 1e30;
+    for (int rep = 0; rep < reps; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -161,31 +173,18 @@ int main(int argc, char** argv) try {
         const double bytes = static_cast<double>(ms.front().bytes());
         std::printf("%s: %.1f MB a matrix\n", std::string(io::gguf_type_name(type)).c_str(), bytes / 1e6);
         for (const index_t m : o.rows) {
-            double best = 1e30;
-            for (int rep = 0; rep < o.reps; ++rep) {
-                const auto t0 = std::chrono::steady_clock::now();
-                for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n);
-                best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.matrices);
-            }
+            // Seconds per matrix, the best of o.reps passes over every matrix.
+            const auto product = [&] { return best_of(o.reps, [&] { for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n); }) / o.matrices; };
+            const double best = product();
             // The activations' quantization alone (a part of each product above), best of as many.
             cpu::quant::activations act;
-            double quantize = 1e30;
-            for (int rep = 0; rep < o.reps; ++rep) {
-                const auto t0 = std::chrono::steady_clock::now();
-                act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant);
-                quantize = std::min(quantize, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-            }
+            const double quantize = best_of(o.reps, [&] { act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant); });
             const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
             double vector_side = 0;  // the AMX kernels without their tile instructions (--amx-vector-side)
 #if defined(__x86_64__)
             if (o.amx_vector_side) {
                 const bench::amx_vector_side on;
-                vector_side = 1e30;
-                for (int rep = 0; rep < o.reps; ++rep) {
-                    const auto t0 = std::chrono::steady_clock::now();
-                    for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n);
-                    vector_side = std::min(vector_side, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.matrices);
-                }
+                vector_side = product();
             }
 #endif
             std::printf("  %4lld rows: %8.3f ms  %6.1f GB/s", static_cast<long long>(m), best * 1e3, bytes / best / 1e9);

@@ -12,9 +12,10 @@ inline constexpr tile_config kquant_config = make_config(64, 16);
 /// Blocks of a tile column whose B operands are built at a time (the K-quants' 12 KB a block, Q4_0's
 /// 512 bytes), so that the buffer holding them stays in L1 while every row tile reads it. Built for
 /// a whole tile column at once, they left L1 on each store and were read back from L2: a 4096-deep
-/// column's K-quant operands are 196 KB. Q8_0's B is the weights themselves: 0, the whole column.
+/// column's K-quant operands are 196 KB. Q8_0's B is the weights themselves, read in place, and
+/// its chunks (16 blocks, 9 KB) are the span the row tiles read from L1 while the next is prefetched.
 template <io::gguf_type T>
-inline constexpr index_t chunk_blocks = quant::geometry(T).scales ? 2 : quant::geometry(T).bits != 8 ? 16 : 0;
+inline constexpr index_t chunk_blocks = quant::geometry(T).scales ? 2 : 16;
 
 /// One tile column of W for a chunk of blocks [s0, s1): its weights, the B operands built for the
 /// chunk (K-quants, Q4_0), where its rows' f32 sums wait between chunks, and C's 16 columns there
@@ -295,7 +296,7 @@ inline void quant_epilogue(const quant_unit<T>& u, const std::int32_t* isum, int
         std::memcpy(&ksum, isum + r * tile_m, sizeof ksum);
         const index_t ti = tile0 + r / tile_m, rr = r % tile_m;
         const std::int32_t* sums = a.sums + ((ti * col.blocks + u.s) * sums16) * amr + rr;
-        acc[r] = base::quant_block_step<T, 0, true>(acc[r], ksum, d, sums, amr, a.scale[(ti * col.blocks + u.s) * amr + rr]);
+        acc[r] = base::quant_block_step<T, 0>(acc[r], ksum, d, sums, amr, a.scale[(ti * col.blocks + u.s) * amr + rr]);
     }
 }
 
@@ -315,6 +316,11 @@ inline void quant_rows(const quant::activation_view& a, const std::int8_t* aq, i
     quant_issue<T, NA>({s0}, {s0 + 1}, s0 + 1 < s1, aq, a_tile, col);
     for (index_t s = s0, buf = 0; s < s1; s += 2, buf ^= 1) {
         const bool two = s + 1 < s1;
+        // Q8_0, which builds nothing: the first row tiles prefetch the next chunk's pair of blocks.
+        if constexpr (quant::geometry(T).bits == 8) {
+            constexpr int tb = quant::geometry(T).tile_bytes();
+            if (tile0 == 0) prefetch_lines(col.w + (s + s1 - s0) * tb, 2 * tb);
+        }
         quant_store<NA>(two, isum[buf]);
         if (s + 2 < s1) quant_issue<T, NA>({s + 2}, {s + 3}, s + 3 < s1, aq, a_tile, col);
         quant_epilogue<T>({s}, isum[buf], rows, a, tile0, col, acc);
@@ -353,7 +359,7 @@ inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view&
     DLM_TILE_CONFIG(G.scales ? kquant_config : block32_config);
     const std::size_t group_bytes = static_cast<std::size_t>(b.blocks) * static_cast<std::size_t>(G.tile_bytes());
     const index_t tiles = (m + tile_m - 1) / tile_m;
-    const index_t chunk = chunk_blocks<T> > 0 ? std::min<index_t>(chunk_blocks<T>, b.blocks) : b.blocks;
+    const index_t chunk = std::min<index_t>(chunk_blocks<T>, b.blocks);
     // The built B operands (the K-quants' 3·k·16 bytes, Q4_0's k·16) of one chunk of a tile column,
     // in a buffer of the calling thread, read by every row tile.
     thread_local std::vector<std::uint8_t, aligned_allocator<std::uint8_t>> built;

@@ -189,22 +189,31 @@ inline void quant_block_msums(const std::byte* w, int v, const std::int32_t* pai
     }
 }
 
+/// The multiple of Σa by which a kernel's integer sum for Q8_0 or Q4_0 exceeds Σ(q − offset)·a:
+/// Q4_0's offset 8 where the sums take u (not u − 8), for Q8_0's signed q the kernel's bias (what it
+/// added to make q unsigned); 0 for the K-quants, whose steps subtract sub-block sums instead.
+template <io::gguf_type T>
+[[nodiscard]] constexpr int sum_offset(int bias) noexcept {
+    constexpr quant::tile_geometry G = quant::geometry(T);
+    return G.scales ? 0 : G.signed_q ? bias : G.offset;
+}
+
 /// One block's f32 step for one row of A against `lanes` rows of W, the same on every instruction
 /// set and kernel form (the AMX kernels call it too): with the block's integer sums ksum (Σ_j sc_j
 /// Σ_{k∈j} u_k a_k, or Σ u_k a_k) and msum (quant_block_msums; 0 for Q8_0, Q4_0),
-///   t = d·(ksum − off·Σa)               Q8_0, Q4_0 (off: Q4_0's 8, or the kernel's bias for signed q)
+///   t = d·(ksum − Off·Σa)                Q8_0, Q4_0 (Off: sum_offset; 0 where ksum is already
+///                                        Σ(q − offset)·a, as amx-int8's signed Q4_0 bytes make it)
 ///   t = d·ksum − dmin·msum               Q4_K, Q5_K
 ///   t = d·(ksum − 32·msum)               Q6_K
-/// and acc + da·t, each product rounded on its own. `OffsetIn` (Q8_0, Q4_0): ksum is already
-/// Σ(q − off)·a, whose sums took the offset (amx-int8's signed Q4_0 bytes); the same integer.
-template <io::gguf_type T, int Bias, bool OffsetIn = false>
+/// and acc + da·t, each product rounded on its own: the same integer, the same bits, whatever Off.
+template <io::gguf_type T, int Off>
 [[nodiscard]] inline vfloat quant_block_finish(vfloat acc, vint ksum, vint msum, vfloat d, vfloat dmin, const std::int32_t* sums, int amr,
                                                float da) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
+    static_assert(Off == 0 || !G.scales, "the K-quants' integer sums carry no offset of Σa");
     vfloat t;
     if constexpr (!G.scales) {
-        constexpr int off = OffsetIn ? 0 : G.signed_q ? Bias : G.offset;
-        const vint x = off == 0 ? ksum : ksum - vint_broadcast(off * (sums[0] + sums[amr]));
+        const vint x = Off == 0 ? ksum : ksum - vint_broadcast(Off * (sums[0] + sums[amr]));
         t = d * __builtin_convertvector(x, vfloat);
     } else if constexpr (G.mins) {
         const vfloat t1 = unfused(d * __builtin_convertvector(ksum, vfloat));
@@ -217,10 +226,10 @@ template <io::gguf_type T, int Bias, bool OffsetIn = false>
 }
 
 /// quant_block_finish for the types without sub-block sums to subtract (Q8_0, Q4_0).
-template <io::gguf_type T, int Bias, bool OffsetIn = false>
+template <io::gguf_type T, int Off>
 [[nodiscard]] inline vfloat quant_block_step(vfloat acc, vint ksum, vfloat d, const std::int32_t* sums, int amr, float da) noexcept {
     static_assert(!quant::geometry(T).scales, "the K-quants' step takes their sub-block sums (quant_block_msums)");
-    return quant_block_finish<T, Bias, OffsetIn>(acc, ksum, vint{}, d, vfloat{}, sums, amr, da);
+    return quant_block_finish<T, Off>(acc, ksum, vint{}, d, vfloat{}, sums, amr, da);
 }
 
 /// The `lanes` quants of vector v (of the tile's 16 rows) in 64-byte chunk `quad` of the tile at w
@@ -400,7 +409,7 @@ inline void quant_micro_kernel(const std::int8_t* aq, const float* ascale, const
                 if constexpr (G.scales) quant_block_msums<T, MR>(w, v, apairs + s * words * amr, amr, msum);
                 #pragma GCC unroll 16
                 for (int r = 0; r < MR; ++r)
-                    acc[r][v] = quant_block_finish<T, s8_bias>(acc[r][v], ksum[r][v - v0], msum[r], d, dmin, sums + r, amr, ascale[s * amr + r]);
+                    acc[r][v] = quant_block_finish<T, sum_offset<T>(s8_bias)>(acc[r][v], ksum[r][v - v0], msum[r], d, dmin, sums + r, amr, ascale[s * amr + r]);
             }
         }
     }
