@@ -4,6 +4,7 @@
 //   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N]
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
 //                     [--kv f32|bf16] [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
+//                     [--amx-vector-side]
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny, ... (bench/shapes.hpp): random weights;
 //              diffusiongemma-26b-a4b[-16e]: DiffusionGemma's encode, canvas step and (--decode) generation
@@ -27,6 +28,10 @@
 //   --verify-type T  with --verify-random: the reference holds llama.cpp's file type T (q8_0, q4_k_m, ...:
 //              transformer::random(config, SEED, T), what dlm-make-checkpoint --format gguf --type T writes)
 //
+//   --amx-vector-side  also time each case on the AMX kernels with every tile instruction a no-op
+//              (amx_vector_side.hpp; any CPU with AVX-512 BF16): what an AMX forward takes that no
+//              tile unit speeds up (operands built, per-block steps, C's traffic, and the attention,
+//              norms and softmax of every path), so a bound from below on it, measurable without tiles
 //   --no-peak  measure no ceilings (peaks, bandwidth): the % of peak and floor columns are left out
 //   --bandwidth-mib N  the read-bandwidth buffer, MiB (default 1024; 0: no bandwidth, no floor)
 //   --json FILE  every number of the run (ceilings, model, cases, decode, roofline) for tools
@@ -59,6 +64,8 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
 
+#include "amx_vector_side.hpp"
+
 #include "ceilings.hpp"
 #include "roofline.hpp"
 #include "bench_gemma.hpp"
@@ -79,7 +86,7 @@ struct options {
     index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64, roofline_rows = 1024, bandwidth_mib = 1024;
     std::vector<int> threads;
     int reps = 3;
-    bool decode = false, peak = true, roofline = false, dtype_given = false;
+    bool decode = false, peak = true, roofline = false, dtype_given = false, amx_vector_side = false;
     std::optional<std::uint64_t> verify_seed;
     std::optional<cpu::quant::file_type> verify_type;
 };
@@ -89,7 +96,7 @@ struct options {
     std::fprintf(stderr,
                  "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
                  "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--kv f32|bf16] [--no-peak] [--bandwidth-mib N]\n"
-                 "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]]\n"
+                 "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]] [--amx-vector-side]\n"
                  "  shapes: %s\n",
                  argv0, bench::shape_names().c_str());
     std::exit(2);
@@ -122,6 +129,7 @@ options parse(int argc, char** argv) {
         else if (a == "--reps") o.reps = count(1);
         else if (a == "--decode") o.decode = true;
         else if (a == "--no-peak") o.peak = false;
+        else if (a == "--amx-vector-side") o.amx_vector_side = true;
         else if (a == "--json") o.json_path = value();
         else if (a == "--roofline") o.roofline = true;
         else if (a == "--roofline-rows") o.roofline_rows = count(1);
@@ -154,6 +162,13 @@ options parse(int argc, char** argv) {
         usage(argv[0], "--dtype must be keep, f32, bf16, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
     if (quantized && !o.model_dir.empty()) usage(argv[0], "--dtype " + o.dtype + " is for random weights (--shape): -m keeps a file's blocks with --dtype keep");
     if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
+#if defined(__x86_64__)
+    const bool vector_side_runs = bench::amx_vector_side::available();
+#else
+    const bool vector_side_runs = false;
+#endif
+    if (o.amx_vector_side && !vector_side_runs)
+        usage(argv[0], "--amx-vector-side needs AVX-512 BF16, whose code the AMX kernels' vector side is (this CPU has not)");
     if (o.kv != "f32" && o.kv != "bf16") usage(argv[0], "--kv must be f32 or bf16, not '" + o.kv + "'");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
     if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
@@ -169,12 +184,26 @@ std::optional<io::dtype> dtype_of(const std::string& s) {
 }
 
 /// What each case is compared with: the measured ceilings, the product form of the weights, the
-/// weight bytes one forward streams.
+/// weight bytes one forward streams; and whether to time the AMX kernels' vector side too.
 struct reference {
     const bench::ceilings& ceil;
     std::string product;
     double weight_bytes;
+    bool amx_vector_side = false;
 };
+
+/// The fewest seconds of `reps` forwards (after one to warm up).
+template <class Forward>
+double best_forward(int reps, Forward&& forward) {
+    forward();
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = clock_type::now();
+        forward();
+        best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    return best;
+}
 
 template <class Mask>
 json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const canvas_layout& l, const forward_plan& p,
@@ -211,9 +240,19 @@ json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
         if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", percent, pk.name);
         if (floor_s > 0) std::printf("  floor x %.2f (%.2f ms)", best / floor_s, floor_s * 1e3);
         std::printf("\n");
+        double vector_side = 0;
+#if defined(__x86_64__)
+        if (ref.amx_vector_side) {
+            const bench::amx_vector_side on;
+            vector_side = best_forward(reps, [&] { m.forward(batch, mask, logits); });
+            std::printf("        amx vector side alone: %9.2f ms (%.2f x this forward%s", vector_side * 1e3, vector_side / best, floor_s > 0 ? "" : ")\n");
+            if (floor_s > 0) std::printf(", floor x %.2f)\n", vector_side / floor_s);
+        }
+#endif
         out.push_back({{"case", label}, {"rows", p.window_size()}, {"keys", p.attend_end}, {"threads", t}, {"ms", best * 1e3}, {"flop", flops},
                        {"flops", flops / best}, {"peak", pk.name}, {"peak_rate", pk.rate}, {"percent_of_peak", percent},
-                       {"weight_bytes", ref.weight_bytes}, {"floor_ms", floor_s * 1e3}, {"floor_ratio", floor_s > 0 ? best / floor_s : 0.0}});
+                       {"weight_bytes", ref.weight_bytes}, {"floor_ms", floor_s * 1e3}, {"floor_ratio", floor_s > 0 ? best / floor_s : 0.0},
+                       {"amx_vector_side_ms", vector_side * 1e3}});
         if (moe.calls > 0) {
             const double experts = moe.router + moe.gather + moe.experts + moe.combine;
             std::printf("        experts: %.1f %% of the forward; of it router %.1f %%, gather %.1f %%, expert GEMMs %.1f %%, combine + shared %.1f %%\n",
@@ -336,7 +375,7 @@ int main(int argc, char** argv) {
         std::printf("KV cache: %s, %.1f KiB per position\n", o.kv.c_str(), static_cast<double>(m.kv_cache_bytes(1024) - m.kv_cache_bytes(0)) / 1024 / 1024);
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
         const io::model_config& cfg = m.config();
-        const reference ref{ceil, bench::weight_product(m.weight_type()), bench::streamed_weight_bytes(m)};
+        const reference ref{ceil, bench::weight_product(m.weight_type()), bench::streamed_weight_bytes(m), o.amx_vector_side};
         print_model(m, what, ref.product, ref.weight_bytes, load_s);
         out["model"] = {{"what", what}, {"parameters", m.parameter_count()}, {"hidden", cfg.hidden_size}, {"layers", cfg.num_layers},
                         {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads}, {"mlp", cfg.intermediate_size}, {"vocab", cfg.vocab_size},

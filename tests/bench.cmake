@@ -26,6 +26,18 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
   set_tests_properties("bench: dlm-bench-quant --amx-vector-side times the AMX kernels' vector side alone, every block type" PROPERTIES
                        LABELS bench SKIP_REGULAR_EXPRESSION "needs AVX-512 BF16"
                        PASS_REGULAR_EXPRESSION "Q8_0: .*17 rows: .*amx-int8 vector side alone [0-9.]+ ms.*Q4_0: .*Q4_K: .*Q5_K: .*Q6_K: .*17 rows: .*amx-int8 vector side alone [0-9.]+ ms")
+  # dlm-bench-forward --amx-vector-side: every case once more on those kernels, bf16 weights (amx-bf16)
+  # and Q4_K_M with a bf16 KV cache (amx-int8, and the attention's amx-bf16 rows).
+  foreach(_vs "bf16;tiny;f32" "q4_k_m;tiny-k;bf16")
+    list(GET _vs 0 _dt)
+    list(GET _vs 1 _shape)
+    list(GET _vs 2 _kv)
+    set(_name "bench: dlm-bench-forward --amx-vector-side times every case's AMX vector side too, ${_dt} weights, ${_kv} KV cache")
+    add_test(NAME "${_name}" COMMAND dlm-bench-forward --shape ${_shape} --dtype ${_dt} --kv ${_kv} --reps 1 --no-peak --canvas 24 --block 8
+                                     --cache 16 --threads 1 --amx-vector-side)
+    set_tests_properties("${_name}" PROPERTIES LABELS bench SKIP_REGULAR_EXPRESSION "needs AVX-512 BF16"
+                         PASS_REGULAR_EXPRESSION "fill .*amx vector side alone: +[0-9.]+ ms.*block .*amx vector side alone: +[0-9.]+ ms.*full .*amx vector side alone: +[0-9.]+ ms")
+  endforeach()
   add_test(NAME "bench: dlm-bench-quant refuses a type it has no kernel for" COMMAND dlm-bench-quant --types q3_k --no-peak)
   set_tests_properties("bench: dlm-bench-quant refuses a type it has no kernel for" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "invalid parameter '--types': 'q3_k' is not one of")
