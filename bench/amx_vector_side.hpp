@@ -54,3 +54,16 @@ struct amx_vector_side {
 }  // namespace dlm::bench
 
 #endif
+
+namespace dlm::bench {
+
+/// Why the tools' --amx-vector-side cannot run on this CPU, "" where it can: the AMX kernels'
+/// vector code is avx512-bf16's.
+[[nodiscard]] inline const char* amx_vector_side_refusal() noexcept {
+#if defined(__x86_64__)
+    if (amx_vector_side::available()) return "";
+#endif
+    return "needs AVX-512 BF16, whose code the AMX kernels' vector side is (this CPU has not)";
+}
+
+}  // namespace dlm::bench

@@ -162,13 +162,8 @@ options parse(int argc, char** argv) {
         usage(argv[0], "--dtype must be keep, f32, bf16, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
     if (quantized && !o.model_dir.empty()) usage(argv[0], "--dtype " + o.dtype + " is for random weights (--shape): -m keeps a file's blocks with --dtype keep");
     if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
-#if defined(__x86_64__)
-    const bool vector_side_runs = bench::amx_vector_side::available();
-#else
-    const bool vector_side_runs = false;
-#endif
-    if (o.amx_vector_side && !vector_side_runs)
-        usage(argv[0], "--amx-vector-side needs AVX-512 BF16, whose code the AMX kernels' vector side is (this CPU has not)");
+    if (const char* refusal = bench::amx_vector_side_refusal(); o.amx_vector_side && *refusal != '\0')
+        usage(argv[0], std::string("--amx-vector-side ") + refusal);
     if (o.kv != "f32" && o.kv != "bf16") usage(argv[0], "--kv must be f32 or bf16, not '" + o.kv + "'");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
     if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
@@ -191,19 +186,6 @@ struct reference {
     double weight_bytes;
     bool amx_vector_side = false;
 };
-
-/// The fewest seconds of `reps` forwards (after one to warm up).
-template <class Forward>
-double best_forward(int reps, Forward&& forward) {
-    forward();
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = clock_type::now();
-        forward();
-        best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count());
-    }
-    return best;
-}
 
 template <class Mask>
 json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const canvas_layout& l, const forward_plan& p,
@@ -244,7 +226,8 @@ json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
 #if defined(__x86_64__)
         if (ref.amx_vector_side) {
             const bench::amx_vector_side on;
-            vector_side = best_forward(reps, [&] { m.forward(batch, mask, logits); });
+            m.forward(batch, mask, logits);  // warm-up
+            vector_side = bench::best_of(reps, [&] { m.forward(batch, mask, logits); });
             std::printf("        amx vector side alone: %9.2f ms (%.2f x this forward%s", vector_side * 1e3, vector_side / best, floor_s > 0 ? "" : ")\n");
             if (floor_s > 0) std::printf(", floor x %.2f)\n", vector_side / floor_s);
         }

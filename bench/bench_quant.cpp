@@ -71,10 +71,7 @@ options parse(int argc, char** argv) {
             continue;
         }
         if (a == "--amx-vector-side") {
-#if defined(__x86_64__)
-            if (!bench::amx_vector_side::available())
-#endif
-                throw invalid_parameter(a, "needs AVX-512 BF16, whose code the AMX kernels' vector side is (this CPU has not)");
+            if (const char* refusal = bench::amx_vector_side_refusal(); *refusal != '\0') throw invalid_parameter(a, refusal);
             o.amx_vector_side = true;
             continue;
         }
@@ -139,18 +136,6 @@ std::vector<cpu::quant::matrix> random_matrices(io::gguf_type type, index_t n, i
     return ms;
 }
 
-/// The fewest seconds one call of f took in `reps` calls.
-template <class F>
-double best_of(int reps, F&& f) {
-    double best = 1e30;
-    for (int rep = 0; rep < reps; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -174,11 +159,11 @@ int main(int argc, char** argv) try {
         std::printf("%s: %.1f MB a matrix\n", std::string(io::gguf_type_name(type)).c_str(), bytes / 1e6);
         for (const index_t m : o.rows) {
             // Seconds per matrix, the best of o.reps passes over every matrix.
-            const auto product = [&] { return best_of(o.reps, [&] { for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n); }) / o.matrices; };
+            const auto product = [&] { return bench::best_of(o.reps, [&] { for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n); }) / o.matrices; };
             const double best = product();
             // The activations' quantization alone (a part of each product above), best of as many.
             cpu::quant::activations act;
-            const double quantize = best_of(o.reps, [&] { act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant); });
+            const double quantize = bench::best_of(o.reps, [&] { act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant); });
             const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
             double vector_side = 0;  // the AMX kernels without their tile instructions (--amx-vector-side)
 #if defined(__x86_64__)

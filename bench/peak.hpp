@@ -191,6 +191,18 @@ double best_of_3(int threads, F&& rate) {
 }
 }  // namespace detail
 
+/// The fewest seconds one call of f took in `reps` calls.
+template <class F>
+double best_of(int reps, F&& f) {
+    double best = 1e30;
+    for (int rep = 0; rep < reps; ++rep) {
+        const auto t0 = detail::clock_type::now();
+        f();
+        best = std::min(best, std::chrono::duration<double>(detail::clock_type::now() - t0).count());
+    }
+    return best;
+}
+
 /// The peaks on `threads` threads together (1: one core): f32 FMA at the width of the active
 /// kernels, vpdpbusd and vdpbf16ps where the CPU has them, and the AMX tile products where detect_isa() grants
 /// AMX (whatever DLM_ISA chose: the ceilings are the machine's).

@@ -24,7 +24,7 @@ struct quant_column {
     const std::byte* w;          ///< the tile column's blocks, from block 0
     const std::uint8_t* built;   ///< block s0's built operands
     index_t s0, s1, blocks;
-    float* sums;                 ///< row r's 16 running sums at sums + 16·r (every row tile's, contiguous)
+    float* running;              ///< row r's 16 running sums at running + 16·r (every row tile's, contiguous)
     float* c;                    ///< row 0 of C's tile column
     std::ptrdiff_t ldc;
     int n_valid;
@@ -36,17 +36,17 @@ struct quant_column {
 /// apart (ldc) fall in one L1 set: loaded and stored there per chunk, they took a quarter of
 /// Q4_0's 32-row vector side (perf on Zen 4).
 inline void acc_in(vfloat* acc, int rows, const quant_column& col, index_t tile) noexcept {
-    const float* sums = col.sums + tile * tile_m * tile_m;
+    const float* running = col.running + tile * tile_m * tile_m;
     #pragma GCC unroll 16
-    for (int r = 0; r < rows; ++r) acc[r] = col.s0 == 0 ? vfloat{} : base::vload(sums + r * tile_m);
+    for (int r = 0; r < rows; ++r) acc[r] = col.s0 == 0 ? vfloat{} : base::vload(running + r * tile_m);
 }
 /// ... and after the chunk: to the buffer, or after the column's last block to C.
 inline void acc_out(const vfloat* acc, int rows, const quant_column& col, index_t tile) noexcept {
-    float* sums = col.sums + tile * tile_m * tile_m;
+    float* running = col.running + tile * tile_m * tile_m;
     float* c = col.c + tile * tile_m * col.ldc;
     #pragma GCC unroll 16
     for (int r = 0; r < rows; ++r) {
-        if (col.s1 < col.blocks) base::vstore(sums + r * tile_m, acc[r]);
+        if (col.s1 < col.blocks) base::vstore(running + r * tile_m, acc[r]);
         else if (col.n_valid >= tile_m) base::vstore(c + r * col.ldc, acc[r]);
         else base::vstore_partial(c + r * col.ldc, acc[r], col.n_valid);
     }
@@ -365,12 +365,12 @@ inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view&
     thread_local std::vector<std::uint8_t, aligned_allocator<std::uint8_t>> built;
     if constexpr (builds) built.resize(static_cast<std::size_t>(chunk) * G.block * quant::tile_rows * (G.scales ? 3 : 1));
     // The rows' running sums between chunks: 64 bytes a row (of A's rows, which the caller holds).
-    thread_local std::vector<float, aligned_allocator<float>> sums;
-    sums.resize(static_cast<std::size_t>(tiles) * tile_m * tile_m);
+    thread_local std::vector<float, aligned_allocator<float>> running;
+    running.resize(static_cast<std::size_t>(tiles) * tile_m * tile_m);
     for (index_t g = g0; g < g1; ++g) {
         const index_t col0 = g * quant::tile_rows;
         if (col0 >= n) break;
-        quant_column col{b.data + static_cast<std::size_t>(g) * group_bytes, built.data(), 0, 0, b.blocks, sums.data(), c + col0, ldc,
+        quant_column col{b.data + static_cast<std::size_t>(g) * group_bytes, built.data(), 0, 0, b.blocks, running.data(), c + col0, ldc,
                          static_cast<int>(std::min<index_t>(quant::tile_rows, n - col0))};
         for (; col.s0 < b.blocks; col.s0 = col.s1) {
             col.s1 = std::min<index_t>(b.blocks, col.s0 + chunk);
