@@ -245,6 +245,65 @@ void lay_out_windows(std::span<const Request> requests, index_t kv_heads, index_
     }
 }
 
+namespace detail {
+/// Positions a fresh K/V run holds, and dims it rounds at a time (a multiple of panel_width and of g).
+inline constexpr index_t kv_run_positions = 16, kv_run_dims = 64;
+
+/// Stores the fresh keys and values of block positions [p0, p0 + nq) (nq <= kv_run_positions; their
+/// rows `ld` floats apart from k_rows and v_rows, d dims each) into one block of shape s, E the
+/// element (float, or bf16 bits) and G its k-group. A run of positions is converted 64 dims at a
+/// time (bf16: the kernels' round_bf16), then stored a key row at a time (G dims of every position:
+/// nq consecutive groups) and a value panel at a time (32 dims of a position, or of a pair of
+/// positions for bf16: 32 consecutive pairs). Element by element (a key row and a value panel per
+/// element), the stores took 8 % of the AMX vector side of a 168M forward (dlm-bench-forward
+/// --amx-vector-side, perf).
+template <class E, int G>
+void store_fresh_kv(const kv_shape& s, E* keys, E* values, const float* k_rows, const float* v_rows, std::ptrdiff_t ld, index_t p0, index_t nq,
+                    index_t d) {
+    static_assert(kv_run_dims % panel_width == 0 && kv_run_dims % G == 0, "a run of dims is whole value panels and key groups");
+    alignas(64) E kc[kv_run_positions][kv_run_dims], vc[kv_run_positions][kv_run_dims];
+    const kernel_table& kt = kernels();
+    const std::ptrdiff_t key_stride = s.key_stride(), positions = s.positions;
+    for (index_t i0 = 0; i0 < d; i0 += kv_run_dims) {
+        const index_t n = std::min(kv_run_dims, d - i0), groups = (n + G - 1) / G;
+        for (index_t q = 0; q < nq; ++q) {
+            if constexpr (G == 2) {
+                kt.round_bf16(k_rows + q * ld + i0, n, kc[q], a_values::bf16_bits);
+                kt.round_bf16(v_rows + q * ld + i0, n, vc[q], a_values::bf16_bits);
+                if (n % G != 0) kc[q][n] = 0;  // an odd head_dim's last pair: its padding dim, zero
+            } else {
+                std::memcpy(kc[q], k_rows + q * ld + i0, std::size_t(n) * sizeof(E));
+                std::memcpy(vc[q], v_rows + q * ld + i0, std::size_t(n) * sizeof(E));
+            }
+        }
+        for (index_t r = 0; r < groups; ++r) {  // key row i0 / G + r: the run's positions side by side
+            E row[kv_run_positions * G];
+            for (index_t q = 0; q < nq; ++q) std::memcpy(row + q * G, &kc[q][r * G], G * sizeof(E));
+            std::memcpy(keys + ((i0 / G + r) * key_stride + p0) * G, row, std::size_t(nq) * G * sizeof(E));
+        }
+        for (index_t e0 = 0; e0 < n; e0 += panel_width) {  // value panel (i0 + e0) / 32
+            const index_t width = std::min(panel_width, n - e0);
+            E* panel = values + (i0 + e0) / panel_width * positions * panel_width;
+            for (index_t q = 0; q < nq;) {
+                const index_t p = p0 + q;
+                if (G == 2 && p % 2 == 0 && q + 1 < nq) {  // a pair of positions: 32 pairs in a row
+                    E pair[2 * panel_width];
+                    for (index_t e = 0; e < width; ++e) {
+                        pair[2 * e] = vc[q][e0 + e];
+                        pair[2 * e + 1] = vc[q + 1][e0 + e];
+                    }
+                    std::memcpy(panel + p * panel_width, pair, std::size_t(2 * width) * sizeof(E));
+                    q += 2;
+                    continue;
+                }
+                for (index_t e = 0; e < width; ++e) panel[(p - p % G) * panel_width + e * G + p % G] = vc[q][e0 + e];
+                ++q;
+            }
+        }
+    }
+}
+}  // namespace detail
+
 /// Writes one request's K/V for KV head `g` of `layer` into its window `w` (fresh rows from
 /// `qkv_rows`, the window's first row first; the block's other positions from the cache, zeros
 /// past it or without one), and the rows [plan.store_begin, plan.store_end) into the cache.
@@ -255,38 +314,10 @@ inline void gather_window_kv(const head_geometry& hg, const float* qkv_rows, con
     const index_t d = hg.head_dim;
     const float* k_src = qkv_rows + hg.q_dim() + g * d;
     const float* v_src = qkv_rows + hg.q_dim() + hg.kv_dim() + g * d;
-    // A position's keys and values converted as one run (the kernels' round_bf16), then stored by
-    // key_at and value_at with the group G a constant (no division per element). Element by element
-    // through to_bf16_daz and a run-time group, the stores took 2.3 % of a bf16-cache forward of the
-    // 168M shape (dlm-bench-forward --kv bf16 --cache 2048, perf).
-    const auto fill = [&]<class E, int G>(E* kt, E* v, std::integral_constant<int, G>) {
-        constexpr index_t run = 64;
-        E kc[run], vc[run];  // bf16: a run's rounded keys and values (f32 is stored as it is)
-        const kernel_table& kt_ = kernels();
-        const std::ptrdiff_t key_ldb = s.key_ldb(), value_panel = s.value_panel_stride();
-        for (index_t j = 0; j < w.end - w.begin; ++j) {
-            const index_t p = w.begin + j - w.blocks.origin;
-            E* kp = kt + std::ptrdiff_t{p} * G;                           // key_at(0, p)
-            E* vp = v + std::ptrdiff_t{p - p % G} * panel_width + p % G;  // value_at(p, 0)
-            for (index_t i0 = 0; i0 < d; i0 += run) {
-                const index_t n = std::min(run, d - i0);
-                const float* kr = k_src + j * hg.qkv_ld + i0;
-                const float* vr = v_src + j * hg.qkv_ld + i0;
-                const E* kin = nullptr;
-                const E* vin = nullptr;
-                if constexpr (G == 2) {
-                    kt_.round_bf16(kr, n, kc, a_values::bf16_bits);
-                    kt_.round_bf16(vr, n, vc, a_values::bf16_bits);
-                    kin = kc;
-                    vin = vc;
-                } else {
-                    kin = kr;
-                    vin = vr;
-                }
-                for (index_t i = i0; i < i0 + n; ++i) kp[(i / G) * key_ldb + i % G] = kin[i - i0];
-                for (index_t i = i0; i < i0 + n; ++i) vp[(i / panel_width) * value_panel + (i % panel_width) * G] = vin[i - i0];
-            }
-        }
+    const auto fill = [&]<class E, int G>(E* k, E* v, std::integral_constant<int, G>) {
+        for (index_t j0 = 0; j0 < w.end - w.begin; j0 += detail::kv_run_positions)
+            detail::store_fresh_kv<E, G>(s, k, v, k_src + j0 * hg.qkv_ld, v_src + j0 * hg.qkv_ld, hg.qkv_ld, w.begin + j0 - w.blocks.origin,
+                                         std::min(detail::kv_run_positions, w.end - w.begin - j0), d);
     };
     std::byte* kb = w.blocks.key_block(std::size_t(g));
     std::byte* vb = w.blocks.value_block(std::size_t(g));
