@@ -24,18 +24,12 @@ void for_rows(index_t n, double work_per_row, F&& f) {
     for (index_t i = 0; i < n; ++i) f(i);
 }
 
-/// out[i] = weight ⊙ x[i] / sqrt(mean(x[i]²) + eps), for rows of `width` floats (HF's RMSNorm: the
-/// mean of squares in f32, then the weight).
+/// out[i] = weight ⊙ x[i] / sqrt(mean(x[i]²) + eps), for rows of `width` floats (HF's RMSNorm; the
+/// kernel table's rms_norm: the squares summed in double in one order on every path).
 inline void rms_norm(index_t rows, index_t width, const float* x, std::ptrdiff_t ldx, const float* weight, float eps, float* out,
                      std::ptrdiff_t ldo) {
-    for_rows(rows, width, [&](index_t r) {
-        const float* xr = x + r * ldx;
-        float* o = out + r * ldo;
-        double ss = 0.0;
-        for (index_t i = 0; i < width; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / width) + eps);
-        for (index_t i = 0; i < width; ++i) o[i] = weight[i] * (xr[i] * inv);
-    });
+    const kernel_table& kt = kernels();
+    for_rows(rows, width, [&](index_t r) { kt.rms_norm(x + r * ldx, width, weight, eps, out + r * ldo); });
 }
 
 /// Rotary embedding in the rotate-half convention of HF Llama/Qwen2/LLaDA: dimension i and
@@ -86,17 +80,9 @@ public:
     /// Rotates `heads` consecutive heads of each row in place.
     void apply(index_t rows, float* x, std::ptrdiff_t ldx, index_t heads, const float* cos_t, const float* sin_t) const {
         const index_t h = half_, d = stride_;
+        const kernel_table& kt = kernels();
         for_rows(rows, static_cast<double>(heads) * d, [&](index_t r) {
-            const float* c = cos_t + r * h;
-            const float* s = sin_t + r * h;
-            for (index_t head = 0; head < heads; ++head) {
-                float* v = x + r * ldx + head * d;
-                for (index_t i = 0; i < h; ++i) {
-                    const float x1 = v[i], x2 = v[i + h];
-                    v[i] = x1 * c[i] - x2 * s[i];
-                    v[i + h] = x2 * c[i] + x1 * s[i];
-                }
-            }
+            for (index_t head = 0; head < heads; ++head) kt.rotate_half(x + r * ldx + head * d, cos_t + r * h, sin_t + r * h, h);
         });
     }
 

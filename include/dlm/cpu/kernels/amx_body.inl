@@ -278,7 +278,9 @@ inline constexpr kernel_table table{isa_id,
                                     {"amx-int8", {tile_m, 64}, &base::quantize_rows<tile_m>, &gemm_quant},
                                     base::table.exp_shifted, base::table.exp_shifted_sum, base::table.scale_max,
                                     base::table.silu_gate,
-                                    base::table.round_bf16};
+                                    base::table.round_bf16,
+                                    base::table.rms_norm,
+                                    base::table.rotate_half};
 
 // The names were the includer's for this file only.
 #undef DLM_TILE_LOAD

@@ -391,7 +391,55 @@ inline void silu_gate(const float* gate, const float* up, float* out, index_t n)
     }
 }
 
+/// kernel_table::rms_norm: Σ x² in double (each square exact), x[i]² joining partial i mod 16 in
+/// order of i, the partials folded in halves; then out[i] = weight[i] · (x[i] · inv), two rounded
+/// products. Nothing is left to rounding order, so every path, the baseline included, gives the
+/// same bits.
+inline void rms_norm(const float* x, index_t n, const float* weight, float eps, float* out) noexcept {
+    constexpr int parts = static_cast<int>(rms_norm_sum_parts), per = lanes / 2, vectors = parts / per;
+    static_assert(parts % per == 0, "the norm's partials fill whole vectors of doubles on every instruction set");
+    using vhalf = float __attribute__((vector_size(sizeof(vfloat) / 2)));
+    using vdouble = double __attribute__((vector_size(sizeof(vfloat))));
+    vdouble acc[vectors] = {};
+    index_t i = 0;
+    for (; i + parts <= n; i += parts)
+        for (int v = 0; v < vectors; ++v) {
+            vhalf h;
+            std::memcpy(&h, x + i + v * per, sizeof h);
+            const vdouble d = __builtin_convertvector(h, vdouble);
+            acc[v] += d * d;
+        }
+    double part[parts];
+    std::memcpy(part, acc, sizeof part);
+    for (int j = 0; i < n; ++i, ++j) part[j] += static_cast<double>(x[i]) * x[i];
+    for (int w = parts / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j) part[j] += part[j + w];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(part[0] / static_cast<double>(n)) + eps);
+    const vfloat vi = vbroadcast(inv);
+    index_t e = 0;
+    for (; e + lanes <= n; e += lanes) vstore(out + e, vload(weight + e) * (vload(x + e) * vi));
+    for (; e < n; ++e) out[e] = weight[e] * (x[e] * inv);
+}
+
 #include "quant_body.inl"
+
+/// kernel_table::rotate_half: each product rounded on its own (`unfused`), as the rotation has always
+/// been computed, so every path, the baseline included, gives the same bits.
+inline void rotate_half(float* v, const float* c, const float* s, index_t h) noexcept {
+    index_t i = 0;
+    for (; i + lanes <= h; i += lanes) {
+        const vfloat x1 = vload(v + i), x2 = vload(v + i + h), cs = vload(c + i), sn = vload(s + i);
+        vstore(v + i, unfused(x1 * cs) - unfused(x2 * sn));
+        vstore(v + i + h, unfused(x2 * cs) + unfused(x1 * sn));
+    }
+    if (i < h) {  // the tail through the same vector code
+        const int rest = static_cast<int>(h - i);
+        const vfloat x1 = vload_partial(v + i, rest), x2 = vload_partial(v + i + h, rest);
+        const vfloat cs = vload_partial(c + i, rest), sn = vload_partial(s + i, rest);
+        vstore_partial(v + i, unfused(x1 * cs) - unfused(x2 * sn), rest);
+        vstore_partial(v + i + h, unfused(x2 * cs) + unfused(x1 * sn), rest);
+    }
+}
 
 /// The A layouts of this file's kernels: tiles of mr rows, k-groups of the operand's group.
 template <operand K>
@@ -473,4 +521,4 @@ inline constexpr quant_product quant_entry{quant_form, {mr_q, 4}, &quantize_rows
 
 inline constexpr kernel_table table{isa_id,         isa_name,    lanes,        f32_entry,  f16_entry, bf16_fma_entry,
                                     bf16_dot_entry, quant_entry, &exp_shifted, &exp_shifted_sum, &scale_max, &silu_gate,
-                                    &round_bf16};
+                                    &round_bf16,    &rms_norm,    &rotate_half};

@@ -38,6 +38,9 @@ inline constexpr index_t bf16_k_align = 32;
 /// Partial sums of a softmax row (`kernel_table::exp_shifted_sum`): element i joins partial i mod 16
 /// on every instruction set (one 16-lane vector, two of 8 or four of 4), so every path sums alike.
 inline constexpr index_t softmax_sum_parts = 16;
+/// Partial sums of an RMSNorm's squares (`kernel_table::rms_norm`): x[i]² joins partial i mod 16,
+/// in double, on every instruction set (two vectors of 8 doubles, four of 4 or eight of 2).
+inline constexpr index_t rms_norm_sum_parts = 16;
 
 /// An f32 B operand.
 struct panel_view {
@@ -176,6 +179,16 @@ struct kernel_table {
     /// out[i] = to_bf16_daz(x[i]) for i in [0, n): bf16 bits (a_values::bf16_bits) or the floats they
     /// hold (bf16_f32): a product16::run_rows operand (gemm.hpp, round_rows), a bf16 cache's keys and values (kv_cache.hpp).
     void (*round_bf16)(const float* x, index_t n, void* out, a_values values) noexcept;
+    /// One row of RMSNorm as HF computes it: out[i] = weight[i] · (x[i] · inv), inv = 1 / sqrt(mean
+    /// of x² + eps), the mean of squares summed in double in the order every path shares
+    /// (`rms_norm_sum_parts`: x[i]² joins partial i mod 16, each partial in order of i, folded in
+    /// halves). Squares of floats are exact in double, so fused or not, every path gives the same
+    /// bits. out may be x.
+    void (*rms_norm)(const float* x, index_t n, const float* weight, float eps, float* out) noexcept;
+    /// A rotary embedding's rotate-half step on one head: v[i], v[i + h] = v[i]·c[i] − v[i + h]·s[i],
+    /// v[i + h]·c[i] + v[i]·s[i] for i in [0, h), every product rounded before its addition (the same
+    /// bits on every path).
+    void (*rotate_half)(float* v, const float* c, const float* s, index_t h) noexcept;
 };
 
 }  // namespace dlm::cpu
