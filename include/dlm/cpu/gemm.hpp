@@ -210,16 +210,27 @@ public:
         convert_stored(row0, src, stored, rows);
     }
 
-    /// Row `j` of W (k values) as f32: an embedding lookup from the packed head.
+    /// Row `j` of W (k values) as f32: an embedding lookup from the packed head. The row's k-groups
+    /// lie panel_width · group apart, a cache line each, so the line 48 groups ahead is prefetched
+    /// with each: missed one after another, they took 5.7 µs per row of 1024 bf16 values, a
+    /// thirteenth of the 168M shape's AMX vector side, and 1.75x less with 48 ahead (16: 1.5x less;
+    /// dlm-bench-forward --amx-vector-side, perf).
     void row(index_t j, float* out) const {
         if (quantized()) return quant_.row(j, out);
-        for (index_t i = 0; i < k_; ++i) {
-            const std::size_t at = offset(j, i);
-            switch (type_) {
-                case io::dtype::f32: out[i] = f32_[at]; break;
-                case io::dtype::f16: out[i] = io::f16_to_f32(h16_[at]); break;
-                case io::dtype::bf16: out[i] = io::bf16_to_f32(h16_[at]); break;
+        const auto gather = [&]<int G>(const auto* data, auto&& cvt) {
+            constexpr std::ptrdiff_t step = std::ptrdiff_t{panel_width} * G, ahead = 48 * step;
+            const auto* p = data + offset(j, 0);
+            const auto* end = p + (k_ / G) * step;  // the group past the last whole one
+            for (index_t i = 0; i + G <= k_; i += G, p += step) {
+                if (p + ahead < end) __builtin_prefetch(p + ahead);
+                for (int e = 0; e < G; ++e) out[i + e] = cvt(p[e]);
             }
+            for (index_t i = k_ / G * G, e = 0; i < k_; ++i, ++e) out[i] = cvt(p[e]);  // an odd k's last bf16 value
+        };
+        switch (type_) {
+            case io::dtype::f32: return gather.template operator()<1>(f32_.data(), [](float x) { return x; });
+            case io::dtype::f16: return gather.template operator()<1>(h16_.data(), io::f16_to_f32);
+            case io::dtype::bf16: return gather.template operator()<2>(h16_.data(), io::bf16_to_f32);
         }
     }
 
