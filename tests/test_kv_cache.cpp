@@ -218,6 +218,55 @@ TEST_CASE("bf16 KV cache: keys, values and the attention's operands are rounded 
     cpu::set_isa(cpu::detect_isa());
 }
 
+TEST_CASE("KV window: fresh keys and values land where key_at and value_at say, f32 and bf16, at head sizes and offsets of every run") {
+    // gather_window_kv stores a run of 16 positions 64 dims at a time: windows longer than a run,
+    // starting at odd and even block positions (a bf16 value panel pairs positions), head sizes not
+    // a multiple of 64 (a last run of dims short of a value panel) and odd (bf16's padding dim).
+    for (const io::dtype element : {io::dtype::f32, io::dtype::bf16})
+        for (const index_t d : {6, 7, 64, 80, 130})
+            for (const index_t begin : {0, 5, 32, 45})
+                for (const index_t rows : {1, 2, 17, 40}) {
+                    CAPTURE(cpu::kv_element_name(element));
+                    CAPTURE(d);
+                    CAPTURE(begin);
+                    CAPTURE(rows);
+                    const index_t heads = 2, kv_heads = 2;
+                    const cpu::head_geometry hg{heads, kv_heads, d, (heads + 2 * kv_heads) * d, heads * d};
+                    std::vector<float> qkv(std::size_t(rows) * std::size_t(hg.qkv_ld));
+                    for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>(std::sin(0.37 * double(i) + 0.1 * double(d)));
+                    cpu::window_kv w = cpu::window_kv::of(element, begin, begin + rows, d);
+                    std::vector<std::byte, cpu::aligned_allocator<std::byte>> store(w.bytes(kv_heads));
+                    w.place(store.data(), kv_heads);
+                    const forward_plan plan{begin, begin + rows, 0, 0, 0, 0, begin + rows};
+                    const cpu::kv_shape& sh = w.blocks.shape;
+                    for (index_t g = 0; g < kv_heads; ++g) {
+                        cpu::gather_window_kv(hg, qkv.data(), plan, w, nullptr, 0, g);
+                        const std::byte* kb = w.blocks.key_block(std::size_t(g));
+                        const std::byte* vb = w.blocks.value_block(std::size_t(g));
+                        const auto held = [&](const std::byte* base, std::ptrdiff_t at) {
+                            if (element == io::dtype::f32) {
+                                float f;
+                                std::memcpy(&f, base + at * 4, 4);
+                                return f;
+                            }
+                            std::uint16_t h;
+                            std::memcpy(&h, base + at * 2, 2);
+                            return io::bf16_to_f32(h);
+                        };
+                        const auto as_held = [&](float x) { return element == io::dtype::f32 ? x : io::bf16_to_f32(cpu::to_bf16_daz(x)); };
+                        for (index_t j = 0; j < rows; ++j) {
+                            const index_t p = begin + j - w.blocks.origin;
+                            const float* row = qkv.data() + std::ptrdiff_t{j} * hg.qkv_ld;
+                            for (index_t i = 0; i < d; ++i) {
+                                REQUIRE(held(kb, sh.key_at(i, p)) == as_held(row[hg.q_dim() + g * d + i]));
+                                REQUIRE(held(vb, sh.value_at(p, i)) == as_held(row[hg.q_dim() + hg.kv_dim() + g * d + i]));
+                            }
+                            if (d % sh.group() != 0) REQUIRE(held(kb, sh.key_at(d, p)) == 0.0f);  // bf16's padding dim of an odd head
+                        }
+                    }
+                }
+}
+
 TEST_CASE("bf16 KV cache: errors name the element type and the store that is wrong") {
     const auto cfg = small_config(io::architecture::llada, true, false);
     transformer m(cfg, cpu::random_weights(cfg, 3));
