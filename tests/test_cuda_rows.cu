@@ -34,7 +34,9 @@ std::vector<float> normal(std::size_t n, unsigned seed, float sd) {
     return v;
 }
 
-/// The CPU model's RMSNorm of one row (cpu/ops.hpp: mean of squares in double, the rest in f32).
+/// The CPU model's RMSNorm of one row: mean of squares in double, the rest in f32 (kernel_table::
+/// rms_norm sums in 16 partials, this one serially, the GPU per thread and then over the block; an
+/// order of a double sum reaches an f32 result only on rows built for it, as test_row_kernels' is).
 std::vector<float> host_rms_norm(const float* x, const float* w, index_t width, float eps) {
     double ss = 0;
     for (index_t i = 0; i < width; ++i) ss += static_cast<double>(x[i]) * x[i];

@@ -255,7 +255,7 @@ inline constexpr index_t kv_run_positions = 16, kv_run_dims = 64;
 /// time (bf16: the kernels' round_bf16), then stored a key row at a time (G dims of every position:
 /// nq consecutive groups) and a value panel at a time (32 dims of a position, or of a pair of
 /// positions for bf16: 32 consecutive pairs). Element by element (a key row and a value panel per
-/// element), the stores took 8 % of the AMX vector side of a 168M forward (dlm-bench-forward
+/// element), the stores took 11 % of the AMX vector side of a 168M forward (dlm-bench-forward
 /// --amx-vector-side, perf).
 template <class E, int G>
 void store_fresh_kv(const kv_shape& s, E* keys, E* values, const float* k_rows, const float* v_rows, std::ptrdiff_t ld, index_t p0, index_t nq,
