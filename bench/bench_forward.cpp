@@ -32,6 +32,8 @@
 //              (amx_vector_side.hpp; any CPU with AVX-512 BF16): what an AMX forward takes that no
 //              tile unit speeds up (operands built, per-block steps, C's traffic, and the attention,
 //              norms and softmax of every path), so a bound from below on it, measurable without tiles
+//   --amx-vector-side-only  the same, and no other timing of the cases: a run to profile the
+//              vector side alone (perf record -e cpu-clock ... --amx-vector-side-only --reps 200)
 //   --no-peak  measure no ceilings (peaks, bandwidth): the % of peak and floor columns are left out
 //   --bandwidth-mib N  the read-bandwidth buffer, MiB (default 1024; 0: no bandwidth, no floor)
 //   --json FILE  every number of the run (ceilings, model, cases, decode, roofline) for tools
@@ -58,6 +60,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dlm/cache/caches.hpp>
@@ -86,7 +89,7 @@ struct options {
     index_t canvas = 256, block = 32, cache = 512, gen = 256, prompt = 64, roofline_rows = 1024, bandwidth_mib = 1024;
     std::vector<int> threads;
     int reps = 3;
-    bool decode = false, peak = true, roofline = false, dtype_given = false, amx_vector_side = false;
+    bool decode = false, peak = true, roofline = false, dtype_given = false, amx_vector_side = false, vector_side_only = false;
     std::optional<std::uint64_t> verify_seed;
     std::optional<cpu::quant::file_type> verify_type;
 };
@@ -96,7 +99,7 @@ struct options {
     std::fprintf(stderr,
                  "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
                  "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--kv f32|bf16] [--no-peak] [--bandwidth-mib N]\n"
-                 "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]] [--amx-vector-side]\n"
+                 "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]] [--amx-vector-side[-only]]\n"
                  "  shapes: %s\n",
                  argv0, bench::shape_names().c_str());
     std::exit(2);
@@ -130,6 +133,7 @@ options parse(int argc, char** argv) {
         else if (a == "--decode") o.decode = true;
         else if (a == "--no-peak") o.peak = false;
         else if (a == "--amx-vector-side") o.amx_vector_side = true;
+        else if (a == "--amx-vector-side-only") o.amx_vector_side = o.vector_side_only = true;
         else if (a == "--json") o.json_path = value();
         else if (a == "--roofline") o.roofline = true;
         else if (a == "--roofline-rows") o.roofline_rows = count(1);
@@ -185,7 +189,26 @@ struct reference {
     std::string product;
     double weight_bytes;
     bool amx_vector_side = false;
+    bool plain = true;  ///< false: --amx-vector-side-only, the forwards on this CPU's kernels are not timed
 };
+
+/// The best and the total seconds of `reps` forwards of `batch` after one warm-up (experts timed into `moe`).
+template <class Mask, class Batch>
+std::pair<double, double> time_forwards(cpu::transformer& m, const Batch& batch, const Mask& mask, std::vector<float>& logits, int reps,
+                                        cpu::moe_timing& moe) {
+    m.forward(batch, mask, logits);  // warm-up
+    double best = 1e30, total = 0;
+    m.time_experts(&moe);
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = clock_type::now();
+        m.forward(batch, mask, logits);
+        const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+        best = std::min(best, s);
+        total += s;
+    }
+    m.time_experts(nullptr);
+    return {best, total};
+}
 
 template <class Mask>
 json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const canvas_layout& l, const forward_plan& p,
@@ -199,28 +222,20 @@ json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
     json out = json::array();
     for (int t : threads) {
         bench::set_threads(t);
-        m.forward(batch, mask, logits);  // warm-up
-        double best = 1e30, total = 0;
         cpu::moe_timing moe;  // mixture-of-experts models: where the MLP time goes, over all reps
-        m.time_experts(&moe);
-        for (int r = 0; r < reps; ++r) {
-            const auto t0 = clock_type::now();
-            m.forward(batch, mask, logits);
-            const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-            best = std::min(best, s);
-            total += s;
-        }
-        m.time_experts(nullptr);
+        const auto [best, total] = ref.plain ? time_forwards(m, batch, mask, logits, reps, moe) : std::pair{0.0, 0.0};
         // The peak and bandwidth measured at t threads; where a count was not measured, one core's peak × t.
         const bench::ceiling c = ref.ceil.of(t);
         bench::applied_peak pk = bench::peak_for(c.pk, ref.product);
         if (pk.rate <= 0) pk.rate = bench::peak_for(ref.ceil.of(1).pk, ref.product).rate * t;
-        const double percent = pk.rate > 0 ? 100.0 * flops / best / pk.rate : 0.0;
+        const double percent = pk.rate > 0 && best > 0 ? 100.0 * flops / best / pk.rate : 0.0;
         const double floor_s = c.read_bps > 0 ? ref.weight_bytes / c.read_bps : 0.0;
-        std::printf("  %-5s %4d rows x %4d keys, %d thread(s): %9.2f ms  %7.1f GFLOP/s", label, p.window_size(), p.attend_end, t, best * 1e3,
-                    flops / best / 1e9);
-        if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", percent, pk.name);
-        if (floor_s > 0) std::printf("  floor x %.2f (%.2f ms)", best / floor_s, floor_s * 1e3);
+        std::printf("  %-5s %4d rows x %4d keys, %d thread(s):", label, p.window_size(), p.attend_end, t);
+        if (best > 0) {
+            std::printf(" %9.2f ms  %7.1f GFLOP/s", best * 1e3, flops / best / 1e9);
+            if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", percent, pk.name);
+            if (floor_s > 0) std::printf("  floor x %.2f (%.2f ms)", best / floor_s, floor_s * 1e3);
+        }
         std::printf("\n");
         double vector_side = 0;
 #if defined(__x86_64__)
@@ -228,12 +243,15 @@ json bench_case(cpu::transformer& m, const char* label, const Mask& mask, const 
             const bench::amx_vector_side on;
             m.forward(batch, mask, logits);  // warm-up
             vector_side = bench::best_of(reps, [&] { m.forward(batch, mask, logits); });
-            std::printf("        amx vector side alone: %9.2f ms (%.2f x this forward%s", vector_side * 1e3, vector_side / best, floor_s > 0 ? "" : ")\n");
-            if (floor_s > 0) std::printf(", floor x %.2f)\n", vector_side / floor_s);
+            std::printf("        amx vector side alone: %9.2f ms", vector_side * 1e3);
+            const char* sep = " (";
+            if (best > 0) std::printf("%s%.2f x this forward", std::exchange(sep, ", "), vector_side / best);
+            if (floor_s > 0) std::printf("%sfloor x %.2f", std::exchange(sep, ", "), vector_side / floor_s);
+            std::printf("%s\n", *sep == ',' ? ")" : "");
         }
 #endif
         out.push_back({{"case", label}, {"rows", p.window_size()}, {"keys", p.attend_end}, {"threads", t}, {"ms", best * 1e3}, {"flop", flops},
-                       {"flops", flops / best}, {"peak", pk.name}, {"peak_rate", pk.rate}, {"percent_of_peak", percent},
+                       {"flops", best > 0 ? flops / best : 0.0}, {"peak", pk.name}, {"peak_rate", pk.rate}, {"percent_of_peak", percent},
                        {"weight_bytes", ref.weight_bytes}, {"floor_ms", floor_s * 1e3}, {"floor_ratio", floor_s > 0 ? best / floor_s : 0.0},
                        {"amx_vector_side_ms", vector_side * 1e3}});
         if (moe.calls > 0) {
@@ -358,7 +376,7 @@ int main(int argc, char** argv) {
         std::printf("KV cache: %s, %.1f KiB per position\n", o.kv.c_str(), static_cast<double>(m.kv_cache_bytes(1024) - m.kv_cache_bytes(0)) / 1024 / 1024);
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
         const io::model_config& cfg = m.config();
-        const reference ref{ceil, bench::weight_product(m.weight_type()), bench::streamed_weight_bytes(m), o.amx_vector_side};
+        const reference ref{ceil, bench::weight_product(m.weight_type()), bench::streamed_weight_bytes(m), o.amx_vector_side, !o.vector_side_only};
         print_model(m, what, ref.product, ref.weight_bytes, load_s);
         out["model"] = {{"what", what}, {"parameters", m.parameter_count()}, {"hidden", cfg.hidden_size}, {"layers", cfg.num_layers},
                         {"heads", cfg.num_heads}, {"kv_heads", cfg.num_kv_heads}, {"mlp", cfg.intermediate_size}, {"vocab", cfg.vocab_size},

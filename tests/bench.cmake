@@ -38,6 +38,12 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
     set_tests_properties("${_name}" PROPERTIES LABELS bench SKIP_REGULAR_EXPRESSION "needs AVX-512 BF16"
                          PASS_REGULAR_EXPRESSION "fill .*amx vector side alone: +[0-9.]+ ms.*block .*amx vector side alone: +[0-9.]+ ms.*full .*amx vector side alone: +[0-9.]+ ms")
   endforeach()
+  # --amx-vector-side-only (a run to profile the vector side alone): no case timed on this CPU's kernels.
+  set(_name "bench: dlm-bench-forward --amx-vector-side-only times the AMX vector side and no other forward")
+  add_test(NAME "${_name}" COMMAND dlm-bench-forward --shape tiny --dtype bf16 --kv bf16 --reps 1 --no-peak --canvas 24 --block 8 --cache 16
+                                   --threads 1 --amx-vector-side-only)
+  set_tests_properties("${_name}" PROPERTIES LABELS bench SKIP_REGULAR_EXPRESSION "needs AVX-512 BF16" FAIL_REGULAR_EXPRESSION "GFLOP/s"
+                       PASS_REGULAR_EXPRESSION "fill .*thread\\(s\\):[\r\n]+ +amx vector side alone: +[0-9.]+ ms.*full .*amx vector side alone: +[0-9.]+ ms")
   add_test(NAME "bench: dlm-bench-quant refuses a type it has no kernel for" COMMAND dlm-bench-quant --types q3_k --no-peak)
   set_tests_properties("bench: dlm-bench-quant refuses a type it has no kernel for" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "invalid parameter '--types': 'q3_k' is not one of")
