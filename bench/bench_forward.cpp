@@ -4,7 +4,7 @@
 //   dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N]
 //                     [--cache N] [--threads LIST] [--reps N] [--decode] [--gen N] [--prompt N]
 //                     [--kv f32|bf16] [--no-peak] [--bandwidth-mib N] [--json FILE] [--roofline [--roofline-rows N]]
-//                     [--amx-vector-side]
+//                     [--amx-vector-side[-only]]
 //
 //   --shape    100M (default), 168M, llada-8b, dream-7b, tiny, ... (bench/shapes.hpp): random weights;
 //              diffusiongemma-26b-a4b[-16e]: DiffusionGemma's encode, canvas step and (--decode) generation

@@ -218,11 +218,11 @@ public:
     void row(index_t j, float* out) const {
         if (quantized()) return quant_.row(j, out);
         const auto gather = [&]<int G>(const auto* data, auto&& cvt) {
-            constexpr std::ptrdiff_t step = std::ptrdiff_t{panel_width} * G, ahead = 48 * step;
+            constexpr index_t groups_ahead = 48;
+            constexpr std::ptrdiff_t step = std::ptrdiff_t{panel_width} * G;
             const auto* p = data + offset(j, 0);
-            const auto* end = p + (k_ / G) * step;  // the group past the last whole one
             for (index_t i = 0; i + G <= k_; i += G, p += step) {
-                if (p + ahead < end) __builtin_prefetch(p + ahead);
+                if (i + groups_ahead * G < k_) __builtin_prefetch(p + groups_ahead * step);  // only lines of the row
                 for (int e = 0; e < G; ++e) out[i + e] = cvt(p[e]);
             }
             for (index_t i = k_ / G * G, e = 0; i < k_; ++i, ++e) out[i] = cvt(p[e]);  // an odd k's last bf16 value

@@ -334,6 +334,16 @@ inline void exp_shifted(float* x, index_t n, float shift) noexcept {
     }
 }
 
+/// The sum of N partials folded in halves (p[j] += p[j + N/2], then + N/4, ..., + 1): the one order
+/// of the softmax's and RMSNorm's sums on every path.
+template <class T, int N>
+[[nodiscard]] inline T fold_halves(T (&part)[N]) noexcept {
+    static_assert(N > 0 && (N & (N - 1)) == 0, "partials fold in halves: a power of two of them");
+    for (int w = N / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j) part[j] += part[j + w];
+    return part[0];
+}
+
 inline float exp_shifted_sum(float* x, index_t n, float shift) noexcept {
     constexpr int parts = static_cast<int>(softmax_sum_parts), vectors = parts / lanes;
     static_assert(parts % lanes == 0, "a softmax sum's partials fill whole vectors on every instruction set");
@@ -354,9 +364,7 @@ inline float exp_shifted_sum(float* x, index_t n, float shift) noexcept {
     }
     float part[parts];
     for (int v = 0; v < vectors; ++v) vstore(part + v * lanes, acc[v]);
-    for (int w = parts / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; ++j) part[j] += part[j + w];
-    return part[0];
+    return fold_halves(part);
 }
 
 inline float scale_max(float* x, index_t n, float scale) noexcept {
@@ -412,9 +420,7 @@ inline void rms_norm(const float* x, index_t n, const float* weight, float eps, 
     double part[parts];
     std::memcpy(part, acc, sizeof part);
     for (int j = 0; i < n; ++i, ++j) part[j] += static_cast<double>(x[i]) * x[i];
-    for (int w = parts / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; ++j) part[j] += part[j + w];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(part[0] / static_cast<double>(n)) + eps);
+    const float inv = 1.0f / std::sqrt(static_cast<float>(fold_halves(part) / static_cast<double>(n)) + eps);
     const vfloat vi = vbroadcast(inv);
     index_t e = 0;
     for (; e + lanes <= n; e += lanes) vstore(out + e, vload(weight + e) * (vload(x + e) * vi));
