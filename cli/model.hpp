@@ -78,7 +78,11 @@ using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
     if (io::is_gguf_path(dir) || !std::filesystem::is_regular_file(dir / "config.json", ec)) return false;
     const std::string source = (dir / "config.json").string();
     const nlohmann::json j = io::detail::parse_json_strict(io::detail::read_text_file(dir / "config.json"), source, "config");
-    return j.is_object() && j.value("model_type", std::string()) == "diffusion_gemma";
+    // Anything but the string "diffusion_gemma" (another type too) is the transformer's to read, whose
+    // config reader names an ill-typed model_type (j.value would throw nlohmann's own error here).
+    if (!j.is_object()) return false;
+    const auto it = j.find("model_type");
+    return it != j.end() && it->is_string() && it->get<std::string>() == "diffusion_gemma";
 }
 
 /// A "loading weights" bar (progress_bar: drawn only where stderr is a terminal), fed with

@@ -2,6 +2,8 @@
 // statistics and pictures. The programs themselves run end to end in tests/cli.cmake.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -346,4 +348,20 @@ TEST_CASE("cli: the trace outlines each edit of a revising schedule in the row o
     CHECK(cli::draw::to_svg(cli::trace_scene(std::vector<cli::trace_run>{run}, "t", "s")).find("token edited") == std::string::npos);
 }
 
+TEST_CASE("cli: a config.json whose model_type is not a string is left to the model's reader, which names the key") {
+    const auto dir = std::filesystem::temp_directory_path() / "dlm_test_cli_model_type";
+    std::filesystem::create_directories(dir);
+    const auto write = [&](const char* text) { std::ofstream(dir / "config.json") << text; };
+    write(R"({"model_type": 5})");  // nlohmann's own type_error escaped from here before
+    CHECK_FALSE(cli::is_diffusion_gemma(dir));
+    write(R"({"model_type": null})");
+    CHECK_FALSE(cli::is_diffusion_gemma(dir));
+    write(R"({"model_type": ["diffusion_gemma"]})");
+    CHECK_FALSE(cli::is_diffusion_gemma(dir));
+    write(R"({"model_type": "diffusion_gemma"})");
+    CHECK(cli::is_diffusion_gemma(dir));
+    std::filesystem::remove_all(dir);
+}
+
 }  // namespace test_cli
+

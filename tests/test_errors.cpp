@@ -79,12 +79,12 @@ void write_model(const temp_dir& dir, const nlohmann::json& config, const std::v
 /// Loading the folder must throw E whose message holds every part; returns the error's tensor name
 /// when E is a tensor_error.
 template <class E>
-std::string expect_load_error(const temp_dir& dir, std::initializer_list<std::string_view> parts) {
+std::string expect_load_error(const temp_dir& dir, std::initializer_list<std::string_view> parts, const cpu::load_options& options = {}) {
     std::string tensor;
     expect_error<E>(
         [&] {
             try {
-                (void)cpu::transformer::load(dir.path());
+                (void)cpu::transformer::load(dir.path(), options);
             } catch (const tensor_error& e) {
                 tensor = e.tensor();
                 throw;
@@ -178,6 +178,15 @@ TEST_CASE("errors: a config that does not match the weights") {
         config["embedding_size"] = 320;
         write_model(dir, config, tensors);
         CHECK(expect_load_error<tensor_error>(dir, {"expected shape [320, 48]", "found [300, 48]"}) == "model.transformer.wte.weight");
+    }
+    SUBCASE("a vocabulary far larger than stored: the tensor is named before anything is allocated for it") {
+        // 200M rows of 48: 38 GB in f32 (memory_error before the shapes were checked), 9.6 GB in
+        // bf16 (allocated, then refused); the shape is now checked first, whatever type is asked for.
+        config["embedding_size"] = 200'000'000;
+        write_model(dir, config, tensors);
+        for (const std::optional<io::dtype> type : {std::optional<io::dtype>{}, std::optional{io::dtype::f32}, std::optional{io::dtype::bf16}})
+            CHECK(expect_load_error<tensor_error>(dir, {"expected shape [200000000, 48]", "found [300, 48]"}, {.weight_dtype = type}) ==
+                  "model.transformer.wte.weight");
     }
     SUBCASE("another number of key/value heads") {
         config["n_kv_heads"] = 6;

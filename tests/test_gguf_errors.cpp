@@ -182,6 +182,10 @@ TEST_CASE("tensor info errors: dimensions, types, block sizes, offsets, overlaps
     g = f;
     poke<std::uint64_t>(g, offset_at(g, "b", 1), 32);
     CHECK(has(parse_error<tensor_error>(g), "tensor 'b': data at offset 32 overlaps tensor 'a' [0, 64)"));
+    // 2^62 f32 elements: 2^64 bytes, which wrapped to 0 and loaded (an audit's 4 MB file declaring 16 EiB).
+    g = f;
+    poke<std::uint64_t>(g, tensor_info_at(g, "b") + 13, std::uint64_t{1} << 62);
+    CHECK(has(parse_error<tensor_error>(g), "tensor 'b': 4611686018427387904 elements of F32: the byte count overflows"));
     g = f;
     g[tensor_info_at(g, "b") + 8] = std::byte{'a'};
     CHECK(has(parse_error<tensor_error>(g), "tensor 'a': appears twice"));
@@ -221,6 +225,11 @@ TEST_CASE("model errors: architecture, required keys, inconsistent sizes, tensor
                   w.add_tensor("blk.2.attn_norm.weight", s, v);
               }}),
               "tensor 'blk.2.attn_norm.weight': not a tensor of the llada model the metadata describes"));
+    // A block_count the tensors cannot hold is refused naming the first missing layer, before
+    // anything is counted per layer (2^31 - 1 layers asked for gigabytes of names first).
+    CHECK(has(load_error<tensor_error>({.drop_key = "llada.block_count",
+                                        .more_keys = [](io::gguf_writer& w) { w.add_u32("llada.block_count", 2147483647); }}),
+              "tensor 'blk.2.attn_norm.weight': missing from the file, whose metadata's block_count gives 2147483647 layers"));
 }
 
 TEST_CASE("tokenizer errors: SentencePiece vocabularies and unknown pre-tokenizers are refused by name") {

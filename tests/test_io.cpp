@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "dlm/io/safetensors.hpp"
 #include "io_test_util.hpp"
 
@@ -247,6 +249,30 @@ TEST_CASE("open: missing paths and folders without weights") {
     expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir / "nope"); }, {"nope", "no such file"});
     expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); },
                                   {dir.path().string(), "model.safetensors.index.json"});
+}
+
+TEST_CASE("open: a FIFO in place of the weights is refused as not a regular file, without waiting for a writer") {
+    temp_dir dir;
+    const auto fifo = dir / "model.safetensors";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    expect_error<dlm::file_error>([&] { (void)mapped_file(fifo); }, {fifo.string(), "not a regular file"});
+}
+
+TEST_CASE("JSON nested past max_json_depth is refused as it is parsed, and the quoting of a deep value in an error stays bounded") {
+    const auto nested = [](int depth) { return std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']'); };
+    CHECK_NOTHROW((void)detail::parse_json_strict(nested(detail::max_json_depth), "f.json", "config"));
+    expect_error<dlm::file_error>([&] { (void)detail::parse_json_strict(nested(detail::max_json_depth + 1), "f.json", "config"); },
+                                  {"f.json", "config nests arrays and objects more than 128 deep"});
+    // 200,000 deep (400 KB): quoting it in an error message overflowed the stack (a segfault).
+    expect_error<dlm::file_error>([&] { (void)detail::parse_json_strict("{\"a\": " + nested(200000) + "}", "f.json", "config"); }, {"128 deep"});
+    // A safetensors header whose shape nests past the bound: refused naming the file.
+    expect_open_error<dlm::file_error>(R"({"w": {"dtype": "F32", "shape": )" + nested(200000) + R"(, "data_offsets": [0, 4]}})", 4,
+                                       {"header nests arrays and objects more than 128 deep"});
+    // A long but shallow value is quoted cut, not whole.
+    std::string wide = "[";
+    for (int i = 0; i < 100000; ++i) wide += "1,";
+    wide += "1]";
+    expect_open_error<dlm::file_error>(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": )" + wide + "}}", 4, {"'data_offsets' [1,1,1,", "... is not a pair"});
 }
 
 TEST_CASE("writer refuses bad input") {

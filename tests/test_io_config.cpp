@@ -283,11 +283,20 @@ TEST_CASE("features dlm's transformer does not implement are refused by key") {
     }
     const std::pair<const char*, json> qwen_cases[] = {
         {"hidden_act", "gelu"}, {"use_sliding_window", true},
-        {"use_mrope", true}};
+        {"use_mrope", true}, {"partial_rotary_factor", 0.5}};
     for (const auto& [key, value] : qwen_cases) {
         json j = fixture("qwen2-0.5b-instruct");
         j[key] = value;
         expect_refused(j, {std::string("key '") + key + "'", "not supported"});
+    }
+    // A top-level partial_rotary_factor (transformers' default rope reads it for every model) was
+    // ignored outside LLaDA2 and LLaDA-MoE; 1.0 says nothing and is taken.
+    for (const char* folder : {"llada-8b-instruct", "qwen2-0.5b-instruct"}) {
+        json j = fixture(folder);
+        j["partial_rotary_factor"] = 0.25;
+        expect_refused(j, {"key 'partial_rotary_factor'", "0.25 is not supported", "rotates the whole head"});
+        j["partial_rotary_factor"] = 1.0;
+        CHECK_NOTHROW((void)parse_config(j, "cfg.json"));
     }
 }
 

@@ -474,6 +474,15 @@ TEST_CASE("memory: a model that cannot fit is refused before allocating, with th
         CHECK(what.find(std::to_string(e.needed()) + " bytes") != std::string::npos);
         CHECK(what.find(std::to_string(e.available()) + " bytes") != std::string::npos);
         CHECK(what.find("bf16") != std::string::npos);
+        // Already bf16: no narrower type to suggest (the hint once said --dtype bf16 here too).
+        CHECK(what.find("--dtype bf16") == std::string::npos);
+        CHECK(what.find("load a quantized GGUF file") != std::string::npos);
+    }
+    try {
+        (void)transformer::random(c, 1, io::dtype::f32);
+        FAIL("no error");
+    } catch (const memory_error& e) {
+        CHECK(std::string(e.what()).find("hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16)") != std::string::npos);
     }
     CHECK_NOTHROW(check_fits("a small buffer", 1024));
     CHECK(available_memory() > 0);

@@ -215,6 +215,22 @@ TEST_CASE("tokenizer: errors name the file and what is wrong") {
             {"pre_tokenizer.pretokenizers[0].pattern", "\\d"});
     refused("lookbehind.json", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(?<=a)b"; },
             {"pattern", "group construct"});
+    // Patterns that overflowed the parser's stack (groups 100,000 deep in 400 KB) or asked for
+    // gigabytes as they compiled (counted repetitions that multiply, 35 bytes) are refused.
+    const auto regex = [](std::string pattern) {
+        return [pattern = std::move(pattern)](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern; };
+    };
+    std::string deep;
+    for (int i = 0; i < 100000; ++i) deep += "(?:";
+    deep += "a" + std::string(100000, ')');
+    refused("deep_groups.json", regex(deep), {"pattern", "groups nested more than 64 deep"});
+    refused("multiplied_counts.json", regex("(?:(?:(?:ab){1000}){1000}){1000}"), {"pattern", "compiles to more than 262144 instructions"});
+    refused("stacked_quantifiers.json", regex("a{2}{2}{2}{2}{2}"), {"pattern", "more than 4 quantifiers stacked on one atom"});
+    refused("deep_sequence.json", [](json& j) {  // Sequences of pre-tokenizers 200 deep: past the JSON depth bound
+        json inner = j["pre_tokenizer"];
+        for (int i = 0; i < 200; ++i) inner = json{{"type", "Sequence"}, {"pretokenizers", json::array({inner})}};
+        j["pre_tokenizer"] = inner;
+    }, {"nests arrays and objects more than 128 deep"});
     refused("bad_merge.json", [](json& j) { j["model"]["merges"][0] = "nosuchtoken Ġ"; }, {"merges", "missing from the vocab"});
     refused("dropout.json", [](json& j) { j["model"]["dropout"] = 0.1; }, {"dropout", "not supported"});
     refused("single_word.json", [](json& j) { j["added_tokens"][0]["single_word"] = true; }, {"added_tokens[0]", "single_word"});

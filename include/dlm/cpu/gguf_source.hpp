@@ -151,6 +151,13 @@ public:
     /// The tensors the model does not use: refused (a file this config does not describe), except
     /// rope_freqs.weight (a table llama.cpp's converters may add; dlm computes its own).
     void check_all_used() const {
+        // Each layer's first tensor, before anything is counted per layer: a block_count the file's
+        // tensors cannot hold (2^31 - 1 in a 4 MB file) is refused naming the first layer it lacks.
+        for (index_t l = 0; l < c_.num_layers; ++l) {
+            const std::string first = gguf_tensor_name(tensor_role::attn_norm, l);
+            if (!f_.header().find_tensor(first))
+                throw tensor_error(f_.path(), first, "missing from the file, whose metadata's block_count gives " + std::to_string(c_.num_layers) + " layers");
+        }
         std::set<std::string> used{"rope_freqs.weight"};
         for (const auto& [role, layer] : weight_order(c_)) used.insert(gguf_tensor_name(role, layer));
         for (index_t l = 0; l < c_.num_layers; ++l)

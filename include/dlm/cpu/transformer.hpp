@@ -276,6 +276,11 @@ private:
     template <class Source>
     weight_layout held_type(Source& src, const load_options& opt, std::initializer_list<std::pair<tensor_role, std::int64_t>> parts,
                             index_t l) const {
+        // Every part's stored type first, requested type or not: the sources check each shape there,
+        // so a config the file does not hold is refused before build() allocates anything for it.
+        const io::dtype first = src.dtype(parts.begin()->first, l);
+        bool same = true;
+        for (auto [r, rows] : parts) same = src.dtype(r, l) == first && same;
         if (opt.weight_dtype) return {*opt.weight_dtype, {}};
         if constexpr (requires { src.quant_type(tensor_role::q_proj, l); }) {
             std::vector<quant::part_spec> blocks;
@@ -284,10 +289,7 @@ private:
                     blocks.push_back({static_cast<index_t>(rows), *t});
             if (blocks.size() == parts.size()) return {io::dtype::f32, blocks};
         }
-        const io::dtype first = src.dtype(parts.begin()->first, l);
-        for (auto [r, rows] : parts)
-            if (src.dtype(r, l) != first) return {io::dtype::f32, {}};
-        return {first, {}};
+        return {same ? first : io::dtype::f32, {}};
     }
 
     /// Copies `role` of `layer` from `src` into rows [row_offset, ...) of `m`, a slice at a time.
@@ -362,9 +364,11 @@ private:
         bytes = saturating_add(bytes, sizeof(float) * static_cast<std::uint64_t>(h));
         weight_bytes_ = bytes;
         weight_type_ = types.size() == 1 ? *types.begin() : "mixed";
+        // Only f32 weights have a narrower type to suggest; bf16, f16 and GGUF blocks do not.
         if (opt.check_memory)
             check_fits("the model's weights (" + weight_type_ + ", " + std::to_string(c.num_layers) + " layers)", bytes,
-                       "hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16) or free memory");
+                       types.contains("f32") ? "hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16) or free memory"
+                                             : "free memory, or load a quantized GGUF file of the model (docs/models.md, \"GGUF files\")");
         check_rows_fit(q + 2 * kv, 2 * f);
         build_layers(src, opt, t_emb, t_head, t_qkv, t_o, t_gu, t_down);
     }

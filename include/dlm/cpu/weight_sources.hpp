@@ -60,7 +60,12 @@ inline void report_loaded(const load_options& opt, std::uint64_t& done, std::uin
 class checkpoint_source {
 public:
     checkpoint_source(const io::checkpoint& ck, const io::model_config& c) : ck_(ck), c_(c) {}
-    [[nodiscard]] io::dtype dtype(tensor_role r, index_t l) const { return ck_.info(tensor_name(c_.arch, r, l)).type; }
+    /// The role's stored type, its shape checked first: build() asks every matrix's type before it
+    /// allocates, so a config the tensors do not match is refused before any memory is taken.
+    [[nodiscard]] io::dtype dtype(tensor_role r, index_t l) const {
+        const stored_slice s = stored_slice_of(c_, r, l);
+        return ck_.info(s.name, s.shape).type;
+    }
     void read(tensor_role r, index_t l, index_t row0, index_t rows, float* dst) const {
         const stored_slice s = stored_slice_of(c_, r, l);  // a role's rows may sit inside a fused tensor (LLaDA2)
         const std::int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1;

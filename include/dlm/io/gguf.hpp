@@ -370,7 +370,10 @@ private:
         t.offset = c.read<std::uint64_t>("tensor '" + t.name + "''s data offset");
         if (t.offset % alignment_ != 0)
             fail("data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(alignment_));
-        const std::uint64_t size = static_cast<std::uint64_t>(elements / tr->elements) * tr->bytes;
+        const auto blocks = static_cast<std::uint64_t>(elements / tr->elements);
+        if (blocks > std::numeric_limits<std::uint64_t>::max() / tr->bytes)
+            fail(std::to_string(elements) + " elements of " + std::string(tr->name) + ": the byte count overflows");
+        const std::uint64_t size = blocks * tr->bytes;
         t.bytes = std::span<const std::byte>(static_cast<const std::byte*>(nullptr), 0);
         sizes_.push_back(size);
         tensor_index_.emplace(t.name, tensors_.size());

@@ -64,15 +64,24 @@ namespace dlm::io::detail {
     return duplicate;
 }
 
+/// The deepest nesting of arrays and objects parse_json_strict accepts. The files dlm reads nest a
+/// few levels (a tokenizer.json about six); a document nested tens of thousands deep would overflow
+/// the stack of every recursive walk over it (quoting a value in an error message, a Sequence of
+/// pre-tokenizers) and is refused as it is parsed.
+inline constexpr int max_json_depth = 128;
+
 /// Parses JSON text, refusing a key repeated within one object, at any depth (the default parser
-/// silently keeps the last one). `what` names the document in errors ("header", "config"). Throws
-/// file_error naming `source`.
+/// silently keeps the last one), and nesting deeper than max_json_depth. `what` names the document
+/// in errors ("header", "config"). Throws file_error naming `source`.
 [[nodiscard]] inline nlohmann::json parse_json_strict(std::string_view text, const std::string& source, const char* what) {
     // Count the keys each object was written with; an object that ends up smaller held a key twice.
     std::vector<std::size_t> key_counts;
     bool has_duplicate = false;
-    const nlohmann::json::parser_callback_t on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         using ev = nlohmann::json::parse_event_t;
+        if ((event == ev::object_start || event == ev::array_start) && depth >= max_json_depth)
+            throw file_error(source, std::string(what) + " nests arrays and objects more than " + std::to_string(max_json_depth) +
+                                         " deep, which no file dlm reads does");
         if (event == ev::object_start) {
             key_counts.push_back(0);
         } else if (event == ev::key) {

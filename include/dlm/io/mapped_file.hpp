@@ -41,7 +41,9 @@ public:
     /// Maps `path`; throws dlm::file_error naming the path if it cannot be opened or read.
     explicit mapped_file(const std::filesystem::path& path) : path_(path.string()) {
 #if DLM_IO_HAVE_MMAP
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        // O_NONBLOCK: opening a FIFO (or a device) for reading would wait for a writer before the
+        // regular-file check below could refuse it; on a regular file it changes nothing.
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0) throw file_error(path_, std::string("cannot open: ") + std::strerror(errno));
         struct stat st {};
         if (::fstat(fd, &st) != 0) {

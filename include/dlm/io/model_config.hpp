@@ -422,6 +422,16 @@ inline void read_partial_rotary(const config_reader& r, model_config& c, double 
     c.rotary_dim = dims;
 }
 
+/// The other families rotate the whole head. transformers' default rope reads a top-level
+/// partial_rotary_factor for every model, so one other than 1 is refused, not ignored.
+inline void refuse_partial_rotary(const config_reader& r, const model_config& c) {
+    if (!r.has("partial_rotary_factor")) return;
+    const auto& v = r.object().at("partial_rotary_factor");
+    if (!v.is_number() || v.get<double>() != 1.0)
+        r.fail("partial_rotary_factor", json_quote(v) + " is not supported: dlm's " + std::string(architecture_name(c.arch)) +
+                                            " transformer rotates the whole head (1.0)");
+}
+
 inline void check_sizes(const config_reader& r, model_config& c, const key_names& k, bool head_dim_given) {
     const std::pair<const char*, index_t> sizes[] = {
         {k.vocab, c.vocab_size},  {k.hidden, c.hidden_size}, {k.intermediate, c.intermediate_size},
@@ -478,7 +488,8 @@ inline void check_token(const std::string& source, const char* key, token_id id,
     detail::check_sizes(r, c, keys,
                         c.arch == architecture::sdar || c.arch == architecture::sdar_moe || (c.arch != architecture::llada && c.arch != architecture::lladamoe && r.has("head_dim")));
     if (c.arch == architecture::llada2_moe) detail::read_partial_rotary(r, c, 0.5);
-    if (c.arch == architecture::lladamoe) detail::read_partial_rotary(r, c, 1.0);
+    else if (c.arch == architecture::lladamoe) detail::read_partial_rotary(r, c, 1.0);
+    else detail::refuse_partial_rotary(r, c);
     detail::read_length_hints(r, c.decoding);
     if (c.arch == architecture::llada2_moe) detail::read_token_editing_keys(r, c.decoding);
     const bool mask_given = r.has("mask_token_id");

@@ -29,6 +29,14 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+/// How deep groups may nest (and how many quantifiers one atom may stack: 4), and how many instructions a pattern may compile
+/// to. The pre-tokenizers dlm reads nest three groups and compile to a few hundred instructions; the
+/// parser and the compiler recurse once per level, and {n,m} copies its operand, so a pattern past
+/// either bound (a 400 KB one nested 100,000 deep, `(?:(?:(?:ab){1000}){1000}){1000}` in 35 bytes)
+/// would overflow the stack or ask for gigabytes. It is refused instead.
+inline constexpr int max_regex_depth = 64;
+inline constexpr std::size_t max_regex_program = std::size_t{1} << 18;
+
 /// A set of code points: ranges and Unicode classes, possibly negated as a whole.
 struct char_set {
     enum class property : std::uint8_t { letter, number, space, any_but_newline };
@@ -121,6 +129,20 @@ private:
         std::u32string src;
         std::size_t pos = 0;
         bool icase = false;
+        int depth = 0;  // groups open around pos
+
+        /// One level deeper for the scope of the returned guard; refused past max_regex_depth.
+        struct level {
+            int& d;
+            ~level() { --d; }
+        };
+        [[nodiscard]] level deeper() {
+            if (++depth > max_regex_depth) {
+                --depth;
+                fail("groups nested more than " + std::to_string(max_regex_depth) + " deep");
+            }
+            return level{depth};
+        }
 
         [[noreturn]] void fail(const std::string& what) const {
             throw pattern_error("regex " + re.pattern_ + ": " + what + " (at character " + std::to_string(pos) +
@@ -155,13 +177,14 @@ private:
         }
         int parse_quantified() {
             int atom = parse_atom();
-            for (;;) {
+            for (int stacked = 0;; ++stacked) {
                 int mn = 0, mx = -1;
                 if (eat('?')) mn = 0, mx = 1;
                 else if (eat('*')) mn = 0, mx = -1;
                 else if (eat('+')) mn = 1, mx = -1;
                 else if (pos < src.size() && src[pos] == '{' && parse_braces(mn, mx)) {}
                 else return atom;
+                if (stacked == 4) fail("more than 4 quantifiers stacked on one atom");
                 node n{node::kind::repeat, {atom}};
                 n.min = mn, n.max = mx;
                 if (eat('?')) n.greedy = false;
@@ -218,6 +241,7 @@ private:
             }
         }
         int parse_group() {
+            const level in_group = deeper();
             const bool saved_icase = icase;
             node::kind k = node::kind::concat;
             bool negative = false;
@@ -371,6 +395,9 @@ private:
         return true;
     }
     int emit(inst i) {
+        if (code_.size() >= max_regex_program)
+            throw pattern_error("regex " + pattern_ + ": compiles to more than " + std::to_string(max_regex_program) +
+                                " instructions (its counted repetitions multiply), which dlm's pre-tokenizer regex does not implement");
         code_.push_back(i);
         return static_cast<int>(code_.size()) - 1;
     }

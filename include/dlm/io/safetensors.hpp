@@ -109,6 +109,11 @@ public:
 
     /// The tensor's dtype, shape, bytes and file; tensor_error if the checkpoint has no such tensor.
     [[nodiscard]] const tensor_info& info(std::string_view name) const { return tensors_[position(name)]; }
+    /// ... and tensor_error if its shape is not `expected` (without marking it read): a loader checks
+    /// every shape this way before it allocates anything for a config the file does not hold.
+    [[nodiscard]] const tensor_info& info(std::string_view name, std::span<const std::int64_t> expected) const {
+        return checked(name, expected, false);
+    }
 
     /// Every tensor name, sorted.
     [[nodiscard]] std::vector<std::string> names() const {
@@ -212,12 +217,12 @@ private:
         return it->second;
     }
 
-    [[nodiscard]] const tensor_info& checked(std::string_view name, std::span<const std::int64_t> expected) const {
+    [[nodiscard]] const tensor_info& checked(std::string_view name, std::span<const std::int64_t> expected, bool mark = true) const {
         const std::size_t i = position(name);
         const tensor_info& t = tensors_[i];
         if (!std::equal(t.shape.begin(), t.shape.end(), expected.begin(), expected.end()))
             throw tensor_error(t.file, t.name, "expected shape " + shape_string(expected) + ", found " + shape_string(t.shape));
-        read_[i].store(true, std::memory_order_relaxed);
+        if (mark) read_[i].store(true, std::memory_order_relaxed);
         return t;
     }
 

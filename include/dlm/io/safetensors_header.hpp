@@ -75,7 +75,7 @@ namespace detail {
     std::vector<std::int64_t> shape;
     for (const auto& d : shape_json) {
         const auto v = detail::json_int64(d);
-        if (!v) throw fail("'shape' " + shape_json.dump() + " holds something other than an integer dimension");
+        if (!v) throw fail("'shape' " + detail::json_quote(shape_json) + " holds something other than an integer dimension");
         shape.push_back(*v);
     }
     if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; }))
@@ -88,11 +88,11 @@ namespace detail {
 
     const auto& offsets_json = entry.at("data_offsets");
     if (!offsets_json.is_array() || offsets_json.size() != 2)
-        throw fail("'data_offsets' " + offsets_json.dump() + " is not a pair [begin, end]");
+        throw fail("'data_offsets' " + detail::json_quote(offsets_json) + " is not a pair [begin, end]");
     const auto begin = detail::json_int64(offsets_json[0]);
     const auto end = detail::json_int64(offsets_json[1]);
     if (!begin || !end || *begin < 0 || *end < 0)
-        throw fail("'data_offsets' " + offsets_json.dump() + " are not two non-negative integers");
+        throw fail("'data_offsets' " + detail::json_quote(offsets_json) + " are not two non-negative integers");
     const std::string range = "data_offsets [" + std::to_string(*begin) + ", " + std::to_string(*end) + "]";
     if (*begin > *end) throw fail(range + ": begin is after end");
     if (static_cast<std::uint64_t>(*end) > data.size())
