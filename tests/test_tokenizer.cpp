@@ -224,6 +224,12 @@ TEST_CASE("tokenizer: errors name the file and what is wrong") {
     for (int i = 0; i < 100000; ++i) deep += "(?:";
     deep += "a" + std::string(100000, ')');
     refused("deep_groups.json", regex(deep), {"pattern", "groups nested more than 64 deep"});
+    try {  // the message quotes the 400 KB pattern cut
+        const dlm::io::detail::pattern_regex r(deep);
+        FAIL("no error");
+    } catch (const dlm::io::detail::pattern_error& e) {
+        CHECK(std::string_view(e.what()).size() < 300);
+    }
     refused("multiplied_counts.json", regex("(?:(?:(?:ab){1000}){1000}){1000}"), {"pattern", "compiles to more than 262144 instructions"});
     refused("stacked_quantifiers.json", regex("a{2}{2}{2}{2}{2}"), {"pattern", "more than 4 quantifiers stacked on one atom"});
     refused("deep_sequence.json", [](json& j) {  // Sequences of pre-tokenizers 200 deep: past the JSON depth bound

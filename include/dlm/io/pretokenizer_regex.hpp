@@ -145,7 +145,7 @@ private:
         }
 
         [[noreturn]] void fail(const std::string& what) const {
-            throw pattern_error("regex " + re.pattern_ + ": " + what + " (at character " + std::to_string(pos) +
+            throw pattern_error("regex " + re.quoted() + ": " + what + " (at character " + std::to_string(pos) +
                                 "), which dlm's pre-tokenizer regex does not implement");
         }
         bool eat(char32_t c) {
@@ -396,7 +396,7 @@ private:
     }
     int emit(inst i) {
         if (code_.size() >= max_regex_program)
-            throw pattern_error("regex " + pattern_ + ": compiles to more than " + std::to_string(max_regex_program) +
+            throw pattern_error("regex " + quoted() + ": compiles to more than " + std::to_string(max_regex_program) +
                                 " instructions (its counted repetitions multiply), which dlm's pre-tokenizer regex does not implement");
         code_.push_back(i);
         return static_cast<int>(code_.size()) - 1;
@@ -443,7 +443,7 @@ private:
             emit(i);
             return;
         }
-        if (x.max < 0 && nullable(child)) throw pattern_error("regex " + pattern_ + ": an unbounded repetition of something that can match empty, which dlm's pre-tokenizer regex does not implement");
+        if (x.max < 0 && nullable(child)) throw pattern_error("regex " + quoted() + ": an unbounded repetition of something that can match empty, which dlm's pre-tokenizer regex does not implement");
         if (x.possessive) {  // x*+ is (?>x*)
             node greedy = x;
             greedy.possessive = false;
@@ -518,6 +518,14 @@ private:
             if (f.low != npos && f.pos > f.low) stack.push_back({f.pc, f.pos - 1, f.low});
             pc = f.pc, pos = f.pos;
         }
+    }
+
+    /// The pattern as an error message quotes it: cut after 80 bytes (a refused one may be 400 KB).
+    [[nodiscard]] std::string quoted() const {
+        if (pattern_.size() <= 80) return pattern_;
+        std::size_t cut = 77;
+        while (cut > 0 && (static_cast<unsigned char>(pattern_[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+        return pattern_.substr(0, cut) + "...";
     }
 
     std::string pattern_;
