@@ -182,7 +182,7 @@ int run(const cli::options& o) {
     std::vector<cli::problem> problems = cli::read_problems(data);
     if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
     if (problems.empty()) throw file_error(data.string(), "holds no problem");
-    return cli::with_loaded_model(cli::resolve_model_dir(o), {o.dtype, o.kv}, [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
+    return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace

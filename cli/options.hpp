@@ -535,7 +535,8 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
 }
 
 /// The shared `main` of dlm-generate and dlm-eval: parse the arguments (a bad flag: one line, exit 2),
-/// print the help, or call `run(options)` (a dlm error: its message, exit 1).
+/// print the help, or call `run(options)` (a dlm error: its message, exit 1; a dlm::invalid_parameter
+/// naming a flag, "-n" or "--kv", found only once the model is loaded, exit 2 as at parse time).
 template <class Run>
 int run_main(program prog, std::string_view name, int argc, char** argv, Run run) {
     const std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -552,6 +553,9 @@ int run_main(program prog, std::string_view name, int argc, char** argv, Run run
     }
     try {
         return run(o);
+    } catch (const invalid_parameter& e) {  // found once the model is known, still a bad value of the flag it names
+        std::cerr << name << ": " << e.what() << '\n';
+        return e.parameter().starts_with('-') ? 2 : 1;
     } catch (const error& e) {
         std::cerr << name << ": " << e.what() << '\n';
     } catch (const std::exception& e) {

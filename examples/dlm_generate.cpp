@@ -129,7 +129,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
 int run(const cli::options& o) {
     cli::set_threads(o.threads);
-    return cli::with_loaded_model(cli::resolve_model_dir(o), {o.dtype, o.kv}, [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
+    return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace
