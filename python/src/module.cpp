@@ -332,6 +332,16 @@ void bind_settings(nb::module_& m) {
             {"mask", rows_of(registry::masks)}, {"cache", rows_of(registry::caches)}, {"schedule", rows_of(registry::schedules)},
             {"sampler", rows_of(registry::samplers)}};
     }, "[(axis, [(name, description)])] of the policy name table (dlm/registry/policy_names.hpp).");
+    m.def("option_bounds", [] {
+        std::vector<std::tuple<std::string, double, double, bool, bool, bool>> out;
+        for (std::size_t i = 0; i < registry::option_count; ++i) {
+            const auto o = static_cast<registry::option>(i);
+            if (o == registry::option::algorithm || o == registry::option::seed) continue;  // a name, a 64-bit seed: checked by python/dlm/_args.py
+            const cli::option_bounds b = cli::bounds_of(o);
+            out.emplace_back(std::string(registry::name_of(o)), b.lo, b.hi, b.open_lo, b.open_hi, b.integer);
+        }
+        return out;
+    }, "[(option, lo, hi, open_lo, open_hi, integer)]: the values each numeric option may take, as dlm-generate's flags (cli/bounds.hpp).");
     m.def("presets", [] {
         std::vector<std::pair<std::string, std::string>> out;
         for (std::size_t i = 0; i < registry::builtin.size; ++i)
