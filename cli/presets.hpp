@@ -52,6 +52,20 @@ void check_fits(preset_id preset) {
     }
 }
 
+/// f(), with the engine's refusal of the canvas named by the flag that set it, as typed: "gen_length"
+/// (alone too long for the model's context) as -n, "prompts[0]" (the prompt too long beside it) as -p;
+/// run_main then exits 2, as for any bad value.
+template <class F>
+decltype(auto) as_flags(const options& o, F&& f) {
+    try {
+        return f();
+    } catch (const invalid_parameter& e) {
+        if (e.parameter() == "gen_length") throw invalid_parameter(o.spelling("--gen-length"), e.rule());
+        if (e.parameter() == "prompts[0]") throw invalid_parameter(o.spelling("--prompt"), e.rule());
+        throw;
+    }
+}
+
 /// A decoder of type D over `model`, its policies configured from `s`.
 template <class D>
 [[nodiscard]] D make_decoder(typename D::model_type& model, const settings& s) {

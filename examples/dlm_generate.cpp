@@ -99,7 +99,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
     std::vector<cli::trace_run> traces;
     for (const cli::settings& s : runs) {
-        const decoded d = decode(m, s, prompt, view ? &*view : nullptr);
+        const decoded d = cli::as_flags(o, [&] { return decode(m, s, prompt, view ? &*view : nullptr); });
         if (o.compare) std::cout << "== " << cli::name_of(s.preset) << " ==\n";
         std::cout << cli::answer_text(m, d.result) << std::endl;
         if (o.stats || o.compare) std::cerr << cli::stats_line(s, d.result, d.seconds) << std::endl;

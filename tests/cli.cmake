@@ -71,6 +71,11 @@ if(DLM_BUILD_EXAMPLES)
            EXPECT "'--block-length': must divide gen_length \\(20\\), got 8; block length 8 \\(the model's dlm_block_length\\), -n 20")
   cli_case("bad flag: steps vs blocks" ${G} ARGS ${M}|-p|x|--preset|llada|--steps|10 RC 2
            EXPECT "'--steps': must be a multiple of the number of blocks \\([0-9]+ = gen_length [0-9]+ / block_length [0-9]+\\), got 10")
+  # Found only once the model is loaded, still a bad value of the flag: exit status 2, naming it as typed.
+  cli_case("bad flag: a gen length that leaves the context no room for a prompt names -n" ${G} ARGS ${M}|-p|x|-n|256 RC 2
+           EXPECT "invalid parameter '-n': is 256, which leaves no position of the model's context of 256 for a prompt \\(at most 255\\)")
+  cli_case("bad flag: a prompt too long beside the gen length names -p" ${G} ARGS "${M}|-p|${_prompt}|-n|248" RC 2
+           EXPECT "invalid parameter '-p': prompt length [0-9]+ \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
   # The tokenizer is read before the weights: a folder without one is refused before any tensor is
