@@ -81,6 +81,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
         for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{chosen.preset}) {
             cli::check_fits<Model>(p);
             runs.push_back(cli::resolve(o, p, m.hints));
+            cli::check_fits_shift(runs.back(), m.model, o.spelling(o.compare ? "--compare-presets" : "--preset"));
         }
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-generate: " << e.what() << '\n';

@@ -76,6 +76,11 @@ if(DLM_BUILD_EXAMPLES)
            EXPECT "invalid parameter '-n': is 256, which leaves no position of the model's context of 256 for a prompt \\(at most 255\\)")
   cli_case("bad flag: a prompt too long beside the gen length names -p" ${G} ARGS "${M}|-p|${_prompt}|-n|248" RC 2
            EXPECT "invalid parameter '-p': prompt length [0-9]+ \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
+  cli_case("bad flag: fast-dllm-v2 on a model without shifted logits names --preset" ${G} ARGS ${M}|-p|x|--preset|fast-dllm-v2 RC 2
+           EXPECT "invalid parameter '--preset': the fast-dllm-v2 preset does not fit this model \\(its logits are not shifted\\): its schedule commits a block's first slot")
+  cli_case("bad flag: fast-dllm-v2-block-cache under --compare names --compare-presets" ${G}
+           ARGS ${M}|-p|x|--compare-presets|cdlm,fast-dllm-v2-block-cache RC 2
+           EXPECT "invalid parameter '--compare-presets': the fast-dllm-v2-block-cache preset does not fit this model")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
   # The tokenizer is read before the weights: a folder without one is refused before any tensor is

@@ -76,6 +76,7 @@ foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval doe
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_LM_EVAL_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
                    --dlm-eval $<TARGET_FILE:dlm-eval> --dlm-server $<TARGET_FILE:dlm-server>
-                   --dlm-generate $<TARGET_FILE:dlm-generate> --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
+                   --dlm-generate $<TARGET_FILE:dlm-generate> --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli
+                   --fast-dllm-v2 ${CMAKE_CURRENT_BINARY_DIR}/fast_dllm_v2_tiny_cli)
   set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
 endforeach()

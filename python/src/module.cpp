@@ -135,7 +135,11 @@ registry::settings resolve(const model_ptr& m, const std::string& preset, std::o
         c.alg = registry::algorithm_from_name(*algorithm);
         if (!c.alg) throw invalid_parameter("algorithm", "unknown algorithm '" + *algorithm + "' (origin, maskgit_plus, topk_margin, entropy, random)");
     }
-    if (!mask && !cache && !schedule && !sampler) return registry::resolve(registry::builtin, id, c, hints);
+    if (!mask && !cache && !schedule && !sampler) {
+        registry::settings s = registry::resolve(registry::builtin, id, c, hints);
+        m->visit([&](const auto& x) { cli::check_fits_shift(s, x.model, "preset"); });  // fast-dllm-v2 on an unshifted model
+        return s;
+    }
     if (m->uniform_state())
         throw invalid_parameter(mask ? "mask" : cache ? "cache" : schedule ? "schedule" : "sampler",
                                 "DiffusionGemma decodes with its diffusion-gemma preset's policies; the policy name table composes "
