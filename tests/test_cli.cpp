@@ -279,6 +279,20 @@ TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
     CHECK(cli::format_prompt("{question}", "x") == "x");
 }
 
+TEST_CASE("cli: a numeric final scores as tools/score.py scores it") {
+    // The files of the test "tools: score.py scores a numeric final as dlm-eval does": finals 40, 40.0,
+    // 2.5 and "40"; every prediction right.
+    const auto problems = cli::read_problems(DLM_TEST_DATA "/cli/numeric_final.jsonl");
+    REQUIRE(problems.size() == 4);
+    CHECK(problems[0].final == "40");
+    CHECK(problems[1].final == "40");
+    CHECK(problems[2].final == "2.5");
+    CHECK(problems[3].final == "40");
+    CHECK(problems[3].line == 4);
+    const std::string_view answers[] = {"8 x 5 = 40\n#### 40", "#### 40.0", "#### 2.5", "#### 40"};
+    for (std::size_t i = 0; i < problems.size(); ++i) CHECK(cli::extract_final(answers[i]) == problems[i].final);
+}
+
 TEST_CASE("cli: --help lists the presets a flag applies to from the registry") {
     // What the registry refuses a flag for and what --help lists come from the same presets' types.
     CHECK(cli::presets_taking(dlm::registry::option::editing_threshold) == "llada21, llada21-s, cdlm-edit, fast-dllm-edit");
