@@ -139,6 +139,20 @@ if(DLM_BUILD_BENCH)
   cli_case("eval prompt format" ${E} ARGS "${M}|--prompt-format|Q:" RC 2 EXPECT "'--prompt-format': must contain \\{question\\}")
   cli_case("eval generate's flag" ${E} ARGS "${M}|-p|x" RC 2 EXPECT "'-p': is a flag of dlm-generate")
   cli_case("eval missing data" ${E} ARGS "${M}|--data|${_cli_out}/none.jsonl" RC 1 EXPECT "none.jsonl")
+  # A problem the engine refuses (an empty question, one too long for the context) fails alone: counted
+  # wrong, its line on stderr and its reason in --predictions; the figures are still written.
+  cli_case("eval: a problem the engine refuses fails alone, naming its line" ${E}
+           ARGS "${M}|--data|${DLM_TEST_DATA}/cli/eval_refused.jsonl|--batch|4|--no-progress|--json|${_cli_out}/refused.json|--predictions|${_cli_out}/refused.jsonl"
+           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%failed +2 problem"
+           JSON ${_cli_out}/refused.json KEYS "failed|correct|problems")
+  cli_case("eval: a --json path that cannot be written is refused before the evaluation" ${E}
+           ARGS "${M}|--data|${_data}|--no-progress|--json|${_cli_out}/no-such-dir/e.json" RC 1
+           EXPECT "no-such-dir/e.json: cannot be written" REJECT "accuracy")
+  cli_case("eval: a --predictions path that cannot be written is refused before the evaluation" ${E}
+           ARGS "${M}|--data|${_data}|--no-progress|--predictions|${_cli_out}/no-such-dir/p.jsonl" RC 1
+           EXPECT "no-such-dir/p.jsonl: cannot be written" REJECT "accuracy")
+  cli_case("eval: -n too long for the context stops the run, naming it" ${E} ARGS "${M}|--data|${_data}|--no-progress|-n|256" RC 2
+           EXPECT "invalid parameter '-n': is 256" REJECT "accuracy")
 endif()
 
 # The shipped models (models/, issue 4), end to end. Greedy decoding makes each answer fixed, so each
