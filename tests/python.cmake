@@ -69,7 +69,8 @@ endif()
 foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval does|test_lm_eval.py::test_the_dlm_model_scores_as_dlm_eval"
                        "lm-eval's local-completions through dlm-server scores the test rows as dlm-eval does|test_lm_eval.py::test_local_completions_through_dlm_server_scores_as_dlm_eval"
                        "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood"
-                       "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate")
+                       "lm-eval's dlm model conditions an empty context on the end-of-text token as lm-eval's HFLM does|test_lm_eval.py::test_an_empty_context_conditions_on_the_end_of_text_token_as_lm_evals_hflm_does"
+                                              "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)
