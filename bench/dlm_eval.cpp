@@ -10,6 +10,7 @@
 // problem (mean, p50, p95) and tokens/s; --json writes the same figures. A problem's latency is the
 // wall time of the batched decode that produced it (with --batch 1, its own decode).
 // Exit status: 0 success, 1 a dlm error, 2 a bad flag or value.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -56,6 +57,107 @@ void write_text(const std::string& path, const std::string& text) {
     if (!f) throw file_error(path, "cannot be written");
 }
 
+/// Throws dlm::file_error when `path` (--json, --predictions) cannot be written, before the evaluation
+/// rather than after it: opened for appending (its content kept), and removed again if it was not there.
+void check_writable(const std::string& path) {
+    if (path.empty()) return;
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(path, ec);
+    if (!std::ofstream(path, std::ios::app | std::ios::binary)) throw file_error(path, "cannot be written");
+    if (!existed) std::filesystem::remove(path, ec);
+}
+
+/// Records problem i's failure: counted wrong, its reason on stderr (with the line of the data file)
+/// and in --predictions.
+void fail(outcome& x, totals& t, std::size_t i, const cli::problem& p, const std::string& why) {
+    x.failure = why;
+    ++t.failed;
+    std::cerr << "dlm-eval: problem " << i << " (line " << p.line << ") failed: " << why << '\n';
+}
+
+/// Decodes problems [b, e) as one batch. Each is added on its own, seeded as add_batch seeds a batch
+/// (its index in the batch), so that a problem the engine refuses (an empty prompt, a prompt too long
+/// for the model's context) fails alone and the others decode as they would without it. A gen_length
+/// too long for any prompt is -n's fault, not a problem's: it ends the run (exit 2).
+template <class Model>
+void decode_batch(const cli::options& o, const cli::settings& s, cli::basic_loaded_model<Model>& m,
+                  const std::vector<std::vector<token_id>>& prompts, const std::vector<cli::problem>& problems, std::size_t b, std::size_t e,
+                  std::vector<outcome>& results, totals& t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
+    std::vector<std::pair<std::uint64_t, std::size_t>> added;  // engine id, problem
+    for (std::size_t i = b; i < e; ++i) {
+        try {
+            const generation_options g{.gen_length = s.gen_length, .seed = sequence_seed(s.seed, i - b)};
+            added.emplace_back(eng->add(prompts[i], g), i);
+        } catch (const invalid_parameter& x) {
+            if (x.parameter() == "gen_length") throw invalid_parameter(o.spelling("--gen-length"), x.rule());  // -n's: the run stops
+            fail(results[i], t, i, problems[i], x.rule());
+        }
+    }
+    while (!eng->idle()) eng->step();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.seconds += seconds;
+    t.batched_forwards += eng->stats().forwards;
+    for (auto& [id, q] : eng->take_finished()) {
+        const std::size_t i = std::find_if(added.begin(), added.end(), [id = id](const auto& a) { return a.first == id; })->second;
+        outcome& x = results[i];
+        x.answer = cli::answer_text(m, q);
+        if (q.failed()) fail(x, t, i, problems[i], q.message);  // only this sequence ended
+        const auto got = cli::extract_final(x.answer);
+        x.correct = got && *got == problems[i].final;
+        x.forwards = q.stats.forwards;
+        x.committed = q.stats.committed;
+        x.answer_tokens = q.answer_length;
+        t.correct += x.correct;
+        t.forwards += x.forwards;
+        t.committed += x.committed;
+        t.answer_tokens += x.answer_tokens;
+    }
+    for (std::size_t i = b; i < e; ++i) results[i].latency = seconds;
+}
+
+/// The figures, printed and (--json) written, and the answers (--predictions).
+void report(const cli::options& o, const nlohmann::json& run, const std::vector<outcome>& results, const totals& t) {
+    const auto n = static_cast<double>(results.size());
+    std::vector<double> latencies;
+    for (const auto& x : results) latencies.push_back(x.latency);
+    const cli::summary lat = cli::summarize(latencies);
+    const double accuracy = static_cast<double>(t.correct) / n;
+    const double mean_forwards = static_cast<double>(t.forwards) / n;
+    const double tpf = t.forwards ? static_cast<double>(t.committed) / static_cast<double>(t.forwards) : 0.0;
+    const double tps = t.seconds > 0 ? static_cast<double>(t.answer_tokens) / t.seconds : 0.0;
+
+    std::cout << "accuracy            " << cli::fixed(100.0 * accuracy, 1) << " % (" << t.correct << "/" << results.size() << ")\n"
+              << "forwards/problem    " << cli::fixed(mean_forwards, 2) << " (mean)\n"
+              << "tokens/forward      " << cli::fixed(tpf, 2) << '\n'
+              << "latency/problem     mean " << cli::format_seconds(lat.mean) << ", p50 " << cli::format_seconds(lat.p50) << ", p95 "
+              << cli::format_seconds(lat.p95) << '\n'
+              << "tokens/s            " << cli::fixed(tps, 1) << " (answer tokens per second of decoding)\n"
+              << "total               " << cli::format_seconds(t.seconds) << " for " << results.size() << " problems, "
+              << t.batched_forwards << " batched forwards\n";
+    if (t.failed > 0) std::cout << "failed              " << t.failed << " problem(s) (counted wrong; reasons on stderr and in --predictions)\n";
+
+    if (!o.json.empty()) {
+        nlohmann::json j = run;
+        j.update({{"problems", results.size()},     {"correct", t.correct},          {"accuracy", accuracy},
+                  {"mean_forwards", mean_forwards}, {"tokens_per_forward", tpf},     {"latency_mean_s", lat.mean},
+                  {"latency_p50_s", lat.p50},       {"latency_p95_s", lat.p95},      {"tokens_per_second", tps},
+                  {"answer_tokens", t.answer_tokens}, {"total_seconds", t.seconds}, {"batched_forwards", t.batched_forwards},
+                  {"failed", t.failed}});
+        write_text(o.json, j.dump(2) + "\n");
+    }
+    if (!o.predictions.empty()) {
+        std::string lines;
+        for (const auto& x : results) {
+            nlohmann::json line{{"answer", x.answer}};
+            if (!x.failure.empty()) line["failure"] = x.failure;
+            lines += line.dump() + "\n";
+        }
+        write_text(o.predictions, lines);
+    }
+}
+
 /// Scores `problems` (read from `data`) on the loaded folder `m`: the transformer's or DiffusionGemma's.
 template <class Model>
 int evaluate(const cli::options& o, const std::filesystem::path& data, const std::vector<cli::problem>& problems,
@@ -67,6 +169,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
         std::cerr << "preset: " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
         cli::check_fits<Model>(chosen.preset);  // uniform-state presets for DiffusionGemma, the others for the transformer
         s = cli::resolve(o, chosen.preset, m.hints);
+        cli::check_fits_shift(s, m.model, o.spelling("--preset"));
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-eval: " << e.what() << '\n';
         return 2;
@@ -88,91 +191,15 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     const auto batch = static_cast<std::size_t>(o.batch);
     for (std::size_t b = 0; b < prompts.size(); b += batch) {
         const std::size_t e = std::min(prompts.size(), b + batch);
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
-        const decode_result r = run_to_end(*eng, std::span(prompts).subspan(b, e - b), {.gen_length = s.gen_length, .seed = s.seed});
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        t.seconds += seconds;
-        t.batched_forwards += r.stats.forwards;
-        for (std::size_t i = b; i < e; ++i) {
-            const sequence_result& q = r.sequences[i - b];
-            outcome& x = results[i];
-            x.answer = cli::answer_text(m, q);
-            if (q.failed()) {  // only this sequence ended: it counts as wrong, and is reported
-                x.failure = q.message;
-                ++t.failed;
-                std::cerr << "dlm-eval: problem " << i << " failed: " << q.message << '\n';
-            }
-            const auto got = cli::extract_final(x.answer);
-            x.correct = got && *got == problems[i].final;
-            x.forwards = q.stats.forwards;
-            x.committed = q.stats.committed;
-            x.answer_tokens = q.answer_length;
-            x.latency = seconds;
-            t.correct += x.correct;
-            t.forwards += x.forwards;
-            t.committed += x.committed;
-            t.answer_tokens += x.answer_tokens;
-        }
+        decode_batch(o, s, m, prompts, problems, b, e, results, t);
         bar.update(e, "acc " + cli::fixed(100.0 * static_cast<double>(t.correct) / static_cast<double>(e), 1) + "%  " +
                           cli::format_seconds(t.seconds));
     }
     bar.finish();
-
-    const auto n = static_cast<double>(problems.size());
-    std::vector<double> latencies;
-    for (const auto& x : results) latencies.push_back(x.latency);
-    const cli::summary lat = cli::summarize(latencies);
-    const double accuracy = static_cast<double>(t.correct) / n;
-    const double mean_forwards = static_cast<double>(t.forwards) / n;
-    const double tpf = t.forwards ? static_cast<double>(t.committed) / static_cast<double>(t.forwards) : 0.0;
-    const double tps = t.seconds > 0 ? static_cast<double>(t.answer_tokens) / t.seconds : 0.0;
-
-    std::cout << "accuracy            " << cli::fixed(100.0 * accuracy, 1) << " % (" << t.correct << "/" << problems.size() << ")\n"
-              << "forwards/problem    " << cli::fixed(mean_forwards, 2) << " (mean)\n"
-              << "tokens/forward      " << cli::fixed(tpf, 2) << '\n'
-              << "latency/problem     mean " << cli::format_seconds(lat.mean) << ", p50 " << cli::format_seconds(lat.p50) << ", p95 "
-              << cli::format_seconds(lat.p95) << '\n'
-              << "tokens/s            " << cli::fixed(tps, 1) << " (answer tokens per second of decoding)\n"
-              << "total               " << cli::format_seconds(t.seconds) << " for " << problems.size() << " problems, "
-              << t.batched_forwards << " batched forwards\n";
-    if (t.failed > 0) std::cout << "failed              " << t.failed << " problem(s) (counted wrong; reasons on stderr and in --predictions)\n";
-
-    if (!o.json.empty()) {
-        const nlohmann::json j = {
-            {"model", model_name},
-            {"model_dir", m.dir.string()},
-            {"data", data.string()},
-            {"preset", std::string(cli::name_of(s.preset))},
-            {"settings", cli::describe(s)},
-            {"gen_length", s.gen_length},
-            {"block_length", cli::effective_block_length(s)},
-            {"batch", o.batch},
-            {"problems", problems.size()},
-            {"correct", t.correct},
-            {"accuracy", accuracy},
-            {"mean_forwards", mean_forwards},
-            {"tokens_per_forward", tpf},
-            {"latency_mean_s", lat.mean},
-            {"latency_p50_s", lat.p50},
-            {"latency_p95_s", lat.p95},
-            {"tokens_per_second", tps},
-            {"answer_tokens", t.answer_tokens},
-            {"total_seconds", t.seconds},
-            {"batched_forwards", t.batched_forwards},
-            {"failed", t.failed},
-        };
-        write_text(o.json, j.dump(2) + "\n");
-    }
-    if (!o.predictions.empty()) {
-        std::string lines;
-        for (const auto& x : results) {
-            nlohmann::json line{{"answer", x.answer}};
-            if (!x.failure.empty()) line["failure"] = x.failure;
-            lines += line.dump() + "\n";
-        }
-        write_text(o.predictions, lines);
-    }
+    report(o,
+           {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
+            {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
+           results, t);
     return 0;
 }
 
@@ -182,7 +209,9 @@ int run(const cli::options& o) {
     std::vector<cli::problem> problems = cli::read_problems(data);
     if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
     if (problems.empty()) throw file_error(data.string(), "holds no problem");
-    return cli::with_loaded_model(cli::resolve_model_dir(o), {o.dtype, o.kv}, [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
+    check_writable(o.json);  // before hours of decoding, not after them
+    check_writable(o.predictions);
+    return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace

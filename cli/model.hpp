@@ -106,10 +106,15 @@ private:
 }
 
 /// What --dtype and --kv ask of a load: the weights' type ("", "f32", "bf16", "f16"; empty: as
-/// stored) and the KV cache's ("", "f32", "bf16"; empty: f32).
+/// stored) and the KV cache's ("", "f32", "bf16"; empty: f32). `kv_name` is how the caller's user
+/// spells the KV choice in a refusal: the flag as typed (load_choice_of), or Python's keyword "kv".
 struct load_choice {
     std::string dtype, kv;
+    std::string kv_name = "--kv";
 };
+
+/// The load choice of the flags, a refusal naming --kv as the user typed it.
+[[nodiscard]] inline load_choice load_choice_of(const options& o) { return {o.dtype, o.kv, o.spelling("--kv")}; }
 
 /// The load options of `c`, reporting to `progress`.
 [[nodiscard]] inline cpu::load_options load_options_of(const load_choice& c, cpu::load_progress progress = {}) {
@@ -118,7 +123,7 @@ struct load_choice {
     else if (c.dtype == "bf16") lo.weight_dtype = io::dtype::bf16;
     else if (c.dtype == "f16") lo.weight_dtype = io::dtype::f16;
     if (c.kv == "bf16") lo.kv_dtype = io::dtype::bf16;
-    else if (!c.kv.empty() && c.kv != "f32") throw invalid_parameter("--kv", "must be f32 or bf16, not '" + c.kv + "'");
+    else if (!c.kv.empty() && c.kv != "f32") throw invalid_parameter(c.kv_name, "must be f32 or bf16, not '" + c.kv + "'");
     lo.progress = std::move(progress);
     return lo;
 }
@@ -133,7 +138,8 @@ template <class Model>
 /// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
 [[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const load_choice& choice = {},
                                                       cpu::load_progress progress = {}) {
-    if (choice.kv == "bf16") throw invalid_parameter("--kv", "DiffusionGemma's contexts hold f32 K/V; a bf16 KV cache is the transformer's");
+    if (choice.kv == "bf16")
+        throw invalid_parameter(choice.kv_name, "DiffusionGemma's contexts hold f32 K/V; a bf16 KV cache is the transformer's");
     const auto start = std::chrono::steady_clock::now();
     io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
     cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(choice, std::move(progress)));

@@ -22,11 +22,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <dlm/core/config.hpp>
 #include <dlm/core/error.hpp>
 #include <dlm/registry/validate.hpp>
+
+#include "bounds.hpp"
 
 namespace dlm::cli {
 
@@ -165,6 +168,14 @@ inline double in_range(std::string_view flag, std::string_view v, double lo, dou
     return x;
 }
 
+/// A value of registry option `o` within its bounds (bounds.hpp), as the Python package bounds it.
+template <class T>
+T option_value(std::string_view flag, std::string_view v, registry::option o) {
+    const option_bounds b = bounds_of(o);
+    if constexpr (std::is_integral_v<T>) return to_integer<T>(flag, v, static_cast<T>(b.lo), static_cast<T>(b.hi));
+    else return static_cast<T>(in_range(flag, v, b.lo, b.hi, b.open_lo, b.open_hi));
+}
+
 inline preset_id to_preset(std::string_view flag, std::string_view v) {
     if (auto p = registry::builtin.find(v)) return *p;
     bad(flag, "unknown preset " + quoted(v) + " (one of " + registry::builtin.list() + ")");
@@ -175,7 +186,6 @@ inline std::string as_path(std::string_view flag, std::string_view v) {
     return std::string(v);
 }
 
-inline constexpr double inf = std::numeric_limits<double>::infinity();
 inline constexpr index_t max_index = std::numeric_limits<index_t>::max();
 
 }  // namespace detail
@@ -194,6 +204,7 @@ struct flag {
 /// Every flag of both programs, in the order --help lists them.
 [[nodiscard]] inline std::span<const flag> flags() {
     using namespace detail;
+    using O = registry::option;
     constexpr unsigned G = static_cast<unsigned>(program::generate), E = static_cast<unsigned>(program::eval),
                        S = static_cast<unsigned>(program::server), B = G | E | S;
     static const flag table[] = {
@@ -229,20 +240,22 @@ struct flag {
          "sdar, fast-dllm-v2 and llada2 for their families, llada21 for LLaDA 2.1 checkpoints, autoregressive for Qwen2, else cdlm)", B,
          [](options& o, auto f, auto v) { o.preset = to_preset(f, v); }},
         {"Decoding", "-n, --gen-length", "N", "generation slots (default: the model's dlm_gen_length, else 128)", B,
-         [](options& o, auto f, auto v) { o.gen_length = to_integer<index_t>(f, v, 1, 1 << 20); }},
+         [](options& o, auto f, auto v) { o.gen_length = option_value<index_t>(f, v, O::gen_length); }},
         {"Decoding", "--block-length, --diffusion-block-length", "N",
          "slots per block (default: the model's dlm_block_length, else 32); not for dream or autoregressive", B,
-         [](options& o, auto f, auto v) { o.block_length = to_integer<index_t>(f, v, 1, 1 << 20); }},
-        {"Decoding", "--steps, --diffusion-steps", "N", "llada, dream: forwards in total (default: gen-length); sdar, llada2: planned steps per block (default: block-length)", B,
-         [](options& o, auto f, auto v) { o.steps = to_integer<index_t>(f, v, 1, 1 << 24); }},
+         [](options& o, auto f, auto v) { o.block_length = option_value<index_t>(f, v, O::block_length); }},
+        {"Decoding", "--steps, --diffusion-steps", "N",
+         "{takes:steps}; llada, dream: forwards in total (default: gen-length); sdar, llada2: planned steps per block (default: "
+         "block-length); diffusion-gemma: forwards per canvas at most (default 48)", B,
+         [](options& o, auto f, auto v) { o.steps = option_value<index_t>(f, v, O::steps); }},
         {"Decoding", "--threshold", "P",
-         "confidence threshold in (0, 1]: fast-dllm, fast-dllm-dual, cdlm, fast-dllm-v2(-block-cache) (default 0.9), cd4lm, llada2 (default 0.95), "
-         "sdar (default 0.85), llada21 (fill threshold, default 0.7), llada21-s (0.5)", B,
-         [](options& o, auto f, auto v) { o.threshold = in_range(f, v, 0, 1, true); }},
+         "confidence threshold in (0, 1] ({takes:threshold}); default 0.9, cd4lm and llada2 0.95, sdar 0.85, llada21 0.7 "
+         "(the fill threshold), llada21-s 0.5, diffusion-gemma 0.1 (the entropy bound)", B,
+         [](options& o, auto f, auto v) { o.threshold = option_value<double>(f, v, O::threshold); }},
         {"Decoding", "--editing-threshold", "P",
-         "llada21, llada21-s (LLaDA 2.1's token editing): replace a filled token of the active block when the model now prefers "
-         "another with confidence above P, in [0, 1] (default 0.5 Quality, 0 Speedy)", B,
-         [](options& o, auto f, auto v) { o.editing_threshold = in_range(f, v, 0, 1, false); }},
+         "token editing ({takes:editing_threshold}): replace a filled token of the active block when the model now prefers "
+         "another with confidence above P, in [0, 1] (default 0.5 llada21, 0 llada21-s, 0.9 cdlm-edit and fast-dllm-edit)", B,
+         [](options& o, auto f, auto v) { o.editing_threshold = option_value<double>(f, v, O::editing_threshold); }},
         {"Decoding", "--diffusion-algorithm, --alg", "ALG",
          "dream: origin (default), maskgit_plus, topk_margin, entropy; llada: maskgit_plus (low-confidence remasking, "
          "default) or random. llama.cpp's numbers are accepted: 0 origin, 1 entropy, 2 margin = topk_margin, 3 random, "
@@ -253,16 +266,16 @@ struct flag {
              o.alg = *a;
          }},
         {"Decoding", "--diffusion-eps, --eps", "E", "dream: the last timestep, in (0, 1) (default 0.001)", B,
-         [](options& o, auto f, auto v) { o.eps = in_range(f, v, 0, 1, true, true); }},
+         [](options& o, auto f, auto v) { o.eps = option_value<double>(f, v, O::eps); }},
         {"Decoding", "--diffusion-alg-temp, --alg-temp", "T",
          "dream: > 0 draws the ranked slots from softmax(confidence / T) instead of taking the top (default 0)", B,
-         [](options& o, auto f, auto v) { o.alg_temp = in_range(f, v, 0, inf, false); }},
-        {"Sampling", "--temp", "T", "temperature, 0 = greedy (default 0; sdar 1); llada, dream, fast-dllm*, cd4lm, sdar", B,
-         [](options& o, auto f, auto v) { o.temperature = static_cast<float>(in_range(f, v, 0, 1e6, false)); }},
-        {"Sampling", "--top-k", "K", "keep the K most probable tokens, 0 = off (default 0)", B,
-         [](options& o, auto f, auto v) { o.top_k = to_integer<index_t>(f, v, 0, max_index); }},
-        {"Sampling", "--top-p", "P", "nucleus in (0, 1], 1 = off (default 1)", B,
-         [](options& o, auto f, auto v) { o.top_p = static_cast<float>(in_range(f, v, 0, 1, true)); }},
+         [](options& o, auto f, auto v) { o.alg_temp = option_value<double>(f, v, O::alg_temp); }},
+        {"Sampling", "--temp", "T", "temperature in [0, 1e6], 0 = greedy (default 0; sdar and diffusion-gemma 1): {takes:temperature}", B,
+         [](options& o, auto f, auto v) { o.temperature = option_value<float>(f, v, O::temperature); }},
+        {"Sampling", "--top-k", "K", "keep the K most probable tokens, 0 = off (default 0): as --temp", B,
+         [](options& o, auto f, auto v) { o.top_k = option_value<index_t>(f, v, O::top_k); }},
+        {"Sampling", "--top-p", "P", "nucleus in (0, 1], 1 = off (default 1): as --temp", B,
+         [](options& o, auto f, auto v) { o.top_p = option_value<float>(f, v, O::top_p); }},
         {"Sampling", "-s, --seed", "N", "seed of every random draw (default 0)", B,
          [](options& o, auto f, auto v) { o.seed = to_integer<std::uint64_t>(f, v, 0, std::numeric_limits<std::uint64_t>::max()); }},
         {"Output", "--visual, --diffusion-visual", "",
@@ -479,6 +492,19 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
     return o;
 }
 
+/// A flag's help with the registry's preset lists in place of "{presets}" (every preset) and
+/// "{takes:OPTION}" (the presets whose policies take OPTION, presets_taking), so that no list drifts.
+[[nodiscard]] inline std::string with_preset_lists(std::string_view text) {
+    std::string help(text);
+    if (const auto at = help.find("{presets}"); at != std::string::npos) help.replace(at, 9, registry::builtin.list());
+    for (std::size_t at; (at = help.find("{takes:")) != std::string::npos;) {
+        const std::size_t end = help.find('}', at);
+        const auto o = registry::option_of_parameter(std::string_view(help).substr(at + 7, end - at - 7));
+        help.replace(at, end + 1 - at, o ? presets_taking(*o) : std::string("?"));
+    }
+    return help;
+}
+
 /// The --help text of a program, listing every flag it accepts.
 [[nodiscard]] inline std::string help_text(program prog) {
     std::string out;
@@ -511,8 +537,7 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
         }
         line.resize(34, ' ');
         // Wrap the help at 100 columns.
-        std::string help(f.help);  // the preset names are the registry's
-        if (const auto at = help.find("{presets}"); at != std::string::npos) help.replace(at, 9, registry::builtin.list());
+        const std::string help = with_preset_lists(f.help);
         std::string_view words = help;
         while (!words.empty()) {
             const std::size_t sp = words.find(' ');
@@ -535,7 +560,8 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
 }
 
 /// The shared `main` of dlm-generate and dlm-eval: parse the arguments (a bad flag: one line, exit 2),
-/// print the help, or call `run(options)` (a dlm error: its message, exit 1).
+/// print the help, or call `run(options)` (a dlm error: its message, exit 1; a dlm::invalid_parameter
+/// naming a flag, "-n" or "--kv", found only once the model is loaded, exit 2 as at parse time).
 template <class Run>
 int run_main(program prog, std::string_view name, int argc, char** argv, Run run) {
     const std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -552,6 +578,9 @@ int run_main(program prog, std::string_view name, int argc, char** argv, Run run
     }
     try {
         return run(o);
+    } catch (const invalid_parameter& e) {  // found once the model is known, still a bad value of the flag it names
+        std::cerr << name << ": " << e.what() << '\n';
+        return e.parameter().starts_with('-') ? 2 : 1;
     } catch (const error& e) {
         std::cerr << name << ": " << e.what() << '\n';
     } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include <dlm/core/layout.hpp>
 #include <dlm/registry/describe.hpp>
 #include <dlm/registry/validate.hpp>
 
@@ -49,6 +50,42 @@ void check_fits(preset_id preset) {
         registry::check_fits<Model>(registry::builtin, preset);
     } catch (const invalid_parameter& e) {
         throw invalid_parameter("--preset", e.rule());
+    }
+}
+
+/// Throws dlm::invalid_parameter naming `name` (the preset as the caller's user spells it: "--preset",
+/// Python's "preset") when preset s.preset's schedule cannot run on `model`'s logits shift: Fast-dLLM
+/// v2's schedule commits a block's first slot from the previous block's last row, so fast-dllm-v2 and
+/// fast-dllm-v2-block-cache need a model that predicts slot p from row p - 1. The schedule's own check
+/// (its validate, run against a canvas with the model's shift) says why; the registry's resolve ran it
+/// with a shifted canvas, so only the shift can fail here. A composition of policies (s.composed) is
+/// checked when the engine adds a sequence.
+template <class Model>
+void check_fits_shift(const settings& s, const Model& model, const std::string& name) {
+    if (s.composed) return;
+    registry::visit<registry::any_model>(registry::builtin, s.preset, [&]<class D>(std::type_identity<D>) {
+        using schedule_type = typename registry::policies_of<D>::schedule;
+        const index_t block = registry::effective_block_length(registry::builtin, s);
+        try {
+            schedule_validate(registry::make_policy<schedule_type>(s), canvas_layout{0, s.gen_length, block, model.logits_shift()});
+        } catch (const invalid_parameter& e) {
+            throw invalid_parameter(name, "the " + std::string(name_of(s.preset)) + " preset does not fit this model (its logits are " +
+                                              (model.logits_shift() ? "" : "not ") + "shifted): its schedule " + e.rule());
+        }
+    });
+}
+
+/// f(), with the engine's refusal of the canvas named by the flag that set it, as typed: "gen_length"
+/// (alone too long for the model's context) as -n, "prompts[0]" (the prompt too long beside it) as -p;
+/// run_main then exits 2, as for any bad value.
+template <class F>
+decltype(auto) as_flags(const options& o, F&& f) {
+    try {
+        return f();
+    } catch (const invalid_parameter& e) {
+        if (e.parameter() == "gen_length") throw invalid_parameter(o.spelling("--gen-length"), e.rule());
+        if (e.parameter() == "prompts[0]") throw invalid_parameter(o.spelling("--prompt"), e.rule());
+        throw;
     }
 }
 

@@ -18,14 +18,34 @@
 
 namespace dlm::cli {
 
-/// One problem of a set: the question, and the reference final number as written in the file.
+/// One problem of a set: the question, the reference final number (a string as written in the file; a
+/// JSON number in its canonical form, normalize_number), and the line of the file it was read from.
 struct problem {
     std::string question;
     std::string final;
+    std::size_t line = 0;
 };
 
+/// A number as tools/score.py normalizes it (commas dropped; an integral value without ".0", else the
+/// shortest form that reads back as the same double, as Python's str(float)), or nothing when it is
+/// not a finite number. Both an answer's number after "####" and a JSON number "final" go through it.
+[[nodiscard]] inline std::optional<std::string> normalize_number(std::string_view number) {
+    std::string s;
+    for (char c : number)
+        if (c != ',') s += c;
+    double v = 0;
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+    if (v == std::floor(v) && std::abs(v) < 9.0e15) return std::to_string(static_cast<long long>(v));
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip, as Python's repr
+    return std::string(buf, r.ptr);
+}
+
 /// Reads a JSONL set (one object per line with "question" and "final"; other keys such as "answer"
-/// are ignored; blank lines are skipped). Throws dlm::file_error naming the file, line and key.
+/// are ignored; blank lines are skipped). A "final" that is a JSON number is held in its canonical
+/// form (normalize_number: 40 and 40.0 are "40"), as tools/score.py compares it. Throws
+/// dlm::file_error naming the file, line and key.
 [[nodiscard]] inline std::vector<problem> read_problems(const std::filesystem::path& path) {
     std::istringstream lines(io::detail::read_text_file(path));
     std::vector<problem> out;
@@ -40,7 +60,9 @@ struct problem {
             throw file_error(path.string(), where + ": key 'question': expected a string");
         if (!j.contains("final") || !(j["final"].is_string() || j["final"].is_number()))
             throw file_error(path.string(), where + ": key 'final': expected a string or a number");
-        out.push_back({j["question"].get<std::string>(), j["final"].is_string() ? j["final"].get<std::string>() : j["final"].dump()});
+        const std::string final = j["final"].is_string() ? j["final"].get<std::string>()
+                                                          : normalize_number(j["final"].dump()).value_or(j["final"].dump());
+        out.push_back({j["question"].get<std::string>(), final, n});
     }
     return out;
 }
@@ -85,16 +107,7 @@ struct problem {
         at = next;
     }
     if (!found) return std::nullopt;
-    std::string s;
-    for (char c : *found)
-        if (c != ',') s += c;
-    double v = 0;
-    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
-    if (v == std::floor(v) && std::abs(v) < 9.0e15) return std::to_string(static_cast<long long>(v));
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip, as Python's repr
-    return std::string(buf, r.ptr);
+    return normalize_number(*found);
 }
 
 }  // namespace dlm::cli

@@ -81,6 +81,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
         for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{chosen.preset}) {
             cli::check_fits<Model>(p);
             runs.push_back(cli::resolve(o, p, m.hints));
+            cli::check_fits_shift(runs.back(), m.model, o.spelling(o.compare ? "--compare-presets" : "--preset"));
         }
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-generate: " << e.what() << '\n';
@@ -99,7 +100,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
     std::vector<cli::trace_run> traces;
     for (const cli::settings& s : runs) {
-        const decoded d = decode(m, s, prompt, view ? &*view : nullptr);
+        const decoded d = cli::as_flags(o, [&] { return decode(m, s, prompt, view ? &*view : nullptr); });
         if (o.compare) std::cout << "== " << cli::name_of(s.preset) << " ==\n";
         std::cout << cli::answer_text(m, d.result) << std::endl;
         if (o.stats || o.compare) std::cerr << cli::stats_line(s, d.result, d.seconds) << std::endl;
@@ -129,7 +130,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
 int run(const cli::options& o) {
     cli::set_threads(o.threads);
-    return cli::with_loaded_model(cli::resolve_model_dir(o), {o.dtype, o.kv}, [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
+    return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace

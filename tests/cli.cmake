@@ -71,6 +71,16 @@ if(DLM_BUILD_EXAMPLES)
            EXPECT "'--block-length': must divide gen_length \\(20\\), got 8; block length 8 \\(the model's dlm_block_length\\), -n 20")
   cli_case("bad flag: steps vs blocks" ${G} ARGS ${M}|-p|x|--preset|llada|--steps|10 RC 2
            EXPECT "'--steps': must be a multiple of the number of blocks \\([0-9]+ = gen_length [0-9]+ / block_length [0-9]+\\), got 10")
+  # Found only once the model is loaded, still a bad value of the flag: exit status 2, naming it as typed.
+  cli_case("bad flag: a gen length that leaves the context no room for a prompt names -n" ${G} ARGS ${M}|-p|x|-n|256 RC 2
+           EXPECT "invalid parameter '-n': is 256, which leaves no position of the model's context of 256 for a prompt \\(at most 255\\)")
+  cli_case("bad flag: a prompt too long beside the gen length names -p" ${G} ARGS "${M}|-p|${_prompt}|-n|248" RC 2
+           EXPECT "invalid parameter '-p': prompt length [0-9]+ \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
+  cli_case("bad flag: fast-dllm-v2 on a model without shifted logits names --preset" ${G} ARGS ${M}|-p|x|--preset|fast-dllm-v2 RC 2
+           EXPECT "invalid parameter '--preset': the fast-dllm-v2 preset does not fit this model \\(its logits are not shifted\\): its schedule commits a block's first slot")
+  cli_case("bad flag: fast-dllm-v2-block-cache under --compare names --compare-presets" ${G}
+           ARGS ${M}|-p|x|--compare-presets|cdlm,fast-dllm-v2-block-cache RC 2
+           EXPECT "invalid parameter '--compare-presets': the fast-dllm-v2-block-cache preset does not fit this model")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
   # The tokenizer is read before the weights: a folder without one is refused before any tensor is
@@ -129,6 +139,20 @@ if(DLM_BUILD_BENCH)
   cli_case("eval prompt format" ${E} ARGS "${M}|--prompt-format|Q:" RC 2 EXPECT "'--prompt-format': must contain \\{question\\}")
   cli_case("eval generate's flag" ${E} ARGS "${M}|-p|x" RC 2 EXPECT "'-p': is a flag of dlm-generate")
   cli_case("eval missing data" ${E} ARGS "${M}|--data|${_cli_out}/none.jsonl" RC 1 EXPECT "none.jsonl")
+  # A problem the engine refuses (an empty question, one too long for the context) fails alone: counted
+  # wrong, its line on stderr and its reason in --predictions; the figures are still written.
+  cli_case("eval: a problem the engine refuses fails alone, naming its line" ${E}
+           ARGS "${M}|--data|${DLM_TEST_DATA}/cli/eval_refused.jsonl|--batch|4|--no-progress|--json|${_cli_out}/refused.json|--predictions|${_cli_out}/refused.jsonl"
+           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%failed +2 problem"
+           JSON ${_cli_out}/refused.json KEYS "failed|correct|problems")
+  cli_case("eval: a --json path that cannot be written is refused before the evaluation" ${E}
+           ARGS "${M}|--data|${_data}|--no-progress|--json|${_cli_out}/no-such-dir/e.json" RC 1
+           EXPECT "no-such-dir/e.json: cannot be written" REJECT "accuracy")
+  cli_case("eval: a --predictions path that cannot be written is refused before the evaluation" ${E}
+           ARGS "${M}|--data|${_data}|--no-progress|--predictions|${_cli_out}/no-such-dir/p.jsonl" RC 1
+           EXPECT "no-such-dir/p.jsonl: cannot be written" REJECT "accuracy")
+  cli_case("eval: -n too long for the context stops the run, naming it" ${E} ARGS "${M}|--data|${_data}|--no-progress|-n|256" RC 2
+           EXPECT "invalid parameter '-n': is 256" REJECT "accuracy")
 endif()
 
 # The shipped models (models/, issue 4), end to end. Greedy decoding makes each answer fixed, so each

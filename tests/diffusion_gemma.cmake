@@ -24,6 +24,8 @@ cli_case("generate --preset cdlm on a DiffusionGemma folder is refused, naming t
          ARGS "-m|${_dg}|-p|x|--preset|cdlm" RC 2 EXPECT "'--preset': 'cdlm' decodes masked-diffusion models, and this model is a uniform-state")
 cli_case("generate --preset diffusion-gemma on a masked-diffusion model is refused, naming the flag" dlm-generate
          ARGS "-p|x|--preset|diffusion-gemma" RC 2 EXPECT "'--preset': 'diffusion-gemma' denoises canvases of uniformly random tokens")
+cli_case("generate --kv bf16 on a DiffusionGemma folder is refused, naming the flag (exit 2)" dlm-generate
+         ARGS "-m|${_dg}|-p|x|--kv|bf16" RC 2 EXPECT "invalid parameter '--kv': DiffusionGemma's contexts hold f32 K/V")
 # dlm-eval and dlm-server take a DiffusionGemma folder like any other: its own preset by default.
 if(DLM_BUILD_BENCH)
   cli_case("eval: a DiffusionGemma folder is scored with diffusion-gemma" dlm-eval

@@ -69,13 +69,15 @@ endif()
 foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval does|test_lm_eval.py::test_the_dlm_model_scores_as_dlm_eval"
                        "lm-eval's local-completions through dlm-server scores the test rows as dlm-eval does|test_lm_eval.py::test_local_completions_through_dlm_server_scores_as_dlm_eval"
                        "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood"
-                       "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate")
+                       "lm-eval's dlm model conditions an empty context on the end-of-text token as lm-eval's HFLM does|test_lm_eval.py::test_an_empty_context_conditions_on_the_end_of_text_token_as_lm_evals_hflm_does"
+                                              "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_LM_EVAL_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
                    --dlm-eval $<TARGET_FILE:dlm-eval> --dlm-server $<TARGET_FILE:dlm-server>
-                   --dlm-generate $<TARGET_FILE:dlm-generate> --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
+                   --dlm-generate $<TARGET_FILE:dlm-generate> --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli
+                   --fast-dllm-v2 ${CMAKE_CURRENT_BINARY_DIR}/fast_dllm_v2_tiny_cli)
   set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_lm_eval LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
 endforeach()

@@ -47,7 +47,7 @@ TEST_CASE("cli: --help lists every name of every flag of the program") {
         for (const cli::flag& f : cli::flags()) {
             if (!(f.programs & static_cast<unsigned>(prog))) continue;
             for (const auto name : cli::names_of(f)) CHECK_MESSAGE(help.find(name) != std::string::npos, name);
-            CHECK(help.find(f.help.substr(0, 20)) != std::string::npos);
+            CHECK(help.find(cli::with_preset_lists(f.help).substr(0, 20)) != std::string::npos);  // preset lists expanded
         }
     }
     CHECK(parse({"--help", "--no-such-flag"}).help);
@@ -279,6 +279,37 @@ TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
     for (const auto& c : cases) CHECK_MESSAGE(cli::extract_final(c.first) == c.second, c.first);
     CHECK(cli::format_prompt("Q: {question}\nA:", "2+2?") == "Q: 2+2?\nA:");
     CHECK(cli::format_prompt("{question}", "x") == "x");
+}
+
+TEST_CASE("cli: a numeric final scores as tools/score.py scores it") {
+    // The files of the test "tools: score.py scores a numeric final as dlm-eval does": finals 40, 40.0,
+    // 2.5 and "40"; every prediction right.
+    const auto problems = cli::read_problems(DLM_TEST_DATA "/cli/numeric_final.jsonl");
+    REQUIRE(problems.size() == 4);
+    CHECK(problems[0].final == "40");
+    CHECK(problems[1].final == "40");
+    CHECK(problems[2].final == "2.5");
+    CHECK(problems[3].final == "40");
+    CHECK(problems[3].line == 4);
+    const std::string_view answers[] = {"8 x 5 = 40\n#### 40", "#### 40.0", "#### 2.5", "#### 40"};
+    for (std::size_t i = 0; i < problems.size(); ++i) CHECK(cli::extract_final(answers[i]) == problems[i].final);
+}
+
+TEST_CASE("cli: --help lists the presets a flag applies to from the registry") {
+    // What the registry refuses a flag for and what --help lists come from the same presets' types.
+    CHECK(cli::presets_taking(dlm::registry::option::editing_threshold) == "llada21, llada21-s, cdlm-edit, fast-dllm-edit");
+    const std::string temp = cli::presets_taking(dlm::registry::option::temperature);
+    for (const char* p : {"llada2", "llada21", "fast-dllm-edit", "diffusion-gemma"}) CHECK(temp.find(p) != std::string::npos);
+    CHECK(temp.find("cdlm,") == std::string::npos);
+    const std::string threshold = cli::presets_taking(dlm::registry::option::threshold);
+    for (const char* p : {"llada2", "llada21", "fast-dllm-edit", "diffusion-gemma"}) CHECK(threshold.find(p) != std::string::npos);
+    for (const char* flag : {"--threshold", "--editing-threshold", "--temp", "--steps"}) {
+        const cli::flag* f = cli::find_flag(flag, cli::program::generate);
+        REQUIRE(f);
+        CHECK(std::string(f->help).find("{takes:") != std::string::npos);
+        CHECK(cli::with_preset_lists(f->help).find('{') == std::string::npos);
+    }
+    CHECK(cli::with_preset_lists("x {takes:temperature} y") == "x " + temp + " y");
 }
 
 TEST_CASE("cli: latency statistics") {

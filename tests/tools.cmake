@@ -20,6 +20,12 @@ if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
              COMMAND ${Python3_EXECUTABLE} tools/ncu_kernels.py tests/data/ncu/capture.csv WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties("tools: ncu_kernels.py sums a capture per kernel and launch shape" PROPERTIES
                          PASS_REGULAR_EXPRESSION "rms_norm<__nv_bfloat16, 4> +\\(384, 1, 1\\) +\\(256, 1, 1\\) +3 +5\\.44 +5\\.15\n.*qkv_epilogue<float> +\\(384, 36, 1\\) +\\(64, 1, 1\\) +1 +11\\.58.*\n.*rms_norm<__nv_bfloat16, 4> +\\(1, 1, 1\\) +\\(256, 1, 1\\) +2 +4\\.78 +4\\.70")
+    # A JSON number "final" (40, 40.0) is its canonical string ("40"), as dlm-eval reads it (cli/score.hpp;
+    # test_cli's "cli: a numeric final scores as tools/score.py scores it" reads the same files).
+    add_test(NAME "tools: score.py scores a numeric final as dlm-eval does"
+             COMMAND ${Python3_EXECUTABLE} tools/score.py --ref tests/data/cli/numeric_final.jsonl --pred tests/data/cli/numeric_final_pred.jsonl
+             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties("tools: score.py scores a numeric final as dlm-eval does" PROPERTIES PASS_REGULAR_EXPRESSION "exact match: 4/4 ")
     add_test(NAME "tools: ncu_kernels.py refuses a file that holds no capture"
              COMMAND ${Python3_EXECUTABLE} tools/ncu_kernels.py README.md WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties("tools: ncu_kernels.py refuses a file that holds no capture" PROPERTIES

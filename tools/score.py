@@ -20,17 +20,30 @@ _FINAL = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
 _KEYS = ("answer", "output", "completion", "text")
 
 
-def extract_final(text: str) -> str | None:
-    """The number after the last "####", normalized (no commas, no leading zeros, no trailing ".0"), or None."""
-    found = _FINAL.findall(text)
-    if not found:
-        return None
-    s = found[-1].replace(",", "")
+def normalize(number: str) -> str | None:
+    """A number's canonical form (no commas, no leading zeros, no trailing ".0"), or None."""
     try:
-        value = float(s)
+        value = float(number.replace(",", ""))
     except ValueError:
         return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
     return str(int(value)) if value == int(value) else str(value)
+
+
+def extract_final(text: str) -> str | None:
+    """The number after the last "####", normalized, or None."""
+    found = _FINAL.findall(text)
+    return normalize(found[-1]) if found else None
+
+
+def final_of(ref: dict) -> str:
+    """A problem's reference "final" as answers are compared with it: a string as written, a JSON
+    number in its canonical form (40 and 40.0 are "40"), as dlm-eval reads it (cli/score.hpp)."""
+    final = ref["final"]
+    if isinstance(final, (int, float)) and not isinstance(final, bool):
+        return normalize(json.dumps(final)) or json.dumps(final)
+    return final
 
 
 def completion_of(record) -> str:
@@ -45,7 +58,7 @@ def completion_of(record) -> str:
 def score(refs: list[dict], preds: list[str]) -> tuple[int, list[int]]:
     if len(refs) != len(preds):
         raise ValueError(f"{len(preds)} predictions for {len(refs)} problems")
-    misses = [i for i, (r, p) in enumerate(zip(refs, preds)) if extract_final(p) != r["final"]]
+    misses = [i for i, (r, p) in enumerate(zip(refs, preds)) if extract_final(p) != final_of(r)]
     return len(refs) - len(misses), misses
 
 
@@ -115,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"exact match: {correct}/{len(refs)} = {100.0 * correct / max(1, len(refs)):.2f} %")
     if args.verbose:
         for i in misses:
-            print(f"  #{i}: want {refs[i]['final']}, got {extract_final(preds[i])!r}: {preds[i]!r}")
+            print(f"  #{i}: want {final_of(refs[i])}, got {extract_final(preds[i])!r}: {preds[i]!r}")
     if args.by_ops:
         for ops, (right, n) in by_ops(refs, preds).items():
             print(f"  {ops} operation{'s' if ops != 1 else ''}: {right}/{n} = {100.0 * right / n:.2f} %")

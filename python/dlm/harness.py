@@ -94,25 +94,46 @@ class HarnessModel(LM):
         out = []
         for i, r in enumerate(requests):
             context, continuation = r.args
-            whole = self.llm.encode(context + continuation)
-            prefix = self.llm.encode(context)
-            if whole[: len(prefix)] != prefix:  # the continuation changed how the context tokenizes
-                prefix = prefix[:-1]
-            target = np.asarray(whole[len(prefix):], dtype=np.int64)
+            prefix, target = self._encode_pair(context, continuation)
             ll = self._monte_carlo(np.asarray(prefix, dtype=np.int64), target, np.random.default_rng([self.seed, i]))
             result = (ll, self._greedy(prefix, target))
             self.cache_hook.add_partial("loglikelihood", (context, continuation), result)
             out.append(result)
         return out
 
+    @property
+    def prefix_token_id(self) -> int:
+        """The token an empty context is conditioned on: the end-of-text token, as lm-eval's HFLM takes
+        (its BOS, else its EOS; dlm's tokenizers name no BOS)."""
+        return int(self.llm.model.eos_ids[0])
+
+    def _encode_pair(self, context: str, continuation: str):
+        """The context's and the continuation's ids, as lm-eval's HFLM splits them. An empty context is
+        the one token prefix_token_id (or the continuation's first token when it is that token), so
+        that the first continuation token has a row to be predicted from: a shifted model predicts
+        slot p from row p - 1, which an empty context would not have (row -1 wraps to the last row)."""
+        if context == "":
+            target = self.llm.encode(continuation)
+            if target and target[0] == self.prefix_token_id:
+                return target[:1], np.asarray(target[1:], dtype=np.int64)
+            return [self.prefix_token_id], np.asarray(target, dtype=np.int64)
+        whole = self.llm.encode(context + continuation)
+        prefix = self.llm.encode(context)
+        if whole[: len(prefix)] != prefix:  # the continuation changed how the context tokenizes
+            prefix = prefix[:-1]
+        return prefix, np.asarray(whole[len(prefix):], dtype=np.int64)
+
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list:
         raise NotImplementedError("dlm: loglikelihood_rolling (perplexity tasks) is not estimated for diffusion models; "
                                   "use generate_until or loglikelihood (Monte Carlo) tasks")
 
     def _rows(self, canvas: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """The logits rows that predict canvas `positions` (row p, or p - 1 for a shifted model)."""
+        """The logits rows that predict canvas `positions` (row p, or p - 1 for a shifted model; the
+        canvas begins with at least one context token, _encode_pair, so p - 1 >= 0)."""
+        rows = positions - 1 if self.llm.model.logits_shift else positions
+        assert (rows >= 0).all(), "a shifted model predicts position 0 from no row: the context must not be empty"
         logits = self.llm.forward(canvas.tolist())
-        return logits[positions - 1 if self.llm.model.logits_shift else positions]
+        return logits[rows]
 
     def _monte_carlo(self, prefix: np.ndarray, target: np.ndarray, rng: np.random.Generator) -> float:
         n, b = len(target), self.mc_batch

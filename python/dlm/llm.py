@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _dlm
+from . import _args, _dlm
 
 Prompt = Union[str, Sequence[int]]
 #: A Python schedule: given a step's candidates (ScheduleStep), the indices of those to commit.
@@ -25,17 +25,6 @@ _AXES = ("mask", "cache", "schedule", "sampler")
 
 _OPTIONS = ("gen_length", "block_length", "steps", "threshold", "eps", "alg_temp", "algorithm", "temperature", "top_k", "top_p", "seed",
             "editing_threshold")
-
-
-def _seed(seed: Optional[int]) -> Optional[int]:
-    """seed, checked: None or an integer in [0, 2^64) (the engine's seeds are 64-bit unsigned)."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 1 << 64:
-        from .errors import InvalidParameter
-        raise InvalidParameter(f"invalid parameter 'seed': must be an integer in [0, 2^64), got {seed!r}", "seed",
-                               "must be an integer in [0, 2^64)")
-    return int(seed)
 
 
 def _as_cfg(call):
@@ -145,17 +134,19 @@ class Engine:
         mask, schedule and sampler, resolved and checked as the engine's were; it decodes as it
         would alone with them. chat wraps a text prompt in the model's chat template; think also
         opens the template's thinking mode (Gemma 4's enable_thinking)."""
-        ids = self._llm._tokens(prompt, chat, think)
+        ids = self._llm._tokens(prompt, chat, think, "prompt")
         own = self._llm.settings(**{**self._options, **options}) if options else None
-        seq = _as_cfg(lambda: self._engine.add(ids, _seed(seed), cfg, own))
+        seed, cfg = _args.seed(seed), _args.cfg(cfg)
+        seq = _as_cfg(lambda: self._engine.add(ids, seed, cfg, own))
         self._prompts[seq] = ids
         return seq
 
     def add_batch(self, prompts: Sequence[Prompt], *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False,
                   think: bool = False) -> list:
         """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
-        lists = [self._llm._tokens(p, chat, think) for p in prompts]
-        ids = _as_cfg(lambda: self._engine.add_batch(lists, _seed(seed), cfg))
+        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
+        seed, cfg = _args.seed(seed), _args.cfg(cfg)
+        ids = _as_cfg(lambda: self._engine.add_batch(lists, seed, cfg))
         self._prompts.update(zip(ids, lists))
         return ids
 
@@ -208,13 +199,11 @@ class LLM:
 
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None,
                  progress: Optional[Callable[[int, int], None]] = None, kv: Optional[str] = None):
+        dtype = _args.choice("dtype", dtype, ("f32", "bf16", "f16"), "as the checkpoint stores them")
+        kv = _args.choice("kv", kv, ("f32", "bf16"), "f32")
         if threads is not None:
-            if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads < 1 << 31:
-                from .errors import InvalidParameter
-                raise InvalidParameter(f"invalid parameter 'threads': must be an integer >= 1 (or None: every core), got {threads!r}",
-                                       "threads", "must be an integer >= 1")
-            _dlm.set_threads(int(threads))  # bounded there as dlm-generate's -t
-        self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype or "", progress, kv or "")
+            _dlm.set_threads(_args.threads(threads))  # bounded there as dlm-generate's -t
+        self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype, progress, kv)
 
     @property
     def default_preset(self) -> str:
@@ -231,7 +220,8 @@ class LLM:
         return self.model.encode(text, chat, think)
 
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
-        return self.model.decode(list(tokens), skip_special)
+        """The text of token ids; an id outside the vocabulary raises dlm.InvalidParameter naming tokens."""
+        return self.model.decode(_args.tokens("tokens", tokens, self.model.vocab_size), skip_special)
 
     def settings(self, preset: Optional[str] = None, *, mask: Optional[str] = None, cache: Optional[str] = None,
                  schedule: Optional[str] = None, sampler: Optional[str] = None, **options) -> _dlm.Settings:
@@ -241,26 +231,36 @@ class LLM:
         none of its policies takes, raises dlm.InvalidParameter naming the axis or the option."""
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
-            from .errors import InvalidParameter
-            raise InvalidParameter(f"invalid parameter '{unknown[0]}': no such option (one of {', '.join(_OPTIONS)})", unknown[0],
-                                   "no such option")
-        if "seed" in options:
-            options["seed"] = _seed(options["seed"])
+            _args.refuse(unknown[0], f"no such option (one of {', '.join(_OPTIONS)})", show=False)
+        for name, value in dict(preset=preset, mask=mask, cache=cache, schedule=schedule, sampler=sampler).items():
+            if value is not None and not isinstance(value, str):
+                _args.refuse(name, "must be a name (str) or None", value)
+        options = {k: _args.option(k, v) for k, v in options.items() if v is not None}
         return _dlm.resolve(self.model, preset or "", mask, cache, schedule, sampler, **options)
 
     def engine(self, preset: Optional[str] = None, *, mask: Optional[str] = None, cache: Optional[str] = None,
-               schedule: Union[str, Schedule, None] = None, sampler: Optional[str] = None, stop_at_eos: bool = True, **options) -> Engine:
+               schedule: Union[str, Schedule, None] = None, sampler: Optional[str] = None, stop_at_eos: Optional[bool] = None,
+               **options) -> Engine:
         """A step-wise engine of `preset` (default: the model's), or of the policies named (as
         settings()). `schedule` is a schedule's name, or a Python callable that chooses the commits
-        over the preset's mask, cache and sampler (stop_at_eos: stop after a block holding EOS, as
-        cdlm does)."""
+        over the preset's mask, cache and sampler. stop_at_eos (default True) belongs to a Python
+        schedule: stop after a block holding EOS, as cdlm does; a preset's or named schedule decides
+        that itself, so giving stop_at_eos without a Python schedule raises dlm.InvalidParameter."""
         fn = schedule if callable(schedule) else None
+        if schedule is not None and fn is None and not isinstance(schedule, str):
+            _args.refuse("schedule", "must be a schedule's name (dlm.policies()['schedule']) or a callable (ScheduleStep -> indices "
+                                     "to commit)", schedule)
+        if stop_at_eos is not None:
+            _args.flag("stop_at_eos", stop_at_eos)
+            if fn is None:
+                _args.refuse("stop_at_eos", "applies to a schedule written in Python; a preset's or a named schedule decides itself "
+                                            "whether a sequence stops at EOS (cdlm after a block holding EOS, llada never)", show=False)
         named = dict(preset=preset, mask=mask, cache=cache, schedule=None if fn else schedule, sampler=sampler)
         named = {k: v for k, v in named.items() if v is not None}
-        return Engine(self, self.settings(**named, **options), fn, stop_at_eos, {**named, **options})
+        return Engine(self, self.settings(**named, **options), fn, True if stop_at_eos is None else stop_at_eos, {**named, **options})
 
     def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: bool = False,
-                 cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True, **options) -> list:
+                 cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None, **options) -> list:
         """Decodes the prompts (text, token ids, or a list of either) as one batch; one Output each,
         in order. A single prompt decodes exactly as dlm-generate decodes it (chat and think as its
         --chat and --think). mask=, cache=, schedule= and sampler= name policies to compose (settings())."""
@@ -277,7 +277,7 @@ class LLM:
         return [done[i] for i in ids]
 
     def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: bool = False,
-               canvases: bool = False, cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: bool = True,
+               canvases: bool = False, cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None,
                **options) -> Iterator[Delta]:
         """Decodes the prompts (one, or a list decoded as one batch, as generate()) and yields, after
         each forward, each prompt's text and tokens that became final (the committed prefix's
@@ -314,18 +314,29 @@ class LLM:
 
     def forward(self, tokens: Sequence[int], mask: str = "bidirectional") -> np.ndarray:
         """One forward over `tokens`: every row's logits, a (len(tokens), vocab) float32 array that
-        owns the buffer the model wrote (no copy). mask: "bidirectional" or "causal". GIL released."""
-        return _dlm.forward(self.model, list(tokens), mask)
+        owns the buffer the model wrote (no copy). mask: "bidirectional" or "causal". GIL released.
+        An id outside the vocabulary raises dlm.InvalidParameter naming tokens."""
+        if not isinstance(mask, str):
+            _args.refuse("mask", "must be 'bidirectional' or 'causal'", mask)
+        return _dlm.forward(self.model, _args.tokens("tokens", tokens, self.model.vocab_size), mask)
 
-    def _tokens(self, prompt: Prompt, chat: bool, think: bool = False) -> list:
+    def _tokens(self, prompt: Prompt, chat: bool, think: bool = False, name: str = "prompt") -> list:
+        """A prompt's ids: text encoded (chat, think: the chat template), or token ids checked against
+        the vocabulary; chat and think apply to text only and are refused, by name, with ids."""
+        chat, think = _args.flag("chat", chat), _args.flag("think", think)
         if isinstance(prompt, str):
             return self.model.encode(prompt, chat, think)
-        return [int(t) for t in prompt]
+        if chat or think:
+            _args.refuse("chat" if chat else "think", f"applies to a text prompt; {name} is token ids, used as they are "
+                                                      "(llm.encode(text, chat=True) gives a chat prompt's ids)", show=False)
+        return _args.tokens(name, prompt, self.model.vocab_size)
 
     @staticmethod
     def _batch(prompts) -> list:
         if isinstance(prompts, str):
             return [prompts]
+        if not hasattr(prompts, "__iter__"):
+            _args.refuse("prompts", "must be a prompt (text or token ids) or a list of prompts", prompts)
         seq = list(prompts)
         if seq and all(isinstance(t, (int, np.integer)) for t in seq):
             return [seq]  # one prompt of token ids

@@ -135,7 +135,11 @@ registry::settings resolve(const model_ptr& m, const std::string& preset, std::o
         c.alg = registry::algorithm_from_name(*algorithm);
         if (!c.alg) throw invalid_parameter("algorithm", "unknown algorithm '" + *algorithm + "' (origin, maskgit_plus, topk_margin, entropy, random)");
     }
-    if (!mask && !cache && !schedule && !sampler) return registry::resolve(registry::builtin, id, c, hints);
+    if (!mask && !cache && !schedule && !sampler) {
+        registry::settings s = registry::resolve(registry::builtin, id, c, hints);
+        m->visit([&](const auto& x) { cli::check_fits_shift(s, x.model, "preset"); });  // fast-dllm-v2 on an unshifted model
+        return s;
+    }
     if (m->uniform_state())
         throw invalid_parameter(mask ? "mask" : cache ? "cache" : schedule ? "schedule" : "sampler",
                                 "DiffusionGemma decodes with its diffusion-gemma preset's policies; the policy name table composes "
@@ -229,6 +233,12 @@ public:
     const registry::settings& settings() const { return settings_; }
     std::string describe() const { return registry::describe(registry::builtin, settings_); }
     const model_ptr& model() const { return model_; }
+    /// The Python objects the engine holds (its Python schedule), for the cycle collector.
+    int traverse(visitproc visit, void* arg) const { return fn_ ? fn_->traverse(visit, arg) : 0; }
+    /// Drops them, breaking a cycle through the schedule (the engine can no longer run its steps).
+    void clear() {
+        if (fn_) fn_->clear();
+    }
 
 private:
     generation_options options(std::optional<std::uint64_t> seed, double cfg) const {
@@ -326,6 +336,16 @@ void bind_settings(nb::module_& m) {
             {"mask", rows_of(registry::masks)}, {"cache", rows_of(registry::caches)}, {"schedule", rows_of(registry::schedules)},
             {"sampler", rows_of(registry::samplers)}};
     }, "[(axis, [(name, description)])] of the policy name table (dlm/registry/policy_names.hpp).");
+    m.def("option_bounds", [] {
+        std::vector<std::tuple<std::string, double, double, bool, bool, bool>> out;
+        for (std::size_t i = 0; i < registry::option_count; ++i) {
+            const auto o = static_cast<registry::option>(i);
+            if (o == registry::option::algorithm || o == registry::option::seed) continue;  // a name, a 64-bit seed: checked by python/dlm/_args.py
+            const cli::option_bounds b = cli::bounds_of(o);
+            out.emplace_back(std::string(registry::name_of(o)), b.lo, b.hi, b.open_lo, b.open_hi, b.integer);
+        }
+        return out;
+    }, "[(option, lo, hi, open_lo, open_hi, integer)]: the values each numeric option may take, as dlm-generate's flags (cli/bounds.hpp).");
     m.def("presets", [] {
         std::vector<std::pair<std::string, std::string>> out;
         for (std::size_t i = 0; i < registry::builtin.size; ++i)
@@ -380,8 +400,26 @@ void bind_results(nb::module_& m) {
         .def_prop_ro("stopped", &server::text_stream::stopped);
 }
 
+// Garbage-collector support of every bound type that holds a Python callable: the engine (its
+// Python schedule). nanobind's "reference cycles involving functions": without tp_traverse and
+// tp_clear a schedule that refers back to whatever holds its engine (a bound method of the object
+// owning the engine) makes a cycle Python cannot see, and the engine, its model and its K/V leak.
+// (A load's progress callable is borrowed for the load alone and never held.)
+int engine_traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));
+    if (!nb::inst_ready(self)) return 0;  // before or during __init__: no C++ state to read yet
+    return nb::inst_ptr<py_engine>(self)->traverse(visit, arg);
+}
+int engine_clear(PyObject* self) {
+    if (nb::inst_ready(self)) nb::inst_ptr<py_engine>(self)->clear();
+    return 0;
+}
+PyType_Slot engine_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(engine_traverse)},
+                              {Py_tp_clear, reinterpret_cast<void*>(engine_clear)},
+                              {0, nullptr}};
+
 void bind_engine(nb::module_& m) {
-    nb::class_<py_engine>(m, "Engine", "The step-wise engine of one preset (dlm::engine).")
+    nb::class_<py_engine>(m, "Engine", "The step-wise engine of one preset (dlm::engine).", nb::type_slots(engine_slots))
         .def(nb::init<model_ptr, const registry::settings&, nb::object, bool>(), "model"_a, "settings"_a, "schedule"_a = nb::none(),
              "stop_at_eos"_a = true)
         .def("add", &py_engine::add, "prompt"_a, "seed"_a = nb::none(), "cfg"_a = 0.0, "settings"_a = nb::none())

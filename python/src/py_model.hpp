@@ -52,7 +52,7 @@ using model_ptr = std::shared_ptr<py_model>;
 /// kv f32, bf16 or empty (f32); `progress` hears how far the weights are.
 [[nodiscard]] inline model_ptr load_model(const std::string& path, const std::string& dtype, const std::string& kv,
                                           cpu::load_progress progress = {}) {
-    return cli::with_loaded_model(path, cli::load_choice{dtype, kv}, [](auto& m) { return std::make_shared<py_model>(std::move(m)); }, std::move(progress));
+    return cli::with_loaded_model(path, cli::load_choice{dtype, kv, "kv"}, [](auto& m) { return std::make_shared<py_model>(std::move(m)); }, std::move(progress));
 }
 
 }  // namespace dlm::python

@@ -49,6 +49,7 @@ public:
     /// Calls the function (the GIL taken) and appends the indices it returns to `chosen`.
     void select(const step_context& ctx, std::span<const candidate> c, std::vector<index_t>& chosen) {
         nb::gil_scoped_acquire gil;
+        if (!fn_.is_valid()) throw contract_error("dlm: the Python schedule was released by Python's garbage collector (clear)");
         try {
             nb::object picked = fn_(step_of(ctx, c));
             for (nb::handle h : picked) chosen.push_back(nb::cast<index_t>(h));
@@ -61,6 +62,20 @@ public:
         } catch (const nb::cast_error&) {
             throw contract_error("dlm: the Python schedule must return an iterable of candidate indices (int)");
         }
+    }
+
+    /// The Python objects held (the callable, a pending exception) for Python's cycle collector
+    /// (tp_traverse of the engine that holds this): a schedule that refers back to the object holding
+    /// its engine makes a cycle the collector can then see and free.
+    int traverse(visitproc visit, void* arg) const {
+        Py_VISIT(fn_.ptr());
+        Py_VISIT(raised_.ptr());
+        return 0;
+    }
+    /// Drops them (tp_clear: the collector breaks a cycle through this); a later select fails its sequence.
+    void clear() {
+        fn_.reset();
+        raised_.reset();
     }
 
     /// Raises the exception the callable raised since the last call, if any (with the GIL held).

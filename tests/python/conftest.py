@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def pytest_addoption(parser):
     parser.addoption("--models", default=str(ROOT / "models"), help="the shipped model folders (models/)")
     parser.addoption("--diffusion-gemma", default="", help="a DiffusionGemma folder with a tokenizer (tests/diffusion_gemma.cmake makes one)")
+    parser.addoption("--fast-dllm-v2", default="", help="a Fast-dLLM v2 folder with a tokenizer, a shifted model (tests/families.cmake makes one)")
     for program in ("dlm-generate", "dlm-eval", "dlm-server"):
         parser.addoption(f"--{program}", default="", help=f"the {program} program")
 
@@ -55,4 +56,12 @@ def diffusion_gemma(request) -> Path:
     folder = request.config.getoption("--diffusion-gemma")
     if not folder or not (Path(folder) / "config.json").is_file():
         pytest.skip("no DiffusionGemma folder (pass --diffusion-gemma DIR)")
+    return Path(folder)
+
+
+@pytest.fixture(scope="session")
+def fast_dllm_v2(request) -> Path:
+    folder = request.config.getoption("--fast-dllm-v2")
+    if not folder or not (Path(folder) / "config.json").is_file():
+        pytest.skip("no Fast-dLLM v2 folder (pass --fast-dllm-v2 DIR)")
     return Path(folder)

@@ -22,7 +22,8 @@ def test_the_policy_names_are_the_librarys_table_with_a_line_each(llm):
         try:
             policies = llm.settings(preset).policies
         except dlm.InvalidParameter as e:
-            assert (preset, e.parameter) == ("diffusion-gemma", "preset")
+            # fast-dllm-v2's schedule needs shifted logits, which this model does not have
+            assert preset in ("diffusion-gemma", "fast-dllm-v2", "fast-dllm-v2-block-cache") and e.parameter == "preset", preset
             continue
         for axis, name in policies.items():
             assert name in [n for n, _ in table[axis]], (preset, axis, name)

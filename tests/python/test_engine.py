@@ -84,7 +84,7 @@ def test_the_gil_is_released_during_steps(llm):
             time.sleep(0.0005)
 
     eng = llm.engine("llada")
-    eng.add_batch([PROMPT] * 16)  # one step: a batched forward of 16 canvases, tens of milliseconds at least
+    eng.add_batch([PROMPT] * 64)  # one step: a batched forward of 64 canvases, tens of milliseconds even on a fast machine
     intervals = []
     t = threading.Thread(target=tick)
     t.start()

@@ -1,7 +1,9 @@
 """Bad input raises typed exceptions naming what is wrong (include/dlm/core/error.hpp's classes)."""
 
+import json
 import shutil
 
+import numpy as np
 import pytest
 
 import dlm
@@ -49,7 +51,7 @@ def test_an_out_of_range_value_and_an_unknown_option_are_refused(llm):
 def test_a_token_outside_the_vocabulary_is_refused_before_the_forward(llm):
     with pytest.raises(dlm.InvalidParameter) as e:
         llm.forward([1, 2, llm.model.vocab_size + 5])
-    assert "canvas" in e.value.parameter and "outside the vocabulary" in e.value.rule
+    assert e.value.parameter == "tokens" and "outside the vocabulary" in e.value.rule
     with pytest.raises(dlm.InvalidParameter) as e:
         llm.forward([1, 2], mask="sideways")
     assert e.value.parameter == "mask"
@@ -123,3 +125,114 @@ def test_the_load_reports_its_progress_and_an_exception_raised_there_ends_it(mod
     with pytest.raises(dlm.InvalidParameter) as e:
         dlm.LLM(models / "cdlm", progress=3)
     assert e.value.parameter == "progress"
+
+
+def test_forward_and_decode_name_tokens_for_an_id_outside_the_vocabulary(llm):
+    vocab = llm.model.vocab_size
+    for call, bad in ((llm.forward, [-1]), (llm.decode, [10**6]), (llm.decode, [-1]), (llm.forward, [2**40])):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            call(bad)
+        assert e.value.parameter == "tokens", call
+        assert str(bad[0]) in e.value.rule and f"[0, {vocab})" in e.value.rule
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.forward("abc")
+    assert e.value.parameter == "tokens"
+    assert llm.decode(llm.encode("What is 3 + 4?")) == "What is 3 + 4?"
+
+
+@pytest.mark.parametrize("kv", ["", 0, 1, False, "BF16"])
+def test_a_kv_other_than_f32_bf16_or_none_is_refused_naming_kv(models, kv):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(models / "cdlm", kv=kv)
+    assert e.value.parameter == "kv" and "'f32', 'bf16'" in e.value.rule
+
+
+@pytest.mark.parametrize("dtype", ["", 0, "keep", True])
+def test_a_dtype_other_than_its_names_or_none_is_refused_naming_dtype(models, dtype):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(models / "cdlm", dtype=dtype)
+    assert e.value.parameter == "dtype"
+
+
+def test_a_diffusion_gemma_folder_refuses_a_bf16_kv_cache_naming_kv(diffusion_gemma):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(diffusion_gemma, kv="bf16")
+    assert e.value.parameter == "kv" and "f32 K/V" in e.value.rule
+
+
+@pytest.mark.parametrize("preset, option, value", [
+    ("cdlm", "gen_length", 2**40), ("cdlm", "gen_length", True), ("cdlm", "gen_length", 8.0), ("cdlm", "block_length", 2**33),
+    ("fast-dllm", "top_k", 2**31), ("cdlm", "threshold", "0.5"), ("cdlm", "threshold", True), ("llada", "algorithm", 3),
+    ("llada", "steps", 0), ("llada", "steps", "8"), ("fast-dllm", "temperature", 1e30), ("fast-dllm", "temperature", float("inf")),
+    ("fast-dllm", "top_p", "0.9")])
+def test_an_option_of_the_wrong_type_or_out_of_range_is_named(llm, preset, option, value):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.settings(preset, **{option: value})
+    assert e.value.parameter == option and not isinstance(e.value, TypeError)
+
+
+def test_steps_and_temperature_take_the_bounds_dlm_generate_takes(llm):
+    # dlm-generate refuses --steps 0 and --temp above 1e6 (cli/bounds.hpp); so does the package.
+    with pytest.raises(dlm.InvalidParameter, match=r"must be in \[1, 16777216\], got 0"):
+        llm.settings("llada", steps=0)
+    with pytest.raises(dlm.InvalidParameter, match=r"must be in \[0, 1000000\]"):
+        llm.settings("fast-dllm", temperature=1e6 + 1)
+    assert llm.settings("fast-dllm", temperature=1e6).temperature == 1e6
+    assert llm.settings("fast-dllm", threshold=np.float32(0.5), gen_length=np.int64(16)).gen_length == 16
+
+
+def test_a_schedule_guidance_or_prompt_of_the_wrong_type_is_named(llm):
+    for kwargs, name in ((dict(schedule=5), "schedule"), (dict(cfg="x"), "cfg"), (dict(preset=5), "preset")):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.generate("hi", **kwargs)
+        assert e.value.parameter == name
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate([[2**31]])
+    assert e.value.parameter == "prompts[0]" and "outside the vocabulary" in e.value.rule
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.engine().add([1, True])
+    assert e.value.parameter == "prompt"
+
+
+def test_a_gen_length_longer_than_the_context_is_named_and_a_long_prompt_is_told_its_room(models, llm):
+    context = json.loads((models / "cdlm" / "config.json").read_text())["max_sequence_length"]
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "cdlm", gen_length=context, block_length=8)
+    assert e.value.parameter == "gen_length" and f"model's context of {context}" in e.value.rule
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate([5] * 10, "cdlm", gen_length=context - 8, block_length=8)
+    assert e.value.parameter == "prompts[0]"
+    assert e.value.rule.endswith(f"beside gen_length {context - 8} a prompt may hold 8 tokens at most")
+
+
+def test_fast_dllm_v2_on_a_model_without_shifted_logits_is_refused_naming_the_preset(llm):
+    assert not llm.model.logits_shift
+    for preset in ("fast-dllm-v2", "fast-dllm-v2-block-cache"):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.settings(preset)
+        assert e.value.parameter == "preset" and f"the {preset} preset does not fit this model" in e.value.rule
+
+
+def test_stop_at_eos_belongs_to_a_python_schedule_and_is_refused_without_one(llm):
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "cdlm", stop_at_eos=False)
+    assert e.value.parameter == "stop_at_eos" and "schedule written in Python" in e.value.rule
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("hi", "cdlm", schedule=lambda s: [0], stop_at_eos="no")
+    assert e.value.parameter == "stop_at_eos"
+    out = llm.generate("hi", "cdlm", gen_length=16, schedule=lambda s: list(range(len(s))), stop_at_eos=False)[0]
+    assert out.finish_reason in ("stop", "length")
+
+
+def test_chat_and_think_are_refused_with_token_id_prompts_naming_them(llm):
+    ids = llm.encode("What is 3 + 4?")
+    for kwargs, name in ((dict(chat=True), "chat"), (dict(chat=True, think=True), "chat"), (dict(think=True), "think")):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.generate(ids, **kwargs)
+        assert e.value.parameter == name and "token ids" in e.value.rule
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.engine().add(ids, **kwargs)
+        assert e.value.parameter == name
+    with pytest.raises(dlm.InvalidParameter) as e:
+        llm.generate("What is 3 + 4?", think=True)
+    assert e.value.parameter == "think"

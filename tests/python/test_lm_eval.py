@@ -74,6 +74,26 @@ def test_loglikelihood(models):
         model.loglikelihood_rolling([_Request("text")])
 
 
+def test_an_empty_context_conditions_on_the_end_of_text_token_as_lm_evals_hflm_does(fast_dllm_v2):
+    # lm-eval's HFLM conditions an empty context on one token (its prefix_token_id: BOS, else EOS), so
+    # that a shifted model (Fast-dLLM v2 predicts slot p from row p - 1) has a row for the first
+    # continuation token; without it, row -1 would wrap to the canvas's last row.
+    from dlm.harness import HarnessModel
+    model = HarnessModel(pretrained=str(fast_dllm_v2), mc_num=4, mc_batch=2)
+    assert model.llm.model.logits_shift
+    eot = model.llm.model.eos_ids[0]
+    assert model.prefix_token_id == eot
+    continuation = "What is 3 + 4?"
+    prefix, target = model._encode_pair("", continuation)
+    assert prefix == [eot] and target.tolist() == model.llm.encode(continuation)
+    canvases = []
+    forward = model.llm.forward
+    model.llm.forward = lambda tokens, mask="bidirectional": canvases.append(list(tokens)) or forward(tokens, mask)
+    (ll, greedy), = model.loglikelihood([_Request("", continuation)])
+    assert canvases and all(c[0] == eot and len(c) == 1 + len(target) for c in canvases)
+    assert ll < 0 and isinstance(greedy, bool)
+
+
 def test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate(diffusion_gemma, dlm_generate):
     import dlm
     from dlm.harness import HarnessModel

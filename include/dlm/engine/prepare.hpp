@@ -97,6 +97,22 @@ inline void check_batch_options(std::span<const std::vector<token_id>> prompts, 
     if (o.cfg_scale > 0.0 && !cfg_refusal.empty()) throw invalid_parameter("cfg_scale", cfg_refusal);
 }
 
+/// Checks a canvas against the model's context. Who is named: `gen_length` when it alone leaves no
+/// position for a prompt (gen_length >= the context: no prompt could fit), else the prompt (`which`,
+/// "prompts[i]"), with the most tokens a prompt may hold beside this gen_length.
+template <class Model>
+void check_context(const Model& model, const canvas_layout& l, const std::string& which) {
+    const index_t context = model.max_context();
+    if (l.gen_length >= context)
+        throw invalid_parameter("gen_length", "is " + std::to_string(l.gen_length) + ", which leaves no position of the model's context of " +
+                                                  std::to_string(context) + " for a prompt (at most " + std::to_string(context - 1) + ")");
+    if (l.size() > context)
+        throw invalid_parameter(which, "prompt length " + std::to_string(l.prompt_length) + " + gen_length " + std::to_string(l.gen_length) +
+                                           " exceeds the model's context of " + std::to_string(context) + ": beside gen_length " +
+                                           std::to_string(l.gen_length) + " a prompt may hold " + std::to_string(context - l.gen_length) +
+                                           " tokens at most");
+}
+
 /// Checks prompt `i` (its tokens, and its length against the index type and the model's context)
 /// and returns its canvas layout.
 template <class Model, class Mask>
@@ -120,9 +136,7 @@ template <class Model, class Mask>
                                            ", the most canvas positions dlm can index");
     canvas_layout l{static_cast<index_t>(prompt.size()), gen_length, block_length, model.logits_shift()};
     if (mask_aligns_blocks(mask)) l.lead = l.prompt_length % block_length;
-    if constexpr (model_has_max_context<Model>)
-        if (l.size() > model.max_context())
-            throw invalid_parameter(which, lengths + " exceeds the model's context of " + std::to_string(model.max_context()));
+    if constexpr (model_has_max_context<Model>) check_context(model, l, which);
     return l;
 }
 

@@ -31,6 +31,16 @@ using option_namer = std::function<std::string(option)>;
 
 [[nodiscard]] inline std::string default_name(option o) { return std::string(name_of(o)); }
 
+/// The presets of `t` whose policies take option `o`, comma-separated ("fast-dllm, cdlm, ..."): what a
+/// refusal lists, and what dlm-generate's --help lists for a flag.
+template <class Table>
+[[nodiscard]] std::string presets_taking(const Table& t, option o) {
+    std::string out;
+    for (std::size_t i = 0; i < Table::size; ++i)
+        if (t.accepts(preset_id{i}).takes(o)) out += (out.empty() ? "" : ", ") + std::string(t.name_of(preset_id{i}));
+    return out;
+}
+
 namespace detail {
 
 /// Why a decoder refuses option `o` its policies lack ("its schedule has no threshold").
@@ -49,9 +59,7 @@ namespace detail {
 template <class Table>
 [[noreturn]] void refuse_option(const Table& t, preset_id id, option o, const option_namer& name) {
     const char* why = why_not_taken(o);
-    std::string where;
-    for (std::size_t i = 0; i < Table::size; ++i)
-        if (t.accepts(preset_id{i}).takes(o)) where += (where.empty() ? "" : ", ") + std::string(t.name_of(preset_id{i}));
+    const std::string where = presets_taking(t, o);
     throw invalid_parameter(name(o), "does not apply to the " + std::string(t.name_of(id)) + " preset (" + why + ")" +
                                          (where.empty() ? std::string() : "; it applies to " + where));
 }

@@ -1,0 +1,110 @@
+"""Checks of the arguments a caller passes, before they reach the compiled module: a wrong type, or a
+value outside what dlm accepts, raises dlm.InvalidParameter naming the argument as Python spells it
+(nanobind would raise a TypeError listing the whole signature, or take True for 1). The numeric
+options' bounds are dlm-generate's (cli/bounds.hpp, read through _dlm.option_bounds()), so the
+package and the command line refuse the same values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _dlm
+from .errors import InvalidParameter
+
+#: {option: (lo, hi, open_lo, open_hi, integer)} of the numeric options.
+BOUNDS = {name: tuple(rest) for name, *rest in _dlm.option_bounds()}
+
+
+def refuse(name: str, rule: str, value: Any = None, *, show: bool = True) -> None:
+    """Raises InvalidParameter naming `name`, with the value it got."""
+    got = f", got {value!r}" if show else ""
+    raise InvalidParameter(f"invalid parameter '{name}': {rule}{got}", name, rule)
+
+
+def is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_real(value: Any) -> bool:
+    return is_integer(value) or (isinstance(value, (float, np.floating)))
+
+
+def _number(x: float) -> str:
+    return "inf" if x == math.inf else str(int(x)) if x == int(x) else f"{x:g}"
+
+
+def option(name: str, value: Any) -> Any:
+    """A decoding option's value, checked: its type, and for a numeric one its bounds."""
+    if name == "seed":
+        return seed(value)
+    if name == "algorithm":
+        if not isinstance(value, str):
+            refuse(name, "must be a name (origin, maskgit_plus, topk_margin, entropy, random)", value)
+        return value
+    lo, hi, open_lo, open_hi, integer = BOUNDS[name]
+    span = ("(" if open_lo else "[") + _number(lo) + ", " + _number(hi) + (")" if open_hi else "]")
+    if integer:
+        if not is_integer(value):
+            refuse(name, f"must be an integer in {span}", value)
+    elif not is_real(value) or not math.isfinite(value):
+        refuse(name, f"must be a finite number in {span}", value)
+    ok = (value > lo if open_lo else value >= lo) and (value < hi if open_hi else value <= hi)
+    if not ok:
+        refuse(name, f"must be in {span}", value)
+    return int(value) if integer else float(value)
+
+
+def seed(value: Optional[int]) -> Optional[int]:
+    """None or an integer in [0, 2^64) (the engine's seeds are 64-bit unsigned)."""
+    if value is None:
+        return None
+    if not is_integer(value) or not 0 <= int(value) < 1 << 64:
+        refuse("seed", "must be an integer in [0, 2^64)", value)
+    return int(value)
+
+
+def threads(value: int) -> int:
+    if not is_integer(value) or not 1 <= value < 1 << 31:
+        refuse("threads", "must be an integer >= 1 (or None: every core)", value)
+    return int(value)
+
+
+def cfg(value: Any) -> float:
+    """The guidance scale's type (its range is the engine's check, named cfg by llm._as_cfg)."""
+    if not is_real(value):
+        refuse("cfg", "must be a number >= 0 (0: no guidance)", value)
+    return float(value)
+
+
+def choice(name: str, value: Any, allowed: Sequence[str], none_means: str) -> str:
+    """A type named by a string (dtype, kv): one of `allowed`, or None (""; what None means is said)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value not in allowed:
+        listed = ", ".join(f"'{a}'" for a in allowed)
+        refuse(name, f"must be one of {listed}, or None ({none_means})", value)
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        refuse(name, "must be True or False", value)
+    return bool(value)
+
+
+def tokens(name: str, ids: Any, vocab: int) -> list:
+    """Token ids, checked: a sequence of integers in [0, vocab) (the model's vocabulary)."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        refuse(name, "must be a sequence of token ids (int)", ids)
+    out = []
+    for j, t in enumerate(ids):
+        if not is_integer(t):
+            refuse(name, f"token {j} is {t!r}, not a token id (int)", show=False)
+        if not 0 <= t < vocab:
+            refuse(name, f"token {j} is {int(t)}, outside the vocabulary [0, {vocab})", show=False)
+        out.append(int(t))
+    return out
