@@ -227,6 +227,33 @@ TEST_CASE("diffusion_gemma: a bf16 checkpoint's weights load held in bf16 and de
     CHECK(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::equal_to<>()) >= 12);  // of 16 rows
 }
 
+TEST_CASE("diffusion_gemma: sizes in config.json the tensors do not hold are refused by the tensor before anything is allocated") {
+    // A vocabulary of 200,000,000 was a memory_error (its transposed embedding counted from the config),
+    // 8,000,000 allocated 2 GB before the embedding's shape refused it; the experts likewise.
+    const auto base = read_json(tiny / "config.json");
+    const fs::path dir = fs::temp_directory_path() / "dlm_test_gemma_sizes";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const char* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tiny / f, dir / f);
+    const auto refused = [&](const char* key, std::int64_t value, const char* tensor, const char* expect) {
+        auto j = base;
+        j["text_config"][key] = value;
+        std::ofstream(dir / "config.json") << j.dump();
+        CAPTURE(key);
+        try {
+            (void)diffusion_gemma::load(dir);
+            FAIL("no error");
+        } catch (const tensor_error& e) {
+            CHECK(e.tensor() == tensor);
+            CHECK(std::string(e.what()).find(expect) != std::string::npos);
+        }
+    };
+    refused("vocab_size", 200'000'000, "model.decoder.embed_tokens.weight", "expected shape [200000000, 64]");
+    refused("vocab_size", 8'000'000, "model.decoder.embed_tokens.weight", "expected shape [8000000, 64]");
+    refused("moe_intermediate_size", 1 << 20, "model.decoder.layers.0.experts.gate_up_proj", "expected shape [");
+    fs::remove_all(dir);
+}
+
 TEST_CASE("diffusion_gemma: the transformer refuses a DiffusionGemma folder, naming the class that loads it") {
     CHECK_THROWS_WITH_AS((void)io::load_config(tiny), doctest::Contains("dlm::cpu::diffusion_gemma"), file_error);
 }

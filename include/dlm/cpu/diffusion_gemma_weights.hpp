@@ -133,8 +133,14 @@ public:
 
     /// Tensors `names` ([rows_i × cols] each) stacked into one matrix, held in `type` or the first's type.
     [[nodiscard]] packed_matrix stacked(const std::vector<std::string>& names, const std::vector<index_t>& rows, index_t cols) {
+        // Every part's shape before the matrix is allocated from the config's sizes: a config.json
+        // vocabulary of 8,000,000 allocated 2 GB before the tensor's [512, 64] refused it.
         index_t total = 0;
-        for (index_t r : rows) total += r;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const std::int64_t shape[] = {rows[i], cols};
+            (void)ck_.info(names[i], shape);
+            total += rows[i];
+        }
         packed_matrix m(total, cols, type_.value_or(ck_.info(names.front()).type));
         index_t at = 0;
         for (std::size_t i = 0; i < names.size(); ++i) {
@@ -208,7 +214,9 @@ private:
 /// DiffusionGemma's text weights from an opened checkpoint (and the embedding's transposed copy). Throws memory_error before allocating when
 /// they do not fit, tensor_error naming a missing, misshapen or unexpected tensor.
 [[nodiscard]] inline gemma_weights load_gemma_weights(const io::checkpoint& ck, const io::diffusion_gemma_config& c, const load_options& opt) {
-    const io::dtype embedding_type = opt.weight_dtype.value_or(ck.info(detail::gemma_block_prefix(ck) + "embed_tokens.weight").type);
+    // The embedding's shape first: its transposed copy is counted from the config's vocabulary.
+    const std::int64_t embedding_shape[] = {c.vocab_size, c.hidden_size};
+    const io::dtype embedding_type = opt.weight_dtype.value_or(ck.info(detail::gemma_block_prefix(ck) + "embed_tokens.weight", embedding_shape).type);
     const std::uint64_t need = detail::gemma_held_bytes(ck, opt.weight_dtype) + transposed_embedding_bytes(c.vocab_size, c.hidden_size, embedding_type);
     if (opt.check_memory) check_fits("DiffusionGemma's weights from " + ck.source(), need);
     gemma_weights w = detail::gemma_reader(ck, c, opt.weight_dtype).all(opt, need);

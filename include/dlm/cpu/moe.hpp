@@ -200,13 +200,18 @@ public:
                                 std::optional<io::dtype> type) {
         moe_mlp e(m, hidden);
         const index_t n = m.num_experts, h = hidden, f = m.expert_intermediate_size;
+        const std::string gu = prefix + "experts.gate_up_proj", dn = prefix + "experts.down_proj";
+        // The shapes before anything is allocated from the config's sizes.
+        for (const auto& [name, shape] : {std::pair{prefix + "router.proj.weight", std::vector<std::int64_t>{n, h}},
+                                          std::pair{gu, std::vector<std::int64_t>{n, 2 * std::int64_t{f}, h}},
+                                          std::pair{dn, std::vector<std::int64_t>{n, h, f}}})
+            (void)ck.info(name, shape);
         e.router_ = packed_matrix(n, h, io::dtype::f32);
         read_checkpoint_rows(ck, prefix + "router.proj.weight", {n, h}, e.router_, 0);
         e.bias_.assign(static_cast<std::size_t>(n), 0.f);
         if (m.per_expert_scale) {
             e.expert_scale_ = ck.read_f32(prefix + "router.per_expert_scale", {n});
         }
-        const std::string gu = prefix + "experts.gate_up_proj", dn = prefix + "experts.down_proj";
         const io::dtype gu_type = type.value_or(ck.info(gu).type), dn_type = type.value_or(ck.info(dn).type);
         e.gate_up_.resize(static_cast<std::size_t>(n));
         e.down_.resize(static_cast<std::size_t>(n));
