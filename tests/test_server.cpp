@@ -155,6 +155,34 @@ TEST_CASE("server request: OpenAI's unused fields pass at their neutral values, 
     CHECK(refused(R"({"prompt": "x", "top_logprobs": null})") == "top_logprobs");                                   // chat's only
 }
 
+TEST_CASE("server request: null is an absent field and zero log-probabilities are none, as vLLM reads them") {
+    const std::string chat = R"("messages": [{"role": "user", "content": "x"}])";
+    CHECK(refused(R"({"prompt": "x", "logprobs": 0})").empty());
+    CHECK(refused("{" + chat + R"(, "logprobs": false, "top_logprobs": 0})", endpoint::chat).empty());
+    CHECK(refused(R"({"prompt": "x", "user": null, "model": null})").empty());
+    CHECK(refused("{" + chat + R"(, "user": null, "model": null})", endpoint::chat).empty());
+    CHECK(refused("{" + chat + R"(, "top_logprobs": 1})", endpoint::chat) == "top_logprobs");
+    CHECK(refused(R"({"prompt": "x", "logprobs": 0.5})") == "logprobs");
+    CHECK(refused(R"({"prompt": "x", "user": 3})") == "user");
+    CHECK(refused(R"({"prompt": "x", "model": 3})") == "model");
+}
+
+TEST_CASE("server request: max_completion_tokens wins over max_tokens whatever their order, as in vLLM") {
+    const auto chat = [](std::string_view fields) {
+        return parse_request(std::string(R"({"messages": [{"role": "user", "content": "x"}], )") + std::string(fields) + "}", endpoint::chat,
+                             cdlm_rules());
+    };
+    // nlohmann reads an object's keys sorted: max_completion_tokens before max_tokens, whatever the body's order.
+    CHECK(chat(R"("max_tokens": 20, "max_completion_tokens": 5)").max_tokens == 5);
+    CHECK(chat(R"("max_completion_tokens": 5, "max_tokens": 20)").max_tokens == 5);
+    CHECK(chat(R"("max_completion_tokens": null, "max_tokens": 20)").max_tokens == 20);
+    CHECK(chat(R"("max_completion_tokens": 7)").max_tokens == 7);
+    const std::string m = R"({"messages": [{"role": "user", "content": "x"}], )";
+    CHECK(refused(m + R"("max_tokens": 8, "max_completion_tokens": 0})", endpoint::chat) == "max_completion_tokens");
+    CHECK(refused(m + R"("max_tokens": 8, "max_completion_tokens": 125})", endpoint::chat).empty());
+    CHECK(refused(R"({"prompt": "x", "max_completion_tokens": 8})") == "max_completion_tokens");  // chat's only, as OpenAI's
+}
+
 TEST_CASE("server stream: whole characters only, stop strings cut, nothing retracted") {
     text_stream s;
     CHECK(s.advance("caf\xC3", false) == "caf");        // half of é waits
