@@ -136,8 +136,24 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, llada) == "steps");  // 2 blocks
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 4, "temperature": 0.5, "top_k": 5})", endpoint::completions, llada).empty());
     CHECK(refused(R"({"prompt": "x", "threshold": 0.5})", endpoint::completions, llada) == "threshold");
+}
+
+TEST_CASE("server request: llada's steps past the canvas's slots are refused naming steps and the bound, not clamped") {
+    const request_rules llada = rules_of("llada");  // blocks of 8: max_tokens 16 is 2 blocks, 16 slots
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 16})", endpoint::completions, llada).empty());
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 18})", endpoint::completions, llada) == "steps");
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 13, "steps": 16})", endpoint::completions, llada).empty());  // 16 slots
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 9600})", endpoint::completions, llada) == "steps");
+    try {
+        (void)parse_request(R"({"prompt": "x", "max_tokens": 16, "steps": 9600})", endpoint::completions, llada);
+        FAIL("steps 9600 accepted");
+    } catch (const request_error& e) {
+        CHECK(e.status() == 400);
+        CHECK(std::string(e.what()).find("at most 16") != std::string::npos);
+    }
     const request_rules sdar = rules_of("sdar");  // steps per block: any number the engine accepts
     CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 3})", endpoint::completions, sdar).empty());
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 16, "steps": 64})", endpoint::completions, sdar).empty());  // a plan, not this rule
 }
 
 TEST_CASE("server request: OpenAI's unused fields pass at their neutral values, as gateways send them, and are refused otherwise") {
