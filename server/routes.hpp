@@ -146,6 +146,8 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
         j->want_updates = r.stream;
         j->want_canvas = r.stream_canvas;
         j->max_tokens = static_cast<std::size_t>(r.max_tokens);
+        const auto eos = svc.model.model.eos_ids();  // where shown() cuts the answer, for the metrics
+        j->eos_ids.assign(eos.begin(), eos.end());
         j->received = received;
         j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);
         if (!svc.sched.submit(j))

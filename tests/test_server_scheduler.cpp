@@ -261,4 +261,39 @@ TEST_CASE("server scheduler: a burst into an idle batch holds max_active + max_q
     CHECK(b->end == job_end::finished);
 }
 
+TEST_CASE("server scheduler: vLLM's token figures count a cancelled sequence's answer before EOS, not the EOS padding") {
+    // One slot per forward, in order: the answer 5 6, then EOS in every slot after it. The client
+    // leaves (cancel) after six forwards, when the committed prefix is 5 6 EOS EOS EOS EOS.
+    std::vector<token_id> answer(16, eos_id);
+    answer[0] = 5;
+    answer[1] = 6;
+    std::vector<double> confidence(16);
+    for (std::size_t i = 0; i < confidence.size(); ++i) confidence[i] = 0.99 - 0.01 * static_cast<double>(i);
+    std::shared_ptr<scheduler_t::job> j = job_for({1, 2, 3}, 1, 16);
+    const auto oracle = dlm_test::oracle(answer, confidence);
+    scripted_model m(32, mask_id, {eos_id}, false, [&j, oracle](const testing::script_view& v, std::span<float> out) {
+        if (v.forward >= 6) j->cancel = true;
+        oracle(v, out);
+    });
+    decoder_t d(m, semi_ar_mask{16}, {}, llada_schedule{16}, presets::llada_sampler(0.0f));
+    engine<decoder_t> eng(d);
+    metrics stats;
+    {
+        scheduler_t sched(eng, {.max_active = 1, .max_queue = 1}, &stats);
+        j->max_tokens = 16;
+        j->eos_ids = {eos_id};
+        j->want_updates = true;
+        REQUIRE(sched.submit(j));
+        wait_end(*j);
+    }
+    REQUIRE(j->end == job_end::finished);
+    REQUIRE(j->result->cancelled());
+    const auto& tokens = j->result->tokens;
+    CHECK(std::count(tokens.begin(), tokens.end(), eos_id) >= 2);  // EOS padding committed before the cancel
+    CHECK(stats.vllm.generation_tokens == 2);
+    CHECK(stats.vllm.first_token.count() == 1);
+    CHECK(stats.vllm.inter_token.count() == 1);  // the forward that committed 6; none for the EOS slots
+    CHECK(stats.vllm.finished[2] == 1);          // abort
+}
+
 }  // namespace test_server_scheduler
