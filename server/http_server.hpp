@@ -9,11 +9,13 @@
 //
 // The I/O thread reads requests with request_parser (bounded sizes), enforces a deadline for the
 // head (--header-timeout, from the connection's first byte of wait) and one for the body
-// (--body-timeout), caps the connections (--max-connections: at the cap a connection still waiting
-// for its head is dropped for the newcomer, else the newcomer gets 503), and answers the quick routes
-// (`quick`: /health, /ready, /metrics, ...) itself, so that no client, however slow or however many,
-// delays them. A request `quick` does not answer goes to a free worker (none free: 429), which runs
-// `work` with the socket in blocking mode and hands the connection back for its next request.
+// (--body-timeout), caps the connections (--max-connections: at the cap the I/O thread drops one of
+// its own for the newcomer, the oldest still sending its head, else the one reading a body that has
+// waited longest since its last byte; only when workers hold them all does the newcomer get 503),
+// and answers the quick routes (`quick`: /health, /ready, /metrics, ...) itself, so that no client,
+// however slow or however many, delays them. A request `quick` does not answer goes to a free worker
+// (none free: 429), which runs `work` with the socket in blocking mode and hands the connection back
+// for its next request.
 #pragma once
 
 #include <atomic>
@@ -139,6 +141,7 @@ private:
         std::size_t out_pos = 0;
         bool close_after = false, continue_sent = false, head_seen = false;
         clock::time_point since, deadline;
+        clock::time_point active;  ///< its last byte received or sent (--max-connections drops the stalest)
     };
     struct task {
         int fd;
@@ -161,6 +164,7 @@ private:
     void take_returned();
     void worker();
     bool evict_one(int except_fd);
+    void send_refusal(int fd, const request& req, int status, const std::string& message, header_list extra = {});
     void access_log(const request& req, int status, clock::time_point received) const;
     [[nodiscard]] std::size_t open_count() const;
     [[nodiscard]] std::optional<response> quick_answer(const request& req);

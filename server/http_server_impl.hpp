@@ -150,14 +150,43 @@ inline void server::loop() {
     }
 }
 
+/// At --max-connections, frees a place for a newcomer among the connections the I/O thread holds, so
+/// that a probe always gets in: the oldest still sending its head (or idle between requests) is
+/// closed; else the one reading a body or writing a quick answer that has waited longest since its
+/// last byte (a body's sender gets 503 first). False when workers hold every other connection.
 inline bool server::evict_one(int except_fd) {
-    connection* oldest = nullptr;
-    for (auto& [fd, c] : conns_)
-        if (fd != except_fd && c->st == state::reading && !c->parser.headers_done() && (!oldest || c->since < oldest->since)) oldest = c.get();
-    if (!oldest) return false;
-    if (on_refusal) on_refusal(408);
-    close_conn(oldest->fd);
+    connection *head = nullptr, *stale = nullptr;
+    for (auto& [fd, c] : conns_) {
+        if (fd == except_fd || (c->st != state::reading && c->st != state::writing)) continue;
+        if (c->st == state::reading && !c->parser.headers_done()) {
+            if (!head || c->since < head->since) head = c.get();
+        } else if (!stale || c->active < stale->active) {
+            stale = c.get();
+        }
+    }
+    if (head) {
+        if (on_refusal) on_refusal(408);
+        close_conn(head->fd);
+        return true;
+    }
+    if (!stale) return false;
+    if (stale->st == state::reading)
+        send_refusal(stale->fd, stale->parser.get(), 503,
+                     "the server has " + std::to_string(limits_.max_connections) +
+                         " connections open (--max-connections) and this request's body was the slowest of them; retry later",
+                     {{"Retry-After", "1"}});
+    close_conn(stale->fd);
     return true;
+}
+
+/// A refusal of the HTTP layer's own (408, 503, ...), counted, logged and written at once, best
+/// effort (one non-blocking send), before the connection is closed.
+inline void server::send_refusal(int fd, const request& req, int status, const std::string& message, header_list extra) {
+    if (on_refusal) on_refusal(status);
+    const std::string id = request_id_for(req.header("x-request-id"));
+    log("dlm-server: [" + id + "] -> " + std::to_string(status) + ": " + message);
+    const std::string text = serialize(error_response(status, message, std::move(extra)), id, true);
+    [[maybe_unused]] const auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 inline void server::accept_all() {
@@ -169,19 +198,15 @@ inline void server::accept_all() {
         auto c = std::make_unique<connection>();
         c->fd = fd;
         c->parser = request_parser(limits_.parser);
-        c->since = now;
+        c->since = c->active = now;
         c->deadline = now + limits_.header_timeout;
         connection& ref = *c;
         conns_[fd] = std::move(c);
         if (open_count() > limits_.max_connections && !evict_one(fd)) {
-            if (on_refusal) on_refusal(503);
-            const std::string id = request_id_for(std::nullopt);
-            const std::string text = serialize(error_response(503, "the server has " + std::to_string(limits_.max_connections) +
-                                                                       " connections open already (--max-connections); retry later",
-                                                              {{"Retry-After", "1"}}),
-                                               id, true);
-            [[maybe_unused]] const auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-            log("dlm-server: [" + id + "] refused a connection: " + std::to_string(limits_.max_connections) + " open -> 503");
+            send_refusal(fd, ref.parser.get(), 503,
+                         "the server has " + std::to_string(limits_.max_connections) +
+                             " connections open already (--max-connections), each answering a request; retry later",
+                         {{"Retry-After", "1"}});
             linger(ref);
         }
     }
@@ -193,6 +218,7 @@ inline void server::on_readable(connection& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (n <= 0) return close_conn(c.fd);  // the client has gone (or closed after a refusal)
     if (c.st == state::lingering) return;   // discarded: what a refused client was still sending
+    c.active = clock::now();
     input(c, std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
@@ -291,6 +317,7 @@ inline void server::on_writable(connection& c) {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         if (n <= 0) return close_conn(c.fd);
         c.out_pos += static_cast<std::size_t>(n);
+        c.active = clock::now();
     }
     std::string().swap(c.out);
     if (c.close_after) return linger(c);
@@ -304,7 +331,7 @@ inline void server::resume(connection& c) {
     if (large) ::malloc_trim(0);  // give a large body's pages back to the system
     c.st = state::reading;
     c.head_seen = c.continue_sent = false;
-    c.since = clock::now();
+    c.since = c.active = clock::now();
     c.deadline = c.since + limits_.header_timeout;
     std::string pending;
     pending.swap(c.pending);
@@ -337,14 +364,10 @@ inline void server::sweep(clock::time_point now) {
     for (const int fd : late) {
         connection& c = *conns_.at(fd);
         if (c.st == state::reading && c.parser.started()) {  // too slow: a head or body past its deadline
-            if (on_refusal) on_refusal(408);
             const bool head = !c.parser.headers_done();
-            const std::string message = std::string("the request's ") + (head ? "head" : "body") + " did not arrive within the server's " +
-                                        (head ? "--header-timeout" : "--body-timeout");
-            const std::string id = request_id_for(c.parser.get().header("x-request-id"));
-            log("dlm-server: [" + id + "] -> 408: " + message);
-            const std::string text = serialize(error_response(408, message), id, true);
-            [[maybe_unused]] const auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+            send_refusal(fd, c.parser.get(), 408,
+                         std::string("the request's ") + (head ? "head" : "body") + " did not arrive within the server's " +
+                             (head ? "--header-timeout" : "--body-timeout"));
         }
         close_conn(fd);  // an idle keep-alive connection, an unread answer, or the 408 above
     }
