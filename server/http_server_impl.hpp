@@ -90,6 +90,9 @@ inline void server::stop() {
     tasks_cv_.notify_all();
     for (auto& w : workers_)
         if (w.joinable()) w.join();
+    for (auto& [fd, c] : conns_)  // after a drain, a request still arriving is answered, not cut
+        if (draining_ && c->st == state::reading && c->parser.started() && !c->parser.failed())
+            send_refusal(fd, c->parser.get(), 503, "the server is shutting down (draining); retry on another replica", {{"Retry-After", "1"}});
     for (auto& [fd, c] : conns_) ::close(fd);
     conns_.clear();
     for (const int fd : {listen_fd_, wake_[0], wake_[1]})
@@ -97,9 +100,9 @@ inline void server::stop() {
 }
 
 inline void server::wait_drained(std::chrono::duration<double> grace, const std::function<void()>& cancel_all) {
-    while (drain_requests_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!drain_counted_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(grace);
-    while (busy_ > 0 && clock::now() < until && drain_requests_ < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (in_flight_ > 0 && clock::now() < until && drain_requests_ < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (busy_ > 0) {
         log("dlm-server: drain: " + std::to_string(busy_.load()) + " requests still running after the grace period; cancelling them");
         cancel_all();
@@ -113,6 +116,16 @@ inline std::size_t server::open_count() const {
     std::size_t n = 0;
     for (const auto& [fd, c] : conns_) n += c->st != state::lingering;
     return n;
+}
+
+/// What the drain waits for: requests a worker holds (or has just handed back), requests partly
+/// received, and quick answers being written. An idle keep-alive connection is none.
+inline void server::count_in_flight() {
+    std::size_t n = 0;
+    for (const auto& [fd, c] : conns_)
+        n += c->st == state::working || c->st == state::writing || (c->st == state::reading && c->parser.started());
+    in_flight_ = n;
+    if (draining_) drain_counted_ = true;
 }
 
 inline void server::loop() {
@@ -147,6 +160,7 @@ inline void server::loop() {
             else if (c.st == state::reading || c.st == state::lingering) on_readable(c);
         }
         sweep(clock::now());
+        count_in_flight();
     }
 }
 
@@ -289,7 +303,7 @@ inline void server::dispatch(connection& c) {
     ::setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     {
         const std::lock_guard lock(tasks_m_);
-        tasks_.push_back({c.fd, std::move(req), keep, received});
+        tasks_.push_back({c.fd, std::move(req), keep, !c.pending.empty(), received});
     }
     tasks_cv_.notify_one();
 }
@@ -384,11 +398,11 @@ inline void server::take_returned() {
         if (it == conns_.end()) continue;
         connection& c = *it->second;
         detail::set_blocking(fd, false);
-        if (!keep || draining_) {
+        if (!keep || (draining_ && c.pending.empty())) {  // draining: no request of its own follows
             close_conn(fd);
             continue;
         }
-        resume(c);
+        resume(c);  // a request read after this one is answered (draining: 503, Connection: close)
     }
 }
 
@@ -400,7 +414,7 @@ inline void server::worker() {
         task t = std::move(tasks_.front());
         tasks_.pop_front();
         lock.unlock();
-        exchange ex(t.fd, t.req, t.keep_alive);
+        exchange ex(t.fd, t.req, t.keep_alive, &draining_, t.pipelined);
         work_handler work;
         {
             const std::lock_guard hl(handlers_m_);

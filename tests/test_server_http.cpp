@@ -1,8 +1,10 @@
-// dlm-server's HTTP layer without a server: the accepted sockets' options (server/http_server.hpp).
-// The server itself is tested with real clients on 127.0.0.1 by tests/server/client_test.py.
+// dlm-server's HTTP layer without a server: the accepted sockets' options, and when an answer says
+// Connection: close (server/http_server.hpp, server/http_exchange.hpp). The server itself is tested
+// with real clients on 127.0.0.1 by tests/server/client_test.py.
 #include <doctest/doctest.h>
 
-#include <utility>
+#include <atomic>
+#include <string>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -36,6 +38,20 @@ std::pair<int, int> tcp_pair() {
     return {client, accepted};
 }
 
+/// What `write` sends on a fresh pair, as the client reads it.
+template <class Write>
+std::string sent_by(Write&& write) {
+    const auto [client, accepted] = tcp_pair();
+    write(accepted);
+    ::shutdown(accepted, SHUT_WR);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(client, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    ::close(client);
+    ::close(accepted);
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("server http: an accepted socket sends each piece as written (TCP_NODELAY), not after the client's delayed ACK") {
@@ -49,6 +65,40 @@ TEST_CASE("server http: an accepted socket sends each piece as written (TCP_NODE
     CHECK(on != 0);
     ::close(client);
     ::close(accepted);
+}
+
+TEST_CASE("server http: during a drain an answer says Connection: close unless a request read after it still waits for its 503") {
+    request req;
+    req.method = "POST";
+    req.minor_version = 1;
+    const response ok{200, "application/json", "{}", {}};
+    std::atomic<bool> draining{false};
+    const auto answer = [&](bool pipelined, bool stream) {
+        bool keep = false;
+        const std::string text = sent_by([&](int fd) {
+            exchange ex(fd, req, true, &draining, pipelined);
+            if (stream) {
+                ex.stream(200, "text/event-stream", {}, [](sink& s) {
+                    s.write("data: x\n\n", 9);
+                    s.done();
+                    return true;
+                });
+            } else {
+                ex.reply(ok);
+            }
+            keep = ex.keep_alive();
+        });
+        CHECK(text.starts_with("HTTP/1.1 200"));
+        return std::pair(text.find("Connection: close") != std::string::npos, keep);
+    };
+    for (const bool stream : {false, true}) {
+        CAPTURE(stream);
+        draining = false;
+        CHECK(answer(false, stream) == std::pair(false, true));  // not draining: the connection stays
+        draining = true;
+        CHECK(answer(false, stream) == std::pair(true, false));  // draining, nothing read after it: the last answer
+        CHECK(answer(true, stream) == std::pair(false, true));   // a pipelined request follows: its 503 will say it
+    }
 }
 
 }  // namespace test_server_http
