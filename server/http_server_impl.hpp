@@ -318,6 +318,7 @@ inline void server::access_log(const request& req, int status, clock::time_point
 
 inline void server::queue_answer(connection& c, const response& r, bool keep_alive) {
     c.out = serialize(r, c.parser.get().header("x-request-id").value_or(""), !keep_alive);
+    if (c.parser.get().method == "HEAD") c.out.resize(c.out.size() - r.body.size());  // GET's head, Content-Length included
     c.out_pos = 0;
     c.close_after = !keep_alive;
     c.st = state::writing;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -309,13 +310,22 @@ void handle_completion(Service& svc, endpoint kind, const http::request& req, ht
     else reply_whole(svc, ex, j, r, head, route, received);
 }
 
+/// The methods a known path answers ("" for an unknown path): another gets 405 with this as Allow.
+[[nodiscard]] inline std::string_view allowed_methods(std::string_view path) {
+    if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+    if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") return "GET, HEAD";
+    return "";
+}
+
 /// The routes answered on the I/O thread (they never wait): /health (liveness), /ready (readiness:
-/// 503 while loading or draining), /metrics, /v1/models, and 404 for an unknown route; nullopt for
-/// the completions, which go to a worker thread.
+/// 503 while loading or draining), /metrics, /v1/models (HEAD: GET's answer, whose body the HTTP
+/// layer leaves out), 405 with Allow for a known path's other methods, and 404 for an unknown route;
+/// nullopt for the completions, which go to a worker thread.
 template <class Service>
 std::optional<http::response> quick_route(Service& svc, const http::server& srv, const http::request& req) {
-    const bool get = req.method == "GET";
-    if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) return std::nullopt;
+    const bool get = req.method == "GET" || req.method == "HEAD";
+    const std::string_view allow = allowed_methods(req.path);
+    if (req.method == "POST" && allow == "POST") return std::nullopt;
     http::response res;
     std::string route = req.path;
     if (get && req.path == "/health") {
@@ -326,6 +336,11 @@ std::optional<http::response> quick_route(Service& svc, const http::server& srv,
         res = {200, "text/plain; version=0.0.4", svc.stats.render(svc.sched.queue_length(), svc.sched.active()), {}};
     } else if (get && req.path == "/v1/models") {
         res = detail::json_response(200, models_body(svc.rules.model, svc.started_at));
+    } else if (!allow.empty()) {
+        res = detail::json_response(405, error_body("method " + req.method.substr(0, 20) + " is not allowed on " + req.path + " (it takes " +
+                                                        std::string(allow) + ")",
+                                                    "invalid_request_error", ""));
+        res.headers.emplace_back("Allow", std::string(allow));
     } else {
         res = detail::json_response(404, error_body("no route " + req.method + " " + req.path.substr(0, 100), "invalid_request_error", ""));
         route = "other";
