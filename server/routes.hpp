@@ -162,12 +162,12 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
             if (auto e = detail::refusal_of(*j, kind)) throw *e;
         }
     } catch (const request_error& e) {
-        detail::reply_error(ex, e);
         count_request(svc, route, received, e.status());
+        detail::reply_error(ex, e);
         return false;
     } catch (const invalid_parameter& e) {  // a policy option the engine's policies refuse while being built
-        detail::reply_error(ex, request_error(field_of(e.parameter(), kind), e.rule()));
         count_request(svc, route, received, 400);
+        detail::reply_error(ex, request_error(field_of(e.parameter(), kind), e.rule()));
         return false;
     }
     return true;
@@ -194,8 +194,8 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
         if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
             const auto [status, body] = whole();
             lock.unlock();
+            count_request(svc, route, received, status);  // before the client can read it (and scrape /metrics)
             ex.reply(detail::json_response(status, body));
-            count_request(svc, route, received, status);
             return;
         }
     }
@@ -203,7 +203,8 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
     // (JSON allows leading whitespace), so that a client that has gone is found (the second
     // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
     // A decode that fails after that is answered with the error object under the 200.
-    const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc](http::sink& sink) {
+    const auto counted = std::make_shared<bool>(false);  // the request is in dlm_requests_total
+    const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc, counted, &route, received](http::sink& sink) {
             std::unique_lock lock(j->m);
             if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
                 lock.unlock();
@@ -213,11 +214,13 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
             }
             const std::string body = dump(whole().second);
             lock.unlock();
+            count_request(svc, route, received, 200);  // before the client can read it (and scrape /metrics)
+            *counted = true;
             if (!sink.write(body.data(), body.size())) return false;
             sink.done();
             return true;
         });
-    detail::on_release(svc, j, route, received)(whole_sent);
+    if (!*counted) detail::on_release(svc, j, route, received)(whole_sent);
 }
 
 /// A streamed answer: server-sent events as the committed prefix grows.
@@ -231,10 +234,11 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
         text_stream text;
         std::uint64_t seen = 0;
         bool first = true, first_text = true;
+        bool counted = false;  ///< the request is in dlm_requests_total (before its [DONE] is written)
         clock::time_point last_write = clock::now();
     };
     auto st = std::make_shared<stream_state>(stream_state{text_stream(r.stop)});
-    const bool stream_sent = ex.stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, [&svc, j, st, r, head, received](http::sink& sink) {
+    const bool stream_sent = ex.stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, [&svc, j, st, r, head, route, received](http::sink& sink) {
             const auto send = [&](const std::string& s) {
                 st->last_write = clock::now();
                 return sink.write(s.data(), s.size());
@@ -281,7 +285,11 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                         ok = send(sse_event(usage_chunk(head, {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})));
                 }
                 svc.stats.completion_tokens += answer.size();
-                if (ok) ok = send(sse_done());
+                if (ok) {  // counted before the client can read [DONE] (and scrape /metrics)
+                    count_request(svc, route, received, 200);
+                    st->counted = true;
+                    ok = send(sse_done());
+                }
                 if (ok) sink.done();
                 return ok;
             }
@@ -289,7 +297,7 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
             if (!ok) detail::cancel(svc, *j);  // the client has gone
             return ok;
         });
-    detail::on_release(svc, j, route, received)(stream_sent);
+    if (!st->counted) detail::on_release(svc, j, route, received)(stream_sent);
 }
 
 /// One completion request, whole or streamed.
