@@ -1,6 +1,7 @@
 // dlm-server's pieces without a socket: the request parser and its checks against the preset,
 // whole-character and stop-string streaming, the OpenAI bodies, the Prometheus text, the server's
-// flags (the scheduler on a scripted model: test_server_scheduler.cpp).
+// flags (the scheduler on a scripted model: test_server_scheduler.cpp; the HTTP layer's socket
+// options: test_server_http.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
