@@ -4,6 +4,7 @@
 // failed write, not a stuck thread).
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -108,17 +109,22 @@ private:
 };
 
 /// A worker thread's side of one request: it writes exactly one answer, whole or produced piece by
-/// piece, and says afterwards whether the connection can carry another request.
+/// piece, and says afterwards whether the connection can carry another request. An answer whose
+/// head is written while the server drains (`draining`) is the connection's last, and says
+/// Connection: close, unless the client's next request was already read with this one
+/// (`pipelined`): that one is answered too (503), and its answer says it.
 class exchange {
 public:
-    exchange(int fd, const request& req, bool keep_alive) : fd_(fd), req_(req), keep_(keep_alive) {}
+    exchange(int fd, const request& req, bool keep_alive, const std::atomic<bool>* draining = nullptr, bool pipelined = false)
+        : fd_(fd), req_(req), keep_(keep_alive), draining_(draining), pipelined_(pipelined) {}
 
     /// A whole answer, with Content-Length.
     bool reply(const response& r) {
         status_ = r.status;
         started_ = true;
-        const bool ok = send_all(fd_, serialize(r, req_.header("x-request-id").value_or(""), !keep_));
-        keep_ = keep_ && ok;
+        const bool close = closing();
+        const bool ok = send_all(fd_, serialize(r, req_.header("x-request-id").value_or(""), close));
+        keep_ = !close && ok;
         return ok;
     }
 
@@ -130,7 +136,7 @@ public:
         status_ = status;
         started_ = true;
         const bool chunked = req_.minor_version >= 1;
-        if (!chunked) keep_ = false;
+        if (!chunked || closing()) keep_ = false;
         sink out(fd_, chunked);
         if (!send_all(fd_, response_head(status, content_type, req_.header("x-request-id").value_or(""), extra,
                                          chunked ? "Transfer-Encoding: chunked" : "", !keep_))) {
@@ -150,9 +156,15 @@ public:
     [[nodiscard]] const request& req() const noexcept { return req_; }
 
 private:
+    /// This answer ends the connection: the client asked, or the server drains and no request of
+    /// the client's was read after this one.
+    [[nodiscard]] bool closing() const noexcept { return !keep_ || (draining_ && draining_->load() && !pipelined_); }
+
     int fd_;
     const request& req_;
     bool keep_;
+    const std::atomic<bool>* draining_;
+    bool pipelined_;
     int status_ = 0;
     bool started_ = false;
 };

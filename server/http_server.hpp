@@ -9,11 +9,13 @@
 //
 // The I/O thread reads requests with request_parser (bounded sizes), enforces a deadline for the
 // head (--header-timeout, from the connection's first byte of wait) and one for the body
-// (--body-timeout), caps the connections (--max-connections: at the cap a connection still waiting
-// for its head is dropped for the newcomer, else the newcomer gets 503), and answers the quick routes
-// (`quick`: /health, /ready, /metrics, ...) itself, so that no client, however slow or however many,
-// delays them. A request `quick` does not answer goes to a free worker (none free: 429), which runs
-// `work` with the socket in blocking mode and hands the connection back for its next request.
+// (--body-timeout), caps the connections (--max-connections: at the cap the I/O thread drops one of
+// its own for the newcomer, the oldest still sending its head, else the one reading a body that has
+// waited longest since its last byte; only when workers hold them all does the newcomer get 503),
+// and answers the quick routes (`quick`: /health, /ready, /metrics, ...) itself, so that no client,
+// however slow or however many, delays them. A request `quick` does not answer goes to a free worker
+// (none free: 429), which runs `work` with the socket in blocking mode and hands the connection back
+// for its next request.
 #pragma once
 
 #include <atomic>
@@ -36,6 +38,8 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -108,6 +112,9 @@ public:
     [[nodiscard]] bool draining() const noexcept { return draining_; }
     /// Requests in a worker's hands.
     [[nodiscard]] std::size_t busy() const noexcept { return busy_; }
+    /// Requests the server has begun to receive or answer (in a worker's hands, being read, or a
+    /// quick answer being written), as the I/O thread last counted them.
+    [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
     /// Calls `log` for each request's access line (from the I/O and worker threads).
     std::function<void(const std::string&)> log = [](const std::string& line) { std::cerr << line + "\n" << std::flush; };
     /// Called with each status the server gives itself (413, 408, 503, ...), for the metrics.
@@ -120,8 +127,10 @@ public:
         const char b = 'd';
         [[maybe_unused]] const auto n = ::write(wake_[1], &b, 1);
     }
-    /// Waits for request_drain(), then for the requests in flight to finish; after `grace` (or a
-    /// second request_drain) calls `cancel_all` and waits up to 10 s more; then stops the server.
+    /// Waits for request_drain(), then for the requests in flight to finish (those a worker holds,
+    /// and those still being received, which get 503); after `grace` (or a second request_drain)
+    /// calls `cancel_all` and waits up to 10 s more for the workers; then stops the server, answering
+    /// 503 to a request still being received.
     void wait_drained(std::chrono::duration<double> grace, const std::function<void()>& cancel_all);
     /// Stops the I/O thread and the workers (connections in a worker's hands are shut down).
     void stop();
@@ -137,11 +146,13 @@ private:
         std::size_t out_pos = 0;
         bool close_after = false, continue_sent = false, head_seen = false;
         clock::time_point since, deadline;
+        clock::time_point active;  ///< its last byte received or sent (--max-connections drops the stalest)
     };
     struct task {
         int fd;
         request req;
         bool keep_alive;
+        bool pipelined;  ///< bytes of the client's next request were read with this one
         clock::time_point received;
     };
 
@@ -159,6 +170,8 @@ private:
     void take_returned();
     void worker();
     bool evict_one(int except_fd);
+    void send_refusal(int fd, const request& req, int status, const std::string& message, header_list extra = {});
+    void count_in_flight();
     void access_log(const request& req, int status, clock::time_point received) const;
     [[nodiscard]] std::size_t open_count() const;
     [[nodiscard]] std::optional<response> quick_answer(const request& req);
@@ -168,6 +181,8 @@ private:
     int wake_[2] = {-1, -1};
     std::map<int, std::unique_ptr<connection>> conns_;  // I/O thread only
     std::atomic<bool> ready_{false}, draining_{false}, stop_{false};
+    std::atomic<bool> drain_counted_{false};  ///< in_flight_ was counted after draining_ was set
+    std::atomic<std::size_t> in_flight_{0};
     std::atomic<int> drain_requests_{0};
     std::atomic<std::size_t> busy_{0}, idle_workers_{0};
     std::mutex handlers_m_;

@@ -12,6 +12,14 @@ inline void set_blocking(int fd, bool blocking) {
     ::fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK);
 }
 
+/// An accepted socket's options. TCP_NODELAY: an answer written in pieces (the head, then each SSE
+/// event) goes out as written; with Nagle's algorithm a piece waits for the ACK of the one before,
+/// which a client delays up to 40 ms on a reused connection (uvicorn sets it too).
+inline void tune_accepted(int fd) {
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 /// A bound, listening socket on host:port; throws dlm::error saying why not.
 inline int listen_on(const std::string& host, int port, int& bound_port) {
     addrinfo hints{};
@@ -82,6 +90,9 @@ inline void server::stop() {
     tasks_cv_.notify_all();
     for (auto& w : workers_)
         if (w.joinable()) w.join();
+    for (auto& [fd, c] : conns_)  // after a drain, a request still arriving is answered, not cut
+        if (draining_ && c->st == state::reading && c->parser.started() && !c->parser.failed())
+            send_refusal(fd, c->parser.get(), 503, "the server is shutting down (draining); retry on another replica", {{"Retry-After", "1"}});
     for (auto& [fd, c] : conns_) ::close(fd);
     conns_.clear();
     for (const int fd : {listen_fd_, wake_[0], wake_[1]})
@@ -89,9 +100,9 @@ inline void server::stop() {
 }
 
 inline void server::wait_drained(std::chrono::duration<double> grace, const std::function<void()>& cancel_all) {
-    while (drain_requests_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!drain_counted_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(grace);
-    while (busy_ > 0 && clock::now() < until && drain_requests_ < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (in_flight_ > 0 && clock::now() < until && drain_requests_ < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (busy_ > 0) {
         log("dlm-server: drain: " + std::to_string(busy_.load()) + " requests still running after the grace period; cancelling them");
         cancel_all();
@@ -105,6 +116,16 @@ inline std::size_t server::open_count() const {
     std::size_t n = 0;
     for (const auto& [fd, c] : conns_) n += c->st != state::lingering;
     return n;
+}
+
+/// What the drain waits for: requests a worker holds (or has just handed back), requests partly
+/// received, and quick answers being written. An idle keep-alive connection is none.
+inline void server::count_in_flight() {
+    std::size_t n = 0;
+    for (const auto& [fd, c] : conns_)
+        n += c->st == state::working || c->st == state::writing || (c->st == state::reading && c->parser.started());
+    in_flight_ = n;
+    if (draining_) drain_counted_ = true;
 }
 
 inline void server::loop() {
@@ -139,40 +160,67 @@ inline void server::loop() {
             else if (c.st == state::reading || c.st == state::lingering) on_readable(c);
         }
         sweep(clock::now());
+        count_in_flight();
     }
 }
 
+/// At --max-connections, frees a place for a newcomer among the connections the I/O thread holds, so
+/// that a probe always gets in: the oldest still sending its head (or idle between requests) is
+/// closed; else the one reading a body or writing a quick answer that has waited longest since its
+/// last byte (a body's sender gets 503 first). False when workers hold every other connection.
 inline bool server::evict_one(int except_fd) {
-    connection* oldest = nullptr;
-    for (auto& [fd, c] : conns_)
-        if (fd != except_fd && c->st == state::reading && !c->parser.headers_done() && (!oldest || c->since < oldest->since)) oldest = c.get();
-    if (!oldest) return false;
-    if (on_refusal) on_refusal(408);
-    close_conn(oldest->fd);
+    connection *head = nullptr, *stale = nullptr;
+    for (auto& [fd, c] : conns_) {
+        if (fd == except_fd || (c->st != state::reading && c->st != state::writing)) continue;
+        if (c->st == state::reading && !c->parser.headers_done()) {
+            if (!head || c->since < head->since) head = c.get();
+        } else if (!stale || c->active < stale->active) {
+            stale = c.get();
+        }
+    }
+    if (head) {
+        if (on_refusal) on_refusal(408);
+        close_conn(head->fd);
+        return true;
+    }
+    if (!stale) return false;
+    if (stale->st == state::reading)
+        send_refusal(stale->fd, stale->parser.get(), 503,
+                     "the server has " + std::to_string(limits_.max_connections) +
+                         " connections open (--max-connections) and this request's body was the slowest of them; retry later",
+                     {{"Retry-After", "1"}});
+    close_conn(stale->fd);
     return true;
+}
+
+/// A refusal of the HTTP layer's own (408, 503, ...), counted, logged and written at once, best
+/// effort (one non-blocking send), before the connection is closed.
+inline void server::send_refusal(int fd, const request& req, int status, const std::string& message, header_list extra) {
+    if (on_refusal) on_refusal(status);
+    const std::string id = request_id_for(req.header("x-request-id"));
+    log("dlm-server: [" + id + "] -> " + std::to_string(status) + ": " + message);
+    const std::string text = serialize(error_response(status, message, std::move(extra)), id, true);
+    [[maybe_unused]] const auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 inline void server::accept_all() {
     for (int i = 0; i < 64; ++i) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
+        detail::tune_accepted(fd);
         const auto now = clock::now();
         auto c = std::make_unique<connection>();
         c->fd = fd;
         c->parser = request_parser(limits_.parser);
-        c->since = now;
+        c->since = c->active = now;
         c->deadline = now + limits_.header_timeout;
         connection& ref = *c;
         conns_[fd] = std::move(c);
         if (open_count() > limits_.max_connections && !evict_one(fd)) {
-            if (on_refusal) on_refusal(503);
-            const std::string id = request_id_for(std::nullopt);
-            const std::string text = serialize(error_response(503, "the server has " + std::to_string(limits_.max_connections) +
-                                                                       " connections open already (--max-connections); retry later",
-                                                              {{"Retry-After", "1"}}),
-                                               id, true);
-            [[maybe_unused]] const auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-            log("dlm-server: [" + id + "] refused a connection: " + std::to_string(limits_.max_connections) + " open -> 503");
+            send_refusal(fd, ref.parser.get(), 503,
+                         "the server has " + std::to_string(limits_.max_connections) +
+                             " connections open already (--max-connections), each answering a request; retry later",
+                         {{"Retry-After", "1"}});
             linger(ref);
         }
     }
@@ -184,6 +232,7 @@ inline void server::on_readable(connection& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (n <= 0) return close_conn(c.fd);  // the client has gone (or closed after a refusal)
     if (c.st == state::lingering) return;   // discarded: what a refused client was still sending
+    c.active = clock::now();
     input(c, std::string_view(buf, static_cast<std::size_t>(n)));
 }
 
@@ -254,7 +303,7 @@ inline void server::dispatch(connection& c) {
     ::setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     {
         const std::lock_guard lock(tasks_m_);
-        tasks_.push_back({c.fd, std::move(req), keep, received});
+        tasks_.push_back({c.fd, std::move(req), keep, !c.pending.empty(), received});
     }
     tasks_cv_.notify_one();
 }
@@ -269,6 +318,7 @@ inline void server::access_log(const request& req, int status, clock::time_point
 
 inline void server::queue_answer(connection& c, const response& r, bool keep_alive) {
     c.out = serialize(r, c.parser.get().header("x-request-id").value_or(""), !keep_alive);
+    if (c.parser.get().method == "HEAD") c.out.resize(c.out.size() - r.body.size());  // GET's head, Content-Length included
     c.out_pos = 0;
     c.close_after = !keep_alive;
     c.st = state::writing;
@@ -282,6 +332,7 @@ inline void server::on_writable(connection& c) {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         if (n <= 0) return close_conn(c.fd);
         c.out_pos += static_cast<std::size_t>(n);
+        c.active = clock::now();
     }
     std::string().swap(c.out);
     if (c.close_after) return linger(c);
@@ -295,7 +346,7 @@ inline void server::resume(connection& c) {
     if (large) ::malloc_trim(0);  // give a large body's pages back to the system
     c.st = state::reading;
     c.head_seen = c.continue_sent = false;
-    c.since = clock::now();
+    c.since = c.active = clock::now();
     c.deadline = c.since + limits_.header_timeout;
     std::string pending;
     pending.swap(c.pending);
@@ -328,14 +379,10 @@ inline void server::sweep(clock::time_point now) {
     for (const int fd : late) {
         connection& c = *conns_.at(fd);
         if (c.st == state::reading && c.parser.started()) {  // too slow: a head or body past its deadline
-            if (on_refusal) on_refusal(408);
             const bool head = !c.parser.headers_done();
-            const std::string message = std::string("the request's ") + (head ? "head" : "body") + " did not arrive within the server's " +
-                                        (head ? "--header-timeout" : "--body-timeout");
-            const std::string id = request_id_for(c.parser.get().header("x-request-id"));
-            log("dlm-server: [" + id + "] -> 408: " + message);
-            const std::string text = serialize(error_response(408, message), id, true);
-            [[maybe_unused]] const auto n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+            send_refusal(fd, c.parser.get(), 408,
+                         std::string("the request's ") + (head ? "head" : "body") + " did not arrive within the server's " +
+                             (head ? "--header-timeout" : "--body-timeout"));
         }
         close_conn(fd);  // an idle keep-alive connection, an unread answer, or the 408 above
     }
@@ -352,11 +399,11 @@ inline void server::take_returned() {
         if (it == conns_.end()) continue;
         connection& c = *it->second;
         detail::set_blocking(fd, false);
-        if (!keep || draining_) {
+        if (!keep || (draining_ && c.pending.empty())) {  // draining: no request of its own follows
             close_conn(fd);
             continue;
         }
-        resume(c);
+        resume(c);  // a request read after this one is answered (draining: 503, Connection: close)
     }
 }
 
@@ -368,7 +415,7 @@ inline void server::worker() {
         task t = std::move(tasks_.front());
         tasks_.pop_front();
         lock.unlock();
-        exchange ex(t.fd, t.req, t.keep_alive);
+        exchange ex(t.fd, t.req, t.keep_alive, &draining_, t.pipelined);
         work_handler work;
         {
             const std::lock_guard hl(handlers_m_);

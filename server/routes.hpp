@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -146,6 +147,8 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
         j->want_updates = r.stream;
         j->want_canvas = r.stream_canvas;
         j->max_tokens = static_cast<std::size_t>(r.max_tokens);
+        const auto eos = svc.model.model.eos_ids();  // where shown() cuts the answer, for the metrics
+        j->eos_ids.assign(eos.begin(), eos.end());
         j->received = received;
         j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);
         if (!svc.sched.submit(j))
@@ -159,12 +162,12 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
             if (auto e = detail::refusal_of(*j, kind)) throw *e;
         }
     } catch (const request_error& e) {
-        detail::reply_error(ex, e);
         count_request(svc, route, received, e.status());
+        detail::reply_error(ex, e);
         return false;
     } catch (const invalid_parameter& e) {  // a policy option the engine's policies refuse while being built
-        detail::reply_error(ex, request_error(field_of(e.parameter(), kind), e.rule()));
         count_request(svc, route, received, 400);
+        detail::reply_error(ex, request_error(field_of(e.parameter(), kind), e.rule()));
         return false;
     }
     return true;
@@ -191,8 +194,8 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
         if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
             const auto [status, body] = whole();
             lock.unlock();
+            count_request(svc, route, received, status);  // before the client can read it (and scrape /metrics)
             ex.reply(detail::json_response(status, body));
-            count_request(svc, route, received, status);
             return;
         }
     }
@@ -200,7 +203,8 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
     // (JSON allows leading whitespace), so that a client that has gone is found (the second
     // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
     // A decode that fails after that is answered with the error object under the 200.
-    const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc](http::sink& sink) {
+    const auto counted = std::make_shared<bool>(false);  // the request is in dlm_requests_total
+    const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc, counted, &route, received](http::sink& sink) {
             std::unique_lock lock(j->m);
             if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
                 lock.unlock();
@@ -210,11 +214,13 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
             }
             const std::string body = dump(whole().second);
             lock.unlock();
+            count_request(svc, route, received, 200);  // before the client can read it (and scrape /metrics)
+            *counted = true;
             if (!sink.write(body.data(), body.size())) return false;
             sink.done();
             return true;
         });
-    detail::on_release(svc, j, route, received)(whole_sent);
+    if (!*counted) detail::on_release(svc, j, route, received)(whole_sent);
 }
 
 /// A streamed answer: server-sent events as the committed prefix grows.
@@ -228,10 +234,11 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
         text_stream text;
         std::uint64_t seen = 0;
         bool first = true, first_text = true;
+        bool counted = false;  ///< the request is in dlm_requests_total (before its [DONE] is written)
         clock::time_point last_write = clock::now();
     };
     auto st = std::make_shared<stream_state>(stream_state{text_stream(r.stop)});
-    const bool stream_sent = ex.stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, [&svc, j, st, r, head, received](http::sink& sink) {
+    const bool stream_sent = ex.stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, [&svc, j, st, r, head, route, received](http::sink& sink) {
             const auto send = [&](const std::string& s) {
                 st->last_write = clock::now();
                 return sink.write(s.data(), s.size());
@@ -278,7 +285,11 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                         ok = send(sse_event(usage_chunk(head, {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})));
                 }
                 svc.stats.completion_tokens += answer.size();
-                if (ok) ok = send(sse_done());
+                if (ok) {  // counted before the client can read [DONE] (and scrape /metrics)
+                    count_request(svc, route, received, 200);
+                    st->counted = true;
+                    ok = send(sse_done());
+                }
                 if (ok) sink.done();
                 return ok;
             }
@@ -286,7 +297,7 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
             if (!ok) detail::cancel(svc, *j);  // the client has gone
             return ok;
         });
-    detail::on_release(svc, j, route, received)(stream_sent);
+    if (!st->counted) detail::on_release(svc, j, route, received)(stream_sent);
 }
 
 /// One completion request, whole or streamed.
@@ -307,13 +318,22 @@ void handle_completion(Service& svc, endpoint kind, const http::request& req, ht
     else reply_whole(svc, ex, j, r, head, route, received);
 }
 
+/// The methods a known path answers ("" for an unknown path): another gets 405 with this as Allow.
+[[nodiscard]] inline std::string_view allowed_methods(std::string_view path) {
+    if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+    if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") return "GET, HEAD";
+    return "";
+}
+
 /// The routes answered on the I/O thread (they never wait): /health (liveness), /ready (readiness:
-/// 503 while loading or draining), /metrics, /v1/models, and 404 for an unknown route; nullopt for
-/// the completions, which go to a worker thread.
+/// 503 while loading or draining), /metrics, /v1/models (HEAD: GET's answer, whose body the HTTP
+/// layer leaves out), 405 with Allow for a known path's other methods, and 404 for an unknown route;
+/// nullopt for the completions, which go to a worker thread.
 template <class Service>
 std::optional<http::response> quick_route(Service& svc, const http::server& srv, const http::request& req) {
-    const bool get = req.method == "GET";
-    if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) return std::nullopt;
+    const bool get = req.method == "GET" || req.method == "HEAD";
+    const std::string_view allow = allowed_methods(req.path);
+    if (req.method == "POST" && allow == "POST") return std::nullopt;
     http::response res;
     std::string route = req.path;
     if (get && req.path == "/health") {
@@ -324,6 +344,11 @@ std::optional<http::response> quick_route(Service& svc, const http::server& srv,
         res = {200, "text/plain; version=0.0.4", svc.stats.render(svc.sched.queue_length(), svc.sched.active()), {}};
     } else if (get && req.path == "/v1/models") {
         res = detail::json_response(200, models_body(svc.rules.model, svc.started_at));
+    } else if (!allow.empty()) {
+        res = detail::json_response(405, error_body("method " + req.method.substr(0, 20) + " is not allowed on " + req.path + " (it takes " +
+                                                        std::string(allow) + ")",
+                                                    "invalid_request_error", ""));
+        res.headers.emplace_back("Allow", std::string(allow));
     } else {
         res = detail::json_response(404, error_body("no route " + req.method + " " + req.path.substr(0, 100), "invalid_request_error", ""));
         route = "other";

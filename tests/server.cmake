@@ -2,15 +2,16 @@
 # bodies, metrics, flags, the scheduler on a scripted model), and the server itself with real
 # clients on 127.0.0.1 (tests/server/client_test.py: curl, a bounded load test, a disconnect, a full
 # queue, the official openai package in a venv made by scripts/setup-openai-venv.sh; and, from
-# hostile_cases.py, hostile clients: chunked and encoded bodies, slowloris, the connection cap,
-# HTTP/1.0, drain, start-up failure, request ids; harness.py what they share). Each
+# hostile_cases.py, hostile clients: chunked and encoded bodies, slowloris, the connection cap, methods,
+# TCP_NODELAY, HTTP/1.0, drain (pipelined requests, late bodies), start-up failure, request ids;
+# harness.py what they share). Each
 # client case starts and stops its own server on a free port; a case that cannot run here (no curl,
 # no PyPI) reports itself skipped, saying why.
 if(NOT DLM_HAVE_CPU)
   return()
 endif()
 include(${PROJECT_SOURCE_DIR}/cli/cli.cmake)
-dlm_test(test_server test_server.cpp CPU LIBS dlm_cli)
+dlm_test(test_server test_server.cpp test_server_scheduler.cpp test_server_http.cpp CPU LIBS dlm_cli)
 
 if(NOT DLM_HAVE_SERVER OR NOT DLM_BUILD_EXAMPLES)
   return()
@@ -29,8 +30,8 @@ if(Python3_Interpreter_FOUND)
                        PROPERTIES FIXTURES_SETUP dlm_openai_venv LABELS server SKIP_RETURN_CODE 77 TIMEOUT 600 COST 40)
 endif()
 # The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
-foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai chunked-limit gzip slowloris connection-cap http10
-                       drain startup-failure request-id)
+foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai chunked-limit gzip slowloris connection-cap methods
+                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}
@@ -111,7 +112,7 @@ endif()
 # Cases that measure the process itself (RSS after large bodies, an address-space limit, drain and
 # disconnect timings) cannot hold under AddressSanitizer (its shadow memory and quarantine, a Debug
 # build several times slower): label unsanitized, which the asan workflow leaves out.
-foreach(_case IN ITEMS chunked-limit drain startup-failure disconnect-whole)
+foreach(_case IN ITEMS chunked-limit drain drain-pipelined drain-body nodelay startup-failure disconnect-whole)
   if(TEST "server: ${_case}")
     set_tests_properties("server: ${_case}" PROPERTIES LABELS "server;unsanitized")
   endif()

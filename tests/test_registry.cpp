@@ -101,6 +101,9 @@ TEST_CASE("registry: what a preset accepts is read from its policies' members") 
     static_assert(dream.takes(reg::algorithm::entropy) && !dream.takes(reg::algorithm::random));
     constexpr auto sdar = reg::builtin.accepts(reg::builtin.id("sdar"));
     static_assert(sdar.takes(option::steps) && !sdar.steps_in_all && sdar.takes(option::threshold) && sdar.takes(option::temperature));
+    // Only LLaDA's steps each commit a share of the block, so that steps past its slots would be skipped
+    // (dlm-server refuses them: server/preset_rules.hpp, check_steps_reachable).
+    static_assert(llada.steps_up_to_slots && !dream.steps_up_to_slots && !sdar.steps_up_to_slots && !cdlm.steps_up_to_slots);
     constexpr auto ar = reg::builtin.accepts(reg::builtin.id("autoregressive"));
     static_assert(ar.options == reg::option_set{option::gen_length, option::seed});
 

@@ -15,9 +15,13 @@ talks to it, and stops it. Cases:
   chunked-limit  a chunked body over --max-body gets 413 at once, with small RSS; memory comes back after large bodies
   gzip        a gzip/deflate/br body (a 100 MiB prompt in 100 KB) gets 415 unread
   slowloris   64 connections sending their heads byte by byte are dropped at --header-timeout; /health answers within 1 s
-  connection-cap  --max-connections: 503 beyond it; connections still sending their heads give way
+  connection-cap  --max-connections: probes get in past stalled uploads (the stalest gets 503); 503 when workers hold all
+  methods     405 with Allow for a known path's other methods; HEAD on a GET route is GET's head without the body
+  nodelay     streams on one reused connection are not held ~40 ms per piece (TCP_NODELAY); counted by [DONE]
   http10      an HTTP/1.0 client gets Content-Length or a close-delimited body, never chunked
   drain       SIGTERM: the in-flight request completes (or is cancelled after --drain-timeout), /ready 503, exit 0
+  drain-pipelined  SIGTERM: a pipelined request already received gets 503 + Connection: close; answers say close
+  drain-body  SIGTERM between a request's head and its body: 503 + Connection: close, not a bare close
   startup-failure  worker threads that cannot start, or a port in use: a message and status 1, never "listening"
   request-id  X-Request-Id echoed (or generated) on every answer and in the request's log line
 The hostile-client and operations cases (chunked-limit ... request-id) live in hostile_cases.py, what
@@ -36,7 +40,8 @@ import time
 
 from harness import (LONG, PROMPT, PROMPTS, SKIP, SLOW, Server, check, curl, generate, leave, open_stream, sse_texts,
                      wait_for)
-from hostile_cases import (case_chunked_limit, case_connection_cap, case_drain, case_gzip, case_http10, case_request_id,
+from hostile_cases import (case_chunked_limit, case_connection_cap, case_drain, case_drain_body, case_drain_pipelined, case_gzip,
+                           case_http10, case_methods, case_nodelay, case_request_id,
                            case_slowloris, case_startup_failure)
 
 
@@ -249,8 +254,8 @@ def openai_client(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "openai", "openai-client",
-                                   "chunked-limit", "gzip", "slowloris", "connection-cap", "http10", "drain", "startup-failure",
-                                   "request-id", "uniform-state"])
+                                   "chunked-limit", "gzip", "slowloris", "connection-cap", "methods", "nodelay", "http10", "drain",
+                                   "drain-pipelined", "drain-body", "startup-failure", "request-id", "uniform-state"])
     p.add_argument("--server")
     p.add_argument("--generate")
     p.add_argument("--model")
@@ -262,7 +267,8 @@ def main():
     args = p.parse_args()
     cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "disconnect-whole": case_disconnect_whole,
              "full-queue": case_full_queue, "chunked-limit": case_chunked_limit, "gzip": case_gzip, "slowloris": case_slowloris,
-             "connection-cap": case_connection_cap, "http10": case_http10, "drain": case_drain,
+             "connection-cap": case_connection_cap, "methods": case_methods, "nodelay": case_nodelay, "http10": case_http10,
+             "drain": case_drain, "drain-pipelined": case_drain_pipelined, "drain-body": case_drain_body,
              "startup-failure": case_startup_failure, "request-id": case_request_id,
              "openai": case_openai, "openai-client": openai_client, "uniform-state": case_uniform_state}
     return cases[args.case](args)

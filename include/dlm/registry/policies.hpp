@@ -72,6 +72,9 @@ struct accepted {
     option_set options;                 ///< gen_length and seed always
     bool steps_in_all = false;          ///< steps count every forward (a multiple of the blocks); else per block
     bool steps_capped = false;          ///< steps cap each block's forwards, defaulting to the schedule's own (not the block length)
+    /// Each step of a block commits a share of its slots (LLaDA's): steps past a block's slot count
+    /// would commit nothing, and the decoder skips them (the block ends with its last masked slot).
+    bool steps_up_to_slots = false;
     std::array<bool, algorithm_names.size()> algorithms{};  ///< by algorithm, where `algorithm` is accepted
     [[nodiscard]] constexpr bool takes(option o) const noexcept { return options.contains(o); }
     [[nodiscard]] constexpr bool takes(registry::algorithm a) const noexcept { return algorithms[static_cast<std::size_t>(a)]; }
@@ -81,6 +84,7 @@ struct accepted {
             if (o.takes(static_cast<option>(i))) options.add(static_cast<option>(i));
         steps_in_all = steps_in_all || o.steps_in_all;
         steps_capped = steps_capped || o.steps_capped;
+        steps_up_to_slots = steps_up_to_slots || o.steps_up_to_slots;
         for (std::size_t i = 0; i < algorithms.size(); ++i) algorithms[i] = algorithms[i] || o.algorithms[i];
         return *this;
     }
@@ -96,6 +100,7 @@ template <class P>
         a.options.add(option::steps);
         a.steps_in_all = schedule_step_count<P>() == step_count::in_all;
         a.steps_capped = schedule_step_count<P>() == step_count::capped;
+        if constexpr (requires { P::steps_up_to_slots; }) a.steps_up_to_slots = P::steps_up_to_slots;
     }
     if constexpr (schedule_takes_threshold<P>) a.options.add(option::threshold);
     if constexpr (schedule_takes_eps<P>) a.options.add(option::eps);

@@ -24,6 +24,9 @@ struct llada_schedule {
     remasking mode = remasking::low_confidence;
     bool ban_eos = false;  ///< LLaDA's logits_eos_inf: EOS can never be sampled
     static constexpr step_count counts_steps = step_count::in_all;
+    /// A block's step commits at least one slot while the steps per block are at most its slots;
+    /// past them a step would commit none, and the engine skips it (the block ends when filled).
+    static constexpr bool steps_up_to_slots = true;
 
     [[nodiscard]] bool suppress_eos(const step_context&) const noexcept { return ban_eos; }
 

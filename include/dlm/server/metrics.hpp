@@ -107,7 +107,8 @@ private:
 enum class finish_reason { stop, length, abort };
 
 /// What vLLM's engine metrics count, recorded by the scheduler at forward boundaries. A "token" is
-/// an answer token the engine committed in order (the committed prefix: what a stream can send).
+/// an answer token the engine committed in order (the committed prefix: what a stream can send),
+/// before the first EOS and within max_tokens.
 struct vllm_stats {
     std::atomic<std::uint64_t> prompt_tokens{0};      ///< vllm:prompt_tokens: prompts of the sequences that joined the batch
     std::atomic<std::uint64_t> generation_tokens{0};  ///< vllm:generation_tokens: answer tokens of the ended sequences

@@ -201,7 +201,10 @@ namespace detail {
 }
 
 inline void check_neutral(const std::string& key, const nlohmann::json& v) {
-    const bool neutral = v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+    // logprobs 0 (completions: how many alternatives per token) and top_logprobs 0 (chat) ask for
+    // none, as vLLM reads them.
+    const bool none = (key == "logprobs" || key == "top_logprobs") && v.is_number_integer() && v.get<std::int64_t>() == 0;
+    const bool neutral = v.is_null() || none || (v.is_boolean() && !v.get<bool>()) ||
                          ((key == "presence_penalty" || key == "frequency_penalty") && v.is_number() && v.get<double>() == 0) ||
                          (key == "best_of" && v.is_number_integer() && v.get<std::int64_t>() == 1) ||
                          (key == "logit_bias" && v.is_object() && v.empty()) || (key == "suffix" && v.is_string() && v.get_ref<const std::string&>().empty());
@@ -251,12 +254,12 @@ inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, comp
 
 /// The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens), within the
 /// model's context.
-inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules) {
+inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules, const char* max_tokens_field = "max_tokens") {
     r.max_tokens = max_tokens;
     const index_t block = r.block_length.value_or(rules.block_length);
     r.gen_length = rules.has_blocks && block > 0 ? (r.max_tokens + block - 1) / block * block : r.max_tokens;
     if (r.gen_length > rules.max_max_tokens)
-        refuse(r.block_length ? "block_length" : "max_tokens", "max_tokens " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
+        refuse(r.block_length ? "block_length" : max_tokens_field, std::string(max_tokens_field) + " " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
                                                                    std::to_string(block) + " is " + std::to_string(r.gen_length) +
                                                                    " slots, more than the model's " + std::to_string(rules.max_max_tokens));
 }
@@ -279,9 +282,11 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
     completion_request r;
     r.kind = kind;
     bool has_input = false, has_stream_options = false;
-    std::optional<index_t> max_tokens;
+    // max_completion_tokens (chat) wins over max_tokens when both are given, as in vLLM.
+    std::optional<index_t> max_tokens, max_completion_tokens;
     for (const auto& [key, v] : j.items()) {
         if (key == "model") {
+            if (v.is_null()) continue;  // null: absent, as in vLLM
             const std::string m = text("model", v);
             if (m != rules.model)
                 throw request_error("model", "this server serves '" + rules.model + "' only, not '" + m.substr(0, 80) + "'", 404,
@@ -295,7 +300,7 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
             r.messages = messages_of(v, rules);
             has_input = true;
         } else if (key == "max_tokens" || (key == "max_completion_tokens" && kind == endpoint::chat)) {
-            if (!v.is_null()) max_tokens = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
+            if (!v.is_null()) (key == "max_tokens" ? max_tokens : max_completion_tokens) = static_cast<index_t>(integer_in(key, v, 1, rules.max_max_tokens));
         } else if (read_sampling_field(key, v, r) || read_dlm_field(key, v, r, rules)) {
             // read into r
         } else if (key == "stop") {
@@ -320,7 +325,7 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
         } else if (key == "n") {
             if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
         } else if (key == "user") {
-            (void)text(key, v);
+            if (!v.is_null()) (void)text(key, v);
         } else if (is_neutral_openai_field(key, kind)) {
             check_neutral(key, v);
         } else {
@@ -334,7 +339,8 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
     if (r.stream_canvas && !r.stream) refuse("stream_canvas", "needs \"stream\": true");
     if (has_stream_options && !r.stream) refuse("stream_options", "applies to a streamed answer only: set \"stream\": true, or leave it out");
 
-    size_canvas(r, max_tokens.value_or(rules.default_max_tokens), rules);
+    size_canvas(r, max_completion_tokens.value_or(max_tokens.value_or(rules.default_max_tokens)), rules,
+                max_completion_tokens ? "max_completion_tokens" : "max_tokens");
     if (rules.check_options) {
         try {
             rules.check_options(r);

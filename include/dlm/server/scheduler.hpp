@@ -19,13 +19,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <set>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +52,7 @@ struct basic_job {
     bool want_updates = false;  ///< publish the committed prefix as it grows (a stream); else only the end
     bool want_canvas = false;   ///< publish the canvas after every forward (stream_canvas)
     std::size_t max_tokens = 0; ///< the answer is cut there (the request's max_tokens); 0: the whole canvas
+    std::vector<token_id> eos_ids;  ///< the answer ends at the first of these (the model's EOS ids): the metrics count the tokens before it
     clock::time_point received = clock::now();
     clock::time_point deadline = clock::time_point::max();
 
@@ -68,7 +70,7 @@ struct basic_job {
     std::vector<token_id> canvas;  ///< the answer's slots after the last forward (want_canvas only)
     std::int64_t forwards = 0;     ///< forwards this sequence took part in (as of the last update)
     std::int64_t stepped = 0;      ///< the same, kept by the engine thread alone
-    std::size_t committed = 0;     ///< engine thread alone: answer tokens committed in order, as of the last forward
+    std::size_t committed = 0;     ///< engine thread alone: answer tokens committed in order before EOS, as of the last forward
     clock::time_point last_token{};  ///< engine thread alone: when `committed` last grew
     bool joined = false;           ///< it joined the batch
     job_end end = job_end::none;
@@ -203,7 +205,7 @@ private:
         for (auto& [id, j] : running_) {
             ++j->stepped;
             const auto prefix = engine_.committed_prefix(id);
-            record_tokens(*j, prefix.size(), now);
+            record_tokens(*j, prefix, now);
             if (!j->want_updates && !j->want_canvas) continue;  // waits for the end only: no wake-up per forward
             if (prefix.size() == j->prefix.size() && !j->want_canvas) continue;
             {
@@ -236,11 +238,23 @@ private:
         }
     }
 
+    /// The answer tokens of committed prefix `prefix`: before the first EOS, at most max_tokens (the
+    /// tokens before j.committed hold no EOS, so the search starts there).
+    static std::size_t answer_tokens(const job& j, std::span<const token_id> prefix) {
+        const std::size_t n = j.max_tokens > 0 ? std::min(prefix.size(), j.max_tokens) : prefix.size();
+        const auto end = prefix.begin() + static_cast<std::ptrdiff_t>(n);
+        const auto eos = std::find_first_of(prefix.begin() + static_cast<std::ptrdiff_t>(std::min(j.committed, n)), end, j.eos_ids.begin(),
+                                            j.eos_ids.end());
+        return static_cast<std::size_t>(eos - prefix.begin());
+    }
+
     /// vLLM's token timings: the first answer token committed in order (time to first token), then
-    /// the time between forwards that grew the committed prefix (inter-token latency).
-    void record_tokens(job& j, std::size_t committed, clock::time_point now) {
-        if (j.max_tokens > 0) committed = std::min(committed, j.max_tokens);
-        if (!metrics_ || committed <= j.committed) return;
+    /// the time between forwards that grew the answer (inter-token latency); EOS and the slots after
+    /// it are no answer tokens.
+    void record_tokens(job& j, std::span<const token_id> prefix, clock::time_point now) {
+        if (!metrics_) return;
+        const std::size_t committed = answer_tokens(j, prefix);
+        if (committed <= j.committed) return;
         if (j.committed == 0) metrics_->vllm.first_token.observe(std::chrono::duration<double>(now - j.received).count());
         else metrics_->vllm.inter_token.observe(std::chrono::duration<double>(now - j.last_token).count());
         j.committed = committed;
