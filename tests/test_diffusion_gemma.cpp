@@ -234,7 +234,7 @@ TEST_CASE("diffusion_gemma: sizes in config.json the tensors do not hold are ref
     const fs::path dir = fs::temp_directory_path() / "dlm_test_gemma_sizes";
     fs::remove_all(dir);
     fs::create_directories(dir);
-    for (const char* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tiny / f, dir / f);
+    fs::copy_file(tiny / "model.safetensors", dir / "model.safetensors");
     const auto refused = [&](const char* key, std::int64_t value, const char* tensor, const char* expect) {
         auto j = base;
         j["text_config"][key] = value;
