@@ -185,15 +185,22 @@ def read_response(c, until_close=False):
                 break
             body += piece
     else:
-        while True:
-            try:
-                piece = c.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not piece:
-                break
-            body += piece
+        body += read_until_close(c)
     return status, headers, body
+
+
+def read_until_close(c):
+    """Every byte the server sends on raw socket `c` until it closes (or resets, or times out)."""
+    data = b""
+    while True:
+        try:
+            piece = c.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not piece:
+            break
+        data += piece
+    return data
 
 
 def send_until_answer(c, head, pieces, seconds=10):

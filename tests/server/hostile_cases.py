@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from harness import (LONG, PROMPT, SLOW, Server, check, leave, raw_connect, read_response, rss_mb, send_until_answer,
+from harness import (LONG, PROMPT, SLOW, Server, check, leave, raw_connect, read_response, read_until_close, rss_mb, send_until_answer,
                      sse_texts, wait_for)
 
 
@@ -216,20 +216,6 @@ def case_nodelay(args):
         print("streams on one connection: " + ", ".join(f"{t * 1000:.1f}" for t in took) + " ms")
         check(min(took[1:]) < 0.03, f"every stream on the reused connection took 30 ms or more: {took}")
     return 0
-
-
-def read_until_close(c):
-    """Every byte the server sends on raw socket `c` until it closes."""
-    data = b""
-    while True:
-        try:
-            piece = c.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            break
-        if not piece:
-            break
-        data += piece
-    return data
 
 
 def case_drain_pipelined(args):

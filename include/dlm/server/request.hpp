@@ -264,6 +264,32 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
                                                                    " slots, more than the model's " + std::to_string(rules.max_max_tokens));
 }
 
+/// Reads `stream`, `stream_options` (noting in `has_stream_options` that it was given) and, on chat,
+/// `chat_template_kwargs` into r; false for any other key. null is an absent field.
+inline bool read_object_field(const std::string& key, const nlohmann::json& v, endpoint kind, completion_request& r, bool& has_stream_options) {
+    if (key == "stream") {
+        r.stream = !v.is_null() && boolean(key, v);
+    } else if (key == "stream_options") {
+        if (v.is_null()) return true;
+        if (!v.is_object()) refuse(key, "must be an object {\"include_usage\": bool}");
+        has_stream_options = true;
+        for (const auto& [k, x] : v.items()) {
+            if (k != "include_usage") refuse("stream_options." + k, "unknown field");
+            r.include_usage = boolean("stream_options.include_usage", x);
+        }
+    } else if (key == "chat_template_kwargs" && kind == endpoint::chat) {
+        if (v.is_null()) return true;
+        if (!v.is_object()) refuse(key, "must be an object {\"enable_thinking\": bool}");
+        for (const auto& [k, x] : v.items()) {
+            if (k != "enable_thinking") refuse(key + "." + k, "unknown field (dlm's chat templates read enable_thinking only)");
+            r.thinking = boolean(key + ".enable_thinking", x) ? io::chat_thinking::on : io::chat_thinking::off;
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
 }  // namespace detail
 
 /// Parses and checks a request body for `kind`. Throws request_error naming the field: 400 for
@@ -305,23 +331,8 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
             // read into r
         } else if (key == "stop") {
             r.stop = stop_of(v, rules);
-        } else if (key == "stream") {
-            r.stream = !v.is_null() && boolean(key, v);
-        } else if (key == "stream_options") {
-            if (v.is_null()) continue;
-            if (!v.is_object()) refuse(key, "must be an object {\"include_usage\": bool}");
-            has_stream_options = true;
-            for (const auto& [k, x] : v.items()) {
-                if (k != "include_usage") refuse("stream_options." + k, "unknown field");
-                r.include_usage = boolean("stream_options.include_usage", x);
-            }
-        } else if (key == "chat_template_kwargs" && kind == endpoint::chat) {
-            if (v.is_null()) continue;
-            if (!v.is_object()) refuse(key, "must be an object {\"enable_thinking\": bool}");
-            for (const auto& [k, x] : v.items()) {
-                if (k != "enable_thinking") refuse(key + "." + k, "unknown field (dlm's chat templates read enable_thinking only)");
-                r.thinking = boolean(key + ".enable_thinking", x) ? io::chat_thinking::on : io::chat_thinking::off;
-            }
+        } else if (read_object_field(key, v, kind, r, has_stream_options)) {
+            // stream, stream_options, chat_template_kwargs: read into r
         } else if (key == "n") {
             if (!v.is_null() && integer_in(key, v, 1, 1) != 1) refuse(key, "must be 1");
         } else if (key == "user") {
@@ -330,7 +341,7 @@ inline void size_canvas(completion_request& r, index_t max_tokens, const request
             check_neutral(key, v);
         } else {
             refuse(key, "unknown field (dlm-server reads model, " + std::string(kind == endpoint::chat ? "messages" : "prompt") +
-                            ", max_tokens, temperature, top_p, top_k, seed, stop, stream, stream_options, n, user, and dlm's "
+                            ", max_tokens, " + std::string(kind == endpoint::chat ? "max_completion_tokens, " : "") + "temperature, top_p, top_k, seed, stop, stream, stream_options, n, user, and dlm's "
                             "threshold, editing_threshold, steps, block_length, stream_canvas" +
                             (kind == endpoint::chat ? std::string(", chat_template_kwargs") : std::string()) + ")");
         }
