@@ -402,6 +402,29 @@ TEST_CASE("llada preset on LLaDA-MoE: the same commits, forward by forward, as L
                     });
 }
 
+TEST_CASE("families: an expert width in config.json the tensors do not hold is refused by the tensor before anything is allocated") {
+    // 2^28: 1.6 TB of experts counted from the config was a memory_error; 2^20 allocated 512 MB
+    // before the expert's [32, 64] refused it. The shapes are now checked first.
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / "dlm_lladamoe_width";
+    fs::create_directories(dir);
+    fs::copy_file(families_dir / "lladamoe_tiny" / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+    for (const std::int64_t width : {std::int64_t{1} << 28, std::int64_t{1} << 20}) {
+        auto j = read_json(families_dir / "lladamoe_tiny" / "config.json");
+        j["expert_intermediate_size"] = width;
+        std::ofstream(dir / "config.json") << j.dump();
+        CAPTURE(width);
+        try {
+            (void)transformer::load(dir);
+            FAIL("no error");
+        } catch (const tensor_error& e) {
+            CHECK(e.tensor() == "model.layers.1.mlp.experts.0.gate_proj.weight");
+            CHECK(std::string(e.what()).find("expected shape [" + std::to_string(width) + ", 64], found [32, 64]") != std::string::npos);
+        }
+    }
+    fs::remove_all(dir);
+}
+
 TEST_CASE("families: what dlm does not compute is refused by the key that asks for it") {
     const auto refused = [](const std::string& fixture, const char* key, const nlohmann::json& value, const std::string& expected) {
         auto j = read_json(families_dir / fixture / "config.json");

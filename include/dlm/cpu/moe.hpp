@@ -108,11 +108,9 @@ public:
     /// missing expert_bias is zero, as transformers initialises the buffer. Throws tensor_error
     /// naming a missing or misshapen tensor.
     static moe_mlp load(const io::checkpoint& ck, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
+        check_shapes(ck, c, layer);
         moe_mlp e(c);
-        const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
-        const bool llada2 = c.arch == io::architecture::llada2_moe;  // else LLaDA-MoE's (and SDAR-MoE's) names
-        const std::string bias_name = p + (llada2 ? "gate.expert_bias" : "expert_bias");
-        const std::string shared = llada2 ? p + "shared_experts." : "model.layers." + std::to_string(layer) + ".shared_expert.";
+        const stored_names at = names(c, layer);
         const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, s = e.m_.shared_intermediate_size;
         auto held = [&](std::initializer_list<std::string> names) {
             if (type) return *type;
@@ -122,11 +120,11 @@ public:
             return first;
         };
         e.router_ = packed_matrix(e.m_.num_experts, h, io::dtype::f32);
-        read_checkpoint_rows(ck, p + "gate.weight", {e.m_.num_experts, h}, e.router_, 0);
+        read_checkpoint_rows(ck, at.router, {e.m_.num_experts, h}, e.router_, 0);
         e.bias_.assign(static_cast<std::size_t>(e.m_.num_experts), 0.f);
-        if (e.m_.selection_bias && ck.contains(bias_name)) {
+        if (e.m_.selection_bias && ck.contains(at.bias)) {
             const std::int64_t shape[] = {e.m_.num_experts};
-            ck.read_rows_f32(bias_name, shape, 0, e.m_.num_experts, e.bias_);
+            ck.read_rows_f32(at.bias, shape, 0, e.m_.num_experts, e.bias_);
         }
         auto expert = [&](const std::string& q, index_t width, packed_matrix& gu, packed_matrix& down) {
             gu = packed_matrix(2 * width, h, held({q + "gate_proj.weight", q + "up_proj.weight"}));
@@ -138,9 +136,28 @@ public:
         e.gate_up_.resize(static_cast<std::size_t>(e.m_.num_experts));
         e.down_.resize(static_cast<std::size_t>(e.m_.num_experts));
         for (index_t x = 0; x < e.m_.num_experts; ++x)
-            expert(p + "experts." + std::to_string(x) + ".", f, e.gate_up_[static_cast<std::size_t>(x)], e.down_[static_cast<std::size_t>(x)]);
-        if (s > 0) expert(shared, s, e.shared_gate_up_, e.shared_down_);
+            expert(at.expert(x), f, e.gate_up_[static_cast<std::size_t>(x)], e.down_[static_cast<std::size_t>(x)]);
+        if (s > 0) expert(at.shared, s, e.shared_gate_up_, e.shared_down_);
         return e;
+    }
+
+    /// Checks the shapes of layer `layer`'s router and experts in a checkpoint against the config:
+    /// tensor_error names the first missing or misshapen one, before anything is allocated from the
+    /// config's sizes (an expert_intermediate_size of 2^20 took 512 MB before its [32, 64] tensor
+    /// refused it). The memory check (moe_bytes) and load() call it.
+    static void check_shapes(const io::checkpoint& ck, const io::model_config& c, index_t layer) {
+        const io::moe_config& m = *c.moe;
+        const stored_names at = names(c, layer);
+        const std::int64_t h = c.hidden_size, router[] = {m.num_experts, h};
+        (void)ck.info(at.router, router);
+        const auto expert = [&](const std::string& q, std::int64_t width) {
+            const std::int64_t rows[] = {width, h}, down[] = {h, width};
+            (void)ck.info(q + "gate_proj.weight", rows);
+            (void)ck.info(q + "up_proj.weight", rows);
+            (void)ck.info(q + "down_proj.weight", down);
+        };
+        for (index_t x = 0; x < m.num_experts; ++x) expert(at.expert(x), m.expert_intermediate_size);
+        if (m.shared_intermediate_size > 0) expert(at.shared, m.shared_intermediate_size);
     }
 
     /// Layer `layer`'s experts from a llada-moe GGUF file (io/gguf_model.hpp): each expert's
@@ -489,6 +506,18 @@ private:
 
     io::moe_config m_;
     index_t hidden_ = 0;
+    /// Where layer `layer`'s MoE tensors are: LLaDA2's names, or LLaDA-MoE's (and SDAR-MoE's).
+    struct stored_names {
+        std::string prefix, router, bias, shared;
+        [[nodiscard]] std::string expert(index_t x) const { return prefix + "experts." + std::to_string(x) + "."; }
+    };
+    [[nodiscard]] static stored_names names(const io::model_config& c, index_t layer) {
+        const bool llada2 = c.arch == io::architecture::llada2_moe;
+        const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
+        return {p, p + "gate.weight", p + (llada2 ? "gate.expert_bias" : "expert_bias"),
+                llada2 ? p + "shared_experts." : "model.layers." + std::to_string(layer) + ".shared_expert."};
+    }
+
     packed_matrix router_;
     std::vector<float> bias_;
     std::vector<float> expert_scale_;  // Gemma 4's per_expert_scale; empty: none
@@ -521,6 +550,7 @@ template <class Source>
 [[nodiscard]] std::size_t moe_bytes(Source& src, const io::model_config& c, index_t l, const load_options& opt) {
     io::dtype type = opt.weight_dtype.value_or(io::dtype::f32);
     if constexpr (requires { src.checkpoint(); }) {
+        moe_mlp::check_shapes(src.checkpoint(), c, l);
         if (!opt.weight_dtype)
             type = src.checkpoint().info("model.layers." + std::to_string(l) + ".mlp.experts.0.gate_proj.weight").type;
     } else if constexpr (std::is_same_v<Source, random_source>) {
