@@ -37,9 +37,11 @@ Compiler and flags
     CUDA blocks (those that include a .cuh header, or name __global__ or dlm::cuda) need nvcc: the
     headers under include/dlm/cuda hold kernels and are compiled, in the project's CMake, only as CUDA
     sources (DLM_CUDA_COMPILER, tests/cuda.cmake), never by the host compiler. They are checked by
-    `nvcc -std=c++20 -x cu -arch=sm_90 -cuda` (nvcc's front ends on the host and the device side, with
-    every template instantiated, but no device code generation, which would take minutes). Without
-    nvcc (--no-cuda, or none found) the CUDA blocks are reported as skipped.
+    `nvcc -std=c++20 -x cu -arch=sm_90 -cuda`: the device side is compiled in full (front end, cicc,
+    ptxas, as the build does for sm_90), the host side only to nvcc's preprocessed host file, so the
+    host compiler's code generation (most of a .cu file's time at -O3) is left out; about 20 s for
+    docs/cuda.md's block. Without nvcc (--no-cuda, or none at --nvcc) the CUDA blocks are reported as
+    skipped; tests/tools.cmake passes --no-cuda where the build has no CUDA compiler (DLM_CUDA_COMPILER).
 """
 from __future__ import annotations
 
