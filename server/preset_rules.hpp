@@ -10,7 +10,6 @@
 // (the policies' own checks), so a request is refused exactly where the flags are.
 #pragma once
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -50,16 +49,15 @@ namespace dlm::server {
 }
 
 /// Refuses a request's `steps` past what its canvas can use, for a schedule whose steps past a block's
-/// slots are skipped (registry::accepted::steps_up_to_slots: llada): at most the slots of the
-/// shortest block per block, the whole canvas on whole blocks. dlm-generate runs them as LLaDA's
-/// generate.py does (the skipped steps change nothing); a request is refused, not silently clamped.
+/// slots are skipped (registry::accepted::steps_up_to_slots: llada): at most one per slot of the
+/// canvas (registry::validate, run first, has made it whole blocks). dlm-generate runs them as
+/// LLaDA's generate.py does (the skipped steps change nothing); a request is refused, not silently
+/// clamped.
 inline void check_steps_reachable(const registry::settings& s, const completion_request& q) {
     if (!q.steps || !registry::builtin.accepts(s.preset).steps_up_to_slots || s.block_length < 1) return;
-    const index_t blocks = (s.gen_length + s.block_length - 1) / s.block_length;
-    const index_t last = s.gen_length - (blocks - 1) * s.block_length;
-    const index_t bound = blocks * std::min(s.block_length, last);
-    if (*q.steps > bound)
-        throw invalid_parameter("steps", "must be at most " + std::to_string(bound) + " for a canvas of " + std::to_string(s.gen_length) +
+    const index_t blocks = s.gen_length / s.block_length;
+    if (*q.steps > s.gen_length)
+        throw invalid_parameter("steps", "must be at most " + std::to_string(s.gen_length) + " for a canvas of " + std::to_string(s.gen_length) +
                                              " slots in " + std::to_string(blocks) + " blocks of " + std::to_string(s.block_length) +
                                              " (each forward commits at least one slot of its block; more steps would be skipped), got " +
                                              std::to_string(*q.steps));
