@@ -34,6 +34,53 @@ struct options {
     std::uint64_t mib = 64;
 };
 
+constexpr index_t context = 1024;  // the random model's context (below)
+
+[[noreturn]] void usage(const std::string& error) {
+    if (!error.empty()) std::fprintf(stderr, "dlm-bench-prompt-cache: %s\n", error.c_str());
+    std::fprintf(error.empty() ? stdout : stderr,
+                 "usage: dlm-bench-prompt-cache [--requests 32] [--prefix 200] [--own 8] [--gen 16] [--preset ar|sdar]\n"
+                 "                              [--mib 64] [--mode alone|joined]\n");
+    std::exit(error.empty() ? 0 : 2);
+}
+
+// A whole number in [lo, hi], or the usage line naming the flag.
+std::size_t bounded(const std::string& flag, const std::string& v, std::size_t lo, std::size_t hi) {
+    try {
+        std::size_t used = 0;
+        const long long n = std::stoll(v, &used);
+        if (used == v.size() && n >= static_cast<long long>(lo) && n <= static_cast<long long>(hi)) return static_cast<std::size_t>(n);
+    } catch (const std::exception&) {
+    }
+    usage(flag + " must be a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
+}
+
+options parse(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") usage("");
+        else if (a == "--requests") o.requests = bounded(a, value(), 2, 4096);
+        else if (a == "--prefix") o.prefix = bounded(a, value(), 0, context);
+        else if (a == "--own") o.own = bounded(a, value(), 0, context);
+        else if (a == "--gen") o.gen = static_cast<index_t>(bounded(a, value(), 1, context));
+        else if (a == "--mib") o.mib = bounded(a, value(), 1, 65536);
+        else if (a == "--preset") o.preset = value();
+        else if (a == "--mode") o.mode = value();
+        else usage("unknown flag '" + a + "'");
+    }
+    if (o.mode != "alone" && o.mode != "joined") usage("--mode must be alone or joined, got '" + o.mode + "'");
+    if (o.preset != "ar" && o.preset != "sdar") usage("--preset must be ar or sdar, got '" + o.preset + "'");
+    if (o.prefix + o.own == 0) usage("--prefix and --own cannot both be 0: a prompt needs a token");
+    if (o.prefix + o.own + static_cast<std::size_t>(o.gen) > static_cast<std::size_t>(context))
+        usage("--prefix + --own + --gen must fit the model's context of " + std::to_string(context));
+    return o;
+}
+
 struct outcome {
     std::vector<double> ttft;  // seconds, per request
     std::vector<std::vector<token_id>> answers;
@@ -113,23 +160,10 @@ int compare(Decoder& d, const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-    options o;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--requests") o.requests = std::stoul(v);
-        else if (k == "--prefix") o.prefix = std::stoul(v);
-        else if (k == "--own") o.own = std::stoul(v);
-        else if (k == "--gen") o.gen = static_cast<index_t>(std::stol(v));
-        else if (k == "--preset") o.preset = v;
-        else if (k == "--mode") o.mode = v;
-        else if (k == "--mib") o.mib = std::stoull(v);
-        else throw invalid_parameter(k, "unknown option");
-    }
-    if (o.requests < 2 || (o.mode != "alone" && o.mode != "joined") || (o.preset != "ar" && o.preset != "sdar"))
-        throw invalid_parameter("options", "--requests must be >= 2, --mode alone|joined, --preset ar|sdar");
+    const options o = parse(argc, argv);
     const auto dir = std::filesystem::path(DLM_BENCH_MODELS_DIR) / (o.preset == "ar" ? "ar" : "cdlm");
     io::model_config cfg = cpu::transformer::load(dir).config();
-    cfg.max_context = 1024;
+    cfg.max_context = context;
     auto m = cpu::transformer::random(cfg, 1, io::dtype::bf16, 0.5f);
     if (o.preset == "ar") {
         presets::autoregressive<cpu::transformer> d(m);

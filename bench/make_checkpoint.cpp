@@ -14,6 +14,7 @@
 // the model cpu::transformer::random(config, seed, dtype, scale) builds in memory. Memory use is
 // one slice of one tensor; the data streams to disk. Progress goes to stderr.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +44,22 @@ namespace {
                  "  shapes: %s\n",
                  argv0, argv0, bench::shape_names().c_str());
     std::exit(2);
+}
+
+// A number in [lo, hi] (whole when asked), or the usage line naming the flag.
+std::string shortest(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.15g", x);
+    return buf;
+}
+
+double number(const char* argv0, const std::string& flag, const std::string& v, double lo, double hi, bool whole) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(x >= lo && x <= hi) || (whole && x != std::floor(x)))
+        usage(argv0, flag + " must be " + (whole ? "a whole number" : "a number") + " in [" + shortest(lo) + ", " + shortest(hi) +
+                         "], not '" + v + "'");
+    return x;
 }
 
 struct tensor_entry {
@@ -76,9 +93,9 @@ int main(int argc, char** argv) {
         if (a == "--shape") shape_name = value();
         else if (a == "--out") out_dir = value();
         else if (a == "--dtype") dtype_name = value();
-        else if (a == "--seed") seed = std::stoull(value());
-        else if (a == "--scale") scale = std::stof(value());
-        else if (a == "--shards") shards = std::stoi(value());
+        else if (a == "--seed") seed = static_cast<std::uint64_t>(number(argv[0], a, value(), 0, 9007199254740992.0, true));
+        else if (a == "--scale") scale = static_cast<float>(number(argv[0], a, value(), 1e-6, 1e6, false));
+        else if (a == "--shards") shards = static_cast<int>(number(argv[0], a, value(), 1, 9999, true));
         else if (a == "--format") format = value();
         else if (a == "--type") gguf_type = value();
         else if (a == "-h" || a == "--help") usage(argv[0], "");
