@@ -49,7 +49,7 @@ namespace {
 // A number in [lo, hi] (whole when asked), or the usage line naming the flag.
 std::string shortest(double x) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.15g", x);
+    std::snprintf(buf, sizeof buf, "%.16g", x);
     return buf;
 }
 

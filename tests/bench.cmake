@@ -44,6 +44,18 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
                                    --threads 1 --amx-vector-side-only)
   set_tests_properties("${_name}" PROPERTIES LABELS bench SKIP_REGULAR_EXPRESSION "needs AVX-512 BF16" FAIL_REGULAR_EXPRESSION "GFLOP/s"
                        PASS_REGULAR_EXPRESSION "fill .*thread\\(s\\):[\r\n]+ +amx vector side alone: +[0-9.]+ ms.*full .*amx vector side alone: +[0-9.]+ ms")
+  # A flag's value out of range is refused by name before any work (it used to wrap or abort).
+  add_test(NAME "bench: dlm-make-checkpoint refuses a seed that is not a whole number, naming the flag"
+           COMMAND dlm-make-checkpoint --shape tiny --out ${CMAKE_CURRENT_BINARY_DIR}/bench-never-written --seed abc)
+  set_tests_properties("bench: dlm-make-checkpoint refuses a seed that is not a whole number, naming the flag" PROPERTIES
+                       LABELS bench PASS_REGULAR_EXPRESSION "--seed must be a whole number in \\[0, [0-9]+\\], not 'abc'")
+  add_test(NAME "bench: dlm-bench-prompt-cache refuses a negative request count"
+           COMMAND dlm-bench-prompt-cache --mode joined --requests -1)
+  set_tests_properties("bench: dlm-bench-prompt-cache refuses a negative request count" PROPERTIES
+                       LABELS bench PASS_REGULAR_EXPRESSION "--requests must be a whole number in \\[2, 4096\\], got '-1'")
+  add_test(NAME "bench: dlm-bench-prompt-cache refuses an unknown flag" COMMAND dlm-bench-prompt-cache --bogus)
+  set_tests_properties("bench: dlm-bench-prompt-cache refuses an unknown flag" PROPERTIES
+                       LABELS bench PASS_REGULAR_EXPRESSION "unknown flag '--bogus'")
   add_test(NAME "bench: dlm-bench-quant refuses a type it has no kernel for" COMMAND dlm-bench-quant --types q3_k --no-peak)
   set_tests_properties("bench: dlm-bench-quant refuses a type it has no kernel for" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "invalid parameter '--types': 'q3_k' is not one of")
@@ -53,23 +65,23 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
   # time nothing there; the asan workflow leaves it out.
   find_package(Python3 COMPONENTS Interpreter QUIET)
   if(Python3_Interpreter_FOUND AND DLM_BUILD_EXAMPLES)
-    add_test(NAME "bench: cpu_targets.py runs issue 23's cases and sets each against its goal"
-             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/cpu_targets.py --small tiny --big tiny-k --threads 1 --reps 1 --gen 32
-                     --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets)
-    set_tests_properties("bench: cpu_targets.py runs issue 23's cases and sets each against its goal" PROPERTIES LABELS "bench;unsanitized"
-                         PASS_REGULAR_EXPRESSION "kernels: [a-z0-9-]+ .*tiny bf16 full 128 rows.*tiny-k bf16 block 32 rows.*floor x <= 1.3.*tiny-k q4_k_m block 32 rows.*tiny-k Q4_K_M cdlm decode.*<= 0.499 s  *(yes|no)")
-    # --rows: docs/benchmarks.md's 8B rows (every type, every thread count, the whole decodes) in rows.md.
-    add_test(NAME "bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes"
-             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/cpu_targets.py --small tiny --big tiny-k --threads 1,2 --reps 1 --gen 32
-                     --rows --skip-decode --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets-rows)
-    set_tests_properties("bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes" PROPERTIES
-                         LABELS "bench;unsanitized"
-                         PASS_REGULAR_EXPRESSION "[|] bf16 [|] 1 [|]  [|] [0-9.]+ ms, floor x [0-9.]+ [|].*[|] q8_0 [|] 2 [|] [0-9]+ ms, [0-9.]+ % of [a-z0-9-]+ [|].*[|] q4_k_m [|] 2 [|].*ms/forward [(][0-9]+[)] [|].*dlm-bench-forward --shape tiny-k --dtype q4_k_m .*--threads 1,2 .*--decode")
+  add_test(NAME "bench: cpu_targets.py runs issue 23's cases and sets each against its goal"
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/cpu_targets.py --small tiny --big tiny-k --threads 1 --reps 1 --gen 32
+                   --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets)
+  set_tests_properties("bench: cpu_targets.py runs issue 23's cases and sets each against its goal" PROPERTIES LABELS "bench;unsanitized"
+                       PASS_REGULAR_EXPRESSION "kernels: [a-z0-9-]+ .*tiny bf16 full 128 rows.*tiny-k bf16 block 32 rows.*floor x <= 1.3.*tiny-k q4_k_m block 32 rows.*tiny-k Q4_K_M cdlm decode.*<= 0.499 s  *(yes|no)")
+  # --rows: docs/benchmarks.md's 8B rows (every type, every thread count, the whole decodes) in rows.md.
+  add_test(NAME "bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes"
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/bench/cpu_targets.py --small tiny --big tiny-k --threads 1,2 --reps 1 --gen 32
+                   --rows --skip-decode --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets-rows)
+  set_tests_properties("bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes" PROPERTIES
+                       LABELS "bench;unsanitized"
+                       PASS_REGULAR_EXPRESSION "[|] bf16 [|] 1 [|]  [|] [0-9.]+ ms, floor x [0-9.]+ [|].*[|] q8_0 [|] 2 [|] [0-9]+ ms, [0-9.]+ % of [a-z0-9-]+ [|].*[|] q4_k_m [|] 2 [|].*ms/forward [(][0-9]+[)] [|].*dlm-bench-forward --shape tiny-k --dtype q4_k_m .*--threads 1,2 .*--decode")
   endif()
   # scripts/build-llamacpp.sh (the llama.cpp the comparisons time; downloading and building it takes
   # minutes, so the suite checks only that bad arguments are refused, by name, before any of that).
   add_test(NAME "bench: build-llamacpp.sh refuses an unknown option and a --jobs that is not a count, naming them"
-           COMMAND bash -c "! ${PROJECT_SOURCE_DIR}/scripts/build-llamacpp.sh --nope 2>&1 && ! ${PROJECT_SOURCE_DIR}/scripts/build-llamacpp.sh --jobs 0 --dest /nonexistent/x 2>&1")
+         COMMAND bash -c "! ${PROJECT_SOURCE_DIR}/scripts/build-llamacpp.sh --nope 2>&1 && ! ${PROJECT_SOURCE_DIR}/scripts/build-llamacpp.sh --jobs 0 --dest /nonexistent/x 2>&1")
   set_tests_properties("bench: build-llamacpp.sh refuses an unknown option and a --jobs that is not a count, naming them" PROPERTIES
-                       LABELS bench PASS_REGULAR_EXPRESSION "unknown option '--nope'.*--jobs must be a number >= 1, not '0'")
+                     LABELS bench PASS_REGULAR_EXPRESSION "unknown option '--nope'.*--jobs must be a number >= 1, not '0'")
 endif()
