@@ -360,11 +360,11 @@ std::optional<http::response> quick_route(Service& svc, const http::server& srv,
 /// Hands dlm-server's routes to `srv`.
 template <class Service>
 void add_routes(http::server& srv, Service& svc) {
-    srv.on_refusal = [&svc](int status) { svc.stats.request("other", status); };
     srv.set_handlers([&svc, &srv](const http::request& req) { return quick_route(svc, srv, req); },
                      [&svc](const http::request& req, http::exchange& ex) {
                          handle_completion(svc, req.path == "/v1/chat/completions" ? endpoint::chat : endpoint::completions, req, ex);
-                     });
+                     },
+                     [&svc](int status) { svc.stats.request("other", status); });
 }
 
 }  // namespace dlm::server
