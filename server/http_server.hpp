@@ -4,7 +4,7 @@
 //
 //   dlm::server::http::server srv(limits, "127.0.0.1", 0);   // binds and starts the workers, or throws
 //   srv.start();                                               // the I/O thread: /health answers now
-//   srv.set_handlers(quick, work);  srv.set_ready(true);       // after the model has loaded
+//   srv.set_handlers(quick, work, on_refusal);  srv.set_ready(true);  // after the model has loaded
 //   srv.wait_drained(grace, cancel_all);                       // returns after request_drain()
 //
 // The I/O thread reads requests with request_parser (bounded sizes), enforces a deadline for the
@@ -102,10 +102,13 @@ public:
 
     [[nodiscard]] int port() const noexcept { return port_; }
     void start() { io_ = std::thread([this] { loop(); }); }
-    void set_handlers(quick_handler quick, work_handler work) {
+    /// Set while the I/O thread runs (after the model has loaded): under a lock, as the I/O thread
+    /// reads them. `on_refusal` is called with each status the server gives itself (413, 408, 503, ...), for the metrics.
+    void set_handlers(quick_handler quick, work_handler work, std::function<void(int)> on_refusal = {}) {
         const std::lock_guard lock(handlers_m_);
         quick_ = std::move(quick);
         work_ = std::move(work);
+        on_refusal_ = std::move(on_refusal);
     }
     void set_ready(bool ready) noexcept { ready_ = ready; }
     [[nodiscard]] bool ready() const noexcept { return ready_ && !draining_; }
@@ -117,8 +120,6 @@ public:
     [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
     /// Calls `log` for each request's access line (from the I/O and worker threads).
     std::function<void(const std::string&)> log = [](const std::string& line) { std::cerr << line + "\n" << std::flush; };
-    /// Called with each status the server gives itself (413, 408, 503, ...), for the metrics.
-    std::function<void(int)> on_refusal;
 
     /// Starts the drain: /ready says 503, new work gets 503; async-signal-safe. A second call ends
     /// the grace period.
@@ -172,6 +173,7 @@ private:
     bool evict_one(int except_fd);
     void send_refusal(int fd, const request& req, int status, const std::string& message, header_list extra = {});
     void count_in_flight();
+    void refused(int status);
     void access_log(const request& req, int status, clock::time_point received) const;
     [[nodiscard]] std::size_t open_count() const;
     [[nodiscard]] std::optional<response> quick_answer(const request& req);
@@ -188,6 +190,7 @@ private:
     std::mutex handlers_m_;
     quick_handler quick_;
     work_handler work_;
+    std::function<void(int)> on_refusal_;
     std::mutex tasks_m_;
     std::condition_variable tasks_cv_;
     std::deque<task> tasks_;

@@ -128,6 +128,12 @@ inline void server::count_in_flight() {
     if (draining_) drain_counted_ = true;
 }
 
+/// Counts a status the server gave itself (set_handlers' on_refusal, set while the I/O thread runs).
+inline void server::refused(int status) {
+    const std::lock_guard lock(handlers_m_);
+    if (on_refusal_) on_refusal_(status);
+}
+
 inline void server::loop() {
     std::vector<pollfd> polled;
     while (!stop_) {
@@ -179,7 +185,7 @@ inline bool server::evict_one(int except_fd) {
         }
     }
     if (head) {
-        if (on_refusal) on_refusal(408);
+        refused(408);
         close_conn(head->fd);
         return true;
     }
@@ -196,7 +202,7 @@ inline bool server::evict_one(int except_fd) {
 /// A refusal of the HTTP layer's own (408, 503, ...), counted, logged and written at once, best
 /// effort (one non-blocking send), before the connection is closed.
 inline void server::send_refusal(int fd, const request& req, int status, const std::string& message, header_list extra) {
-    if (on_refusal) on_refusal(status);
+    refused(status);
     const std::string id = request_id_for(req.header("x-request-id"));
     log("dlm-server: [" + id + "] -> " + std::to_string(status) + ": " + message);
     const std::string text = serialize(error_response(status, message, std::move(extra)), id, true);
@@ -241,7 +247,7 @@ inline void server::input(connection& c, std::string_view data) {
     const std::size_t used = c.parser.feed(data);
     if (c.parser.failed()) {
         const int status = c.parser.error_status();
-        if (on_refusal) on_refusal(status);
+        refused(status);
         request& req = c.parser.get();
         const std::string id = request_id_for(req.header("x-request-id"));
         log("dlm-server: [" + id + "] " + (req.method.empty() ? "-" : req.method) + " " + (req.path.empty() ? "-" : req.path.substr(0, 100)) +
@@ -290,7 +296,7 @@ inline void server::dispatch(connection& c) {
         quick = error_response(429, "the server is busy: every HTTP worker is taken; retry later", {{"Retry-After", "1"}});
     }
     if (quick) {
-        if (quick->status >= 400 && on_refusal && (quick->status == 503 || quick->status == 429)) on_refusal(quick->status);
+        if (quick->status == 503 || quick->status == 429) refused(quick->status);
         const bool probe = req.method == "GET" && (req.path == "/health" || req.path == "/ready" || req.path == "/metrics");
         if (!(probe && quick->status == 200)) access_log(req, quick->status, received);
         return queue_answer(c, *quick, keep && !(draining_ && quick->status == 503));

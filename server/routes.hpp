@@ -244,6 +244,7 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                 return sink.write(s.data(), s.size());
             };
             std::vector<token_id> prefix, canvas;
+            std::int64_t forwards = 0;  // the engine thread writes j->forwards under j->m too
             bool ended = false, updated = false;
             {
                 std::unique_lock lock(j->m);
@@ -252,6 +253,7 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                 ended = j->ended();
                 prefix = j->prefix;
                 canvas = j->canvas;
+                forwards = j->forwards;
             }
             bool ok = true;
             if (updated && j->want_canvas && !canvas.empty()) {
@@ -259,7 +261,7 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                 for (const token_id t : canvas)
                     slots.push_back(t == svc.model.model.mask_id() ? std::nullopt
                                                                    : std::optional(svc.model.tokenizer.decode(std::span(&t, 1), false)));
-                ok = send(sse_event(canvas_body(head, j->forwards, slots)));
+                ok = send(sse_event(canvas_body(head, forwards, slots)));
             }
             const std::span<const token_id> answer = svc.shown(prefix, r.max_tokens);
             const std::string piece = st->text.advance(svc.text_of(answer), ended && !detail::refusal_of(*j, head.kind));
@@ -360,11 +362,11 @@ std::optional<http::response> quick_route(Service& svc, const http::server& srv,
 /// Hands dlm-server's routes to `srv`.
 template <class Service>
 void add_routes(http::server& srv, Service& svc) {
-    srv.on_refusal = [&svc](int status) { svc.stats.request("other", status); };
     srv.set_handlers([&svc, &srv](const http::request& req) { return quick_route(svc, srv, req); },
                      [&svc](const http::request& req, http::exchange& ex) {
                          handle_completion(svc, req.path == "/v1/chat/completions" ? endpoint::chat : endpoint::completions, req, ex);
-                     });
+                     },
+                     [&svc](int status) { svc.stats.request("other", status); });
 }
 
 }  // namespace dlm::server

@@ -1,10 +1,10 @@
 # dlm-server: its pieces without a socket (test_server: request parsing and checks, streaming text,
 # bodies, metrics, flags, the scheduler on a scripted model), and the server itself with real
 # clients on 127.0.0.1 (tests/server/client_test.py: curl, a bounded load test, a disconnect, a full
-# queue, the official openai package in a venv made by scripts/setup-openai-venv.sh; and, from
-# hostile_cases.py, hostile clients: chunked and encoded bodies, slowloris, the connection cap, methods,
-# TCP_NODELAY, HTTP/1.0, drain (pipelined requests, late bodies), start-up failure, request ids;
-# harness.py what they share). Each
+# queue, concurrent canvas streams, the official openai package in a venv made by
+# scripts/setup-openai-venv.sh; and, from hostile_cases.py, hostile clients: chunked and encoded
+# bodies, slowloris, the connection cap, methods, TCP_NODELAY, HTTP/1.0, drain (pipelined requests,
+# late bodies), start-up failure, request ids; harness.py what they share). Each
 # client case starts and stops its own server on a free port; a case that cannot run here (no curl,
 # no PyPI) reports itself skipped, saying why.
 if(NOT DLM_HAVE_CPU)
@@ -30,7 +30,7 @@ if(Python3_Interpreter_FOUND)
                        PROPERTIES FIXTURES_SETUP dlm_openai_venv LABELS server SKIP_RETURN_CODE 77 TIMEOUT 600 COST 40)
 endif()
 # The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
-foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai chunked-limit gzip slowloris connection-cap methods
+foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue canvas openai chunked-limit gzip slowloris connection-cap methods
                        nodelay http10 drain drain-pipelined drain-body startup-failure request-id)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
@@ -44,7 +44,7 @@ foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue openai c
   # The server tests use ports and processes of their own; they run alone so that their timings
   # (a disconnect noticed within seconds) hold on a busy 2-core machine.
   set(_timeout 60)  # the hostile-client cases: each about 10 s at most here
-  if(_case MATCHES "^(curl|load|disconnect|disconnect-whole|full-queue|openai)$")
+  if(_case MATCHES "^(curl|load|disconnect|disconnect-whole|full-queue|canvas|openai)$")
     set(_timeout 120)
   endif()
   set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT ${_timeout} RUN_SERIAL ON)

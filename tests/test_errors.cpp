@@ -32,11 +32,11 @@
 #include <unistd.h>
 #endif
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DLM_TEST_ASAN 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLM_TEST_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DLM_TEST_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DLM_TEST_SANITIZER 1
 #endif
 #endif
 
@@ -409,8 +409,8 @@ TEST_CASE("errors: a KV cache capacity past the canvas index type is invalid_par
 }
 
 TEST_CASE("errors: a KV cache larger than memory is memory_error, from make_kv_cache and from generate") {
-#if defined(DLM_TEST_ASAN)
-    MESSAGE("skipped under AddressSanitizer: its allocator reserves terabytes of address space, past the limit the test sets");
+#if defined(DLM_TEST_SANITIZER)
+    MESSAGE("skipped under AddressSanitizer and ThreadSanitizer: they reserve terabytes of address space (shadow memory, allocator), past the limit the test sets");
 #elif !defined(__unix__)
     MESSAGE("skipped: needs fork and setrlimit");
 #else

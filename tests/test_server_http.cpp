@@ -1,11 +1,18 @@
-// dlm-server's HTTP layer without a server: the accepted sockets' options, and when an answer says
-// Connection: close (server/http_server.hpp, server/http_exchange.hpp). The server itself is tested
-// with real clients on 127.0.0.1 by tests/server/client_test.py.
+// dlm-server's HTTP layer: the accepted sockets' options, when an answer says Connection: close
+// (server/http_server.hpp, server/http_exchange.hpp), and handlers set while the I/O thread already
+// answers. The whole server is tested with real clients on 127.0.0.1 by tests/server/client_test.py.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -52,7 +59,46 @@ std::string sent_by(Write&& write) {
     return out;
 }
 
+/// The status of the answer to `text` sent to 127.0.0.1:`port` (0 when none came).
+int status_of(int port, std::string_view text) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    char buf[64] = {};
+    ssize_t n = 0;  // no REQUIRE here: it is called from a second thread too
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) > 0)
+        n = ::recv(fd, buf, sizeof buf - 1, MSG_WAITALL);
+    ::close(fd);
+    return n >= 12 ? std::atoi(buf + 9) : 0;  // "HTTP/1.1 400 ..."
+}
+
 }  // namespace
+
+TEST_CASE("server http: the refusal counter is set while the I/O thread refuses requests, and counts every refusal after") {
+    server_limits limits;
+    limits.workers = 1;
+    server srv(limits, "127.0.0.1", 0);
+    srv.log = [](const std::string&) {};
+    srv.start();
+    constexpr std::string_view bad = "NOT A REQUEST LINE\r\n\r\n";
+    CHECK(status_of(srv.port(), bad) == 400);  // refused before the model has loaded: no counter yet
+    std::atomic<bool> stop{false};
+    std::thread client([&] {  // refusals on the I/O thread while the counter is being set
+        while (!stop) CHECK(status_of(srv.port(), bad) == 400);
+    });
+    std::atomic<int> counted{0};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    srv.set_handlers([](const request&) { return std::optional<response>(); },
+                     [](const request&, exchange& ex) { ex.reply({200, "text/plain", "", {}}); }, [&](int status) { counted += status == 400; });
+    stop = true;
+    client.join();
+    const int before = counted;
+    for (int i = 0; i < 3; ++i) CHECK(status_of(srv.port(), bad) == 400);
+    CHECK(counted == before + 3);
+    srv.stop();
+}
 
 TEST_CASE("server http: an accepted socket sends each piece as written (TCP_NODELAY), not after the client's delayed ACK") {
     const auto [client, accepted] = tcp_pair();

@@ -10,6 +10,8 @@ talks to it, and stops it. Cases:
   disconnect  a streaming client that leaves frees its sequence at the next forward
   disconnect-whole  the same for a non-streamed request (the server sends spaces before its JSON)
   full-queue  a full queue answers 429 with Retry-After and an error object; the queued request completes
+  canvas      streams with stream_canvas from concurrent clients: canvas events with their forward counts as
+              the batch runs, and the same text as a plain stream
   openai      the official openai package (in a venv made by scripts/setup-openai-venv.sh): completions
               and chat completions, whole and streamed
   chunked-limit  a chunked body over --max-body gets 413 at once, with small RSS; memory comes back after large bodies
@@ -209,6 +211,34 @@ def case_full_queue(args):
         check(queued.get("r", (0,))[0] == 200, f"the queued request: {queued}")
     return 0
 
+def case_canvas(args):
+    """4 concurrent streams with stream_canvas: their forward counts never go back, their canvases are the
+    answer's slots, and their text is the plain stream's. The canvas events are written while the engine
+    thread publishes the next forward (a ThreadSanitizer build of the server checks that they race with
+    nothing)."""
+    with Server(args.server, args.model, "-np", "4") as s:
+        body = {"prompt": PROMPT, "max_tokens": 32, "stream": True}
+        st, _, plain = s.post("/v1/completions", body)
+        check(st == 200, f"plain stream: {st} {plain[:200]}")
+        want = sse_texts(plain)[0]
+
+        def one(_):
+            st, _, raw = s.post("/v1/completions", {**body, "stream_canvas": True}, 60)
+            check(st == 200, f"canvas stream: {st} {raw[:200]}")
+            canvases = [json.loads(e[len("data: "):]) for e in raw.split("\n\n") if '"dlm.canvas"' in e]
+            check(canvases, f"no canvas event in {raw[:300]!r}")
+            forwards = [c["forward"] for c in canvases]
+            check(forwards == sorted(forwards) and forwards[0] >= 1, f"forward counts {forwards}")
+            check(all(len(c["canvas"]) == len(canvases[0]["canvas"]) for c in canvases), "canvases of different lengths")
+            return sse_texts(raw)[0], len(canvases)
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(one, range(4), timeout=90))
+        check(all(t == want for t, _ in got), f"canvas streams {[t for t, _ in got]!r}, plain {want!r}")
+    print(f"canvas: 4 concurrent streams, {sum(n for _, n in got)} canvas events, the plain stream's text")
+    return 0
+
+
 def case_openai(args):
     try:
         setup = subprocess.run([args.setup_venv, args.venv], capture_output=True, text=True, timeout=240)
@@ -253,7 +283,7 @@ def openai_client(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "openai", "openai-client",
+    p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "canvas", "openai", "openai-client",
                                    "chunked-limit", "gzip", "slowloris", "connection-cap", "methods", "nodelay", "http10", "drain",
                                    "drain-pipelined", "drain-body", "startup-failure", "request-id", "uniform-state"])
     p.add_argument("--server")
@@ -266,7 +296,8 @@ def main():
     p.add_argument("--expect")
     args = p.parse_args()
     cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "disconnect-whole": case_disconnect_whole,
-             "full-queue": case_full_queue, "chunked-limit": case_chunked_limit, "gzip": case_gzip, "slowloris": case_slowloris,
+             "full-queue": case_full_queue, "canvas": case_canvas, "chunked-limit": case_chunked_limit, "gzip": case_gzip,
+             "slowloris": case_slowloris,
              "connection-cap": case_connection_cap, "methods": case_methods, "nodelay": case_nodelay, "http10": case_http10,
              "drain": case_drain, "drain-pipelined": case_drain_pipelined, "drain-body": case_drain_body,
              "startup-failure": case_startup_failure, "request-id": case_request_id,
