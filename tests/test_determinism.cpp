@@ -45,18 +45,21 @@ const prompts_t batch{{5, 17, 42, 7, 99, 3}, {11, 12}, {200, 201, 202, 203, 204,
 constexpr index_t gen = 32;
 
 /// The sampled decoders under test: LLaDA (Gumbel-max at temperature 0.8, low-confidence remasking),
-/// Dream (temperature 1, top-p 0.95, origin transfer coin flips), Fast-dLLM (approximate cache,
-/// temperature 0.7, threshold).
+/// Dream (temperature 1, top-p 0.95, origin transfer coin flips), Fast-dLLM with each of its
+/// approximate caches (the prefix cache, and the dual cache of prefix and suffix; temperature 0.7,
+/// threshold).
 struct decoders {
     presets::llada<transformer> llada{tiny(), semi_ar_mask{8}, {}, llada_schedule{16}, presets::llada_sampler{0.8f}};
     presets::dream<transformer> dream{tiny(), {}, {}, dream_schedule{16}, categorical_sampler{1.f, 0, 0.95f}};
     presets::fast_dllm<transformer> fast{tiny(), semi_ar_mask{8}, {}, threshold_schedule{0.5}, presets::llada_sampler{0.7f}};
+    presets::fast_dllm_dual<transformer> dual{tiny(), semi_ar_mask{8}, {}, threshold_schedule{0.5}, presets::llada_sampler{0.7f}};
 
     template <class F>
     void each(F&& f) {
         f("llada", llada);
         f("dream", dream);
         f("fast_dllm", fast);
+        f("fast_dllm_dual", dual);
     }
 };
 
@@ -118,19 +121,23 @@ TEST_CASE("determinism: a sequence decodes the same alone and at any position of
     });
 }
 
-TEST_CASE("determinism: experts run in turn or side by side on the threads give the same bits, and a row alone the same as in a batch") {
+TEST_CASE("determinism: experts run side by side, or in turn with each product split over the threads, give the same bits, and a row alone the same as in a batch") {
 #if !defined(_OPENMP)
     MESSAGE("skipped: built without OpenMP");
 #else
     // 32 experts of which each row picks 4: a 64-row batch keeps about 30 experts busy with ~8 rows
     // each, so on 2 and 3 threads whole experts go to the threads (cpu::moe_mlp::run_experts); one
-    // row alone, or 1 thread, runs them in turn.
+    // row alone, or 1 thread, runs them in turn. A row repeated 16 times gives its 4 experts 16 rows
+    // each: too few experts to share out, so they run in turn, and each of their products (16 rows
+    // of hidden 512 and experts 256 wide: 2 and 4 million multiply-adds, 16 column panels) is over
+    // tasks.hpp's 10^6 and split over the threads.
     io::moe_config c;
     c.num_experts = 32;
     c.experts_per_token = 4;
-    c.expert_intermediate_size = 48;
+    c.expert_intermediate_size = 256;
     c.act = io::moe_config::activation::gelu_tanh;
-    const index_t h = 64, rows = 64;
+    const index_t h = 512, rows = 64, copies = 16;
+    REQUIRE(double(copies) * h * c.expert_intermediate_size > 1e6);  // the down product, the smaller one, is split
     std::uint64_t state = 12345;
     const auto random = [&](index_t n, index_t k, io::dtype t) {
         std::vector<float> v(static_cast<std::size_t>(n * k));
@@ -167,10 +174,21 @@ TEST_CASE("determinism: experts run in turn or side by side on the threads give 
         CAPTURE(threads);
         CHECK(std::memcmp(run(threads, rows, x.data()).data(), one.data(), one.size() * sizeof(float)) == 0);
     }
-    for (const index_t r : {0, 17, 63}) {  // alone: 4 experts of 1 row, run in turn
+    for (const index_t r : {0, 17, 63}) {
         CAPTURE(r);
+        const float* row = one.data() + r * h;
+        // alone: 4 experts of 1 row, run in turn
         const std::vector<float> alone = run(2, 1, x.data() + r * h);
-        CHECK(std::memcmp(alone.data(), one.data() + r * h, static_cast<std::size_t>(h) * sizeof(float)) == 0);
+        CHECK(std::memcmp(alone.data(), row, static_cast<std::size_t>(h) * sizeof(float)) == 0);
+        // repeated: 4 experts of 16 rows, run in turn, each product split on 2 and 3 threads
+        std::vector<float> repeated;
+        for (index_t i = 0; i < copies; ++i) repeated.insert(repeated.end(), x.begin() + r * h, x.begin() + (r + 1) * h);
+        for (const int threads : {1, 2, 3}) {
+            CAPTURE(threads);
+            const std::vector<float> y = run(threads, copies, repeated.data());
+            REQUIRE(std::set<index_t>(moe.last_picks().begin(), moe.last_picks().end()).size() == 4);  // < 4 a thread: in turn
+            for (index_t i = 0; i < copies; ++i) CHECK(std::memcmp(y.data() + i * h, row, static_cast<std::size_t>(h) * sizeof(float)) == 0);
+        }
     }
     omp_set_num_threads(threads_before);
 #endif

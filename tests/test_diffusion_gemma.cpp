@@ -24,6 +24,7 @@
 #include <dlm/presets.hpp>
 
 #include "io_test_util.hpp"
+#include "support/kernel_testing.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_diffusion_gemma {
@@ -145,7 +146,7 @@ TEST_CASE("diffusion_gemma_tiny: a second block reads the first canvas the encod
     r.m.encode(chunked, std::vector<token_id>(p.begin(), p.begin() + 5));
     r.m.encode(chunked, std::vector<token_id>(p.begin() + 5, p.end()));
     r.m.encode(chunked, ids(r.e["canvas_a"]));
-    CHECK(r.decode(chunked, ids(r.e["canvas_b"])) == whole);  // the same bits: no row depends on its chunk
+    CHECK(dlm_test::same_bits(r.decode(chunked, ids(r.e["canvas_b"])), whole));  // the same bits: no row depends on its chunk
 }
 
 TEST_CASE("diffusion_gemma_tiny: prompts and canvases of several 32-row attention tasks give the same bits whole or in chunks, on 1, 2 and 3 threads") {
@@ -163,10 +164,10 @@ TEST_CASE("diffusion_gemma_tiny: prompts and canvases of several 32-row attentio
         runs.push_back(r.decode(whole, canvas));
         auto chunked = r.m.new_context(256);
         for (const auto& c : chunks) r.m.encode(chunked, std::vector<token_id>(prompt.begin() + c.first, prompt.begin() + c.second));
-        CHECK(r.decode(chunked, canvas) == runs.back());
+        CHECK(dlm_test::same_bits(r.decode(chunked, canvas), runs.back()));
     }
-    CHECK(runs[0] == runs[1]);
-    CHECK(runs[0] == runs[2]);
+    CHECK(dlm_test::same_bits(runs[0], runs[1]));
+    CHECK(dlm_test::same_bits(runs[0], runs[2]));
     CHECK(std::all_of(runs[0].begin(), runs[0].end(), [](float x) { return std::isfinite(x); }));
     CHECK(std::set<float>(runs[0].begin(), runs[0].end()).size() > 1000);
 }
@@ -399,7 +400,7 @@ TEST_CASE("diffusion_gemma: random weights decode finitely in bf16, Q8_0 and Q4_
         }
         CAPTURE(type);
         CHECK(std::all_of(runs[0].begin(), runs[0].end(), [](float x) { return std::isfinite(x); }));
-        CHECK(runs[0] == runs[1]);
+        CHECK(dlm_test::same_bits(runs[0], runs[1]));
         CHECK(std::set<float>(runs[0].begin(), runs[0].end()).size() > 1000);  // not a constant
     }
     CHECK(bytes[0] > bytes[1]);  // bf16 > Q8_0 > Q4_K_M

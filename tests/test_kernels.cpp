@@ -26,6 +26,7 @@
 #include <dlm/io/safetensors_writer.hpp>
 
 #include "support/amx_model.hpp"
+#include "io_test_util.hpp"
 #include "support/kernel_testing.hpp"
 
 #include <unistd.h>
@@ -235,6 +236,35 @@ TEST_CASE("kernels: bf16 products give the same bits on every vector instruction
     }
 }
 
+TEST_CASE("kernels: f32 and f16 products give the same bits on every path with FMA, amx's included (the baseline is its own class)") {
+    // docs/determinism.md's class {avx2, avx512, avx512-vnni, avx512-bf16, amx}: one fused
+    // multiply-add per term, over k in order (amx runs avx512-bf16's f32 and f16 kernels: on the
+    // tile unit, or on the model of its tiles where the CPU has none). The baseline rounds each
+    // product first: its own class, and different bits. Shapes as the bf16 case's.
+    const index_t m = 21, n = 70, k = 300;
+    const auto x = random_values(static_cast<std::size_t>(m * k), 8), wv = random_values(static_cast<std::size_t>(n * k), 9);
+    for (io::dtype type : {io::dtype::f32, io::dtype::f16}) {
+        packed_matrix w(n, k, type);
+        w.set_rows(0, wv.data(), n);
+        std::vector<float> first, baseline;
+        int paths = 0;
+        dlm_test::for_each_path([&](std::string_view path) {
+            CAPTURE(path);
+            CAPTURE(io::dtype_name(type));
+            const auto y = product(m, k, x, w);
+            if (path == "baseline") {
+                baseline = y;
+                return;
+            }
+            if (first.empty()) first = y;
+            CHECK(same_bits(y, first));
+            ++paths;
+        });
+        if (paths < 2) MESSAGE("fewer than two FMA paths on this CPU: nothing to compare");
+        if (!baseline.empty() && !first.empty()) CHECK_FALSE(same_bits(baseline, first));  // the FMA paths do fuse
+    }
+}
+
 TEST_CASE("kernels: every path packs A as pack.hpp's scalar pack_a does, bf16 rounding, NaN, subnormals and ragged edges included") {
     // Shapes around the 8 × 8 transposes (rows per tile 4, 6, 8; k around 8 words of f32 and of bf16
     // pairs, odd k for a half pair), values with every special case of the bf16 rounding.
@@ -322,11 +352,12 @@ TEST_CASE("kernels: a whole forward gives the same logits on every path with FMA
     }
 }
 
-TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks, has the bits of one call over all of k") {
+TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks, has the bits of one call over all of k, at any row count, on 1 and 3 threads") {
     // DiffusionGemma self-conditioning's product is vocabulary-deep; linear runs it chunk by chunk
-    // (gemm.hpp). Rows over two row blocks with a partial tile, a partial panel, an odd k.
-    const index_t m = 70, n = 40, k = linear_chunked_depth + 1235;
-    const auto x = random_values(static_cast<std::size_t>(m * k), 6), wv = random_values(static_cast<std::size_t>(n * k), 7);
+    // (gemm.hpp), whatever the rows or the threads. Rows: one, a partial row tile, and 70 over two
+    // row blocks with a partial tile (split over the threads); a partial panel, an odd k.
+    const index_t most = 70, n = 40, k = linear_chunked_depth + 1235;
+    const auto x = random_values(static_cast<std::size_t>(most * k), 6), wv = random_values(static_cast<std::size_t>(n * k), 7);
     for (io::dtype type : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
         packed_matrix w(n, k, type);
         w.set_rows(0, wv.data(), n);
@@ -334,20 +365,27 @@ TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks,
             const isa_scope on(i);
             for (bool dot : {false, true}) {
                 if (dot && (type != io::dtype::bf16 || kernels().bf16_alt.run == nullptr)) continue;
-                CAPTURE(isa_name(i));
-                CAPTURE(io::dtype_name(type));
-                CAPTURE(dot);
                 set_bf16_dot(dot);
-                // One kernel call over every row and all of k: linear's arithmetic before chunking.
-                const bool f32 = type == io::dtype::f32;
-                const a_format af = f32 ? kernels().f32.a : product_for(type).a;
-                std::vector<float, aligned_allocator<float>> a(packed_a_size(m, k, af.mr, af.group));
-                (f32 ? kernels().f32.pack : product_for(type).pack)(m, k, x.data(), k, a.data());
-                std::vector<float> whole(static_cast<std::size_t>(m * n));
-                if (f32) kernels().f32.run(m, n, k, a.data(), w.view(), 0, w.panels(), whole.data(), n, false);
-                else product_for(type).run(m, n, k, a.data(), w.view16(), 0, w.panels(), whole.data(), n, false);
-                // (a bf16-bits A takes half the floats' room: the float buffer holds either)
-                CHECK(same_bits(product(m, k, x, w), whole));
+                for (const index_t m : {index_t{1}, index_t{3}, most}) {
+                    // One kernel call over every row and all of k: linear's arithmetic before chunking.
+                    const bool f32 = type == io::dtype::f32;
+                    const a_format af = f32 ? kernels().f32.a : product_for(type).a;
+                    std::vector<float, aligned_allocator<float>> a(packed_a_size(m, k, af.mr, af.group));
+                    (f32 ? kernels().f32.pack : product_for(type).pack)(m, k, x.data(), k, a.data());
+                    std::vector<float> whole(static_cast<std::size_t>(m * n));
+                    if (f32) kernels().f32.run(m, n, k, a.data(), w.view(), 0, w.panels(), whole.data(), n, false);
+                    else product_for(type).run(m, n, k, a.data(), w.view16(), 0, w.panels(), whole.data(), n, false);
+                    // (a bf16-bits A takes half the floats' room: the float buffer holds either)
+                    for (const int threads : {1, 3}) {
+                        CAPTURE(isa_name(i));
+                        CAPTURE(io::dtype_name(type));
+                        CAPTURE(dot);
+                        CAPTURE(m);
+                        CAPTURE(threads);
+                        const dlm_test::omp_threads t(threads);
+                        CHECK(same_bits(product(m, k, x, w), whole));
+                    }
+                }
             }
         }
     }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
@@ -76,6 +77,45 @@ TEST_CASE("bf16 KV cache: an exact prefix cache gives a full recompute's logits 
         transformer llada = bf16_kv_model(small_config(io::architecture::llada, true, false), 11, path);
         transformer dream = bf16_kv_model(small_config(io::architecture::dream, false, true), 12, path);
         check_cached_walks(llada, dream);
+    }
+}
+
+TEST_CASE("bf16 KV cache: every path with FMA, in both bf16 forms, gives the same logits bit for bit, full forwards and exact-cache steps alike") {
+    // docs/determinism.md: the bf16 cache's attention products are bf16 weights' products, one class
+    // on every vector path (the FMA form and vdpbf16ps alike); the rest of an f32 model's forward is
+    // the same bits on every path with FMA (the baseline rounds its exps' products, amx sums in the
+    // tile unit's order: neither is compared). An exact prefix cache's walk, each step's cached and
+    // full forward, Dream's layout block-causal with a prompt of 37 (windows off multiples of 32).
+    std::vector<std::vector<float>> runs;
+    std::vector<std::string> names;
+    for (const kernel_path& path : kv_paths()) {
+        if (path.isa == cpu::isa::baseline || path.isa == cpu::isa::amx) continue;
+        for (const bool dot : {false, true}) {
+            const path_scope on(path);
+            if (dot && cpu::kernels().bf16_alt.run == nullptr) continue;
+            cpu::set_bf16_dot(dot);
+            CHECK(cpu::bf16_products().dot == dot);
+            transformer m = bf16_kv_model(small_config(io::architecture::dream, false, true), 31, path);
+            const block_causal_mask mask{16};
+            const canvas_layout l{37, 48, 16, true};
+            std::vector<float> all;
+            const int steps = dlm_test::walk_cached_steps<prefix_cache>(
+                m, mask, l, random_canvas(37, 48, 96, 96, 6), 6, 2,
+                [&](const tvec& canvas, const forward_plan& p, kv* cache) { return run(m, mask, canvas, l, p, cache); },
+                [&](const forward_plan&, const forward_plan&, const std::vector<float>& cached, const std::vector<float>& full, index_t, index_t) {
+                    all.insert(all.end(), cached.begin(), cached.end());
+                    all.insert(all.end(), full.begin(), full.end());
+                });
+            CHECK(steps == 6);
+            runs.push_back(std::move(all));
+            names.push_back(std::string(cpu::isa_name(path.isa)) + (dot ? " vdpbf16ps" : ""));
+        }
+    }
+    if (runs.size() < 2) MESSAGE("fewer than two FMA paths on this CPU: nothing to compare");
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+        CAPTURE(names[i]);
+        CAPTURE(names[0]);
+        CHECK(bitwise_equal(runs[i], runs[0]));
     }
 }
 
