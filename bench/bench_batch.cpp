@@ -21,7 +21,6 @@
 #include <functional>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,8 @@
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
 #include "cli/score.hpp"
+
+#include "args.hpp"
 
 #ifndef DLM_BENCH_MODELS_DIR
 #define DLM_BENCH_MODELS_DIR "models"
@@ -65,58 +66,31 @@ struct options {
     bool continuous = true, fixed = true;
 };
 
-[[noreturn]] void usage(const std::string& error) {
-    if (!error.empty()) std::fprintf(stderr, "dlm-bench-batch: %s\n", error.c_str());
-    std::fprintf(stderr,
-                 "usage: dlm-bench-batch [--models DIR] [--limit N] [--batches 1,8,32] [-t THREADS] [--rows cdlm,llada,...]\n"
-                 "                       [--mode continuous|static|both] [--reps N]\n");
-    std::exit(2);
-}
-
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
-std::size_t positive(const std::string& flag, const std::string& v) {
-    try {
-        std::size_t used = 0;
-        const long n = std::stol(v, &used);
-        if (used == v.size() && n > 0) return static_cast<std::size_t>(n);
-    } catch (const std::exception&) {
-    }
-    usage(flag + " must be a positive integer, got '" + v + "'");
-}
+const std::string usage_text =
+    "usage: dlm-bench-batch [--models DIR] [--limit N] [--batches 1,8,32] [-t THREADS] [--rows cdlm,llada,...]\n"
+    "                       [--mode continuous|static|both] [--reps N]\n";
 
 options parse(int argc, char** argv) {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--models") o.models = value();
-        else if (a == "--limit") o.limit = positive(a, value());
-        else if (a == "-t" || a == "--threads") o.threads = static_cast<int>(positive(a, value()));
-        else if (a == "--reps") o.reps = static_cast<int>(positive(a, value()));
-        else if (a == "--batches") {
-            o.batches.clear();
-            for (const auto& b : split(value())) o.batches.push_back(positive(a, b));
-        } else if (a == "--rows") {
-            o.rows = split(value());
+    bench::args a(argc, argv);
+    while (a.next()) {
+        if (a.is("--models")) o.models = a.value();
+        else if (a.is("--limit")) o.limit = a.integer<std::size_t>(1, 1 << 20);
+        else if (a.is("--threads", "-t")) o.threads = a.integer(1, cli::max_threads);
+        else if (a.is("--reps")) o.reps = a.integer(1, 1000);
+        else if (a.is("--batches")) o.batches = a.integers<std::size_t>(1, 4096);
+        else if (a.is("--rows")) {
+            o.rows = a.names();
             for (const auto& r : o.rows)
                 if (std::none_of(all_rows.begin(), all_rows.end(), [&](const row& x) { return x.name == r; }))
-                    usage("--rows: no row '" + r + "' (cdlm, cd4lm, llada, dream, fast-dllm, fast-dllm-dual, ar)");
-        } else if (a == "--mode") {
-            const std::string m = value();
-            if (m != "continuous" && m != "static" && m != "both") usage("--mode must be continuous, static or both, got '" + m + "'");
+                    throw invalid_parameter(a.flag(), "no row '" + r + "' (cdlm, cd4lm, llada, dream, fast-dllm, fast-dllm-dual, ar)");
+        } else if (a.is("--mode")) {
+            const std::string m = a.value();
+            if (m != "continuous" && m != "static" && m != "both")
+                throw invalid_parameter(a.flag(), "must be continuous, static or both, got '" + m + "'");
             o.continuous = m != "static";
             o.fixed = m != "continuous";
-        } else usage("unknown flag '" + a + "'");
+        } else a.unknown();
     }
     return o;
 }
@@ -169,49 +143,48 @@ measurement decode_all(const std::function<std::unique_ptr<registry::any_engine>
 
 }  // namespace
 
-int main(int argc, char** argv) try {
-    const options o = parse(argc, argv);
-    cli::set_threads(o.threads);
-    std::vector<cli::problem> problems = cli::read_problems(DLM_DEFAULT_EVAL_DATA);
-    if (problems.size() > o.limit) problems.resize(o.limit);
+int main(int argc, char** argv) {
+    return bench::run_main("dlm-bench-batch", usage_text, [&] {
+        const options o = parse(argc, argv);
+        cli::set_threads(o.threads);
+        std::vector<cli::problem> problems = cli::read_problems(DLM_DEFAULT_EVAL_DATA);
+        if (problems.size() > o.limit) problems.resize(o.limit);
 
-    std::printf("dlm-bench-batch: %zu problems of %s, %d thread(s), best of %d\n\n", problems.size(), DLM_DEFAULT_EVAL_DATA, o.threads,
-                o.reps);
-    std::printf("| row | model | mode | batch | answers/s | vs batch 1 | ms/forward | forwards | model share | same answers |\n");
-    std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
-    for (const row& r : all_rows) {
-        if (!o.rows.empty() && std::find(o.rows.begin(), o.rows.end(), r.name) == o.rows.end()) continue;
-        cli::loaded_model m = cli::load_model(std::filesystem::path(o.models) / r.model);
-        cli::options flags;
-        const cli::settings s = cli::resolve(flags, r.preset, m.hints);
-        std::vector<std::vector<token_id>> prompts;
-        for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, p.question, false));
-        const auto make = [&] { return registry::make_engine(m.model, s); };
-        for (const bool continuous : {true, false}) {
-            if (continuous ? !o.continuous : !o.fixed) continue;
-            double base = 0;
-            std::vector<std::vector<token_id>> reference;
-            for (const std::size_t batch : o.batches) {
-                measurement best;
-                for (int rep = 0; rep < o.reps; ++rep) {
-                    measurement x = decode_all(make, prompts, s.gen_length, batch, continuous);
-                    if (rep == 0 || x.seconds < best.seconds) best = std::move(x);
+        std::printf("dlm-bench-batch: %zu problems of %s, %d thread(s), best of %d\n\n", problems.size(), DLM_DEFAULT_EVAL_DATA, o.threads,
+                    o.reps);
+        std::printf("| row | model | mode | batch | answers/s | vs batch 1 | ms/forward | forwards | model share | same answers |\n");
+        std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+        for (const row& r : all_rows) {
+            if (!o.rows.empty() && std::find(o.rows.begin(), o.rows.end(), r.name) == o.rows.end()) continue;
+            cli::loaded_model m = cli::load_model(std::filesystem::path(o.models) / r.model);
+            cli::options flags;
+            const cli::settings s = cli::resolve(flags, r.preset, m.hints);
+            std::vector<std::vector<token_id>> prompts;
+            for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, p.question, false));
+            const auto make = [&] { return registry::make_engine(m.model, s); };
+            for (const bool continuous : {true, false}) {
+                if (continuous ? !o.continuous : !o.fixed) continue;
+                double base = 0;
+                std::vector<std::vector<token_id>> reference;
+                for (const std::size_t batch : o.batches) {
+                    measurement best;
+                    for (int rep = 0; rep < o.reps; ++rep) {
+                        measurement x = decode_all(make, prompts, s.gen_length, batch, continuous);
+                        if (rep == 0 || x.seconds < best.seconds) best = std::move(x);
+                    }
+                    const double rate = static_cast<double>(prompts.size()) / best.seconds;
+                    if (base == 0) {
+                        base = rate;
+                        reference = best.answers;
+                    }
+                    std::printf("| %s | %s | %s | %zu | %.1f | %.2fx | %.3f | %d | %.0f %% | %s |\n", r.name.c_str(), r.model.c_str(),
+                                continuous ? "continuous" : "static", batch, rate, rate / base,
+                                1e3 * best.seconds / std::max<index_t>(1, best.forwards), best.forwards,
+                                100.0 * best.model_seconds / best.seconds, best.answers == reference ? "yes" : "NO");
+                    std::fflush(stdout);
                 }
-                const double rate = static_cast<double>(prompts.size()) / best.seconds;
-                if (base == 0) {
-                    base = rate;
-                    reference = best.answers;
-                }
-                std::printf("| %s | %s | %s | %zu | %.1f | %.2fx | %.3f | %d | %.0f %% | %s |\n", r.name.c_str(), r.model.c_str(),
-                            continuous ? "continuous" : "static", batch, rate, rate / base,
-                            1e3 * best.seconds / std::max<index_t>(1, best.forwards), best.forwards,
-                            100.0 * best.model_seconds / best.seconds, best.answers == reference ? "yes" : "NO");
-                std::fflush(stdout);
             }
         }
-    }
-    return 0;
-} catch (const dlm::error& e) {
-    std::fprintf(stderr, "dlm-bench-batch: %s\n", e.what());
-    return 1;
+        return 0;
+    });
 }

@@ -68,7 +68,7 @@
 #include <dlm/presets.hpp>
 
 #include "amx_vector_side.hpp"
-
+#include "args.hpp"
 #include "ceilings.hpp"
 #include "roofline.hpp"
 #include "bench_gemma.hpp"
@@ -94,84 +94,60 @@ struct options {
     std::optional<cpu::quant::file_type> verify_type;
 };
 
-[[noreturn]] void usage(const char* argv0, const std::string& error) {
-    if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
-    std::fprintf(stderr,
-                 "usage: %s [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
-                 "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--kv f32|bf16] [--no-peak] [--bandwidth-mib N]\n"
-                 "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]] [--amx-vector-side[-only]]\n"
-                 "  shapes: %s\n",
-                 argv0, bench::shape_names().c_str());
-    std::exit(2);
+std::string usage_text() {
+    return "usage: dlm-bench-forward [--shape NAME | -m DIR] [--dtype keep|f32|bf16|f16|q8_0|q4_0|q4_k|q6_k|q4_k_m] [--canvas N] [--block N] [--cache N]\n"
+           "          [--threads 1,2] [--reps N] [--decode] [--gen N] [--prompt N] [--kv f32|bf16] [--no-peak] [--bandwidth-mib N]\n"
+           "          [--json FILE] [--roofline [--roofline-rows N]] [--verify-random SEED [--verify-type T]] [--amx-vector-side[-only]]\n"
+           "  shapes: " + bench::shape_names() + "\n";
 }
+
+constexpr index_t most = 1 << 20;  // the largest count a flag takes
 
 options parse(int argc, char** argv) {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(argv[0], a + " needs a value");
-            return argv[++i];
-        };
-        auto count = [&](index_t lo) {
-            const std::string v = value();
-            char* end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (end == v.c_str() || *end != '\0' || n < lo || n > (1 << 20)) usage(argv[0], a + " needs an integer >= " + std::to_string(lo) + ", not '" + v + "'");
-            return static_cast<index_t>(n);
-        };
-        if (a == "--shape") o.shape = value();
-        else if (a == "-m" || a == "--model") o.model_dir = value();
-        else if (a == "--dtype") o.dtype = value();
-        else if (a == "--kv") o.kv = value();
-        else if (a == "--canvas") o.canvas = count(1);
-        else if (a == "--block") o.block = count(1);
-        else if (a == "--cache") o.cache = count(0);
-        else if (a == "--gen") o.gen = count(1);
-        else if (a == "--prompt") o.prompt = count(1);
-        else if (a == "--reps") o.reps = count(1);
-        else if (a == "--decode") o.decode = true;
-        else if (a == "--no-peak") o.peak = false;
-        else if (a == "--amx-vector-side") o.amx_vector_side = true;
-        else if (a == "--amx-vector-side-only") o.amx_vector_side = o.vector_side_only = true;
-        else if (a == "--json") o.json_path = value();
-        else if (a == "--roofline") o.roofline = true;
-        else if (a == "--roofline-rows") o.roofline_rows = count(1);
-        else if (a == "--bandwidth-mib") o.bandwidth_mib = count(0);
-        else if (a == "--verify-random") o.verify_seed = static_cast<std::uint64_t>(count(0));
-        else if (a == "--verify-type") {
-            const std::string v = value();
+    bench::args a(argc, argv);
+    while (a.next()) {
+        if (a.is("--shape")) o.shape = a.value();
+        else if (a.is("--model", "-m")) o.model_dir = a.value();
+        else if (a.is("--dtype")) o.dtype = a.value();
+        else if (a.is("--kv")) o.kv = a.value();
+        else if (a.is("--canvas")) o.canvas = a.integer<index_t>(1, most);
+        else if (a.is("--block")) o.block = a.integer<index_t>(1, most);
+        else if (a.is("--cache")) o.cache = a.integer<index_t>(0, most);
+        else if (a.is("--gen")) o.gen = a.integer<index_t>(1, most);
+        else if (a.is("--prompt")) o.prompt = a.integer<index_t>(1, most);
+        else if (a.is("--reps")) o.reps = a.integer(1, 1000);
+        else if (a.is("--decode")) o.decode = true;
+        else if (a.is("--no-peak")) o.peak = false;
+        else if (a.is("--amx-vector-side")) o.amx_vector_side = true;
+        else if (a.is("--amx-vector-side-only")) o.amx_vector_side = o.vector_side_only = true;
+        else if (a.is("--json")) o.json_path = a.value();
+        else if (a.is("--roofline")) o.roofline = true;
+        else if (a.is("--roofline-rows")) o.roofline_rows = a.integer<index_t>(1, most);
+        else if (a.is("--bandwidth-mib")) o.bandwidth_mib = a.integer<index_t>(0, most);
+        else if (a.is("--verify-random")) o.verify_seed = a.integer<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max());
+        else if (a.is("--verify-type")) {
+            const std::string v = a.value();
             o.verify_type = cpu::quant::parse_file_type(v);
-            if (!o.verify_type) usage(argv[0], "--verify-type must be q8_0, q4_0, q4_k, q6_k or q4_k_m, not '" + v + "'");
-        }
-        else if (a == "--threads") {
-            const std::string v = value();
-            std::size_t at = 0;
-            while (at <= v.size()) {
-                const std::size_t comma = v.find(',', at);
-                const std::string part = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-                const int n = std::atoi(part.c_str());
-                if (n < 1) usage(argv[0], "--threads takes a list of positive counts, like 1,2");
-                o.threads.push_back(n);
-                if (comma == std::string::npos) break;
-                at = comma + 1;
-            }
-        } else if (a == "-h" || a == "--help") usage(argv[0], "");
-        else usage(argv[0], "unknown argument '" + a + "'");
+            if (!o.verify_type) throw invalid_parameter(a.flag(), "must be q8_0, q4_0, q4_k, q6_k or q4_k_m, not '" + v + "'");
+        } else if (a.is("--threads")) o.threads = a.integers(1, cli::max_threads);
+        else a.unknown();
     }
+    if (o.model_dir.empty() && !bench::find_shape(o.shape))
+        throw invalid_parameter("--shape", "unknown shape '" + o.shape + "' (" + bench::shape_names() + ")");
     o.dtype_given = !o.dtype.empty();
     if (o.dtype.empty()) o.dtype = o.model_dir.empty() ? "bf16" : "keep";
     const bool quantized = cpu::quant::parse_file_type(o.dtype).has_value();
     if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16" && !quantized)
-        usage(argv[0], "--dtype must be keep, f32, bf16, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
-    if (quantized && !o.model_dir.empty()) usage(argv[0], "--dtype " + o.dtype + " is for random weights (--shape): -m keeps a file's blocks with --dtype keep");
-    if (o.dtype == "keep" && o.model_dir.empty()) usage(argv[0], "--dtype keep needs -m DIR (random weights have no stored type)");
+        throw invalid_parameter("--dtype", "must be keep, f32, bf16, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m, not '" + o.dtype + "'");
+    if (quantized && !o.model_dir.empty()) throw invalid_parameter("--dtype", o.dtype + " is for random weights (--shape): -m keeps a file's blocks with --dtype keep");
+    if (o.dtype == "keep" && o.model_dir.empty()) throw invalid_parameter("--dtype", "keep needs -m DIR (random weights have no stored type)");
     if (const char* refusal = bench::amx_vector_side_refusal(); o.amx_vector_side && *refusal != '\0')
-        usage(argv[0], std::string("--amx-vector-side ") + refusal);
-    if (o.kv != "f32" && o.kv != "bf16") usage(argv[0], "--kv must be f32 or bf16, not '" + o.kv + "'");
+        throw invalid_parameter("--amx-vector-side", refusal);
+    if (o.kv != "f32" && o.kv != "bf16") throw invalid_parameter("--kv", "must be f32 or bf16, not '" + o.kv + "'");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
-    if (o.verify_seed && o.model_dir.empty()) usage(argv[0], "--verify-random needs -m DIR");
-    if (o.verify_type && !o.verify_seed) usage(argv[0], "--verify-type needs --verify-random SEED");
+    if (o.verify_seed && o.model_dir.empty()) throw invalid_parameter("--verify-random", "needs -m DIR");
+    if (o.verify_type && !o.verify_seed) throw invalid_parameter("--verify-type", "needs --verify-random SEED");
     return o;
 }
 
@@ -308,13 +284,12 @@ json run_decode(cpu::transformer& m, const options& o) {
             {"forwards", r.stats.forwards}, {"committed", r.stats.committed}, {"seconds_per_forward", per_forward}};
 }
 
-cpu::transformer load_model(const options& o, const char* argv0, std::string& what) {
+cpu::transformer load_model(const options& o, std::string& what) {
     if (!o.model_dir.empty()) {
         what = o.model_dir;
         return cpu::transformer::load(o.model_dir, {.weight_dtype = dtype_of(o.dtype)});
     }
-    const auto shape = bench::find_shape(o.shape);
-    if (!shape) usage(argv0, "unknown shape '" + o.shape + "' (" + bench::shape_names() + ")");
+    const auto shape = bench::find_shape(o.shape);  // found: parse() checks the name
     const io::model_config cfg = io::parse_config(shape->config, o.shape);
     what = o.shape + " (random weights)";
     if (const auto ft = cpu::quant::parse_file_type(o.dtype)) return cpu::transformer::random(cfg, 1, *ft, 0.5f);
@@ -351,8 +326,8 @@ void print_model(const cpu::transformer& m, const std::string& what, const std::
 
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // full-size runs take minutes: show each line as it comes
-    const options o = parse(argc, argv);
-    try {
+    return bench::run_main("dlm-bench-forward", usage_text(), [&] {
+        const options o = parse(argc, argv);
         const cpu::kernel_table& kt = cpu::kernels();
         std::printf("dlm CPU forward benchmark: kernels %s (%d-lane f32), best of %d\n", kt.name, kt.lanes, o.reps);
         json out{{"backend", "cpu"}, {"kernels", kt.name}, {"amx_unavailable_reason", std::string(cpu::amx_unavailable_reason())}};
@@ -371,7 +346,7 @@ int main(int argc, char** argv) {
         bench::set_threads(o.threads.back());  // the load runs on the largest thread count of the run
         const auto t0 = clock_type::now();
         std::string what;
-        cpu::transformer m = load_model(o, argv[0], what);
+        cpu::transformer m = load_model(o, what);
         m.set_kv_dtype(o.kv == "bf16" ? io::dtype::bf16 : io::dtype::f32);
         std::printf("KV cache: %s, %.1f KiB per position\n", o.kv.c_str(), static_cast<double>(m.kv_cache_bytes(1024) - m.kv_cache_bytes(0)) / 1024 / 1024);
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -406,9 +381,6 @@ int main(int argc, char** argv) {
             out["roofline"] = bench::run_roofline(m, {o.cache, o.canvas, o.roofline_rows, o.reps, t}, c, bench::peak_for(c.pk, ref.product));
         }
         write_json(out, o.json_path);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "dlm-bench-forward: error: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+        return 0;
+    });
 }

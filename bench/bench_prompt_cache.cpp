@@ -13,7 +13,6 @@
 // left out of the means. Every answer is checked to equal its answer without the prompt cache.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -21,6 +20,8 @@
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/engine.hpp>
 #include <dlm/presets.hpp>
+
+#include "args.hpp"
 
 using namespace dlm;
 using clock_type = std::chrono::steady_clock;
@@ -36,48 +37,28 @@ struct options {
 
 constexpr index_t context = 1024;  // the random model's context (below)
 
-[[noreturn]] void usage(const std::string& error) {
-    if (!error.empty()) std::fprintf(stderr, "dlm-bench-prompt-cache: %s\n", error.c_str());
-    std::fprintf(error.empty() ? stdout : stderr,
-                 "usage: dlm-bench-prompt-cache [--requests 32] [--prefix 200] [--own 8] [--gen 16] [--preset ar|sdar]\n"
-                 "                              [--mib 64] [--mode alone|joined]\n");
-    std::exit(error.empty() ? 0 : 2);
-}
-
-// A whole number in [lo, hi], or the usage line naming the flag.
-std::size_t bounded(const std::string& flag, const std::string& v, std::size_t lo, std::size_t hi) {
-    try {
-        std::size_t used = 0;
-        const long long n = std::stoll(v, &used);
-        if (used == v.size() && n >= static_cast<long long>(lo) && n <= static_cast<long long>(hi)) return static_cast<std::size_t>(n);
-    } catch (const std::exception&) {
-    }
-    usage(flag + " must be a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
-}
+const std::string usage_text =
+    "usage: dlm-bench-prompt-cache [--requests 32] [--prefix 200] [--own 8] [--gen 16] [--preset ar|sdar]\n"
+    "                              [--mib 64] [--mode alone|joined]\n";
 
 options parse(int argc, char** argv) {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "-h" || a == "--help") usage("");
-        else if (a == "--requests") o.requests = bounded(a, value(), 2, 4096);
-        else if (a == "--prefix") o.prefix = bounded(a, value(), 0, context);
-        else if (a == "--own") o.own = bounded(a, value(), 0, context);
-        else if (a == "--gen") o.gen = static_cast<index_t>(bounded(a, value(), 1, context));
-        else if (a == "--mib") o.mib = bounded(a, value(), 1, 65536);
-        else if (a == "--preset") o.preset = value();
-        else if (a == "--mode") o.mode = value();
-        else usage("unknown flag '" + a + "'");
+    bench::args a(argc, argv);
+    while (a.next()) {
+        if (a.is("--requests")) o.requests = a.integer<std::size_t>(2, 4096);
+        else if (a.is("--prefix")) o.prefix = a.integer<std::size_t>(0, context);
+        else if (a.is("--own")) o.own = a.integer<std::size_t>(0, context);
+        else if (a.is("--gen")) o.gen = a.integer<index_t>(1, context);
+        else if (a.is("--mib")) o.mib = a.integer<std::uint64_t>(1, 65536);
+        else if (a.is("--preset")) o.preset = a.value();
+        else if (a.is("--mode")) o.mode = a.value();
+        else a.unknown();
     }
-    if (o.mode != "alone" && o.mode != "joined") usage("--mode must be alone or joined, got '" + o.mode + "'");
-    if (o.preset != "ar" && o.preset != "sdar") usage("--preset must be ar or sdar, got '" + o.preset + "'");
-    if (o.prefix + o.own == 0) usage("--prefix and --own cannot both be 0: a prompt needs a token");
+    if (o.mode != "alone" && o.mode != "joined") throw invalid_parameter("--mode", "must be alone or joined, got '" + o.mode + "'");
+    if (o.preset != "ar" && o.preset != "sdar") throw invalid_parameter("--preset", "must be ar or sdar, got '" + o.preset + "'");
+    if (o.prefix + o.own == 0) throw invalid_parameter("--prefix", "and --own cannot both be 0: a prompt needs a token");
     if (o.prefix + o.own + static_cast<std::size_t>(o.gen) > static_cast<std::size_t>(context))
-        usage("--prefix + --own + --gen must fit the model's context of " + std::to_string(context));
+        throw invalid_parameter("--gen", "--prefix + --own + --gen must fit the model's context of " + std::to_string(context));
     return o;
 }
 
@@ -159,19 +140,18 @@ int compare(Decoder& d, const options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) try {
-    const options o = parse(argc, argv);
-    const auto dir = std::filesystem::path(DLM_BENCH_MODELS_DIR) / (o.preset == "ar" ? "ar" : "cdlm");
-    io::model_config cfg = cpu::transformer::load(dir).config();
-    cfg.max_context = context;
-    auto m = cpu::transformer::random(cfg, 1, io::dtype::bf16, 0.5f);
-    if (o.preset == "ar") {
-        presets::autoregressive<cpu::transformer> d(m);
+int main(int argc, char** argv) {
+    return bench::run_main("dlm-bench-prompt-cache", usage_text, [&] {
+        const options o = parse(argc, argv);
+        const auto dir = std::filesystem::path(DLM_BENCH_MODELS_DIR) / (o.preset == "ar" ? "ar" : "cdlm");
+        io::model_config cfg = cpu::transformer::load(dir).config();
+        cfg.max_context = context;
+        auto m = cpu::transformer::random(cfg, 1, io::dtype::bf16, 0.5f);
+        if (o.preset == "ar") {
+            presets::autoregressive<cpu::transformer> d(m);
+            return compare(d, o);
+        }
+        presets::sdar<cpu::transformer> d(m, aligned_block_diffusion_mask{8});
         return compare(d, o);
-    }
-    presets::sdar<cpu::transformer> d(m, aligned_block_diffusion_mask{8});
-    return compare(d, o);
-} catch (const std::exception& e) {
-    std::fprintf(stderr, "dlm-bench-prompt-cache: %s\n", e.what());
-    return 2;
+    });
 }

@@ -21,6 +21,7 @@
 #include <dlm/cpu/quant/matrix.hpp>
 
 #include "amx_vector_side.hpp"
+#include "args.hpp"
 #include "ceilings.hpp"
 
 namespace {
@@ -37,80 +38,40 @@ struct options {
     bool amx_vector_side = false;
 };
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while (at <= s.size()) {
-        const std::size_t comma = s.find(',', at);
-        out.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-        if (comma == std::string::npos) break;
-        at = comma + 1;
-    }
-    return out;
-}
+const std::string usage_text =
+    "usage: dlm-bench-quant [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k N] [--n N] [--matrices N] [--threads N]\n"
+    "                       [--reps N] [--bandwidth-mib N] [--no-peak] [--amx-vector-side]\n";
 
-long positive(const std::string& flag, const std::string& v, long most) {
-    std::size_t used = 0;
-    long x = 0;
-    try {
-        x = std::stol(v, &used);
-    } catch (const std::exception&) {
-        used = 0;
+std::vector<io::gguf_type> parse_types(bench::args& a) {
+    const std::pair<const char*, io::gguf_type> known[] = {{"q8_0", io::gguf_type::q8_0}, {"q4_0", io::gguf_type::q4_0},
+                                                            {"q4_k", io::gguf_type::q4_k}, {"q5_k", io::gguf_type::q5_k},
+                                                            {"q6_k", io::gguf_type::q6_k}};
+    std::vector<io::gguf_type> types;
+    for (const std::string& t : a.names()) {
+        const auto* hit = std::find_if(std::begin(known), std::end(known), [&](const auto& e) { return t == e.first; });
+        if (hit == std::end(known)) throw invalid_parameter(a.flag(), "'" + t + "' is not one of q8_0, q4_0, q4_k, q5_k, q6_k");
+        types.push_back(hit->second);
     }
-    if (used != v.size() || x < 1 || x > most)
-        throw invalid_parameter(flag, "'" + v + "' is not a whole number in [1, " + std::to_string(most) + "]");
-    return x;
+    return types;
 }
 
 options parse(int argc, char** argv) {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--no-peak") {
-            o.peak = false;
-            continue;
-        }
-        if (a == "--amx-vector-side") {
-            if (const char* refusal = bench::amx_vector_side_refusal(); *refusal != '\0') throw invalid_parameter(a, refusal);
+    bench::args a(argc, argv);
+    while (a.next()) {
+        if (a.is("--no-peak")) o.peak = false;
+        else if (a.is("--amx-vector-side")) {
+            if (const char* refusal = bench::amx_vector_side_refusal(); *refusal != '\0') throw invalid_parameter(a.flag(), refusal);
             o.amx_vector_side = true;
-            continue;
-        }
-        if (a == "-h" || a == "--help") {
-            std::printf("usage: %s [--types q8_0,q4_0,q4_k,q5_k,q6_k] [--rows 1,4,8,32] [--k N] [--n N] [--matrices N] [--threads N]\n"
-                        "          [--reps N] [--bandwidth-mib N] [--no-peak] [--amx-vector-side]\n",
-                        argv[0]);
-            std::exit(0);
-        }
-        if (i + 1 >= argc) throw invalid_parameter(a, "needs a value");
-        const std::string v = argv[++i];
-        if (a == "--types") {
-            o.types.clear();
-            const std::pair<const char*, io::gguf_type> known[] = {{"q8_0", io::gguf_type::q8_0}, {"q4_0", io::gguf_type::q4_0},
-                                                                    {"q4_k", io::gguf_type::q4_k}, {"q5_k", io::gguf_type::q5_k},
-                                                                    {"q6_k", io::gguf_type::q6_k}};
-            for (const std::string& t : split(v)) {
-                const auto* hit = std::find_if(std::begin(known), std::end(known), [&](const auto& e) { return t == e.first; });
-                if (hit == std::end(known)) throw invalid_parameter(a, "'" + t + "' is not one of q8_0, q4_0, q4_k, q5_k, q6_k");
-                o.types.push_back(hit->second);
-            }
-        } else if (a == "--rows") {
-            o.rows.clear();
-            for (const std::string& r : split(v)) o.rows.push_back(positive(a, r, 4096));
-        } else if (a == "--k") {
-            o.k = positive(a, v, 1 << 16);
-        } else if (a == "--n") {
-            o.n = positive(a, v, 1 << 18);
-        } else if (a == "--matrices") {
-            o.matrices = static_cast<int>(positive(a, v, 256));
-        } else if (a == "--threads") {
-            o.threads = static_cast<int>(positive(a, v, 1024));
-        } else if (a == "--reps") {
-            o.reps = static_cast<int>(positive(a, v, 1000));
-        } else if (a == "--bandwidth-mib") {
-            o.bandwidth_mib = static_cast<std::size_t>(positive(a, v, 1 << 16));
-        } else {
-            throw invalid_parameter(a, "is not an option (--help lists them)");
-        }
+        } else if (a.is("--types")) o.types = parse_types(a);
+        else if (a.is("--rows")) o.rows = a.integers<index_t>(1, 4096);
+        else if (a.is("--k")) o.k = a.integer<index_t>(1, 1 << 16);
+        else if (a.is("--n")) o.n = a.integer<index_t>(1, 1 << 18);
+        else if (a.is("--matrices")) o.matrices = a.integer(1, 256);
+        else if (a.is("--threads", "-t")) o.threads = a.integer(1, cli::max_threads);
+        else if (a.is("--reps")) o.reps = a.integer(1, 1000);
+        else if (a.is("--bandwidth-mib")) o.bandwidth_mib = a.integer<std::size_t>(1, 1 << 16);
+        else a.unknown();
     }
     return o;
 }
@@ -138,51 +99,50 @@ std::vector<cpu::quant::matrix> random_matrices(io::gguf_type type, index_t n, i
 
 }  // namespace
 
-int main(int argc, char** argv) try {
-    const options o = parse(argc, argv);
-    bench::set_threads(o.threads);
-    const bench::ceilings cs = bench::measure_ceilings({o.threads}, o.peak, o.bandwidth_mib);
-    const bench::ceiling c = cs.of(o.threads);
-    const cpu::kernel_table& kt = cpu::kernels();
-    const bench::applied_peak pk = bench::peak_for(c.pk, kt.quant.name);
-    std::printf("dlm quantized product benchmark: kernels %s, products %s, %d thread(s), best of %d, %d matrices of %lld x %lld in turn\n",
-                kt.name, kt.quant.name, o.threads, o.reps, o.matrices, static_cast<long long>(o.n), static_cast<long long>(o.k));
-    bench::print_ceilings(cs, o.bandwidth_mib);
-    const index_t most_rows = *std::max_element(o.rows.begin(), o.rows.end());
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> x(static_cast<std::size_t>(most_rows * o.k)), y(static_cast<std::size_t>(most_rows * o.n));
-    for (float& v : x) v = normal(rng);
-    for (const io::gguf_type type : o.types) {
-        const std::vector<cpu::quant::matrix> ms = random_matrices(type, o.n, o.k, o.matrices, rng);
-        const double bytes = static_cast<double>(ms.front().bytes());
-        std::printf("%s: %.1f MB a matrix\n", std::string(io::gguf_type_name(type)).c_str(), bytes / 1e6);
-        for (const index_t m : o.rows) {
-            // Seconds per matrix, the best of o.reps passes over every matrix.
-            const auto product = [&] { return bench::best_of(o.reps, [&] { for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n); }) / o.matrices; };
-            const double best = product();
-            // The activations' quantization alone (a part of each product above), best of as many.
-            cpu::quant::activations act;
-            const double quantize = bench::best_of(o.reps, [&] { act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant); });
-            const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
-            double vector_side = 0;  // the AMX kernels without their tile instructions (--amx-vector-side)
-#if defined(__x86_64__)
-            if (o.amx_vector_side) {
-                const bench::amx_vector_side on;
-                vector_side = product();
+int main(int argc, char** argv) {
+    return bench::run_main("dlm-bench-quant", usage_text, [&] {
+        const options o = parse(argc, argv);
+        bench::set_threads(o.threads);
+        const bench::ceilings cs = bench::measure_ceilings({o.threads}, o.peak, o.bandwidth_mib);
+        const bench::ceiling c = cs.of(o.threads);
+        const cpu::kernel_table& kt = cpu::kernels();
+        const bench::applied_peak pk = bench::peak_for(c.pk, kt.quant.name);
+        std::printf("dlm quantized product benchmark: kernels %s, products %s, %d thread(s), best of %d, %d matrices of %lld x %lld in turn\n",
+                    kt.name, kt.quant.name, o.threads, o.reps, o.matrices, static_cast<long long>(o.n), static_cast<long long>(o.k));
+        bench::print_ceilings(cs, o.bandwidth_mib);
+        const index_t most_rows = *std::max_element(o.rows.begin(), o.rows.end());
+        std::mt19937 rng(1);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> x(static_cast<std::size_t>(most_rows * o.k)), y(static_cast<std::size_t>(most_rows * o.n));
+        for (float& v : x) v = normal(rng);
+        for (const io::gguf_type type : o.types) {
+            const std::vector<cpu::quant::matrix> ms = random_matrices(type, o.n, o.k, o.matrices, rng);
+            const double bytes = static_cast<double>(ms.front().bytes());
+            std::printf("%s: %.1f MB a matrix\n", std::string(io::gguf_type_name(type)).c_str(), bytes / 1e6);
+            for (const index_t m : o.rows) {
+                // Seconds per matrix, the best of o.reps passes over every matrix.
+                const auto product = [&] { return bench::best_of(o.reps, [&] { for (const cpu::quant::matrix& w : ms) cpu::quant::linear(m, x.data(), o.k, w, y.data(), o.n); }) / o.matrices; };
+                const double best = product();
+                // The activations' quantization alone (a part of each product above), best of as many.
+                cpu::quant::activations act;
+                const double quantize = bench::best_of(o.reps, [&] { act.quantize(m, o.k, x.data(), o.k, cpu::quant::geometry(type).block, kt.quant); });
+                const double ops = 2.0 * static_cast<double>(m) * static_cast<double>(o.n) * static_cast<double>(o.k);
+                double vector_side = 0;  // the AMX kernels without their tile instructions (--amx-vector-side)
+    #if defined(__x86_64__)
+                if (o.amx_vector_side) {
+                    const bench::amx_vector_side on;
+                    vector_side = product();
+                }
+    #endif
+                std::printf("  %4lld rows: %8.3f ms  %6.1f GB/s", static_cast<long long>(m), best * 1e3, bytes / best / 1e9);
+                if (c.read_bps > 0) std::printf("  floor x %5.2f", best / (bytes / c.read_bps));
+                std::printf("  %7.1f GOP/s", ops / best / 1e9);
+                if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", 100.0 * ops / best / pk.rate, pk.name);
+                std::printf("  quantizing A %.4f ms (%.1f %%)", quantize * 1e3, 100.0 * quantize / best);
+                if (vector_side > 0) std::printf("  amx-int8 vector side alone %.3f ms (%.1f GOP/s at most)", vector_side * 1e3, ops / vector_side / 1e9);
+                std::printf("\n");
             }
-#endif
-            std::printf("  %4lld rows: %8.3f ms  %6.1f GB/s", static_cast<long long>(m), best * 1e3, bytes / best / 1e9);
-            if (c.read_bps > 0) std::printf("  floor x %5.2f", best / (bytes / c.read_bps));
-            std::printf("  %7.1f GOP/s", ops / best / 1e9);
-            if (pk.rate > 0) std::printf("  %5.1f %% of peak (%s)", 100.0 * ops / best / pk.rate, pk.name);
-            std::printf("  quantizing A %.4f ms (%.1f %%)", quantize * 1e3, 100.0 * quantize / best);
-            if (vector_side > 0) std::printf("  amx-int8 vector side alone %.3f ms (%.1f GOP/s at most)", vector_side * 1e3, ops / vector_side / 1e9);
-            std::printf("\n");
         }
-    }
-    return 0;
-} catch (const std::exception& e) {
-    std::fprintf(stderr, "dlm-bench-quant: %s\n", e.what());
-    return 2;
+        return 0;
+    });
 }

@@ -14,12 +14,11 @@
 // the model cpu::transformer::random(config, seed, dtype, scale) builds in memory. Memory use is
 // one slice of one tensor; the data streams to disk. Progress goes to stderr.
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include <dlm/cpu/weight_sources.hpp>
 #include <dlm/io/dtype.hpp>
 
+#include "args.hpp"
 #include "gguf_checkpoint.hpp"
 #include "shapes.hpp"
 
@@ -36,30 +36,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
-[[noreturn]] void usage(const char* argv0, const std::string& error) {
-    if (!error.empty()) std::fprintf(stderr, "%s: %s\n", argv0, error.c_str());
-    std::fprintf(stderr,
-                 "usage: %s --shape NAME --out DIR [--dtype bf16|f16|f32] [--seed N] [--scale S] [--shards N]\n"
-                 "       %s --shape NAME --format gguf --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_k_m] [--seed N] [--scale S]\n"
-                 "  shapes: %s\n",
-                 argv0, argv0, bench::shape_names().c_str());
-    std::exit(2);
+std::string usage_text() {
+    return "usage: dlm-make-checkpoint --shape NAME --out DIR [--dtype bf16|f16|f32] [--seed N] [--scale S] [--shards N]\n"
+           "       dlm-make-checkpoint --shape NAME --format gguf --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_k_m] [--seed N] [--scale S]\n"
+           "  shapes: " + bench::shape_names() + "\n";
 }
 
-// A number in [lo, hi] (whole when asked), or the usage line naming the flag.
-std::string shortest(double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.16g", x);
-    return buf;
-}
+struct options {
+    std::string shape_name, out_dir, dtype_name = "bf16", format = "safetensors", gguf_type = "q8_0";
+    std::uint64_t seed = 1;
+    float scale = 1.0f;
+    int shards = 0;  // 0: the shape's own count
+};
 
-double number(const char* argv0, const std::string& flag, const std::string& v, double lo, double hi, bool whole) {
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(x >= lo && x <= hi) || (whole && x != std::floor(x)))
-        usage(argv0, flag + " must be " + (whole ? "a whole number" : "a number") + " in [" + shortest(lo) + ", " + shortest(hi) +
-                         "], not '" + v + "'");
-    return x;
+options parse(int argc, char** argv) {
+    options o;
+    bench::args a(argc, argv);
+    while (a.next()) {
+        if (a.is("--shape")) o.shape_name = a.value();
+        else if (a.is("--out")) o.out_dir = a.value();
+        else if (a.is("--dtype")) o.dtype_name = a.value();
+        else if (a.is("--seed")) o.seed = a.integer<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max());
+        else if (a.is("--scale")) o.scale = static_cast<float>(a.number(1e-6, 1e6));
+        else if (a.is("--shards")) o.shards = a.integer(1, 9999);
+        else if (a.is("--format")) o.format = a.value();
+        else if (a.is("--type")) o.gguf_type = a.value();
+        else a.unknown();
+    }
+    if (o.shape_name.empty()) throw invalid_parameter("--shape", "is required");
+    if (o.out_dir.empty()) throw invalid_parameter("--out", "is required");
+    if (o.format != "safetensors" && o.format != "gguf") throw invalid_parameter("--format", "must be safetensors or gguf, not '" + o.format + "'");
+    return o;
 }
 
 struct tensor_entry {
@@ -77,152 +84,143 @@ std::string shard_name(int i, int n) {
     return buf;
 }
 
+
+// The tensors in the transformer's read order, each given to one of `shards` files of about equal size.
+std::vector<tensor_entry> plan_tensors(const io::model_config& cfg, io::dtype type, int shards, std::uint64_t& total) {
+    std::vector<tensor_entry> tensors;
+    total = 0;
+    for (const auto& [role, layer] : cpu::weight_order(cfg)) {
+        tensor_entry t{role, layer, cpu::tensor_name(cfg.arch, role, layer), cpu::tensor_shape(cfg, role), 0, 0};
+        std::uint64_t n = 1;
+        for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(d);
+        t.bytes = n * io::dtype_size(type);
+        total += t.bytes;
+        tensors.push_back(std::move(t));
+    }
+    std::uint64_t running = 0;
+    for (tensor_entry& t : tensors) {
+        t.shard = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(shards - 1), running * static_cast<std::uint64_t>(shards) / total));
+        running += t.bytes;
+    }
+    return tensors;
+}
+
+// Streams one tensor's values to `out` in slices of about 4 M values; returns the bytes written.
+std::uint64_t write_tensor(std::ofstream& out, cpu::random_source& src, const tensor_entry& t, io::dtype type) {
+    const std::int64_t rows = t.shape.front(), cols = t.shape.size() == 2 ? t.shape[1] : 1;
+    const std::int64_t chunk = std::max<std::int64_t>(1, (1 << 22) / cols);
+    const std::size_t width = io::dtype_size(type);
+    std::vector<float> values;
+    std::vector<unsigned char> bytes;
+    std::uint64_t written = 0;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const std::int64_t n = std::min(chunk, rows - r0);
+        values.resize(static_cast<std::size_t>(n * cols));
+        src.read(t.role, t.layer, static_cast<index_t>(r0), static_cast<index_t>(n), values.data());
+        bytes.resize(values.size() * width);
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            std::uint32_t bits;
+            if (type == io::dtype::f32) std::memcpy(&bits, &values[i], 4);
+            else bits = type == io::dtype::bf16 ? io::f32_to_bf16(values[i]) : io::f32_to_f16(values[i]);
+            for (std::size_t b = 0; b < width; ++b) bytes[i * width + b] = static_cast<unsigned char>((bits >> (8 * b)) & 0xffu);
+        }
+        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        written += bytes.size();
+    }
+    return written;
+}
+
+// A safetensors folder: config.json, the shards (or one model.safetensors) and their index.
+void write_safetensors(const options& o, const bench::named_shape& shape, io::dtype type, int shards) {
+    const io::model_config cfg = io::parse_config(shape.config, o.shape_name);
+    std::uint64_t total = 0;
+    const std::vector<tensor_entry> tensors = plan_tensors(cfg, type, shards, total);
+    fs::create_directories(o.out_dir);
+    {
+        nlohmann::json config = shape.config;
+        config["torch_dtype"] = o.dtype_name == "bf16" ? "bfloat16" : o.dtype_name == "f16" ? "float16" : "float32";
+        std::ofstream(fs::path(o.out_dir) / "config.json") << config.dump(2) << "\n";
+    }
+    std::fprintf(stderr, "dlm-make-checkpoint: %s, %.2f GB of %s in %d file(s) into %s\n", o.shape_name.c_str(), static_cast<double>(total) / 1e9,
+                 o.dtype_name.c_str(), shards, o.out_dir.c_str());
+
+    cpu::random_source src(cfg, o.seed, type, o.scale);
+    nlohmann::json weight_map = nlohmann::json::object();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::uint64_t written = 0;
+    for (int s = 0; s < shards; ++s) {
+        const std::string file = shards == 1 ? "model.safetensors" : shard_name(s, shards);
+        nlohmann::json header = nlohmann::json::object();
+        header["__metadata__"] = {{"format", "pt"}};
+        std::uint64_t offset = 0;
+        for (const tensor_entry& t : tensors)
+            if (t.shard == s) {
+                header[t.name] = {{"dtype", std::string(io::dtype_name(type))}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+                offset += t.bytes;
+                weight_map[t.name] = file;
+            }
+        std::string text = header.dump();
+        text.append((8 - text.size() % 8) % 8, ' ');
+        std::ofstream out(fs::path(o.out_dir) / file, std::ios::binary | std::ios::trunc);
+        if (!out) throw file_error((fs::path(o.out_dir) / file).string(), "cannot open for writing");
+        unsigned char len[8];
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xffu);
+        out.write(reinterpret_cast<const char*>(len), 8);
+        out.write(text.data(), static_cast<std::streamsize>(text.size()));
+        for (const tensor_entry& t : tensors) {
+            if (t.shard != s) continue;
+            written += write_tensor(out, src, t, type);
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (t.role == cpu::tensor_role::down_proj || t.role == cpu::tensor_role::embedding || t.role == cpu::tensor_role::lm_head)
+                std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(written) / 1e9, static_cast<double>(total) / 1e9,
+                             static_cast<double>(written) / 1e6 / std::max(secs, 1e-9));
+        }
+        if (!out) throw file_error((fs::path(o.out_dir) / file).string(), "write failed (disk full?)");
+    }
+    if (shards > 1) {
+        const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+        std::ofstream(fs::path(o.out_dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB in %.1f s\n", static_cast<double>(written) / 1e9, secs);
+}
+
+// One GGUF file, as llama.cpp's converter and llama-quantize lay it out.
+void write_gguf(const options& o, const bench::named_shape& shape) {
+    const auto type = bench::parse_gguf_checkpoint_type(o.gguf_type);
+    if (!type) throw invalid_parameter("--type", "must be f32, f16, bf16, q8_0 or q4_k_m, not '" + o.gguf_type + "'");
+    const io::model_config cfg = io::parse_config(shape.config, o.shape_name);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "dlm-make-checkpoint: %s as GGUF %s into %s\n", o.shape_name.c_str(), o.gguf_type.c_str(), o.out_dir.c_str());
+    const std::uint64_t bytes = bench::write_gguf_checkpoint(cfg, o.shape_name, *type, o.out_dir, o.seed, o.scale, [&](std::uint64_t done, std::uint64_t total) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9,
+                     static_cast<double>(done) / 1e6 / std::max(secs, 1e-9));
+    });
+    std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB of tensors (%llu bytes in the file) in %.1f s\n", static_cast<double>(bytes) / 1e9,
+                 static_cast<unsigned long long>(fs::file_size(o.out_dir)),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string shape_name, out_dir, dtype_name = "bf16", format = "safetensors", gguf_type = "q8_0";
-    std::uint64_t seed = 1;
-    float scale = 1.0f;
-    int shards = 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(argv[0], a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--shape") shape_name = value();
-        else if (a == "--out") out_dir = value();
-        else if (a == "--dtype") dtype_name = value();
-        else if (a == "--seed") seed = static_cast<std::uint64_t>(number(argv[0], a, value(), 0, 9007199254740992.0, true));
-        else if (a == "--scale") scale = static_cast<float>(number(argv[0], a, value(), 1e-6, 1e6, false));
-        else if (a == "--shards") shards = static_cast<int>(number(argv[0], a, value(), 1, 9999, true));
-        else if (a == "--format") format = value();
-        else if (a == "--type") gguf_type = value();
-        else if (a == "-h" || a == "--help") usage(argv[0], "");
-        else usage(argv[0], "unknown argument '" + a + "'");
-    }
-    if (shape_name.empty() || out_dir.empty()) usage(argv[0], "--shape and --out are required");
-    const auto shape = bench::find_shape(shape_name);
-    if (!shape) usage(argv[0], "unknown shape '" + shape_name + "' (" + bench::shape_names() + ")");
-    if (bench::is_diffusion_gemma(shape->config))
-        usage(argv[0], "shape '" + shape_name + "' is a DiffusionGemma model: dlm-make-checkpoint writes transformer layouts; "
-                       "dlm-bench-forward --shape " + shape_name + " measures it with random weights");
-    io::dtype type;
-    if (dtype_name == "bf16") type = io::dtype::bf16;
-    else if (dtype_name == "f16") type = io::dtype::f16;
-    else if (dtype_name == "f32") type = io::dtype::f32;
-    else usage(argv[0], "--dtype must be bf16, f16 or f32, not '" + dtype_name + "'");
-    if (shards <= 0) shards = shape->shards;
-    if (format == "gguf") {
-        const auto type = bench::parse_gguf_checkpoint_type(gguf_type);
-        if (!type) usage(argv[0], "--type must be f32, f16, bf16, q8_0 or q4_k_m, not '" + gguf_type + "'");
-        try {
-            const io::model_config cfg = io::parse_config(shape->config, shape_name);
-            const auto t0 = std::chrono::steady_clock::now();
-            std::fprintf(stderr, "dlm-make-checkpoint: %s as GGUF %s into %s\n", shape_name.c_str(), gguf_type.c_str(), out_dir.c_str());
-            const std::uint64_t bytes = bench::write_gguf_checkpoint(cfg, shape_name, *type, out_dir, seed, scale, [&](std::uint64_t done, std::uint64_t total) {
-                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9,
-                             static_cast<double>(done) / 1e6 / std::max(secs, 1e-9));
-            });
-            std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB of tensors (%llu bytes in the file) in %.1f s\n", static_cast<double>(bytes) / 1e9,
-                         static_cast<unsigned long long>(fs::file_size(out_dir)),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "dlm-make-checkpoint: error: %s\n", e.what());
-            return 1;
+    return bench::run_main("dlm-make-checkpoint", usage_text(), [&] {
+        const options o = parse(argc, argv);
+        const auto shape = bench::find_shape(o.shape_name);
+        if (!shape) throw invalid_parameter("--shape", "unknown shape '" + o.shape_name + "' (" + bench::shape_names() + ")");
+        if (bench::is_diffusion_gemma(shape->config))
+            throw invalid_parameter("--shape", "'" + o.shape_name + "' is a DiffusionGemma model: dlm-make-checkpoint writes transformer "
+                                    "layouts; dlm-bench-forward --shape " + o.shape_name + " measures it with random weights");
+        if (o.format == "gguf") {
+            write_gguf(o, *shape);
+            return 0;
         }
+        io::dtype type = io::dtype::bf16;
+        if (o.dtype_name == "f16") type = io::dtype::f16;
+        else if (o.dtype_name == "f32") type = io::dtype::f32;
+        else if (o.dtype_name != "bf16") throw invalid_parameter("--dtype", "must be bf16, f16 or f32, not '" + o.dtype_name + "'");
+        write_safetensors(o, *shape, type, o.shards > 0 ? o.shards : shape->shards);
         return 0;
-    }
-    if (format != "safetensors") usage(argv[0], "--format must be safetensors or gguf, not '" + format + "'");
-
-    try {
-        const io::model_config cfg = io::parse_config(shape->config, shape_name);
-        std::vector<tensor_entry> tensors;
-        std::uint64_t total = 0;
-        for (const auto& [role, layer] : cpu::weight_order(cfg)) {
-            tensor_entry t{role, layer, cpu::tensor_name(cfg.arch, role, layer), cpu::tensor_shape(cfg, role), 0, 0};
-            std::uint64_t n = 1;
-            for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(d);
-            t.bytes = n * io::dtype_size(type);
-            total += t.bytes;
-            tensors.push_back(std::move(t));
-        }
-        // Shards of about equal size, tensors in order.
-        std::uint64_t running = 0;
-        for (tensor_entry& t : tensors) {
-            t.shard = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(shards - 1), running * static_cast<std::uint64_t>(shards) / total));
-            running += t.bytes;
-        }
-        fs::create_directories(out_dir);
-        {
-            nlohmann::json config = shape->config;
-            config["torch_dtype"] = dtype_name == "bf16" ? "bfloat16" : dtype_name == "f16" ? "float16" : "float32";
-            std::ofstream(fs::path(out_dir) / "config.json") << config.dump(2) << "\n";
-        }
-        std::fprintf(stderr, "dlm-make-checkpoint: %s, %.2f GB of %s in %d file(s) into %s\n", shape_name.c_str(), static_cast<double>(total) / 1e9,
-                     dtype_name.c_str(), shards, out_dir.c_str());
-
-        cpu::random_source src(cfg, seed, type, scale);
-        nlohmann::json weight_map = nlohmann::json::object();
-        const auto t0 = std::chrono::steady_clock::now();
-        std::uint64_t written = 0;
-        std::vector<float> values;
-        std::vector<unsigned char> bytes;
-        for (int s = 0; s < shards; ++s) {
-            const std::string file = shards == 1 ? "model.safetensors" : shard_name(s, shards);
-            nlohmann::json header = nlohmann::json::object();
-            header["__metadata__"] = {{"format", "pt"}};
-            std::uint64_t offset = 0;
-            for (const tensor_entry& t : tensors)
-                if (t.shard == s) {
-                    header[t.name] = {{"dtype", std::string(io::dtype_name(type))}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
-                    offset += t.bytes;
-                    weight_map[t.name] = file;
-                }
-            std::string text = header.dump();
-            text.append((8 - text.size() % 8) % 8, ' ');
-            std::ofstream out(fs::path(out_dir) / file, std::ios::binary | std::ios::trunc);
-            if (!out) throw file_error((fs::path(out_dir) / file).string(), "cannot open for writing");
-            unsigned char len[8];
-            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xffu);
-            out.write(reinterpret_cast<const char*>(len), 8);
-            out.write(text.data(), static_cast<std::streamsize>(text.size()));
-            for (const tensor_entry& t : tensors) {
-                if (t.shard != s) continue;
-                const std::int64_t rows = t.shape.front(), cols = t.shape.size() == 2 ? t.shape[1] : 1;
-                const std::int64_t chunk = std::max<std::int64_t>(1, (1 << 22) / cols);
-                for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
-                    const std::int64_t n = std::min(chunk, rows - r0);
-                    values.resize(static_cast<std::size_t>(n * cols));
-                    src.read(t.role, t.layer, static_cast<index_t>(r0), static_cast<index_t>(n), values.data());
-                    bytes.resize(values.size() * io::dtype_size(type));
-                    for (std::size_t i = 0; i < values.size(); ++i) {
-                        std::uint32_t bits;
-                        std::size_t width = io::dtype_size(type);
-                        if (type == io::dtype::f32) std::memcpy(&bits, &values[i], 4);
-                        else bits = type == io::dtype::bf16 ? io::f32_to_bf16(values[i]) : io::f32_to_f16(values[i]);
-                        for (std::size_t b = 0; b < width; ++b) bytes[i * width + b] = static_cast<unsigned char>((bits >> (8 * b)) & 0xffu);
-                    }
-                    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-                    written += bytes.size();
-                }
-                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                if (t.role == cpu::tensor_role::down_proj || t.role == cpu::tensor_role::embedding || t.role == cpu::tensor_role::lm_head)
-                    std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(written) / 1e9, static_cast<double>(total) / 1e9,
-                                 static_cast<double>(written) / 1e6 / std::max(secs, 1e-9));
-            }
-            if (!out) throw file_error((fs::path(out_dir) / file).string(), "write failed (disk full?)");
-        }
-        if (shards > 1) {
-            const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-            std::ofstream(fs::path(out_dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
-        }
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB in %.1f s\n", static_cast<double>(written) / 1e9, secs);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "dlm-make-checkpoint: error: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+    });
 }

@@ -12,9 +12,7 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <iostream>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -30,6 +28,7 @@
 #include <dlm/registry/validate.hpp>
 
 #include "bounds.hpp"
+#include "values.hpp"
 
 namespace dlm::cli {
 
@@ -117,56 +116,7 @@ struct options {
     }
 };
 
-/// The most threads -t (and Python's LLM(threads=)) asks of OpenMP.
-inline constexpr int max_threads = 4096;
-
 namespace detail {
-
-[[noreturn]] inline void bad(std::string_view flag, const std::string& why) { throw invalid_parameter(std::string(flag), why); }
-
-inline std::string quoted(std::string_view v) {
-    std::string q(1, '\'');
-    q.append(v);
-    q += '\'';
-    return q;
-}
-
-template <class Int>
-Int to_integer(std::string_view flag, std::string_view v, Int lo, Int hi) {
-    Int x{};
-    const char* end = v.data() + v.size();
-    const auto [p, ec] = std::from_chars(v.data(), end, x);
-    if (ec == std::errc::result_out_of_range) bad(flag, "value " + quoted(v) + " is out of range");
-    if (ec != std::errc{} || p != end || v.empty()) bad(flag, "expected an integer, got " + quoted(v));
-    if (x < lo) bad(flag, "must be >= " + std::to_string(lo) + ", got " + std::string(v));
-    if (x > hi) bad(flag, "must be <= " + std::to_string(hi) + ", got " + std::string(v));
-    return x;
-}
-
-inline double to_number(std::string_view flag, std::string_view v) {
-    double x = 0;
-    const char* end = v.data() + v.size();
-    const auto [p, ec] = std::from_chars(v.data(), end, x);
-    if (ec != std::errc{} || p != end || v.empty() || !std::isfinite(x)) bad(flag, "expected a finite number, got " + quoted(v));
-    return x;
-}
-
-/// lo < x <= hi (open_lo) or lo <= x <= hi, written as (lo, hi] / [lo, hi].
-inline double in_range(std::string_view flag, std::string_view v, double lo, double hi, bool open_lo, bool open_hi = false) {
-    const double x = to_number(flag, v);
-    const bool ok = (open_lo ? x > lo : x >= lo) && (open_hi ? x < hi : x <= hi);
-    if (!ok) {
-        auto num = [](double d) {
-            std::string s = std::to_string(d);
-            s.erase(s.find_last_not_of('0') + 1);
-            if (s.back() == '.') s.pop_back();
-            return d == std::numeric_limits<double>::infinity() ? std::string("inf") : s;
-        };
-        bad(flag, std::string("must be in ") + (open_lo ? "(" : "[") + num(lo) + ", " + num(hi) + (open_hi ? ")" : "]") +
-                      ", got " + std::string(v));
-    }
-    return x;
-}
 
 /// A value of registry option `o` within its bounds (bounds.hpp), as the Python package bounds it.
 template <class T>
@@ -295,12 +245,7 @@ struct flag {
          [](options& o, auto f, auto v) {
              o.compare = true;
              o.compare_presets.clear();
-             std::size_t b = 0;
-             while (b <= v.size()) {
-                 const std::size_t e = std::min(v.find(',', b), v.size());
-                 o.compare_presets.push_back(to_preset(f, v.substr(b, e - b)));
-                 b = e + 1;
-             }
+             for (const std::string_view p : split_commas(v)) o.compare_presets.push_back(to_preset(f, p));
          }},
         {"Evaluation", "--data", "FILE", "JSONL problems with \"question\" and \"final\" (default: the shipped test set)", E,
          [](options& o, auto f, auto v) { o.data = as_path(f, v); }},

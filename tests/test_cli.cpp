@@ -17,6 +17,8 @@
 #include "cli/stats.hpp"
 #include "cli/trace.hpp"
 
+#include "bench/args.hpp"
+
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_cli {
 
@@ -392,6 +394,82 @@ TEST_CASE("cli: a config.json whose model_type is not a string is left to the mo
     write(R"({"model_type": "diffusion_gemma"})");
     CHECK(cli::is_diffusion_gemma(dir));
     std::filesystem::remove_all(dir);
+}
+
+// bench/args.hpp: the benchmark programs' flags, refused with cli/values.hpp's words.
+namespace {
+
+struct argv_of {
+    std::vector<std::string> words;
+    std::vector<char*> ptrs;
+    explicit argv_of(std::vector<std::string> w) : words(std::move(w)) {
+        words.insert(words.begin(), "dlm-bench-x");
+        for (std::string& x : words) ptrs.push_back(x.data());
+    }
+    [[nodiscard]] int argc() const { return static_cast<int>(ptrs.size()); }
+    char** argv() { return ptrs.data(); }
+};
+
+// Reads --n (a count in [1, 64]), --rows (a list in [1, 8]), --scale (in [0.5, 2]), --names and -t / --threads.
+std::string read_bench_flags(std::vector<std::string> words) {
+    argv_of a(std::move(words));
+    dlm::bench::args f(a.argc(), a.argv());
+    std::string seen;
+    while (f.next()) {
+        if (f.is("--n")) seen += "n=" + std::to_string(f.integer(1, 64)) + " ";
+        else if (f.is("--rows")) for (const int r : f.integers(1, 8)) seen += "row=" + std::to_string(r) + " ";
+        else if (f.is("--scale")) seen += "scale=" + std::to_string(f.number(0.5, 2.0)).substr(0, 4) + " ";
+        else if (f.is("--names")) for (const std::string& x : f.names()) seen += "name=" + x + " ";
+        else if (f.is("--threads", "-t")) seen += "threads=" + f.value() + " ";
+        else f.unknown();
+    }
+    return seen;
+}
+
+std::string refusal(std::vector<std::string> words) {
+    try {
+        (void)read_bench_flags(std::move(words));
+    } catch (const dlm::invalid_parameter& e) {
+        return e.what();
+    }
+    return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("cli: the benchmarks' flags are read in order, lists and aliases included") {
+    CHECK(read_bench_flags({"--n", "64", "--rows", "1,8", "-t", "2", "--scale", "0.5", "--names", "a,b"}) ==
+          "n=64 row=1 row=8 threads=2 scale=0.50 name=a name=b ");
+    CHECK(read_bench_flags({"--threads", "3"}) == "threads=3 ");
+    CHECK(read_bench_flags({}).empty());
+}
+
+TEST_CASE("cli: a benchmark refuses a bad flag or value by name, as dlm-generate does") {
+    CHECK(refusal({"--n", "0"}) == "invalid parameter '--n': must be >= 1, got 0");
+    CHECK(refusal({"--n", "65"}) == "invalid parameter '--n': must be <= 64, got 65");
+    CHECK(refusal({"--n", "-1"}) == "invalid parameter '--n': must be >= 1, got -1");
+    CHECK(refusal({"--n", "abc"}) == "invalid parameter '--n': expected an integer, got 'abc'");
+    CHECK(refusal({"--n", "4x"}) == "invalid parameter '--n': expected an integer, got '4x'");
+    CHECK(refusal({"--n", "99999999999999999999"}) == "invalid parameter '--n': value '99999999999999999999' is out of range");
+    CHECK(refusal({"--n"}) == "invalid parameter '--n': needs a value");
+    CHECK(refusal({"--rows", "1,,2"}) == "invalid parameter '--rows': expected an integer, got ''");
+    CHECK(refusal({"--rows", "1,9"}) == "invalid parameter '--rows': must be <= 8, got 9");
+    CHECK(refusal({"--scale", "3"}) == "invalid parameter '--scale': must be in [0.5, 2], got 3");
+    CHECK(refusal({"--scale", "nan"}) == "invalid parameter '--scale': expected a finite number, got 'nan'");
+    CHECK(refusal({"--names", "a,"}) == "invalid parameter '--names': has an empty item in 'a,'");
+    CHECK(refusal({"--bogus"}) == "invalid parameter '--bogus': unknown flag (see --help)");
+    CHECK_THROWS_AS(read_bench_flags({"--n", "1", "--help"}), dlm::bench::help_requested);
+    CHECK_THROWS_AS(read_bench_flags({"-h"}), dlm::bench::help_requested);
+}
+
+TEST_CASE("cli: a benchmark's main exits 0 on help, 2 on a bad flag and 1 on any other error") {
+    const std::string usage = "usage: dlm-bench-x\n";
+    CHECK(dlm::bench::run_main("dlm-bench-x", usage, [] { return 0; }) == 0);
+    CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw dlm::bench::help_requested{}; }) == 0);
+    CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw dlm::invalid_parameter("--n", "must be >= 1, got 0"); }) == 2);
+    CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw dlm::invalid_parameter("gen_length", "must be > 0"); }) == 1);
+    CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw dlm::file_error("x.json", "cannot open"); }) == 1);
+    CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw std::runtime_error("boom"); }) == 1);
 }
 
 }  // namespace test_cli
