@@ -107,6 +107,31 @@ inline void add_byte_tokenizer(io::gguf_writer& w, const io::model_config& c) {
     w.add_u32("tokenizer.ggml.mask_token_id", static_cast<std::uint32_t>(c.mask_id));
 }
 
+/// The file's keys: general.*, the architecture's hyperparameters, and the byte tokenizer.
+inline void add_metadata(io::gguf_writer& w, const io::model_config& c, const std::string& name, const gguf_checkpoint_type& type) {
+    const std::string arch = c.arch == io::architecture::llada ? "llada" : "dream";
+    w.add_string("general.architecture", arch);
+    w.add_string("general.name", "dlm random " + name);
+    w.add_u32("general.file_type", type.llama_ftype);
+    if (type.quant) w.add_u32("general.quantization_version", 2);
+    const auto key = [&](const char* k) { return arch + "." + k; };
+    w.add_u32(key("block_count"), static_cast<std::uint32_t>(c.num_layers));
+    w.add_u32(key("context_length"), static_cast<std::uint32_t>(c.max_context));
+    w.add_u32(key("embedding_length"), static_cast<std::uint32_t>(c.hidden_size));
+    w.add_u32(key("feed_forward_length"), static_cast<std::uint32_t>(c.intermediate_size));
+    w.add_u32(key("attention.head_count"), static_cast<std::uint32_t>(c.num_heads));
+    w.add_u32(key("attention.head_count_kv"), static_cast<std::uint32_t>(c.num_kv_heads));
+    w.add_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
+    w.add_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.rms_norm_eps));
+    w.add_u32(key("rope.dimension_count"), static_cast<std::uint32_t>(c.head_dim));
+    w.add_bool(key("attention.causal"), false);
+    if (c.arch == io::architecture::llada) {
+        w.add_u32(key("vocab_size"), static_cast<std::uint32_t>(c.vocab_size));
+        w.add_bool("diffusion.shift_logits", false);
+    }
+    add_byte_tokenizer(w, c);
+}
+
 /// One tensor of the file: its role, GGUF type and byte size.
 struct gguf_entry {
     cpu::tensor_role role;
@@ -128,28 +153,8 @@ inline std::uint64_t write_gguf_checkpoint(const io::model_config& c, const std:
     if (c.arch != io::architecture::llada && c.arch != io::architecture::dream)
         throw invalid_parameter("shape", name + " is a " + std::string(io::architecture_name(c.arch)) +
                                              " model; llama.cpp's GGUF layouts dlm reads are llada and dream");
-    const std::string arch = c.arch == io::architecture::llada ? "llada" : "dream";
     io::gguf_writer w;
-    w.add_string("general.architecture", arch);
-    w.add_string("general.name", "dlm random " + name);
-    w.add_u32("general.file_type", type.llama_ftype);
-    if (type.quant) w.add_u32("general.quantization_version", 2);
-    const auto key = [&](const char* k) { return arch + "." + k; };
-    w.add_u32(key("block_count"), static_cast<std::uint32_t>(c.num_layers));
-    w.add_u32(key("context_length"), static_cast<std::uint32_t>(c.max_context));
-    w.add_u32(key("embedding_length"), static_cast<std::uint32_t>(c.hidden_size));
-    w.add_u32(key("feed_forward_length"), static_cast<std::uint32_t>(c.intermediate_size));
-    w.add_u32(key("attention.head_count"), static_cast<std::uint32_t>(c.num_heads));
-    w.add_u32(key("attention.head_count_kv"), static_cast<std::uint32_t>(c.num_kv_heads));
-    w.add_f32(key("rope.freq_base"), static_cast<float>(c.rope_theta));
-    w.add_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.rms_norm_eps));
-    w.add_u32(key("rope.dimension_count"), static_cast<std::uint32_t>(c.head_dim));
-    w.add_bool(key("attention.causal"), false);
-    if (c.arch == io::architecture::llada) {
-        w.add_u32(key("vocab_size"), static_cast<std::uint32_t>(c.vocab_size));
-        w.add_bool("diffusion.shift_logits", false);
-    }
-    detail::add_byte_tokenizer(w, c);
+    detail::add_metadata(w, c, name, type);
 
     std::vector<detail::gguf_entry> entries;
     std::uint64_t total = 0;
