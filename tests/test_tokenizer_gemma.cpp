@@ -156,7 +156,8 @@ std::string synthetic_json(std::size_t size, std::size_t& merges) {
     for (const auto& c : chars) add(c);
     for (const auto& x : chars)
         for (const auto& y : chars) add(x + y), merge(x, y);
-    for (std::size_t t = 0; id < size; ++t) {
+    for (std::size_t t = 0; t < size; ++t) {  // each pass adds one token (id counts them): stop at size
+        if (id >= size) break;
         const std::string &x = chars[t / (128 * 128)], &y = chars[t / 128 % 128], &z = chars[t % 128];
         add(x + y + z), merge(x + y, z), merge(x, y + z);
     }
