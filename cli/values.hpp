@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include <dlm/core/error.hpp>
@@ -39,6 +40,11 @@ template <class Int>
 Int to_integer(std::string_view flag, std::string_view v, Int lo, Int hi) {
     Int x{};
     const char* end = v.data() + v.size();
+    if constexpr (std::is_unsigned_v<Int>) {  // "-1" is a number below the range, not a malformed one
+        long long negative = 0;
+        const auto [p, ec] = std::from_chars(v.data(), end, negative);
+        if (ec == std::errc{} && p == end && negative < 0) bad(flag, "must be >= " + std::to_string(lo) + ", got " + std::string(v));
+    }
     const auto [p, ec] = std::from_chars(v.data(), end, x);
     if (ec == std::errc::result_out_of_range) bad(flag, "value " + quoted(v) + " is out of range");
     if (ec != std::errc{} || p != end || v.empty()) bad(flag, "expected an integer, got " + quoted(v));

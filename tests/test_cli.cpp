@@ -452,6 +452,9 @@ TEST_CASE("cli: a benchmark refuses a bad flag or value by name, as dlm-generate
     CHECK(refusal({"--n", "4x"}) == "invalid parameter '--n': expected an integer, got '4x'");
     CHECK(refusal({"--n", "99999999999999999999"}) == "invalid parameter '--n': value '99999999999999999999' is out of range");
     CHECK(refusal({"--n"}) == "invalid parameter '--n': needs a value");
+    CHECK_THROWS_WITH_AS((void)cli::detail::to_integer<std::size_t>("--requests", "-1", 2, 4096), "invalid parameter '--requests': must be >= 2, got -1",
+                         dlm::invalid_parameter);
+    CHECK(cli::detail::to_integer<std::uint64_t>("--seed", "18446744073709551615", 0, ~std::uint64_t{0}) == ~std::uint64_t{0});
     CHECK(refusal({"--rows", "1,,2"}) == "invalid parameter '--rows': expected an integer, got ''");
     CHECK(refusal({"--rows", "1,9"}) == "invalid parameter '--rows': must be <= 8, got 9");
     CHECK(refusal({"--scale", "3"}) == "invalid parameter '--scale': must be in [0.5, 2], got 3");
