@@ -191,6 +191,8 @@ TEST_CASE("diffusion_gemma: bad input is refused by name") {
     CHECK_THROWS_AS((void)r.m.new_context(5000), invalid_parameter);  // past max_position_embeddings 4096
     std::vector<float> small(10);
     CHECK_THROWS_WITH_AS(r.m.decode(ctx, ids(r.e["canvas_a"]), nullptr, small), doctest::Contains("logits"), invalid_parameter);
+    CHECK_THROWS_WITH_AS((void)diffusion_gemma::load(tiny / "no-such-model"), doctest::Contains("no-such-model: no such model folder or file"),
+                         file_error);
 }
 
 TEST_CASE("diffusion_gemma: config keys dlm does not compute are refused by name") {

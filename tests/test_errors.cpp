@@ -107,6 +107,17 @@ std::string safetensors_file(const std::string& header, std::size_t data_bytes) 
 
 // ---- checkpoints: truncated, wrong dtype, missing, wrong shape, config against weights ----
 
+TEST_CASE("errors: a model folder that does not exist is named, not a file of its parent folder") {
+    temp_dir dir;
+    const std::filesystem::path missing = dir / "no-such-model";
+    expect_error<file_error>([&] { (void)cpu::transformer::load(missing); }, {missing.string(), "no such model folder or file"});
+    expect_error<file_error>([&] { (void)cpu::transformer::load(missing / "config.json"); },
+                             {(missing / "config.json").string(), "no such model folder or file"});
+    // A file inside a model folder still names the folder.
+    write_model(dir, tiny_config(), tiny_tensors());
+    CHECK(cpu::transformer::load(dir / "config.json").vocab_size() == tiny_config()["vocab_size"].get<index_t>());
+}
+
 TEST_CASE("errors: a truncated checkpoint is refused at open, naming the file") {
     temp_dir dir;
     dlm_test::write_text(dir / "config.json", read_bytes(tiny_dir / "config.json"));

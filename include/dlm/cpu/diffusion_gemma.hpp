@@ -476,8 +476,7 @@ private:
 
 #if DLM_SEPARATE_BODIES
 DLM_SEPARATE_INLINE diffusion_gemma diffusion_gemma::load(const std::filesystem::path& folder, const load_options& opt) {
-    std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::is_directory(folder, ec) ? folder : folder.parent_path();
+    const std::filesystem::path dir = io::model_folder(folder);
     diffusion_gemma m(io::load_diffusion_gemma_config(dir));
     const io::checkpoint ck = io::checkpoint::open(dir);
     m.w_ = load_gemma_weights(ck, m.c_, opt);

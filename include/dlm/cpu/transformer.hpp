@@ -569,8 +569,7 @@ DLM_SEPARATE_INLINE transformer transformer::random(io::model_config config, std
 
 DLM_SEPARATE_INLINE transformer transformer::load(const std::filesystem::path& model_dir, const load_options& options) {
     if (io::is_gguf_path(model_dir)) return load_gguf(model_dir, options);
-    std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
+    const std::filesystem::path dir = io::model_folder(model_dir);
     transformer t(io::load_config(dir));
     const io::checkpoint ck = io::checkpoint::open(dir);
     checkpoint_source src(ck, t.config_);

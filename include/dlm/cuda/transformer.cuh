@@ -69,8 +69,7 @@ public:
     /// model.safetensors or a sharded checkpoint in f32, f16 or bf16, each tensor copied to the device
     /// as stored and converted there. A tensor the model does not use is refused (tensor_error).
     [[nodiscard]] static basic_transformer load(const std::filesystem::path& model_dir) {
-        std::error_code ec;
-        const std::filesystem::path dir = std::filesystem::is_directory(model_dir, ec) ? model_dir : model_dir.parent_path();
+        const std::filesystem::path dir = io::model_folder(model_dir);
         basic_transformer t(io::load_config(dir));
         const io::checkpoint ck = io::checkpoint::open(dir);
         t.weights_ = weights_from<T>(t.config_, ck, t.ctx_.stream());
