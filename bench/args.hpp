@@ -54,6 +54,10 @@ public:
         if (at_ >= argv_.size()) cli::detail::bad(flag_, "needs a value");
         return argv_[at_++];
     }
+    /// The value as a file or folder name: not empty (an empty -m would mean "no model" in silence).
+    std::string path() {
+        return cli::detail::non_empty(flag_, value(), "a path");
+    }
     /// The value as a whole number in [lo, hi].
     template <class Int = long long>
     Int integer(Int lo, Int hi) { return cli::detail::to_integer<Int>(flag_, value(), lo, hi); }

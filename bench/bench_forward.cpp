@@ -68,6 +68,7 @@
 #include <dlm/presets.hpp>
 
 #include "amx_vector_side.hpp"
+#include "../cli/files.hpp"
 #include "args.hpp"
 #include "ceilings.hpp"
 #include "roofline.hpp"
@@ -108,7 +109,7 @@ options parse(int argc, char** argv) {
     bench::args a(argc, argv);
     while (a.next()) {
         if (a.is("--shape")) o.shape = a.value();
-        else if (a.is("--model", "-m")) o.model_dir = a.value();
+        else if (a.is("--model", "-m")) o.model_dir = a.path();
         else if (a.is("--dtype")) o.dtype = a.value();
         else if (a.is("--kv")) o.kv = a.value();
         else if (a.is("--canvas")) o.canvas = a.integer<index_t>(1, most);
@@ -121,7 +122,7 @@ options parse(int argc, char** argv) {
         else if (a.is("--no-peak")) o.peak = false;
         else if (a.is("--amx-vector-side")) o.amx_vector_side = true;
         else if (a.is("--amx-vector-side-only")) o.amx_vector_side = o.vector_side_only = true;
-        else if (a.is("--json")) o.json_path = a.value();
+        else if (a.is("--json")) o.json_path = a.path();
         else if (a.is("--roofline")) o.roofline = true;
         else if (a.is("--roofline-rows")) o.roofline_rows = a.integer<index_t>(1, most);
         else if (a.is("--bandwidth-mib")) o.bandwidth_mib = a.integer<index_t>(0, most);
@@ -147,6 +148,7 @@ options parse(int argc, char** argv) {
     if (o.kv != "f32" && o.kv != "bf16") throw invalid_parameter("--kv", "must be f32 or bf16, not '" + o.kv + "'");
     if (o.threads.empty()) o.threads.push_back(bench::max_threads());
     if (o.verify_seed && o.model_dir.empty()) throw invalid_parameter("--verify-random", "needs -m DIR");
+    cli::check_writable(o.json_path);  // before the ceilings and the forwards, not after them
     if (o.verify_type && !o.verify_seed) throw invalid_parameter("--verify-type", "needs --verify-random SEED");
     return o;
 }
@@ -299,9 +301,7 @@ cpu::transformer load_model(const options& o, std::string& what) {
 /// --json FILE: the run's figures (nothing without a path).
 void write_json(const json& out, const std::string& path) {
     if (path.empty()) return;
-    std::ofstream f(path);
-    f << out.dump(2) << '\n';
-    if (!f) throw std::runtime_error("--json: cannot write " + path);
+    cli::write_file(path, out.dump(2) + "\n");
     std::printf("wrote %s\n", path.c_str());
 }
 

@@ -12,7 +12,6 @@
 // Exit status: 0 success, 1 a dlm error, 2 a bad flag or value.
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -22,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/engines.hpp"
+#include "cli/files.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -50,22 +50,6 @@ struct totals {
     std::int64_t forwards = 0, committed = 0, answer_tokens = 0, batched_forwards = 0;
     double seconds = 0;
 };
-
-void write_text(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-    if (!f) throw file_error(path, "cannot be written");
-}
-
-/// Throws dlm::file_error when `path` (--json, --predictions) cannot be written, before the evaluation
-/// rather than after it: opened for appending (its content kept), and removed again if it was not there.
-void check_writable(const std::string& path) {
-    if (path.empty()) return;
-    std::error_code ec;
-    const bool existed = std::filesystem::exists(path, ec);
-    if (!std::ofstream(path, std::ios::app | std::ios::binary)) throw file_error(path, "cannot be written");
-    if (!existed) std::filesystem::remove(path, ec);
-}
 
 /// Records problem i's failure: counted wrong, its reason on stderr (with the line of the data file)
 /// and in --predictions.
@@ -145,7 +129,7 @@ void report(const cli::options& o, const nlohmann::json& run, const std::vector<
                   {"latency_p50_s", lat.p50},       {"latency_p95_s", lat.p95},      {"tokens_per_second", tps},
                   {"answer_tokens", t.answer_tokens}, {"total_seconds", t.seconds}, {"batched_forwards", t.batched_forwards},
                   {"failed", t.failed}});
-        write_text(o.json, j.dump(2) + "\n");
+        cli::write_file(o.json, j.dump(2) + "\n");
     }
     if (!o.predictions.empty()) {
         std::string lines;
@@ -154,7 +138,7 @@ void report(const cli::options& o, const nlohmann::json& run, const std::vector<
             if (!x.failure.empty()) line["failure"] = x.failure;
             lines += line.dump() + "\n";
         }
-        write_text(o.predictions, lines);
+        cli::write_file(o.predictions, lines);
     }
 }
 
@@ -209,8 +193,9 @@ int run(const cli::options& o) {
     std::vector<cli::problem> problems = cli::read_problems(data);
     if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
     if (problems.empty()) throw file_error(data.string(), "holds no problem");
-    check_writable(o.json);  // before hours of decoding, not after them
-    check_writable(o.predictions);
+    cli::check_distinct({{"--json", o.json}, {"--predictions", o.predictions}}, {{"--data", data}});
+    cli::check_writable(o.json);  // before hours of decoding, not after them
+    cli::check_writable(o.predictions);
     return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
 }
 

@@ -10,14 +10,15 @@
 //   --dtype   keep (default): the weights as stored; f32 / bf16 convert at load
 // Threads: OMP_NUM_THREADS (the logits do not depend on it: docs/determinism.md).
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
 
+#include "../cli/files.hpp"
 #include "args.hpp"
 
 using namespace dlm;
@@ -36,8 +37,8 @@ options parse(int argc, char** argv) {
     options o;
     bench::args a(argc, argv);
     while (a.next()) {
-        if (a.is("--model", "-m")) o.model_path = a.value();
-        else if (a.is("--out")) o.out_path = a.value();
+        if (a.is("--model", "-m")) o.model_path = a.path();
+        else if (a.is("--out")) o.out_path = a.path();
         else if (a.is("--tokens")) o.tokens = a.integers<token_id>(0, std::numeric_limits<token_id>::max());
         else if (a.is("--rows")) o.rows = a.integer<index_t>(1, 1 << 20);
         else if (a.is("--dtype")) o.dtype = a.value();
@@ -46,6 +47,7 @@ options parse(int argc, char** argv) {
     if (o.model_path.empty()) throw invalid_parameter("-m", "is required");
     if (o.out_path.empty()) throw invalid_parameter("--out", "is required");
     if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16") throw invalid_parameter("--dtype", "must be keep, f32 or bf16, not '" + o.dtype + "'");
+    cli::check_writable(o.out_path);  // before the load and the forward
     return o;
 }
 
@@ -70,9 +72,7 @@ int main(int argc, char** argv) {
         std::vector<float> logits(o.tokens.size() * vocab);
         const forward_request<cpu::transformer::kv_cache> rq{o.tokens, l, p, nullptr};
         m.forward(std::span<const forward_request<cpu::transformer::kv_cache>>(&rq, 1), bidirectional_mask{}, logits);
-        std::ofstream out(o.out_path, std::ios::binary | std::ios::trunc);
-        out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
-        if (!out) throw file_error(o.out_path, "write failed");
+        cli::write_file(o.out_path, std::string_view(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float)));
         std::printf("dlm-dump-logits: %d rows x %zu logits of %s (weights %s, kernels %s) into %s\n", n, vocab, o.model_path.c_str(),
                     m.weight_type().c_str(), cpu::kernels().name, o.out_path.c_str());
         return 0;

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include <dlm/cpu/weight_sources.hpp>
 #include <dlm/io/dtype.hpp>
 
+#include "../cli/files.hpp"
 #include "args.hpp"
 #include "gguf_checkpoint.hpp"
 #include "shapes.hpp"
@@ -54,7 +56,7 @@ options parse(int argc, char** argv) {
     bench::args a(argc, argv);
     while (a.next()) {
         if (a.is("--shape")) o.shape_name = a.value();
-        else if (a.is("--out")) o.out_dir = a.value();
+        else if (a.is("--out")) o.out_dir = a.path();
         else if (a.is("--dtype")) o.dtype_name = a.value();
         else if (a.is("--seed")) o.seed = a.integer<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max());
         else if (a.is("--scale")) o.scale = static_cast<float>(a.number(1e-6, 1e6));
@@ -84,6 +86,26 @@ std::string shard_name(int i, int n) {
     return buf;
 }
 
+
+// The folder to write into, created if needed, without the checkpoint files of an earlier run: a
+// model.safetensors left beside new shards would be the one a loader reads (the single file wins).
+void prepare_folder(const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir, ec)) throw file_error(dir.string(), "cannot be made a folder: " + (ec ? ec.message() : "a file is there"));
+    const std::regex shard(R"(model-[0-9]{5}-of-[0-9]{5}\.safetensors)");
+    int removed = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name == "model.safetensors" || name == "model.safetensors.index.json" || std::regex_match(name, shard)) {
+            fs::remove(e.path(), ec);
+            if (ec) throw file_error(e.path().string(), "an earlier run's checkpoint file cannot be removed: " + ec.message());
+            ++removed;
+        }
+    }
+    if (ec) throw file_error(dir.string(), "cannot be listed: " + ec.message());
+    if (removed > 0) std::fprintf(stderr, "dlm-make-checkpoint: removed %d checkpoint file(s) of an earlier run from %s\n", removed, dir.string().c_str());
+}
 
 // The tensors in the transformer's read order, each given to one of `shards` files of about equal size.
 std::vector<tensor_entry> plan_tensors(const io::model_config& cfg, io::dtype type, int shards, std::uint64_t& total) {
@@ -135,11 +157,11 @@ void write_safetensors(const options& o, const bench::named_shape& shape, io::dt
     const io::model_config cfg = io::parse_config(shape.config, o.shape_name);
     std::uint64_t total = 0;
     const std::vector<tensor_entry> tensors = plan_tensors(cfg, type, shards, total);
-    fs::create_directories(o.out_dir);
+    prepare_folder(o.out_dir);
     {
         nlohmann::json config = shape.config;
         config["torch_dtype"] = o.dtype_name == "bf16" ? "bfloat16" : o.dtype_name == "f16" ? "float16" : "float32";
-        std::ofstream(fs::path(o.out_dir) / "config.json") << config.dump(2) << "\n";
+        cli::write_file(fs::path(o.out_dir) / "config.json", config.dump(2) + "\n");
     }
     std::fprintf(stderr, "dlm-make-checkpoint: %s, %.2f GB of %s in %d file(s) into %s\n", o.shape_name.c_str(), static_cast<double>(total) / 1e9,
                  o.dtype_name.c_str(), shards, o.out_dir.c_str());
@@ -175,11 +197,12 @@ void write_safetensors(const options& o, const bench::named_shape& shape, io::dt
                 std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(written) / 1e9, static_cast<double>(total) / 1e9,
                              static_cast<double>(written) / 1e6 / std::max(secs, 1e-9));
         }
+        out.close();
         if (!out) throw file_error((fs::path(o.out_dir) / file).string(), "write failed (disk full?)");
     }
     if (shards > 1) {
         const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-        std::ofstream(fs::path(o.out_dir) / "model.safetensors.index.json") << index.dump(2) << "\n";
+        cli::write_file(fs::path(o.out_dir) / "model.safetensors.index.json", index.dump(2) + "\n");
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB in %.1f s\n", static_cast<double>(written) / 1e9, secs);

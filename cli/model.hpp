@@ -161,7 +161,10 @@ template <class Model>
         return loaded_since(start, loaded_model{dir, std::move(model), std::move(tok), io::gguf_chat_format(f.header()), hints});
     }
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) throw file_error(dir.string(), "no such model folder (nor a .gguf file)");
+    if (!std::filesystem::is_directory(dir, ec)) {
+        const bool there = std::filesystem::exists(std::filesystem::symlink_status(dir, ec));
+        throw file_error(dir.string(), there ? "is not a model folder (nor a .gguf file)" : "no such model folder (nor a .gguf file)");
+    }
     io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
     cpu::transformer model = cpu::transformer::load(dir, lo);
     const model_hints hints = hints_of(model);

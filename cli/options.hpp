@@ -131,10 +131,7 @@ inline preset_id to_preset(std::string_view flag, std::string_view v) {
     bad(flag, "unknown preset " + quoted(v) + " (one of " + registry::builtin.list() + ")");
 }
 
-inline std::string as_path(std::string_view flag, std::string_view v) {
-    if (v.empty()) bad(flag, "expected a file name, got an empty string");
-    return std::string(v);
-}
+inline std::string as_path(std::string_view flag, std::string_view v) { return non_empty(flag, v, "a file name"); }
 
 inline constexpr index_t max_index = std::numeric_limits<index_t>::max();
 
@@ -265,11 +262,11 @@ struct flag {
         {"Evaluation", "--predictions", "FILE", "write each completion as a JSONL line {\"answer\": ...} (for tools/score.py)", E,
          [](options& o, auto f, auto v) { o.predictions = as_path(f, v); }},
         {"Server", "--host", "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)", S,
-         [](options& o, auto f, auto v) { o.host = as_path(f, v); }},
+         [](options& o, auto f, auto v) { o.host = non_empty(f, v, "an address"); }},
         {"Server", "--port", "N", "port to listen on (default 8080; 0: any free port, printed at start)", S,
          [](options& o, auto f, auto v) { o.port = to_integer<int>(f, v, 0, 65535); }},
         {"Server", "-a, --alias", "NAME", "the model id /v1/models lists and requests name (default: the model folder's name)", S,
-         [](options& o, auto f, auto v) { o.alias = as_path(f, v); }},
+         [](options& o, auto f, auto v) { o.alias = non_empty(f, v, "a model name"); }},
         {"Server", "-np, --parallel", "N", "sequences decoded together in the running batch at most (default 8)", S,
          [](options& o, auto f, auto v) { o.parallel = to_integer<index_t>(f, v, 1, 4096); }},
         {"Server", "--queue", "N", "requests waiting for a place in the batch at most; more get 429 (default 32; 0: none waits)", S,

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include <dlm/core/error.hpp>
 #include <dlm/core/result.hpp>
 
+#include "files.hpp"
 #include "scene.hpp"
 #ifdef DLM_CLI_HAVE_PNG
 #include "png.hpp"
@@ -229,10 +229,7 @@ inline void write_trace(const std::filesystem::path& file, const draw::scene& sc
         throw file_error(file.string(), "this program was built without libpng; write .svg");
 #endif
     }
-    std::ofstream out(file, std::ios::binary);
-    const std::string svg = draw::to_svg(sc);
-    out.write(svg.data(), static_cast<std::streamsize>(svg.size()));
-    if (!out) throw file_error(file.string(), "cannot be written");
+    write_file(file, draw::to_svg(sc));
 }
 
 }  // namespace dlm::cli

@@ -35,6 +35,12 @@ inline std::string quoted(std::string_view v) {
     return q;
 }
 
+/// `v` itself, refused when empty: "expected <what>, got an empty string".
+inline std::string non_empty(std::string_view flag, std::string_view v, std::string_view what) {
+    if (v.empty()) bad(flag, "expected " + std::string(what) + ", got an empty string");
+    return std::string(v);
+}
+
 /// A whole number in [lo, hi], written in decimal with nothing around it.
 template <class Int>
 Int to_integer(std::string_view flag, std::string_view v, Int lo, Int hi) {

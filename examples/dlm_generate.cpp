@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/engines.hpp"
+#include "cli/files.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -130,6 +131,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
 int run(const cli::options& o) {
     cli::set_threads(o.threads);
+    cli::check_writable(o.trace);  // before the load and the decode, not after them
     return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
 }
 

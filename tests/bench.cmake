@@ -58,6 +58,20 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
   add_test(NAME "bench: dlm-bench-prompt-cache refuses an unknown flag" COMMAND dlm-bench-prompt-cache --bogus)
   set_tests_properties("bench: dlm-bench-prompt-cache refuses an unknown flag" PROPERTIES
                        LABELS "bench;unsanitized" PASS_REGULAR_EXPRESSION "invalid parameter '--bogus': unknown flag")
+  # A second run into one folder replaces the first one's checkpoint: a model.safetensors left beside
+  # new shards would be the file a loader reads.
+  set(_twice ${CMAKE_CURRENT_BINARY_DIR}/bench-twice)
+  add_test(NAME "bench: dlm-make-checkpoint into a folder of an earlier run leaves only the new checkpoint"
+           COMMAND sh -c "rm -rf '${_twice}' && '$<TARGET_FILE:dlm-make-checkpoint>' --shape tiny --out '${_twice}' --seed 1 && \
+'$<TARGET_FILE:dlm-make-checkpoint>' --shape tiny --out '${_twice}' --seed 2 --shards 2 && test ! -e '${_twice}/model.safetensors' && \
+test -e '${_twice}/model.safetensors.index.json' && '$<TARGET_FILE:dlm-make-checkpoint>' --shape tiny --out '${_twice}' --seed 3 && \
+test ! -e '${_twice}/model.safetensors.index.json' && ! ls '${_twice}'/model-0000* 2>/dev/null && echo every-check-passed"
+  )
+  set_tests_properties("bench: dlm-make-checkpoint into a folder of an earlier run leaves only the new checkpoint" PROPERTIES LABELS bench
+                       PASS_REGULAR_EXPRESSION "removed 1 checkpoint file\\(s\\) of an earlier run.*removed 3 checkpoint file\\(s\\).*every-check-passed")
+  add_test(NAME "bench: dlm-dump-logits refuses an empty model path by name" COMMAND dlm-dump-logits -m "" --out x.bin)
+  set_tests_properties("bench: dlm-dump-logits refuses an empty model path by name" PROPERTIES
+                       LABELS "bench;unsanitized" PASS_REGULAR_EXPRESSION "invalid parameter '-m': expected a path, got an empty string")
   add_test(NAME "bench: dlm-bench-quant refuses a type it has no kernel for" COMMAND dlm-bench-quant --types q3_k --no-peak)
   set_tests_properties("bench: dlm-bench-quant refuses a type it has no kernel for" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "invalid parameter '--types': 'q3_k' is not one of")

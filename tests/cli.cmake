@@ -83,6 +83,11 @@ if(DLM_BUILD_EXAMPLES)
            EXPECT "invalid parameter '--compare-presets': the fast-dllm-v2-block-cache preset does not fit this model")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
+  cli_case("a model path that is a file is named as not a folder, not as missing" ${G} ARGS -m|${_cli_model}/config.json|-p|x RC 1
+           EXPECT "config.json: is not a model folder \\(nor a .gguf file\\)")
+  cli_case("generate: a --trace into a missing folder is refused before the model loads and decodes" ${G}
+           ARGS "${M}|-p|${_prompt}|--stats|--trace|${_cli_out}/no-such-dir/t.svg" RC 1
+           EXPECT "no-such-dir/t.svg: cannot be written: No such file or directory" REJECT "forwards")
   # The tokenizer is read before the weights: a folder without one is refused before any tensor is
   # read (its weights here are not even a safetensors file), not after loading gigabytes.
   set(_no_tok ${_cli_out}/no-tokenizer)
@@ -153,6 +158,14 @@ if(DLM_BUILD_BENCH)
            EXPECT "no-such-dir/p.jsonl: cannot be written" REJECT "accuracy")
   cli_case("eval: -n too long for the context stops the run, naming it" ${E} ARGS "${M}|--data|${_data}|--no-progress|-n|256" RC 2
            EXPECT "invalid parameter '-n': is 256" REJECT "accuracy")
+  # Two flags naming one file would overwrite each other (or the problems read): refused before the evaluation.
+  cli_case("eval: --json and --predictions naming one file are refused before the evaluation" ${E}
+           ARGS "${M}|--data|${_data}|--no-progress|--json|${_cli_out}/both.json|--predictions|${_cli_out}/./both.json" RC 2
+           EXPECT "invalid parameter '--predictions': names .*both.json, the file --json writes" REJECT "accuracy")
+  configure_file(${_data} ${_cli_out}/eval-copy.jsonl COPYONLY)
+  cli_case("eval: a --json naming the --data file is refused, the problems kept" ${E}
+           ARGS "${M}|--data|${_cli_out}/eval-copy.jsonl|--no-progress|--json|${_cli_out}/eval-copy.jsonl" RC 2
+           EXPECT "invalid parameter '--json': names .*eval-copy.jsonl, the file --data reads" REJECT "accuracy")
 endif()
 
 # The shipped models (models/, issue 4), end to end. Greedy decoding makes each answer fixed, so each

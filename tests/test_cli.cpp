@@ -8,8 +8,11 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include <dlm/cpu/transformer.hpp>
 
+#include "cli/files.hpp"
 #include "cli/model.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
@@ -473,6 +476,30 @@ TEST_CASE("cli: a benchmark's main exits 0 on help, 2 on a bad flag and 1 on any
     CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw dlm::invalid_parameter("gen_length", "must be > 0"); }) == 1);
     CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw dlm::file_error("x.json", "cannot open"); }) == 1);
     CHECK(dlm::bench::run_main("dlm-bench-x", usage, []() -> int { throw std::runtime_error("boom"); }) == 1);
+}
+
+TEST_CASE("cli: an output file is written whole or refused naming it, and flags naming one file are refused") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dlm-test-cli-files";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    cli::write_file(dir / "a.json", "{}\n");
+    CHECK(std::filesystem::file_size(dir / "a.json") == 3);
+    CHECK_THROWS_WITH_AS(cli::write_file(dir, "x"), doctest::Contains("is a directory"), dlm::file_error);
+    CHECK_THROWS_WITH_AS(cli::write_file(dir / "none" / "a.json", "x"), doctest::Contains("cannot be written: No such file or directory"), dlm::file_error);
+    if (std::filesystem::exists("/dev/full"))  // a full disk: the bytes fail at close, not at open
+        CHECK_THROWS_WITH_AS(cli::write_file("/dev/full", "{}"), doctest::Contains("/dev/full: cannot be written: No space left on device"), dlm::file_error);
+    CHECK_NOTHROW(cli::check_writable(dir / "b.json"));
+    CHECK_FALSE(std::filesystem::exists(dir / "b.json"));  // removed again: it was not there
+    CHECK_THROWS_WITH_AS(cli::check_writable(dir), doctest::Contains("is a directory"), dlm::file_error);
+    CHECK_NOTHROW(cli::check_writable("/dev/null"));  // a device is taken as given, not opened
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);  // opened here, it would block (no reader) or end a reader's input
+    CHECK_NOTHROW(cli::check_writable(dir / "fifo"));
+    CHECK_NOTHROW(cli::check_distinct({{"--json", dir / "a.json"}, {"--predictions", dir / "p.jsonl"}, {"--trace", ""}}, {{"--data", dir / "d.jsonl"}}));
+    CHECK_THROWS_WITH_AS(cli::check_distinct({{"--json", dir / "a.json"}, {"--predictions", dir / "." / "a.json"}}),
+                         doctest::Contains("invalid parameter '--predictions': names"), dlm::invalid_parameter);
+    CHECK_THROWS_WITH_AS(cli::check_distinct({{"--json", dir / "a.json"}}, {{"--data", dir / "sub" / ".." / "a.json"}}),
+                         doctest::Contains("the file --data reads"), dlm::invalid_parameter);
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace test_cli

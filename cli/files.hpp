@@ -1,0 +1,93 @@
+// cli/files.hpp — the files the programs write (dlm-eval's --json and --predictions, dlm-generate's
+// --trace, the benchmarks' --json and --out): checked before the work that fills them, written whole
+// or refused with a dlm::file_error that names the file and says why, never lost in silence.
+//
+//   cli::check_writable(o.json);                               // before hours of decoding
+//   cli::check_distinct({{"--json", o.json}, {"--data", data}});  // no flag overwrites another's file
+//   cli::write_file(o.json, text);                             // flushed and closed before it returns
+#pragma once
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <dlm/core/error.hpp>
+
+namespace dlm::cli {
+
+namespace detail {
+
+/// "cannot be written" and, where the C library says why, its words (No space left on device).
+inline std::string cannot_write(int err) {
+    return err != 0 ? std::string("cannot be written: ") + std::strerror(err) : std::string("cannot be written");
+}
+
+/// Whether `path` is something other than a directory or a regular file that is there (a FIFO, a
+/// device, /dev/stdout): opening one to test it would block, or end its reader's input.
+inline bool is_special(const std::filesystem::path& path) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    return !ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) && !std::filesystem::is_directory(st);
+}
+
+}  // namespace detail
+
+/// Writes `bytes` to `path` (created or truncated), flushed and closed before it returns: a full disk
+/// or a failed write is a dlm::file_error naming the file, not a short file and exit 0.
+inline void write_file(const std::filesystem::path& path, std::string_view bytes) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw file_error(path.string(), "is a directory, not a file to write");
+    errno = 0;
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!f) throw file_error(path.string(), detail::cannot_write(errno));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();  // the last buffered bytes go out here, and may fail here
+    if (!f) throw file_error(path.string(), detail::cannot_write(errno));
+}
+
+/// Throws dlm::file_error when `path` cannot be written, before the work that fills it: a directory,
+/// a folder that does not exist, a file that cannot be opened for appending (its content kept; removed
+/// again if it was not there). A FIFO or device is taken as given and not opened here. "" passes.
+inline void check_writable(const std::filesystem::path& path) {
+    if (path.empty() || detail::is_special(path)) return;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw file_error(path.string(), "is a directory, not a file to write");
+    const bool existed = std::filesystem::exists(path, ec);
+    errno = 0;
+    if (!std::ofstream(path, std::ios::app | std::ios::binary)) throw file_error(path.string(), detail::cannot_write(errno));
+    if (!existed) std::filesystem::remove(path, ec);
+}
+
+/// Refuses two flags that name one file where at least one of them is written (`written` first,
+/// then the files only read): --json and --predictions, or --json and --data, would overwrite each
+/// other. A dlm::invalid_parameter naming the second flag. Empty paths are skipped.
+inline void check_distinct(std::initializer_list<std::pair<std::string_view, std::filesystem::path>> written,
+                           std::initializer_list<std::pair<std::string_view, std::filesystem::path>> read = {}) {
+    const auto same = [](const std::filesystem::path& a, const std::filesystem::path& b) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
+        const auto ca = std::filesystem::weakly_canonical(a, ec);
+        if (ec) return false;
+        const auto cb = std::filesystem::weakly_canonical(b, ec);
+        return !ec && ca == cb;
+    };
+    for (auto w = written.begin(); w != written.end(); ++w) {
+        if (w->second.empty()) continue;
+        for (auto o = written.begin(); o != w; ++o)
+            if (!o->second.empty() && same(o->second, w->second))
+                throw invalid_parameter(std::string(w->first), "names " + w->second.string() + ", the file " + std::string(o->first) +
+                                                                   " writes: each would overwrite the other");
+        for (const auto& r : read)
+            if (!r.second.empty() && same(r.second, w->second))
+                throw invalid_parameter(std::string(w->first), "names " + w->second.string() + ", the file " + std::string(r.first) +
+                                                                   " reads: writing it would destroy the input");
+    }
+}
+
+}  // namespace dlm::cli
