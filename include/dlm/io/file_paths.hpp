@@ -1,0 +1,58 @@
+// dlm/io/file_paths.hpp — what a path given to dlm names, asked before anything is opened: why it is
+// not a readable regular file.
+//
+// Every question goes through std::filesystem's error_code overloads: a symbolic link loop or a
+// folder that cannot be searched is a dlm::file_error naming the path, never an untyped
+// std::filesystem::filesystem_error. Nothing here opens a file, so a FIFO is described, not waited on.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "../core/error.hpp"
+
+namespace dlm::io {
+
+namespace detail {
+
+/// What an error of std::filesystem's status calls says about a path, after the path.
+[[nodiscard]] inline std::string status_error_reason(const std::error_code& ec) {
+    if (ec == std::errc::too_many_symbolic_link_levels) return "is a symbolic link loop (too many levels of symbolic links)";
+    return "cannot be examined: " + ec.message();
+}
+
+/// Why `path` is not a regular file dlm can read (following symbolic links), or "" when it is one.
+/// The reason reads after the path ("x: is a directory"); `missing` is the reason for a path with
+/// no directory entry at all. A dangling symbolic link (a Hugging Face cache missing its blob) names
+/// its target.
+[[nodiscard]] inline std::string why_not_a_regular_file(const std::filesystem::path& path, const std::string& missing = "no such file") {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::symlink_status(path, ec).type() == fs::file_type::not_found) return missing;
+    if (ec) return status_error_reason(ec);
+    const fs::file_status target = fs::status(path, ec);
+    if (target.type() == fs::file_type::not_found) {
+        const fs::path to = fs::read_symlink(path, ec);
+        return "is a symbolic link to a missing file" + (ec ? std::string() : " ('" + to.string() + "')");
+    }
+    if (ec) return status_error_reason(ec);
+    switch (target.type()) {
+        case fs::file_type::regular: return "";
+        case fs::file_type::directory: return "is a directory";
+        case fs::file_type::fifo: return "is a FIFO, not a regular file";
+        case fs::file_type::character: return "is a character device, not a regular file";
+        case fs::file_type::block: return "is a block device, not a regular file";
+        case fs::file_type::socket: return "is a socket, not a regular file";
+        default: return "is not a regular file";
+    }
+}
+
+/// Throws file_error naming `path`, with why_not_a_regular_file's reason, unless it is a regular file.
+inline void require_regular_file(const std::filesystem::path& path, const std::string& missing = "no such file") {
+    if (std::string why = why_not_a_regular_file(path, missing); !why.empty()) throw file_error(path.string(), why);
+}
+
+}  // namespace detail
+
+}  // namespace dlm::io

@@ -1,0 +1,74 @@
+// Tests of what dlm::io says about the paths it is given (io/file_paths.hpp): why a path is not a
+// readable regular file, and the size bound of read_text_file.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dlm/io/model_config.hpp"
+#include "io_test_util.hpp"
+
+// The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
+namespace test_io_paths {
+
+using namespace dlm::io;
+namespace fs = std::filesystem;
+using dlm_test::expect_error;
+using dlm_test::temp_dir;
+using dlm_test::write_text;
+
+namespace {
+
+/// `dir` holding one entry of each kind a file dlm reads must not be: a folder, a symbolic link to a
+/// missing file (a Hugging Face cache without its blob), a link to itself, and a FIFO; and a regular
+/// file with a link to it.
+void make_entries(const temp_dir& dir) {
+    write_text(dir / "file.json", "{}");
+    fs::create_symlink("file.json", dir / "link.json");
+    fs::create_directory(dir / "folder");
+    fs::create_symlink("../blobs/missing-blob", dir / "dangling");
+    fs::create_symlink("loop", dir / "loop");
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("paths: read_text_file says why a path is not a readable regular file, and never waits on a FIFO") {
+    temp_dir dir;
+    make_entries(dir);
+    CHECK(detail::read_text_file(dir / "file.json") == "{}");
+    CHECK(detail::read_text_file(dir / "link.json") == "{}");
+    const auto refused = [&](const fs::path& p, std::string_view why) {
+        expect_error<dlm::file_error>([&] { (void)detail::read_text_file(p); }, {p.string() + ": " + std::string(why)});
+    };
+    refused(dir / "none.json", "no such file");
+    refused(dir / "folder", "is a directory");
+    refused(dir / "dangling", "is a symbolic link to a missing file ('../blobs/missing-blob')");
+    refused(dir / "loop", "is a symbolic link loop");
+    refused(dir / "loop" / "config.json", "is a symbolic link loop");
+    refused(dir / "fifo", "is a FIFO, not a regular file");
+    refused("/dev/null", "is a character device, not a regular file");
+    if (::geteuid() != 0) {  // root opens any file: the check needs an ordinary user
+        fs::permissions(dir / "file.json", fs::perms::none);
+        refused(dir / "file.json", "cannot open: Permission denied");
+    }
+}
+
+TEST_CASE("paths: read_text_file refuses a file past its bound from its size, before reading it") {
+    temp_dir dir;
+    write_text(dir / "ten.txt", "0123456789");
+    CHECK(detail::read_text_file(dir / "ten.txt", 10) == "0123456789");
+    expect_error<dlm::file_error>([&] { (void)detail::read_text_file(dir / "ten.txt", 9); },
+                                  {(dir / "ten.txt").string(), "is 10 bytes; text files dlm reads are at most 9 bytes"});
+    // A sparse config.json one byte past the default bound of 256 MiB: refused at once (it was read
+    // whole, 530 MB for one of 512 MiB, before its JSON was).
+    write_text(dir / "config.json", "{");
+    fs::resize_file(dir / "config.json", detail::max_text_file_bytes + 1);
+    expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); },
+                                  {(dir / "config.json").string(), "is 268435457 bytes; text files dlm reads are at most 256 MiB"});
+}
+
+}  // namespace test_io_paths
