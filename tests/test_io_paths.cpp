@@ -1,5 +1,5 @@
 // Tests of what dlm::io says about the paths it is given (io/file_paths.hpp): why a path is not a
-// readable regular file, and the size bound of read_text_file.
+// readable regular file, the size bound of read_text_file, and symbolic link loops.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,7 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dlm/io/diffusion_gemma_config.hpp"
 #include "dlm/io/model_config.hpp"
+#include "dlm/io/safetensors.hpp"
+#include "dlm/io/tokenizer.hpp"
 #include "io_test_util.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -69,6 +72,35 @@ TEST_CASE("paths: read_text_file refuses a file past its bound from its size, be
     fs::resize_file(dir / "config.json", detail::max_text_file_bytes + 1);
     expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); },
                                   {(dir / "config.json").string(), "is 268435457 bytes; text files dlm reads are at most 256 MiB"});
+}
+
+TEST_CASE("paths: a symbolic link loop is a dlm::file_error naming the path, never a std::filesystem error") {
+    temp_dir dir;
+    make_entries(dir);
+    const fs::path loop = dir / "loop";
+    expect_error<dlm::file_error>([&] { (void)load_diffusion_gemma_config(loop); }, {loop.string(), "symbolic link loop"});
+    expect_error<dlm::file_error>([&] { (void)load_config(loop); }, {loop.string(), "symbolic link loop"});
+    expect_error<dlm::file_error>([&] { (void)tokenizer::load(loop); }, {loop.string(), "symbolic link loop"});
+    expect_error<dlm::file_error>([&] { (void)checkpoint::open(loop); }, {loop.string(), "symbolic link loop"});
+    write_text(dir / "model.safetensors.index.json", R"({"weight_map": {"a": "loop"}})");
+    expect_error<dlm::tensor_error>(
+        [&] { (void)checkpoint::open(dir.path()); },
+        {"model.safetensors.index.json", "'a'", "shard 'loop' in '" + dir.path().string() + "', which is a symbolic link loop"});
+}
+
+TEST_CASE("paths: a shard the index names is refused with why it cannot be read: missing, a directory, a dangling link, a FIFO") {
+    temp_dir dir;
+    make_entries(dir);
+    const auto refused = [&](const char* shard, std::string_view why) {
+        write_text(dir / "model.safetensors.index.json", std::string(R"({"weight_map": {"a": ")") + shard + "\"}}");
+        expect_error<dlm::tensor_error>([&] { (void)checkpoint::open(dir.path()); },
+                                        {"model.safetensors.index.json", "tensor 'a'", std::string("shard '") + shard + "' in '" +
+                                                                                          dir.path().string() + "', which " + std::string(why)});
+    };
+    refused("none.safetensors", "does not exist");
+    refused("folder", "is a directory");
+    refused("dangling", "is a symbolic link to a missing file");
+    refused("fifo", "is a FIFO, not a regular file");
 }
 
 }  // namespace test_io_paths

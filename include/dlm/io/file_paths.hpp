@@ -53,6 +53,12 @@ inline void require_regular_file(const std::filesystem::path& path, const std::s
     if (std::string why = why_not_a_regular_file(path, missing); !why.empty()) throw file_error(path.string(), why);
 }
 
+/// The config.json of a model folder, or `model_dir_or_config_json` itself when it is not a folder.
+[[nodiscard]] inline std::filesystem::path config_json_path(const std::filesystem::path& model_dir_or_config_json) {
+    std::error_code ec;
+    return std::filesystem::is_directory(model_dir_or_config_json, ec) ? model_dir_or_config_json / "config.json" : model_dir_or_config_json;
+}
+
 }  // namespace detail
 
 }  // namespace dlm::io

@@ -529,8 +529,7 @@ inline void add_generation_config(model_config& c, const nlohmann::json& generat
 [[nodiscard]] inline model_config load_config(const std::filesystem::path& model_dir_or_config_json) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    const fs::path config_path = fs::is_directory(model_dir_or_config_json, ec) ? model_dir_or_config_json / "config.json"
-                                                                                 : model_dir_or_config_json;
+    const fs::path config_path = detail::config_json_path(model_dir_or_config_json);
     const std::string source = config_path.string();
     model_config c = parse_config(detail::parse_json_strict(detail::read_text_file(config_path), source, "config"), source);
     const fs::path folder = config_path.has_parent_path() ? config_path.parent_path() : fs::path(".");

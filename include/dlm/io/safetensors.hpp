@@ -30,6 +30,7 @@
 
 #include "../core/error.hpp"
 #include "dtype.hpp"
+#include "file_paths.hpp"
 #include "json_util.hpp"
 #include "mapped_file.hpp"
 #include "safetensors_header.hpp"
@@ -99,12 +100,12 @@ public:
             } else {
                 throw file_error(c.source_, "folder holds neither model.safetensors nor model.safetensors.index.json");
             }
-        } else if (!fs::exists(model_dir_or_file, ec)) {
-            throw file_error(c.source_, "no such file or folder");
-        } else if (model_dir_or_file.extension() == ".json") {
-            c.open_sharded(model_dir_or_file);
         } else {
-            c.add_file(model_dir_or_file);
+            detail::require_regular_file(model_dir_or_file, "no such file or folder");
+            if (model_dir_or_file.extension() == ".json")
+                c.open_sharded(model_dir_or_file);
+            else
+                c.add_file(model_dir_or_file);
         }
         c.read_ = std::make_unique<std::atomic<bool>[]>(c.tensors_.size());
         return c;
@@ -271,8 +272,8 @@ private:
             bool escapes = shard.empty() || rel.is_absolute() || rel.has_root_name();
             for (const auto& part : rel) escapes = escapes || part == "..";
             if (escapes) throw tensor_error(ipath, name, "weight_map names shard '" + shard + "', which is not a file name inside the folder");
-            if (!fs::is_regular_file(dir / rel))
-                throw tensor_error(ipath, name, "weight_map names shard '" + shard + "', which does not exist in '" + dir.string() + "'");
+            if (const std::string why = detail::why_not_a_regular_file(dir / rel, "does not exist"); !why.empty())
+                throw tensor_error(ipath, name, "weight_map names shard '" + shard + "' in '" + dir.string() + "', which " + why);
             shards[shard].push_back(name);
         }
         for (const auto& [shard, listed] : shards) {
