@@ -1,5 +1,6 @@
 // Tests of what dlm::io says about the paths it is given (io/file_paths.hpp): why a path is not a
-// readable regular file, the size bound of read_text_file, and symbolic link loops.
+// readable regular file, the size bound of read_text_file, symbolic link loops, and optional files that
+// are there but cannot be read.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dlm/io/chat_template.hpp"
 #include "dlm/io/diffusion_gemma_config.hpp"
 #include "dlm/io/model_config.hpp"
 #include "dlm/io/safetensors.hpp"
@@ -25,6 +27,8 @@ using dlm_test::write_text;
 
 namespace {
 
+const fs::path tiny_dir = fs::path(DLM_TEST_DATA) / "models" / "llada_tiny";
+
 /// `dir` holding one entry of each kind a file dlm reads must not be: a folder, a symbolic link to a
 /// missing file (a Hugging Face cache without its blob), a link to itself, and a FIFO; and a regular
 /// file with a link to it.
@@ -36,6 +40,9 @@ void make_entries(const temp_dir& dir) {
     fs::create_symlink("loop", dir / "loop");
     REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
 }
+
+/// A model folder without weights: llada_tiny's config.json.
+void write_config(const temp_dir& dir) { fs::copy_file(tiny_dir / "config.json", dir / "config.json"); }
 
 }  // namespace
 
@@ -101,6 +108,53 @@ TEST_CASE("paths: a shard the index names is refused with why it cannot be read:
     refused("folder", "is a directory");
     refused("dangling", "is a symbolic link to a missing file");
     refused("fifo", "is a FIFO, not a regular file");
+}
+
+TEST_CASE("paths: an optional file that is there but not a readable regular file is named; one that is absent is skipped") {
+    temp_dir dir;
+    write_config(dir);
+    const auto dangle = [&](const char* name) { fs::create_symlink("../blobs/missing-" + std::string(name), dir / name); };
+    const auto dangling = [&](const char* name) { return (dir / name).string() + ": is a symbolic link to a missing file"; };
+    SUBCASE("absent: skipped as before") {
+        CHECK(load_config(dir.path()).vocab_size > 0);
+        CHECK(detect_chat_format(dir.path()) == chat_format::none);
+        expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); }, {"folder holds neither model.safetensors nor"});
+    }
+    SUBCASE("generation_config.json: its EOS ids are not silently lost") {
+        dangle("generation_config.json");
+        expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {dangling("generation_config.json")});
+        fs::remove(dir / "generation_config.json");
+        fs::create_directory(dir / "generation_config.json");
+        expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {(dir / "generation_config.json").string() + ": is a directory"});
+    }
+    SUBCASE("tokenizer.json: its end-of-turn tokens, and the tokenizer itself") {
+        dangle("tokenizer.json");
+        expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {dangling("tokenizer.json")});
+        expect_error<dlm::file_error>([&] { (void)tokenizer::load(dir.path()); }, {dangling("tokenizer.json")});
+        fs::remove(dir / "tokenizer.json");
+        dangle("vocab.json");
+        write_text(dir / "merges.txt", "#version: 0.2\n");
+        expect_error<dlm::file_error>([&] { (void)tokenizer::load(dir.path()); }, {dangling("vocab.json")});
+    }
+    SUBCASE("tokenizer_config.json, chat_template.jinja, chat_template.json: not a base model without a template") {
+        dangle("tokenizer_config.json");
+        expect_error<dlm::file_error>([&] { (void)detect_chat_format(dir.path()); }, {dangling("tokenizer_config.json")});
+        fs::remove(dir / "tokenizer_config.json");
+        fs::create_directory(dir / "chat_template.jinja");
+        expect_error<dlm::file_error>([&] { (void)detect_chat_format(dir.path()); }, {(dir / "chat_template.jinja").string() + ": is a directory"});
+        fs::remove(dir / "chat_template.jinja");
+        REQUIRE(::mkfifo((dir / "chat_template.json").c_str(), 0600) == 0);
+        expect_error<dlm::file_error>([&] { (void)detect_chat_format(dir.path()); },
+                                      {(dir / "chat_template.json").string() + ": is a FIFO, not a regular file"});
+    }
+    SUBCASE("model.safetensors: named, not passed over for an index the folder does not hold") {
+        dangle("model.safetensors");
+        expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); }, {dangling("model.safetensors")});
+        fs::remove(dir / "model.safetensors");
+        REQUIRE(::mkfifo((dir / "model.safetensors").c_str(), 0600) == 0);
+        expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); },
+                                      {(dir / "model.safetensors").string() + ": is a FIFO, not a regular file"});
+    }
 }
 
 }  // namespace test_io_paths

@@ -1,5 +1,5 @@
 // dlm/io/file_paths.hpp — what a path given to dlm names, asked before anything is opened: why it is
-// not a readable regular file.
+// not a readable regular file, and whether an optional file is there.
 //
 // Every question goes through std::filesystem's error_code overloads: a symbolic link loop or a
 // folder that cannot be searched is a dlm::file_error naming the path, never an untyped
@@ -51,6 +51,18 @@ namespace detail {
 /// Throws file_error naming `path`, with why_not_a_regular_file's reason, unless it is a regular file.
 inline void require_regular_file(const std::filesystem::path& path, const std::string& missing = "no such file") {
     if (std::string why = why_not_a_regular_file(path, missing); !why.empty()) throw file_error(path.string(), why);
+}
+
+/// Whether an optional file (generation_config.json, tokenizer_config.json, ...) is there to read:
+/// false when the folder has no entry of that name (the file is skipped), true for a regular file. An
+/// entry that is not a readable regular file — a dangling symbolic link, a directory, a FIFO — is a
+/// file_error naming it: skipping it would silently drop what the file says (its EOS ids, its chat
+/// template).
+[[nodiscard]] inline bool optional_file(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::not_found) return false;
+    require_regular_file(path);
+    return true;
 }
 
 /// The config.json of a model folder, or `model_dir_or_config_json` itself when it is not a folder.

@@ -84,7 +84,9 @@ class checkpoint {
 public:
     /// Opens `model_dir_or_file`: a folder holding model.safetensors or model.safetensors.index.json
     /// (the single file wins if both exist, as in transformers), a .safetensors file, or an index
-    /// .json file. Validates every header (and, when sharded, the index against the shards).
+    /// .json file. Validates every header (and, when sharded, the index against the shards). A
+    /// model.safetensors that is there but is not a readable regular file (a dangling symbolic link)
+    /// is named, not passed over for the index (detail::optional_file).
     [[nodiscard]] static checkpoint open(const std::filesystem::path& model_dir_or_file) {
         namespace fs = std::filesystem;
         std::error_code ec;
@@ -93,9 +95,9 @@ public:
         if (fs::is_directory(model_dir_or_file, ec)) {
             const fs::path single = model_dir_or_file / "model.safetensors";
             const fs::path index = model_dir_or_file / "model.safetensors.index.json";
-            if (fs::exists(single, ec)) {
+            if (detail::optional_file(single)) {
                 c.add_file(single);
-            } else if (fs::exists(index, ec)) {
+            } else if (detail::optional_file(index)) {
                 c.open_sharded(index);
             } else {
                 throw file_error(c.source_, "folder holds neither model.safetensors nor model.safetensors.index.json");
