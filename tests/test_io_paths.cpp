@@ -1,6 +1,6 @@
 // Tests of what dlm::io says about the paths it is given (io/file_paths.hpp): why a path is not a
-// readable regular file, the size bound of read_text_file, symbolic link loops, and optional files that
-// are there but cannot be read.
+// readable regular file, the size bound of read_text_file, symbolic link loops, optional files that
+// are there but cannot be read, and the folder and checkpoint a model path names.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -89,6 +89,7 @@ TEST_CASE("paths: a symbolic link loop is a dlm::file_error naming the path, nev
     expect_error<dlm::file_error>([&] { (void)load_config(loop); }, {loop.string(), "symbolic link loop"});
     expect_error<dlm::file_error>([&] { (void)tokenizer::load(loop); }, {loop.string(), "symbolic link loop"});
     expect_error<dlm::file_error>([&] { (void)checkpoint::open(loop); }, {loop.string(), "symbolic link loop"});
+    expect_error<dlm::file_error>([&] { (void)resolve_model_paths(loop); }, {loop.string(), "symbolic link loop"});
     write_text(dir / "model.safetensors.index.json", R"({"weight_map": {"a": "loop"}})");
     expect_error<dlm::tensor_error>(
         [&] { (void)checkpoint::open(dir.path()); },
@@ -155,6 +156,31 @@ TEST_CASE("paths: an optional file that is there but not a readable regular file
         expect_error<dlm::file_error>([&] { (void)checkpoint::open(dir.path()); },
                                       {(dir / "model.safetensors").string() + ": is a FIFO, not a regular file"});
     }
+}
+
+TEST_CASE("paths: a model path names its folder and the checkpoint to open, and any other file is refused") {
+    temp_dir dir;
+    make_entries(dir);
+    const auto same = [](const model_paths& got, const fs::path& folder, const fs::path& ckpt) {
+        CHECK(got.folder == folder);
+        CHECK(got.checkpoint == ckpt);
+    };
+    write_text(dir / "config.json", "{}");
+    write_text(dir / "finetuned.safetensors", "");
+    write_text(dir / "model.safetensors.index.json", "{}");
+    write_text(dir / "README.md", "# a model");
+    same(resolve_model_paths(dir.path()), dir.path(), dir.path());
+    same(resolve_model_paths(dir / "config.json"), dir.path(), dir.path());
+    same(resolve_model_paths(dir / "finetuned.safetensors"), dir.path(), dir / "finetuned.safetensors");
+    same(resolve_model_paths(dir / "model.safetensors.index.json"), dir.path(), dir / "model.safetensors.index.json");
+    const auto refused = [&](const fs::path& p, std::string_view why) {
+        expect_error<dlm::file_error>([&] { (void)resolve_model_paths(p); }, {p.string() + ": " + std::string(why)});
+    };
+    refused(dir / "README.md", "is a file, not a model folder, its config.json, a .safetensors file or a .safetensors.index.json");
+    refused(dir / "file.json", "is a file, not a model folder");
+    refused(dir / "no-such-model", "no such model folder or file");
+    refused(dir / "dangling", "is a symbolic link to a missing file");
+    refused(dir / "fifo", "is a FIFO, not a regular file");
 }
 
 }  // namespace test_io_paths

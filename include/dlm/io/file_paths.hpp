@@ -1,5 +1,6 @@
 // dlm/io/file_paths.hpp — what a path given to dlm names, asked before anything is opened: why it is
-// not a readable regular file, and whether an optional file is there.
+// not a readable regular file, whether an optional file is there, and which folder and weights a
+// model path names.
 //
 // Every question goes through std::filesystem's error_code overloads: a symbolic link loop or a
 // folder that cannot be searched is a dlm::file_error naming the path, never an untyped
@@ -72,5 +73,27 @@ inline void require_regular_file(const std::filesystem::path& path, const std::s
 }
 
 }  // namespace detail
+
+/// Where the loaders (cpu::transformer::load, cpu::diffusion_gemma::load, the CUDA transformer's
+/// load) read a model named by a path.
+struct model_paths {
+    std::filesystem::path folder;      ///< config.json, generation_config.json, tokenizer.json
+    std::filesystem::path checkpoint;  ///< what checkpoint::open opens: the folder, a .safetensors file or an index
+};
+
+/// The model a path names: a folder is itself for both; its config.json names the folder; a
+/// .safetensors file or a .safetensors.index.json is the checkpoint, read with the config.json of
+/// its folder. Any other path is a file_error naming it, before any file of its folder is looked at
+/// (a fine-tune's finetuned.safetensors must not load the model.safetensors beside it).
+[[nodiscard]] inline model_paths resolve_model_paths(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return {path, path};
+    detail::require_regular_file(path, "no such model folder or file");
+    const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    const std::string name = path.filename().string();
+    if (name == "config.json") return {folder, folder};
+    if (name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) return {folder, path};
+    throw file_error(path.string(), "is a file, not a model folder, its config.json, a .safetensors file or a .safetensors.index.json");
+}
 
 }  // namespace dlm::io

@@ -70,16 +70,6 @@ inline void convert_to_f32(dtype type, std::span<const std::byte> src, std::span
     }
 }
 
-/// The folder of a model named by its folder or by a file inside it (config.json, a shard): what
-/// the loaders read config.json and the checkpoint from. Throws dlm::file_error naming `path` when it
-/// is neither, before any file of another folder is looked for.
-[[nodiscard]] inline std::filesystem::path model_folder(const std::filesystem::path& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
-    if (std::filesystem::is_regular_file(path, ec)) return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    throw file_error(path.string(), "no such model folder or file");
-}
-
 class checkpoint {
 public:
     /// Opens `model_dir_or_file`: a folder holding model.safetensors or model.safetensors.index.json
