@@ -1,1 +1,1 @@
-dlm_test(test_io test_io.cpp test_io_config.cpp CPU)
+dlm_test(test_io test_io.cpp test_io_config.cpp test_io_paths.cpp CPU)

@@ -193,6 +193,8 @@ TEST_CASE("diffusion_gemma: bad input is refused by name") {
     CHECK_THROWS_WITH_AS(r.m.decode(ctx, ids(r.e["canvas_a"]), nullptr, small), doctest::Contains("logits"), invalid_parameter);
     CHECK_THROWS_WITH_AS((void)diffusion_gemma::load(tiny / "no-such-model"), doctest::Contains("no-such-model: no such model folder or file"),
                          file_error);
+    CHECK_THROWS_WITH_AS((void)diffusion_gemma::load(tiny / "expected.json"), doctest::Contains("expected.json: is a file, not a model folder"),
+                         file_error);
 }
 
 TEST_CASE("diffusion_gemma: config keys dlm does not compute are refused by name") {

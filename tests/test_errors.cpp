@@ -118,6 +118,23 @@ TEST_CASE("errors: a model folder that does not exist is named, not a file of it
     CHECK(cpu::transformer::load(dir / "config.json").vocab_size() == tiny_config()["vocab_size"].get<index_t>());
 }
 
+TEST_CASE("errors: a model path that is a file other than config.json or a checkpoint is refused, not read as the model beside it") {
+    temp_dir dir;
+    write_model(dir, tiny_config(), tiny_tensors());
+    // A fine-tune's weights beside the base model's: they are what is loaded, or refused, by name.
+    const std::filesystem::path finetuned = dir / "finetuned.safetensors";
+    dlm_test::write_text(finetuned, "");
+    expect_error<file_error>([&] { (void)cpu::transformer::load(finetuned); }, {finetuned.string(), "file is 0 bytes"});
+    dlm_test::write_text(dir / "README.md", "# llada_tiny\n");
+    expect_error<file_error>([&] { (void)cpu::transformer::load(dir / "README.md"); },
+                             {(dir / "README.md").string(), "is a file, not a model folder, its config.json, a .safetensors file"});
+    // Weights under another name load with the config.json of their folder.
+    temp_dir renamed;
+    dlm_test::write_text(renamed / "config.json", read_bytes(tiny_dir / "config.json"));
+    std::filesystem::copy_file(tiny_dir / "model.safetensors", renamed / "llada-tiny-step-100.safetensors");
+    CHECK(cpu::transformer::load(renamed / "llada-tiny-step-100.safetensors").vocab_size() == tiny_config()["vocab_size"].get<index_t>());
+}
+
 TEST_CASE("errors: a truncated checkpoint is refused at open, naming the file") {
     temp_dir dir;
     dlm_test::write_text(dir / "config.json", read_bytes(tiny_dir / "config.json"));

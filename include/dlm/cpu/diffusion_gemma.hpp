@@ -79,7 +79,8 @@ class diffusion_gemma {
 public:
     using config_type = io::diffusion_gemma_config;
 
-    /// Loads a DiffusionGemma folder (config.json + model.safetensors or shards). Throws file_error
+    /// Loads a DiffusionGemma folder (config.json + model.safetensors or shards; or a path inside it
+    /// that io::resolve_model_paths accepts). Throws file_error
     /// naming a config key, tensor_error naming a tensor, memory_error before allocating.
     [[nodiscard]] static diffusion_gemma load(const std::filesystem::path& folder, const load_options& opt = {});
 
@@ -476,9 +477,9 @@ private:
 
 #if DLM_SEPARATE_BODIES
 DLM_SEPARATE_INLINE diffusion_gemma diffusion_gemma::load(const std::filesystem::path& folder, const load_options& opt) {
-    const std::filesystem::path dir = io::model_folder(folder);
-    diffusion_gemma m(io::load_diffusion_gemma_config(dir));
-    const io::checkpoint ck = io::checkpoint::open(dir);
+    const io::model_paths where = io::resolve_model_paths(folder);
+    diffusion_gemma m(io::load_diffusion_gemma_config(where.folder));
+    const io::checkpoint ck = io::checkpoint::open(where.checkpoint);
     m.w_ = load_gemma_weights(ck, m.c_, opt);
     return m;
 }

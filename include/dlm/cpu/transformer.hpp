@@ -64,8 +64,9 @@ public:
     [[nodiscard]] static transformer random(io::model_config config, std::uint64_t seed, quant::file_type f, float scale = 1.0f,
                                             bool check_memory = true);
 
-    /// Loads a Hugging Face model folder (a path to a file inside it names the folder): config.json
-    /// (and generation_config.json), then every tensor of model.safetensors or of a sharded
+    /// Loads a Hugging Face model folder (or its config.json; or a .safetensors file or an index,
+    /// read with the config.json beside it: io::resolve_model_paths): config.json (and
+    /// generation_config.json), then every tensor of model.safetensors or of a sharded
     /// checkpoint (f32, f16 or bf16), kept in its type unless options.weight_dtype converts it,
     /// packed a slice at a time from the memory-mapped file. Throws file_error / tensor_error naming
     /// the file and the tensor (a checkpoint holding a tensor the model does not use is refused), and
@@ -569,9 +570,9 @@ DLM_SEPARATE_INLINE transformer transformer::random(io::model_config config, std
 
 DLM_SEPARATE_INLINE transformer transformer::load(const std::filesystem::path& model_dir, const load_options& options) {
     if (io::is_gguf_path(model_dir)) return load_gguf(model_dir, options);
-    const std::filesystem::path dir = io::model_folder(model_dir);
-    transformer t(io::load_config(dir));
-    const io::checkpoint ck = io::checkpoint::open(dir);
+    const io::model_paths where = io::resolve_model_paths(model_dir);
+    transformer t(io::load_config(where.folder));
+    const io::checkpoint ck = io::checkpoint::open(where.checkpoint);
     checkpoint_source src(ck, t.config_);
     t.build(src, options);
     dlm::accept_unused_buffers(ck, t.config_);

@@ -65,13 +65,14 @@ public:
         weights_ = weights_from<T>(config_, w, ctx_.stream());
     }
 
-    /// Loads a Hugging Face model folder (or a file inside it): config.json, generation_config.json and
+    /// Loads a Hugging Face model folder (or its config.json, a .safetensors file or an index inside it:
+    /// io::resolve_model_paths): config.json, generation_config.json and
     /// model.safetensors or a sharded checkpoint in f32, f16 or bf16, each tensor copied to the device
     /// as stored and converted there. A tensor the model does not use is refused (tensor_error).
     [[nodiscard]] static basic_transformer load(const std::filesystem::path& model_dir) {
-        const std::filesystem::path dir = io::model_folder(model_dir);
-        basic_transformer t(io::load_config(dir));
-        const io::checkpoint ck = io::checkpoint::open(dir);
+        const io::model_paths where = io::resolve_model_paths(model_dir);
+        basic_transformer t(io::load_config(where.folder));
+        const io::checkpoint ck = io::checkpoint::open(where.checkpoint);
         t.weights_ = weights_from<T>(t.config_, ck, t.ctx_.stream());
         dlm::accept_unused_buffers(ck, t.config_);
         ck.check_all_read();

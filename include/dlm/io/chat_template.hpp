@@ -152,11 +152,11 @@ namespace detail {
 
 /// The chat format of a model folder, from the chat_template of its tokenizer_config.json (or of
 /// chat_template.jinja / chat_template.json beside it, where newer exports keep it). A folder without
-/// a template (a base model) is chat_format::none. Throws dlm::file_error for a malformed file.
+/// a template (a base model) is chat_format::none. Throws dlm::file_error for a malformed file, or
+/// for one of those files that is there but is not a readable regular file (detail::optional_file).
 [[nodiscard]] inline chat_format detect_chat_format(const std::filesystem::path& model_dir) {
-    std::error_code ec;
     const auto from_json = [&](const std::filesystem::path& p, const char* what) -> std::optional<chat_format> {
-        if (!std::filesystem::exists(p, ec)) return std::nullopt;
+        if (!detail::optional_file(p)) return std::nullopt;
         const nlohmann::json j = detail::parse_json_strict(detail::read_text_file(p), p.string(), what);
         if (!j.is_object() || !j.contains("chat_template") || j["chat_template"].is_null()) return std::nullopt;
         const auto& t = j["chat_template"];
@@ -170,9 +170,10 @@ namespace detail {
         throw file_error(p.string(), "chat_template: expected a string or a list holding a \"default\" template");
     };
     if (const auto f = from_json(model_dir / "tokenizer_config.json", "tokenizer_config.json")) return *f;
-    if (const auto jinja = model_dir / "chat_template.jinja"; std::filesystem::exists(jinja, ec))
+    if (const auto jinja = model_dir / "chat_template.jinja"; detail::optional_file(jinja))
         return chat_format_of_template(detail::read_text_file(jinja));
     if (const auto f = from_json(model_dir / "chat_template.json", "chat_template.json")) return *f;
+    std::error_code ec;
     if (!std::filesystem::is_directory(model_dir, ec)) throw file_error(model_dir.string(), "no such folder");
     return chat_format::none;
 }

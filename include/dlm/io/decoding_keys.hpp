@@ -68,10 +68,10 @@ inline void read_token_editing_folder(const std::filesystem::path& folder, decod
 
 /// The ids of tokenizer.json's added tokens named in end_of_turn_tokens, except those in `eos`.
 /// A missing file or one without such tokens gives none; the file is parsed only when it names one.
+/// An entry that is not a readable regular file is a file_error (optional_file).
 inline void read_end_of_turn_ids(const std::filesystem::path& tokenizer_json, std::span<const token_id> eos, index_t vocab,
                                  decoding_hints& h) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(tokenizer_json, ec)) return;
+    if (!optional_file(tokenizer_json)) return;
     const std::string text = read_text_file(tokenizer_json);
     if (std::none_of(std::begin(end_of_turn_tokens), std::end(end_of_turn_tokens),
                      [&](std::string_view t) { return text.find(t) != std::string::npos; }))

@@ -254,8 +254,7 @@ inline void parse_gemma_text(diffusion_gemma_config& c, const nlohmann::json& t,
 
 /// DiffusionGemma's config.json from a model folder (or the file itself).
 [[nodiscard]] inline diffusion_gemma_config load_diffusion_gemma_config(const std::filesystem::path& folder_or_file) {
-    const std::filesystem::path file =
-        std::filesystem::is_directory(folder_or_file) ? folder_or_file / "config.json" : folder_or_file;
+    const std::filesystem::path file = detail::config_json_path(folder_or_file);
     const std::string source = file.string();
     return parse_diffusion_gemma_config(detail::parse_json_strict(detail::read_text_file(file), source, "config"), source);
 }

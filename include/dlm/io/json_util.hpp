@@ -1,8 +1,11 @@
 // dlm/io/json_util.hpp — the small JSON helpers the loaders share: strict parsing, exact integers,
-// reading a whole text file. Every error names the file.
+// reading a whole text file (of a bounded size). Every error names the file.
 #pragma once
 
+#include <array>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../core/error.hpp"
+#include "file_paths.hpp"
 
 namespace dlm::io::detail {
 
@@ -103,16 +107,45 @@ inline constexpr int max_json_depth = 128;
     return j;
 }
 
-/// The whole content of a text file; file_error if it cannot be read.
-[[nodiscard]] inline std::string read_text_file(const std::filesystem::path& path) {
+/// The largest text file read_text_file reads unless told otherwise: 256 MiB. The largest file dlm
+/// reads as text is a tokenizer.json (Gemma's is about 33 MB, Qwen2's 7 MB); a config.json that is
+/// hundreds of megabytes is a mistake, and was read whole (530 MB for a sparse 512 MiB file) before
+/// its JSON was refused.
+inline constexpr std::uintmax_t max_text_file_bytes = std::uintmax_t{256} << 20;
+
+/// "268435456 bytes" as an error message writes a size: in MiB when it is a whole number of them.
+[[nodiscard]] inline std::string byte_count(std::uintmax_t bytes) {
+    constexpr std::uintmax_t mib = std::uintmax_t{1} << 20;
+    return bytes != 0 && bytes % mib == 0 ? std::to_string(bytes / mib) + " MiB" : std::to_string(bytes) + " bytes";
+}
+
+/// file_error naming `path`: it holds `bytes` (or more), past `max_bytes`.
+[[noreturn]] inline void throw_too_large(const std::filesystem::path& path, std::uintmax_t bytes, std::uintmax_t max_bytes, bool at_least) {
+    throw file_error(path.string(), "is " + std::string(at_least ? "at least " : "") + std::to_string(bytes) +
+                                        " bytes; text files dlm reads are at most " + byte_count(max_bytes));
+}
+
+/// The whole content of a text file of at most `max_bytes`. file_error naming the file if it is not
+/// a readable regular file (why_not_a_regular_file says why: checked before it is opened, so a FIFO
+/// is never waited on), is larger (checked before anything is allocated), or cannot be opened or read.
+[[nodiscard]] inline std::string read_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes = max_text_file_bytes) {
+    require_regular_file(path);
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw file_error(path.string(), "no such file");
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec) throw file_error(path.string(), "cannot read its size: " + ec.message());
+    if (size > max_bytes) throw_too_large(path, size, max_bytes, false);
+    errno = 0;
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw file_error(path.string(), "cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw file_error(path.string(), "cannot read");
-    return std::move(ss).str();
+    if (!in) throw file_error(path.string(), std::string("cannot open: ") + (errno != 0 ? std::strerror(errno) : "the stream did not say why"));
+    std::string text;
+    text.reserve(static_cast<std::size_t>(size));
+    std::array<char, std::size_t{1} << 16> chunk{};
+    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+        text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+        if (text.size() > max_bytes) throw_too_large(path, text.size(), max_bytes, true);  // it grew since file_size
+    }
+    if (in.bad()) throw file_error(path.string(), std::string("cannot read: ") + (errno != 0 ? std::strerror(errno) : "the stream did not say why"));
+    return text;
 }
 
 }  // namespace dlm::io::detail

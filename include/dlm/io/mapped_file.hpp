@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "file_paths.hpp"
 
 // DLM_IO_HAVE_MMAP: 1 maps files, 0 reads them into memory. Detected unless defined by the user.
 #ifndef DLM_IO_HAVE_MMAP
@@ -68,11 +69,13 @@ public:
         }
         ::close(fd);  // the mapping stays valid without the descriptor
 #else
+        detail::require_regular_file(path);
         std::error_code ec;
-        if (!std::filesystem::is_regular_file(path, ec)) throw file_error(path_, "cannot open: not a regular file");
+        const std::uintmax_t size = std::filesystem::file_size(path, ec);
+        if (ec) throw file_error(path_, "cannot read its size: " + ec.message());
         std::ifstream in(path, std::ios::binary);
         if (!in) throw file_error(path_, "cannot open");
-        buffer_.resize(static_cast<std::size_t>(std::filesystem::file_size(path)));
+        buffer_.resize(static_cast<std::size_t>(size));
         in.read(reinterpret_cast<char*>(buffer_.data()), static_cast<std::streamsize>(buffer_.size()));
         if (!in) throw file_error(path_, "cannot read");
         data_ = buffer_.data();

@@ -525,17 +525,16 @@ inline void add_generation_config(model_config& c, const nlohmann::json& generat
 
 /// Reads `model_dir_or_config_json` (a model folder, or its config.json) and, if the same folder
 /// holds them, generation_config.json and the end-of-turn tokens of tokenizer.json. Throws
-/// dlm::file_error naming the file at fault.
+/// dlm::file_error naming the file at fault, also for one of those two that is there but is not a
+/// readable regular file (detail::optional_file).
 [[nodiscard]] inline model_config load_config(const std::filesystem::path& model_dir_or_config_json) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path config_path = fs::is_directory(model_dir_or_config_json, ec) ? model_dir_or_config_json / "config.json"
-                                                                                 : model_dir_or_config_json;
+    const fs::path config_path = detail::config_json_path(model_dir_or_config_json);
     const std::string source = config_path.string();
     model_config c = parse_config(detail::parse_json_strict(detail::read_text_file(config_path), source, "config"), source);
     const fs::path folder = config_path.has_parent_path() ? config_path.parent_path() : fs::path(".");
     const fs::path generation = folder / "generation_config.json";
-    if (fs::is_regular_file(generation, ec)) {
+    if (detail::optional_file(generation)) {
         const std::string gsource = generation.string();
         add_generation_config(c, detail::parse_json_strict(detail::read_text_file(generation), gsource, "generation config"), gsource);
     }

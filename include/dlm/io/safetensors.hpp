@@ -30,6 +30,7 @@
 
 #include "../core/error.hpp"
 #include "dtype.hpp"
+#include "file_paths.hpp"
 #include "json_util.hpp"
 #include "mapped_file.hpp"
 #include "safetensors_header.hpp"
@@ -69,21 +70,13 @@ inline void convert_to_f32(dtype type, std::span<const std::byte> src, std::span
     }
 }
 
-/// The folder of a model named by its folder or by a file inside it (config.json, a shard): what
-/// the loaders read config.json and the checkpoint from. Throws dlm::file_error naming `path` when it
-/// is neither, before any file of another folder is looked for.
-[[nodiscard]] inline std::filesystem::path model_folder(const std::filesystem::path& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return path;
-    if (std::filesystem::is_regular_file(path, ec)) return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    throw file_error(path.string(), "no such model folder or file");
-}
-
 class checkpoint {
 public:
     /// Opens `model_dir_or_file`: a folder holding model.safetensors or model.safetensors.index.json
     /// (the single file wins if both exist, as in transformers), a .safetensors file, or an index
-    /// .json file. Validates every header (and, when sharded, the index against the shards).
+    /// .json file. Validates every header (and, when sharded, the index against the shards). A
+    /// model.safetensors that is there but is not a readable regular file (a dangling symbolic link)
+    /// is named, not passed over for the index (detail::optional_file).
     [[nodiscard]] static checkpoint open(const std::filesystem::path& model_dir_or_file) {
         namespace fs = std::filesystem;
         std::error_code ec;
@@ -92,19 +85,19 @@ public:
         if (fs::is_directory(model_dir_or_file, ec)) {
             const fs::path single = model_dir_or_file / "model.safetensors";
             const fs::path index = model_dir_or_file / "model.safetensors.index.json";
-            if (fs::exists(single, ec)) {
+            if (detail::optional_file(single)) {
                 c.add_file(single);
-            } else if (fs::exists(index, ec)) {
+            } else if (detail::optional_file(index)) {
                 c.open_sharded(index);
             } else {
                 throw file_error(c.source_, "folder holds neither model.safetensors nor model.safetensors.index.json");
             }
-        } else if (!fs::exists(model_dir_or_file, ec)) {
-            throw file_error(c.source_, "no such file or folder");
-        } else if (model_dir_or_file.extension() == ".json") {
-            c.open_sharded(model_dir_or_file);
         } else {
-            c.add_file(model_dir_or_file);
+            detail::require_regular_file(model_dir_or_file, "no such file or folder");
+            if (model_dir_or_file.extension() == ".json")
+                c.open_sharded(model_dir_or_file);
+            else
+                c.add_file(model_dir_or_file);
         }
         c.read_ = std::make_unique<std::atomic<bool>[]>(c.tensors_.size());
         return c;
@@ -271,8 +264,8 @@ private:
             bool escapes = shard.empty() || rel.is_absolute() || rel.has_root_name();
             for (const auto& part : rel) escapes = escapes || part == "..";
             if (escapes) throw tensor_error(ipath, name, "weight_map names shard '" + shard + "', which is not a file name inside the folder");
-            if (!fs::is_regular_file(dir / rel))
-                throw tensor_error(ipath, name, "weight_map names shard '" + shard + "', which does not exist in '" + dir.string() + "'");
+            if (const std::string why = detail::why_not_a_regular_file(dir / rel, "does not exist"); !why.empty())
+                throw tensor_error(ipath, name, "weight_map names shard '" + shard + "' in '" + dir.string() + "', which " + why);
             shards[shard].push_back(name);
         }
         for (const auto& [shard, listed] : shards) {

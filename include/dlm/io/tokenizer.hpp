@@ -315,8 +315,8 @@ DLM_SEPARATE_INLINE tokenizer tokenizer::load(const std::filesystem::path& path)
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         const auto json = path / "tokenizer.json";
-        if (std::filesystem::exists(json, ec)) return load_file(json);
-        if (std::filesystem::exists(path / "vocab.json", ec) && std::filesystem::exists(path / "merges.txt", ec))
+        if (detail::optional_file(json)) return load_file(json);
+        if (detail::optional_file(path / "vocab.json") && detail::optional_file(path / "merges.txt"))
             return from_vocab_and_merges(path);
         throw file_error(json.string(), "no such file (nor vocab.json and merges.txt beside it)");
     }
