@@ -107,10 +107,10 @@ inline constexpr int max_json_depth = 128;
     return j;
 }
 
-/// The largest text file read_text_file reads unless told otherwise: 256 MiB. The largest file dlm
-/// reads as text is a tokenizer.json (Gemma's is about 33 MB, Qwen2's 7 MB); a config.json that is
-/// hundreds of megabytes is a mistake, and was read whole (530 MB for a sparse 512 MiB file) before
-/// its JSON was refused.
+/// The largest text file read_text_file reads unless told otherwise: 256 MiB. The largest files dlm
+/// reads as text are tokenizer.json files (a vocabulary of a few hundred thousand tokens and their
+/// merges), far below it; a config.json of hundreds of megabytes is a mistake, and was read whole
+/// (530 MB for a sparse 512 MiB file) before its JSON was refused.
 inline constexpr std::uintmax_t max_text_file_bytes = std::uintmax_t{256} << 20;
 
 /// "268435456 bytes" as an error message writes a size: in MiB when it is a whole number of them.
