@@ -165,7 +165,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, cli::format_prompt(o.prompt_format, p.question), o.chat,
                                                                      o.think ? io::chat_thinking::on : io::chat_thinking::off));
 
-    const std::string model_name = std::filesystem::absolute(m.dir).lexically_normal().filename().string();
+    const std::string model_name = cli::model_name(m.dir);
     std::cerr << "dlm-eval: " << cli::describe(s) << " · model " << model_name << " · " << problems.size() << " problems from "
               << data.string() << " · batch " << o.batch << '\n';
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -145,6 +146,16 @@ template <class Model>
     cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(choice, std::move(progress)));
     const model_hints hints = hints_of(model);
     return loaded_since(start, gemma_model{dir, std::move(model), std::move(tok), io::detect_chat_format(dir), hints});
+}
+
+/// The name a model goes by in the programs' output (dlm-eval's "model", the trace's subtitle,
+/// dlm-server's model id): its folder's or .gguf file's name, "models/cdlm/" and "models/cdlm" alike.
+[[nodiscard]] inline std::string model_name(const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(dir, ec);
+    p = (ec ? dir : p).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    return p.filename().string();
 }
 
 /// Loads `dir`, a model folder or a .gguf file (its tokenizer and chat template from its metadata);

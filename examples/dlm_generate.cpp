@@ -113,7 +113,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
     }
 
     if (!o.trace.empty()) {
-        const std::string model_name = std::filesystem::absolute(m.dir).lexically_normal().filename().string();
+        const std::string model_name = cli::model_name(m.dir);
         std::string title, subtitle = "model " + model_name + " · prompt \"" + shorten(o.prompt, 70) + "\"";
         if (traces.size() == 1) {
             const auto& r = traces.front().result;

@@ -78,9 +78,7 @@ int serve_loaded(const cli::options& o, cli::basic_loaded_model<Model>& m, serve
         std::cerr << "dlm-server: " << e.what() << '\n';
         return 2;
     }
-    std::filesystem::path dir = std::filesystem::absolute(m.dir).lexically_normal();
-    if (!dir.has_filename()) dir = dir.parent_path();
-    const std::string model_id = !o.alias.empty() ? o.alias : dir.filename().string();
+    const std::string model_id = !o.alias.empty() ? o.alias : cli::model_name(m.dir);
     if (o.device == "cuda") {
 #ifdef DLM_SERVER_CUDA
         if constexpr (std::is_same_v<Model, cpu::transformer>) return server::serve_on_cuda(o, m, s, model_id, http);

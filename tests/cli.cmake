@@ -158,6 +158,8 @@ if(DLM_BUILD_BENCH)
            EXPECT "no-such-dir/p.jsonl: cannot be written" REJECT "accuracy")
   cli_case("eval: -n too long for the context stops the run, naming it" ${E} ARGS "${M}|--data|${_data}|--no-progress|-n|256" RC 2
            EXPECT "invalid parameter '-n': is 256" REJECT "accuracy")
+  cli_case("eval: a model folder given with a trailing slash is still named by its folder" ${E}
+           ARGS "-m|${_cli_model}/|--data|${_data}|--limit|1|--no-progress" EXPECT "model cli_model ")
   # Two flags naming one file would overwrite each other (or the problems read): refused before the evaluation.
   cli_case("eval: --json and --predictions naming one file are refused before the evaluation" ${E}
            ARGS "${M}|--data|${_data}|--no-progress|--json|${_cli_out}/both.json|--predictions|${_cli_out}/./both.json" RC 2
