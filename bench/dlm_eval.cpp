@@ -154,6 +154,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
         cli::check_fits<Model>(chosen.preset);  // uniform-state presets for DiffusionGemma, the others for the transformer
         s = cli::resolve(o, chosen.preset, m.hints);
         cli::check_fits_shift(s, m.model, o.spelling("--preset"));
+        cli::check_chat(m, o.chat, o.spelling("--chat"));
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-eval: " << e.what() << '\n';
         return 2;
@@ -163,7 +164,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     std::vector<std::vector<token_id>> prompts;
     prompts.reserve(problems.size());
     for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, cli::format_prompt(o.prompt_format, p.question), o.chat,
-                                                                     o.think ? io::chat_thinking::on : io::chat_thinking::off));
+                                                                     o.thinking()));
 
     const std::string model_name = cli::model_name(m.dir);
     std::cerr << "dlm-eval: " << cli::describe(s) << " · model " << model_name << " · " << problems.size() << " problems from "

@@ -247,11 +247,20 @@ struct preset_choice {
     return c;
 }
 
+/// Refuses `chat` (spelled `flag`) for a model whose chat template dlm does not write.
+template <class Model>
+void check_chat(const basic_loaded_model<Model>& m, bool chat, const std::string& flag) {
+    if (chat && m.chat == io::chat_format::unsupported)
+        throw invalid_parameter(flag, m.dir.string() + ": " + std::string(io::detail::unsupported_template_rule));
+}
+
 /// The prompt text: `text` itself, or with `chat` a one-message conversation in the model's chat
-/// format, in its thinking mode if `thinking` (a folder without a template gets the text unchanged).
+/// format, in its thinking mode `thinking` (a folder without a template gets the text unchanged; one
+/// whose template dlm does not write is refused, naming chat).
 template <class Model>
 [[nodiscard]] std::string prompt_text(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
-                                      io::chat_thinking thinking = io::chat_thinking::off) {
+                                      io::chat_thinking thinking = io::chat_thinking::template_default) {
+    check_chat(m, chat, "chat");
     if (!chat || m.chat == io::chat_format::none) return text;
     const io::chat_message msg{"user", text};
     return io::apply_chat_template(m.chat, std::span<const io::chat_message>(&msg, 1), true, thinking);
@@ -260,7 +269,7 @@ template <class Model>
 /// The prompt's ids: tokenized alone, without added special tokens (the chat template writes its own).
 template <class Model>
 [[nodiscard]] std::vector<token_id> encode_prompt(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
-                                                  io::chat_thinking thinking = io::chat_thinking::off) {
+                                                  io::chat_thinking thinking = io::chat_thinking::template_default) {
     return m.tokenizer.encode(prompt_text(m, text, chat, thinking));
 }
 

@@ -25,6 +25,7 @@
 
 #include <dlm/core/config.hpp>
 #include <dlm/core/error.hpp>
+#include <dlm/io/chat_template.hpp>
 #include <dlm/registry/validate.hpp>
 
 #include "bounds.hpp"
@@ -60,7 +61,8 @@ struct options {
     std::string model;   ///< -m: a model folder; empty: $DLM_MODEL, else the shipped default model
     std::string prompt;  ///< -p (dlm-generate)
     bool chat = false;   ///< wrap the prompt in the model folder's chat template
-    bool think = false;  ///< with chat: the template's thinking mode (Gemma 4's enable_thinking)
+    bool think = false;     ///< with chat: the template's thinking mode on (enable_thinking=true)
+    bool no_think = false;  ///< with chat: the template's thinking mode off (enable_thinking=false)
     int threads = 0;     ///< -t: OpenMP threads; 0: OpenMP's default
     std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
     std::string kv;      ///< --kv: the KV cache's element type, f32 or bf16; empty: f32
@@ -110,6 +112,10 @@ struct options {
     std::map<std::string, std::string, std::less<>> given;
 
     [[nodiscard]] bool was_given(std::string_view canonical) const { return given.find(canonical) != given.end(); }
+    /// The chat template's enable_thinking: --think, --no-think, or neither (the template's default).
+    [[nodiscard]] io::chat_thinking thinking() const noexcept {
+        return think ? io::chat_thinking::on : no_think ? io::chat_thinking::off : io::chat_thinking::template_default;
+    }
     [[nodiscard]] std::string spelling(std::string_view canonical) const {
         const auto it = given.find(canonical);
         return it != given.end() ? it->second : std::string(canonical);
@@ -162,10 +168,12 @@ struct flag {
          "model folder (config.json, *.safetensors, tokenizer.json); default: $DLM_MODEL, else the shipped CDLM student", B,
          [](options& o, auto f, auto v) { o.model = as_path(f, v); }},
         {"Model and prompt", "-p, --prompt", "TEXT", "the prompt", G, [](options& o, auto, auto v) { o.prompt = std::string(v); }},
-        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA, ChatML or Gemma 4)", G | E,
+        {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA, ChatML, Qwen3 or Gemma 4)", G | E,
          [](options& o, auto, auto) { o.chat = true; }},
-        {"Model and prompt", "--think", "", "with --chat, the template's thinking mode (Gemma 4's enable_thinking; other templates have none)",
+        {"Model and prompt", "--think", "", "with --chat, the template's thinking mode on (enable_thinking=true: Gemma 4, Qwen3; other templates have none)",
          G | E, [](options& o, auto, auto) { o.think = true; }},
+        {"Model and prompt", "--no-think", "", "with --chat, the template's thinking mode off (enable_thinking=false: Qwen3's empty thought; Gemma 4's default)",
+         G | E, [](options& o, auto, auto) { o.no_think = true; }},
         {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
          [](options& o, auto f, auto v) { o.threads = to_integer<int>(f, v, 1, max_threads); }},
         {"Model and prompt", "--dtype", "TYPE",
@@ -412,6 +420,8 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
     if (o.compare && o.was_given("--preset"))
         detail::bad(o.spelling("--preset"), "cannot be combined with --compare; list the presets with --compare-presets");
     if (o.think && !o.chat) detail::bad(o.spelling("--think"), "needs --chat (it is the chat template's thinking mode)");
+    if (o.no_think && !o.chat) detail::bad(o.spelling("--no-think"), "needs --chat (it is the chat template's thinking mode)");
+    if (o.think && o.no_think) detail::bad(o.spelling("--no-think"), "contradicts --think: give one of them");
     if (o.kv == "bf16" && o.device == "cuda")
         detail::bad(o.spelling("--kv"), "bf16 is the CPU transformer's here: dlm-server --device cuda holds f32 K/V (the library's "
                                         "dlm::cuda::transformer_bf16_kv, and dlm-bench-cuda --kv bf16, hold bf16)");

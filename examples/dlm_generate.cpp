@@ -84,13 +84,14 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
             runs.push_back(cli::resolve(o, p, m.hints));
             cli::check_fits_shift(runs.back(), m.model, o.spelling(o.compare ? "--compare-presets" : "--preset"));
         }
+        cli::check_chat(m, o.chat, o.spelling("--chat"));
     } catch (const invalid_parameter& e) {
         std::cerr << "dlm-generate: " << e.what() << '\n';
         return 2;
     }
     if (o.chat && m.chat == io::chat_format::none)
         std::cerr << "dlm-generate: note: " << m.dir.string() << " has no chat template; the prompt is used as it is\n";
-    const std::vector<token_id> prompt = cli::encode_prompt(m, o.prompt, o.chat, o.think ? io::chat_thinking::on : io::chat_thinking::off);
+    const std::vector<token_id> prompt = cli::encode_prompt(m, o.prompt, o.chat, o.thinking());
 
     const bool tty = cli::is_terminal(1);
     std::optional<cli::canvas_view> view;

@@ -78,6 +78,9 @@ int serve_loaded(const cli::options& o, cli::basic_loaded_model<Model>& m, serve
         std::cerr << "dlm-server: " << e.what() << '\n';
         return 2;
     }
+    if (m.chat == io::chat_format::unsupported)
+        std::cerr << "dlm-server: note: " << m.dir.string() << "'s chat template is not one dlm writes: /v1/chat/completions "
+                  << "answers 400; send prompts in the template's form to /v1/completions\n";
     const std::string model_id = !o.alias.empty() ? o.alias : cli::model_name(m.dir);
     if (o.device == "cuda") {
 #ifdef DLM_SERVER_CUDA

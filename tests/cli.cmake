@@ -14,6 +14,14 @@ foreach(_f IN ITEMS config.json tokenizer.json tokenizer_config.json)
   configure_file(${DLM_TEST_DATA}/cli/${_f} ${_cli_model}/${_f} COPYONLY)
 endforeach()
 configure_file(${DLM_TEST_DATA}/models/llada_tiny/model.safetensors ${_cli_model}/model.safetensors COPYONLY)
+# The same model with a chat template dlm does not write (Ling 2.0's form): --chat is refused by name.
+set(_cli_ling ${CMAKE_CURRENT_BINARY_DIR}/cli_model_ling)
+foreach(_f IN ITEMS config.json tokenizer.json)
+  configure_file(${DLM_TEST_DATA}/cli/${_f} ${_cli_ling}/${_f} COPYONLY)
+endforeach()
+configure_file(${DLM_TEST_DATA}/models/llada_tiny/model.safetensors ${_cli_ling}/model.safetensors COPYONLY)
+file(WRITE ${_cli_ling}/chat_template.jinja
+     "{{- '<role>SYSTEM</role>detailed thinking off<|role_end|>' }}{%- for message in messages %}{{- '<role>HUMAN</role>' + message.content + '<|role_end|>' }}{%- endfor %}{{- '<role>ASSISTANT</role>' }}")
 set(_cli_out ${CMAKE_CURRENT_BINARY_DIR}/cli_out)
 file(MAKE_DIRECTORY ${_cli_out})
 string(ASCII 27 _esc)
@@ -108,6 +116,11 @@ if(DLM_BUILD_EXAMPLES)
   cli_case("llada random remasking" ${G} ARGS "${M}|-p|${_prompt}|--preset|llada|--diffusion-algorithm|3|--diffusion-block-length|4|--steps|12|--stats"
            EXPECT "llada: 12 forwards, steps per block \\[2 2 2 2 2 2\\]")
   cli_case("chat template" ${G} ARGS "${M}|-p|${_prompt}|--chat|--stats" EXPECT "cdlm: [0-9]+ forwards" REJECT "no chat template")
+  cli_case("a chat template dlm does not write is refused with --chat, naming it, before decoding" ${G}
+           ARGS "-m|${_cli_ling}|-p|${_prompt}|--chat|--stats" RC 2
+           EXPECT "invalid parameter '--chat': .*cli_model_ling: the model's chat template is not one dlm writes" REJECT "forwards")
+  cli_case("a model with a chat template dlm does not write still decodes a plain prompt" ${G}
+           ARGS "-m|${_cli_ling}|-p|${_prompt}|--stats" EXPECT "cdlm: [0-9]+ forwards")
 
   # --visual on a pipe: one plain line per forward (3 blocks of 8, threshold 0.9 on random weights:
   # one commit per forward).
@@ -158,6 +171,9 @@ if(DLM_BUILD_BENCH)
            EXPECT "no-such-dir/p.jsonl: cannot be written" REJECT "accuracy")
   cli_case("eval: -n too long for the context stops the run, naming it" ${E} ARGS "${M}|--data|${_data}|--no-progress|-n|256" RC 2
            EXPECT "invalid parameter '-n': is 256" REJECT "accuracy")
+  cli_case("eval: a chat template dlm does not write is refused with --chat before the evaluation" ${E}
+           ARGS "-m|${_cli_ling}|--data|${_data}|--chat|--no-progress" RC 2
+           EXPECT "invalid parameter '--chat': .*not one dlm writes" REJECT "accuracy")
   cli_case("eval: a model folder given with a trailing slash is still named by its folder" ${E}
            ARGS "-m|${_cli_model}/|--data|${_data}|--limit|1|--no-progress" EXPECT "model cli_model ")
   # Two flags naming one file would overwrite each other (or the problems read): refused before the evaluation.

@@ -31,7 +31,7 @@ if(Python3_Interpreter_FOUND)
 endif()
 # The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
 foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue canvas openai chunked-limit gzip slowloris connection-cap methods
-                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id)
+                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id chat-template)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}

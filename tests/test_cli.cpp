@@ -113,7 +113,11 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
     CHECK(refused({"-p", "x", "--json", "f"}) == "--json");
     CHECK(refused({"-p", "x", "--think"}) == "--think");  // the chat template's mode: needs --chat
     CHECK(refused({"-p", "x", "--chat", "--think"}).empty());
-    CHECK(parse({"-p", "x", "--chat", "--think"}).think);
+    CHECK(parse({"-p", "x", "--chat", "--think"}).thinking() == dlm::io::chat_thinking::on);
+    CHECK(parse({"-p", "x", "--chat", "--no-think"}).thinking() == dlm::io::chat_thinking::off);  // Qwen3's empty thought
+    CHECK(parse({"-p", "x", "--chat"}).thinking() == dlm::io::chat_thinking::template_default);
+    CHECK(refused({"-p", "x", "--no-think"}) == "--no-think");
+    CHECK(refused({"-p", "x", "--chat", "--think", "--no-think"}) == "--no-think");
     CHECK(refused({"-p", "x", "--kv", "f16"}) == "--kv");  // a KV cache holds f32 or bf16
     CHECK(parse({"-p", "x", "--kv", "bf16"}).kv == "bf16");
     CHECK(parse({"-p", "x"}).kv.empty());

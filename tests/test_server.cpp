@@ -73,11 +73,14 @@ TEST_CASE("server request: the OpenAI fields and dlm's extensions are read and c
     REQUIRE(c.messages.size() == 2);
     CHECK(c.messages[1].role == "user");
     CHECK(c.messages[1].content == "Hi");
-    CHECK(c.thinking == io::chat_thinking::off);
+    CHECK(c.thinking == io::chat_thinking::template_default);
     // vLLM's chat_template_kwargs: the template's thinking mode (Gemma 4's enable_thinking).
     const auto t = parse_request(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"enable_thinking": true}})",
                                  endpoint::chat, cdlm_rules());
     CHECK(t.thinking == io::chat_thinking::on);
+    const auto f = parse_request(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"enable_thinking": false}})",
+                                 endpoint::chat, cdlm_rules());
+    CHECK(f.thinking == io::chat_thinking::off);  // Qwen3's empty thought; not the template's default
 }
 
 TEST_CASE("server request: every refusal names the field, and another model is 404") {

@@ -230,7 +230,7 @@ TEST_CASE("gemma chat template: conversations with and without the generation pr
         const bool prompt = c["add_generation_prompt"].get<bool>();
         const bool think = c.value("enable_thinking", false);
         const std::string text = dlm::io::apply_chat_template(dlm::io::chat_format::gemma4, messages, prompt,
-                                                              think ? dlm::io::chat_thinking::on : dlm::io::chat_thinking::off);
+                                                              think ? dlm::io::chat_thinking::on : dlm::io::chat_thinking::template_default);
         INFO("conversation " << c["messages"].dump() << ", add_generation_prompt " << prompt << ", enable_thinking " << think);
         CHECK(text == c["text"].get<std::string>());
         CHECK(show(gemma().encode(text)) == show(c["ids"].get<std::vector<token_id>>()));  // markers are single ids
@@ -254,7 +254,7 @@ TEST_CASE("gemma chat template: Gemma 4's template is recognised in a model fold
     const std::string gemma3 = "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\n' + "
                                "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}";
     CHECK(dlm::io::chat_format_of_template(gemma4) == chat_format::gemma4);
-    CHECK(dlm::io::chat_format_of_template(gemma3) == chat_format::none);
+    CHECK(dlm::io::chat_format_of_template(gemma3) == chat_format::unsupported);  // written by no format: refused, not misread
     dlm_test::write_text(dir / "chat_template.jinja", gemma4);
     CHECK(dlm::io::detect_chat_format(dir.path()) == chat_format::gemma4);
     dlm_test::write_text(dir / "tokenizer_config.json", json{{"chat_template", gemma4}, {"bos_token", "<bos>"}}.dump());

@@ -7,7 +7,7 @@ is the harness's own command line with that import done first. The harness is no
 the package: `pip install "lm-eval[api]==0.4.13"` beside it.
 
 model_args: `pretrained` (a model folder or .gguf; default: the package's), `preset` (default: the
-model's), `chat`, `think` (with chat: the chat template's thinking mode, Gemma 4's enable_thinking), `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
+model's), `chat`, `think` (with chat: the chat template's enable_thinking, True or False; unset: the template's default), `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
 option of the preset (threshold, block_length, steps, temperature, ...), and `mask`, `cache`,
 `schedule`, `sampler` to compose policies by name (LLM.generate). `batch_size` is the number
 of prompts decoded as one batch (`device` is ignored: the package decodes on the CPU) (dlm-eval's --batch: sequence i of a batch draws from the seed derived
@@ -56,13 +56,13 @@ def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 @register_model("dlm")
 class HarnessModel(LM):
-    def __init__(self, pretrained: Optional[str] = None, preset: Optional[str] = None, chat: bool = False, think: bool = False,
+    def __init__(self, pretrained: Optional[str] = None, preset: Optional[str] = None, chat: bool = False, think: Optional[bool] = None,
                  dtype: Optional[str] = None, threads: Optional[int] = None, seed: int = 0, mc_num: int = 128, mc_batch: int = 32,
                  batch_size=1, max_batch_size=None, device=None, **options):
         super().__init__()  # device: the harness passes its default ("cuda:0"); the package decodes on the CPU
         self.llm = LLM(pretrained, dtype=dtype, threads=threads)
         self.preset = preset or self.llm.default_preset
-        self.chat, self.think = bool(chat), bool(think)
+        self.chat, self.think = bool(chat), None if think is None else bool(think)
         self.llm.encode("", self.chat, self.think)  # refuses think without chat now, naming it
         self.seed = int(seed)
         self.options = options

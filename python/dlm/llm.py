@@ -125,15 +125,15 @@ class Engine:
     def settings(self) -> _dlm.Settings:
         return self._engine.settings
 
-    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False, think: bool = False,
+    def add(self, prompt: Prompt, *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False, think: Optional[bool] = None,
             **options) -> int:
         """Queues a prompt (text or token ids); it joins at the next step(). Returns its id.
 
         Options (gen_length, block_length, steps, threshold, temperature, top_k, top_p, seed, ...)
         give this sequence its own settings over the engine's: its generation length and its own
         mask, schedule and sampler, resolved and checked as the engine's were; it decodes as it
-        would alone with them. chat wraps a text prompt in the model's chat template; think also
-        opens the template's thinking mode (Gemma 4's enable_thinking)."""
+        would alone with them. chat wraps a text prompt in the model's chat template; think sets the
+        template's enable_thinking (None: the template's default; True; False)."""
         ids = self._llm._tokens(prompt, chat, think, "prompt")
         own = self._llm.settings(**{**self._options, **options}) if options else None
         seed, cfg = _args.seed(seed), _args.cfg(cfg)
@@ -142,7 +142,7 @@ class Engine:
         return seq
 
     def add_batch(self, prompts: Sequence[Prompt], *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False,
-                  think: bool = False) -> list:
+                  think: Optional[bool] = None) -> list:
         """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
         lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
         seed, cfg = _args.seed(seed), _args.cfg(cfg)
@@ -215,9 +215,10 @@ class LLM:
         """(name, description) of every preset of the registry."""
         return _dlm.presets()
 
-    def encode(self, text: str, chat: bool = False, think: bool = False) -> list:
-        """The prompt's ids (chat: wrapped in the model's chat template; think: with its thinking mode on)."""
-        return self.model.encode(text, chat, think)
+    def encode(self, text: str, chat: bool = False, think: Optional[bool] = None) -> list:
+        """The prompt's ids (chat: wrapped in the model's chat template; think: its enable_thinking,
+        None for the template's default)."""
+        return self.model.encode(text, _args.flag("chat", chat), None if think is None else _args.flag("think", think))
 
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
         """The text of token ids; an id outside the vocabulary raises dlm.InvalidParameter naming tokens."""
@@ -259,7 +260,7 @@ class LLM:
         named = {k: v for k, v in named.items() if v is not None}
         return Engine(self, self.settings(**named, **options), fn, True if stop_at_eos is None else stop_at_eos, {**named, **options})
 
-    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: bool = False,
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: Optional[bool] = None,
                  cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None, **options) -> list:
         """Decodes the prompts (text, token ids, or a list of either) as one batch; one Output each,
         in order. A single prompt decodes exactly as dlm-generate decodes it (chat and think as its
@@ -276,7 +277,7 @@ class LLM:
             done[out.id] = out
         return [done[i] for i in ids]
 
-    def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: bool = False,
+    def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: Optional[bool] = None,
                canvases: bool = False, cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None,
                **options) -> Iterator[Delta]:
         """Decodes the prompts (one, or a list decoded as one batch, as generate()) and yields, after
@@ -320,10 +321,11 @@ class LLM:
             _args.refuse("mask", "must be 'bidirectional' or 'causal'", mask)
         return _dlm.forward(self.model, _args.tokens("tokens", tokens, self.model.vocab_size), mask)
 
-    def _tokens(self, prompt: Prompt, chat: bool, think: bool = False, name: str = "prompt") -> list:
+    def _tokens(self, prompt: Prompt, chat: bool, think: Optional[bool] = None, name: str = "prompt") -> list:
         """A prompt's ids: text encoded (chat, think: the chat template), or token ids checked against
         the vocabulary; chat and think apply to text only and are refused, by name, with ids."""
-        chat, think = _args.flag("chat", chat), _args.flag("think", think)
+        chat = _args.flag("chat", chat)
+        think = None if think is None else _args.flag("think", think)
         if isinstance(prompt, str):
             return self.model.encode(prompt, chat, think)
         if chat or think:

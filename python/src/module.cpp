@@ -282,14 +282,16 @@ void bind_model(nb::module_& m) {
         .def_prop_ro("uniform_state", &py_model::uniform_state,
                      "Whether the model is a uniform-state diffusion model (DiffusionGemma): canvases start from random tokens.")
         .def_prop_ro("default_preset", of([](const auto& x) { return std::string(cli::name_of(cli::model_preset(x).preset)); }))
-        .def_prop_ro("has_chat_template", of([](const auto& x) { return x.chat != io::chat_format::none; }))
+        .def_prop_ro("has_chat_template", of([](const auto& x) { return x.chat != io::chat_format::none; }),
+                     "Whether the folder has a chat template (chat=True is refused where it is not one dlm writes: chat_template).")
+        .def_prop_ro("chat_template", of([](const auto& x) { return std::string(io::chat_format_name(x.chat)); }),
+                     "The chat template dlm writes for chat=True: llada, chatml, qwen3, gemma4; none (no template) or unsupported.")
         .def_prop_ro("weight_type", of([](const auto& x) { return std::string(x.model.weight_type()); }))
-        .def("encode", [](const py_model& x, const std::string& text, bool chat, bool think) {
-                 if (think && !chat) throw invalid_parameter("think", "writes the chat template's thinking turn: it needs chat=True");
-                 return x.visit([&](const auto& f) {
-                     return cli::encode_prompt(f, text, chat, think ? io::chat_thinking::on : io::chat_thinking::off);
-                 });
-             }, "text"_a, "chat"_a = false, "think"_a = false)
+        .def("encode", [](const py_model& x, const std::string& text, bool chat, std::optional<bool> think) {
+                 if (think.value_or(false) && !chat) throw invalid_parameter("think", "sets the chat template's thinking mode: it needs chat=True");
+                 const io::chat_thinking t = !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
+                 return x.visit([&](const auto& f) { return cli::encode_prompt(f, text, chat, t); });
+             }, "text"_a, "chat"_a = false, "think"_a = nb::none())
         .def("decode", [](const py_model& x, const std::vector<token_id>& ids, bool skip_special) {
                  return x.visit([&](const auto& f) { return f.tokenizer.decode(ids, skip_special); });
              }, "tokens"_a, "skip_special"_a = true)

@@ -26,6 +26,8 @@ talks to it, and stops it. Cases:
   drain-body  SIGTERM between a request's head and its body: 503 + Connection: close, not a bare close
   startup-failure  worker threads that cannot start, or a port in use: a message and status 1, never "listening"
   request-id  X-Request-Id echoed (or generated) on every answer and in the request's log line
+  chat-template  a model whose chat template dlm does not write: chat requests get a 400 naming messages,
+              completions are served, and the server says so at start-up
 The hostile-client and operations cases (chunked-limit ... request-id) live in hostile_cases.py, what
 all cases share in harness.py. Exit status 0 pass, 1 fail, 77 skipped (saying why).
 """
@@ -89,6 +91,27 @@ def case_curl(args):
         # The server still answers as before.
         again = json.loads(curl(s.url + "/v1/completions", json.dumps({"prompt": PROMPT})))
         check(again["choices"][0]["text"] == want, "the answer changed after bad requests")
+    return 0
+
+
+def case_chat_template(args):
+    """A chat template dlm does not write (Ling 2.0's form, as LLaDA2 ships) is refused on the chat route
+    with a 400 naming messages, never written in another form; the completions route still answers."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        for name in os.listdir(args.model):
+            os.symlink(os.path.join(os.path.abspath(args.model), name), os.path.join(folder, name))
+        with open(os.path.join(folder, "chat_template.jinja"), "w") as f:
+            f.write("{%- for message in messages %}{{- '<role>HUMAN</role>' + message.content + '<|role_end|>' }}{%- endfor %}"
+                    "{{- '<role>ASSISTANT</role>' }}")
+        with Server(args.server, folder) as s:
+            status, _, text = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 8})
+            err = json.loads(text)["error"]
+            check(status == 400 and err["param"] == "messages" and "not one dlm writes" in err["message"], f"chat: {status} {text}")
+            status, _, text = s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8})
+            check(status == 200 and json.loads(text)["choices"][0]["text"] is not None, f"completions: {status} {text}")
+            check("chat template is not one dlm writes" in s.startup, f"no start-up note: {s.startup}")
+    print("chat template: chat refused (400, messages), completions served")
     return 0
 
 
@@ -285,7 +308,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "canvas", "openai", "openai-client",
                                    "chunked-limit", "gzip", "slowloris", "connection-cap", "methods", "nodelay", "http10", "drain",
-                                   "drain-pipelined", "drain-body", "startup-failure", "request-id", "uniform-state"])
+                                   "drain-pipelined", "drain-body", "startup-failure", "request-id", "uniform-state", "chat-template"])
     p.add_argument("--server")
     p.add_argument("--generate")
     p.add_argument("--model")
@@ -301,7 +324,8 @@ def main():
              "connection-cap": case_connection_cap, "methods": case_methods, "nodelay": case_nodelay, "http10": case_http10,
              "drain": case_drain, "drain-pipelined": case_drain_pipelined, "drain-body": case_drain_body,
              "startup-failure": case_startup_failure, "request-id": case_request_id,
-             "openai": case_openai, "openai-client": openai_client, "uniform-state": case_uniform_state}
+             "openai": case_openai, "openai-client": openai_client, "uniform-state": case_uniform_state,
+             "chat-template": case_chat_template}
     return cases[args.case](args)
 
 

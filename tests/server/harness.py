@@ -42,6 +42,7 @@ class Server:
         if not m:
             self.proc.kill()
             raise SystemExit(f"FAIL: dlm-server did not start: {seen}{self.proc.stdout.read()}")
+        self.startup = seen  # the lines before the port's
         self.port = int(m.group(1))
         self.url = f"http://127.0.0.1:{self.port}"
         # Keep draining its output (so that it never blocks on a full pipe); shown if the case fails.

@@ -5,7 +5,7 @@
 //             <|startoftext|><|start_header_id|>{role}<|end_header_id|>\n\n{content | trim}<|eot_id|>...
 //           then <|start_header_id|>assistant<|end_header_id|>\n\n. The BOS opens the first message
 //           only; `trim` strips what Python's str.strip() strips.
-//   chatml  Dream-v0-Instruct-7B's (Qwen2-Instruct's) template: <|im_start|>{role}\n{content}<|im_end|>\n
+//   chatml  Dream-v0-Instruct-7B's and Fast-dLLM v2's (Qwen2-Instruct's) template: <|im_start|>{role}\n{content}<|im_end|>\n
 //           per message, preceded by the default system message "You are a helpful assistant." when
 //           the first message is not a system message; then <|im_start|>assistant\n.
 //   gemma4  Gemma 4's template (google/gemma-4-31B-it's chat_template.jinja), which DiffusionGemma's
@@ -21,11 +21,23 @@
 //           <|think|>\n, and the generation prompt is <|turn>model\n alone: the model writes its
 //           thought channel itself. (transformers refuses an empty conversation; dlm writes <bos>
 //           and the generation prompt.)
+//   chatml_bare  ChatML without a default system message: <|im_start|>{role}\n{content}<|im_end|>\n per
+//           message, then <|im_start|>assistant\n.
+//   qwen3   Qwen3's template, which SDAR's chat models ship (training/model/SDAR-*-Chat/chat_template.jinja
+//           of JetAstra/SDAR): <|im_start|>{role}\n{content}<|im_end|>\n per message, no default
+//           system message; an assistant message's <think>...</think> reasoning is split off its
+//           content and written back, as <think>\n{reasoning}\n</think>\n\n, only after the last
+//           user message (and always for a final assistant message); then <|im_start|>assistant\n,
+//           followed by <think>\n\n</think>\n\n when thinking is explicitly off (chat_thinking::off;
+//           the template's default and chat_thinking::on add nothing). A developer message, which the
+//           template does not know, is left out as it leaves it out.
 //   none    a base model: the contents joined by a blank line, nothing added.
+//   unsupported  a template none of the above: dlm writes no prompt for it (apply_chat_template
+//           throws invalid_parameter "chat") rather than a prompt the model was not trained on.
 //
 // add_generation_prompt = false leaves out the assistant header. `thinking` is the templates'
-// enable_thinking: only gemma4 reads it (the others have no thinking mode, and a Jinja template
-// ignores a variable it does not use). (LLaDA's own template writes it
+// enable_thinking: left undefined (template_default), false (off) or true (on); gemma4 and qwen3 read
+// it (the others have no thinking mode, and a Jinja template ignores a variable it does not use). (LLaDA's own template writes it
 // unconditionally; dlm honours the flag so that a conversation can end on an assistant turn.)
 #pragma once
 
@@ -43,10 +55,25 @@
 
 namespace dlm::io {
 
-enum class chat_format { none, llada, chatml, gemma4 };
+enum class chat_format { none, llada, chatml, chatml_bare, qwen3, gemma4, unsupported };
 
-/// A chat template's enable_thinking (Gemma 4's thinking mode; off is every template's default).
-enum class chat_thinking { off, on };
+/// The format's name, as the Python package's Model.chat_template reports it.
+[[nodiscard]] constexpr std::string_view chat_format_name(chat_format f) noexcept {
+    switch (f) {
+        case chat_format::none: return "none";
+        case chat_format::llada: return "llada";
+        case chat_format::chatml: return "chatml";
+        case chat_format::chatml_bare: return "chatml_bare";
+        case chat_format::qwen3: return "qwen3";
+        case chat_format::gemma4: return "gemma4";
+        case chat_format::unsupported: return "unsupported";
+    }
+    return "unsupported";
+}
+
+/// A chat template's enable_thinking: not given (the template's own default), false or true. Gemma 4's
+/// template reads an absent one as false; Qwen3's as true, and writes an empty thought for false.
+enum class chat_thinking { template_default, off, on };
 
 struct chat_message {
     std::string role;  // "system", "user", "assistant", ...
@@ -109,11 +136,84 @@ namespace detail {
     return out;
 }
 
+/// Python's str.lstrip / rstrip / strip of newlines only, as Qwen3's template calls them ('\n').
+[[nodiscard]] inline std::string_view strip_newlines(std::string_view s, bool left, bool right) {
+    while (left && !s.empty() && s.front() == '\n') s.remove_prefix(1);
+    while (right && !s.empty() && s.back() == '\n') s.remove_suffix(1);
+    return s;
+}
+
+/// Qwen3's last_query_index: the last user message that is not a wrapped tool response, else the
+/// last message.
+[[nodiscard]] inline std::size_t qwen3_last_query(std::span<const chat_message> messages) {
+    for (std::size_t i = messages.size(); i-- > 0;) {
+        const std::string_view c = messages[i].content;
+        if (messages[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) return i;
+    }
+    return messages.empty() ? 0 : messages.size() - 1;
+}
+
+/// One assistant message in Qwen3's form: its <think> reasoning split off the content and written
+/// back only after the last query (`keep_reasoning`), or when it is the final message.
+[[nodiscard]] inline std::string qwen3_assistant(std::string_view text, bool keep_reasoning, bool last) {
+    static constexpr std::string_view open = "<think>", close = "</think>";
+    std::string_view content = text, reasoning;
+    if (const std::size_t first_close = text.find(close); first_close != std::string_view::npos) {
+        content = strip_newlines(text.substr(text.rfind(close) + close.size()), true, false);
+        const std::string_view before = strip_newlines(text.substr(0, first_close), false, true);
+        const std::size_t o = before.rfind(open);
+        reasoning = strip_newlines(o == std::string_view::npos ? before : before.substr(o + open.size()), true, false);
+    }
+    std::string out = "<|im_start|>assistant\n";
+    if (keep_reasoning && (last || !reasoning.empty()))
+        out += "<think>\n" + std::string(strip_newlines(reasoning, true, true)) + "\n</think>\n\n" + std::string(strip_newlines(content, true, false));
+    else
+        out += content;
+    return out + "<|im_end|>\n";
+}
+
+/// The qwen3 format (see the header comment).
+[[nodiscard]] inline std::string qwen3_chat(std::span<const chat_message> messages, bool add_generation_prompt, chat_thinking thinking) {
+    std::string out;
+    const bool system = !messages.empty() && messages[0].role == "system";
+    if (system) out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+    const std::size_t last_query = qwen3_last_query(messages);
+    for (std::size_t i = system ? 1 : 0; i < messages.size(); ++i) {
+        const chat_message& m = messages[i];
+        if (m.role == "user" || m.role == "system") out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        else if (m.role == "assistant") out += qwen3_assistant(m.content, i > last_query, i + 1 == messages.size());
+    }
+    if (add_generation_prompt) out += thinking == chat_thinking::off ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "<|im_start|>assistant\n";
+    return out;
+}
+
+/// Whether a ChatML template writes a system message of its own: a string literal that goes on after
+/// "<|im_start|>system" and its newline (Jinja's escape or the character) instead of ending there.
+[[nodiscard]] inline bool writes_default_system(std::string_view jinja) noexcept {
+    static constexpr std::string_view head = "<|im_start|>system";
+    for (std::size_t at = jinja.find(head); at != std::string_view::npos; at = jinja.find(head, at + 1)) {
+        std::string_view rest = jinja.substr(at + head.size());
+        if (rest.starts_with("\\n")) rest.remove_prefix(2);
+        else if (rest.starts_with('\n')) rest.remove_prefix(1);
+        else continue;
+        if (!rest.empty() && rest.front() != '\'' && rest.front() != '"') return true;
+    }
+    return false;
+}
+
+/// Why dlm writes no prompt for a chat_format::unsupported template.
+inline constexpr std::string_view unsupported_template_rule =
+    "the model's chat template is not one dlm writes (LLaDA's; ChatML with \"You are a helpful assistant.\" as its default "
+    "system message, as Dream and Fast-dLLM v2 ship it, or with none; Qwen3's, as SDAR ships it; Gemma 4's): write the "
+    "prompt in the template's form yourself and send it without chat";
+
 }  // namespace detail
 
-/// The prompt text for `messages` in the model's chat format.
+/// The prompt text for `messages` in the model's chat format. Throws dlm::invalid_parameter "chat" for
+/// chat_format::unsupported.
 [[nodiscard]] inline std::string apply_chat_template(chat_format format, std::span<const chat_message> messages,
-                                                     bool add_generation_prompt = true, chat_thinking thinking = chat_thinking::off) {
+                                                     bool add_generation_prompt = true,
+                                                     chat_thinking thinking = chat_thinking::template_default) {
     std::string out;
     switch (format) {
         case chat_format::llada:
@@ -125,14 +225,20 @@ namespace detail {
             if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
             break;
         case chat_format::chatml:
-            if (!messages.empty() && messages[0].role != "system")
+        case chat_format::chatml_bare:
+            if (format == chat_format::chatml && !messages.empty() && messages[0].role != "system")
                 out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
             for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
             if (add_generation_prompt) out += "<|im_start|>assistant\n";
             break;
+        case chat_format::qwen3:
+            out = detail::qwen3_chat(messages, add_generation_prompt, thinking);
+            break;
         case chat_format::gemma4:
             out = detail::gemma4_chat(messages, add_generation_prompt, thinking);
             break;
+        case chat_format::unsupported:
+            throw invalid_parameter("chat", std::string(detail::unsupported_template_rule));
         case chat_format::none:
             for (std::size_t i = 0; i < messages.size(); ++i) out += (i ? "\n\n" : "") + messages[i].content;
             break;
@@ -141,18 +247,33 @@ namespace detail {
 }
 
 /// Which format a Jinja chat template writes: gemma4 for <|turn> ... <turn|>, llada for the
-/// <|start_header_id|> ... <|eot_id|> family, chatml for <|im_start|> ... <|im_end|>, none otherwise.
+/// <|start_header_id|> ... <|eot_id|> family; for <|im_start|> ... <|im_end|>, chatml where the template
+/// writes "You are a helpful assistant." as its default system message (Dream's, Fast-dLLM v2's: Qwen2's
+/// template), and where it writes no system message of its own, qwen3 if it reads enable_thinking
+/// (Qwen3's, as SDAR ships it) and chatml_bare if not; unsupported for any other template (Qwen2.5's
+/// default "You are Qwen, ..." system message among them), so that dlm never writes a prompt in a form
+/// the model was not trained on.
 [[nodiscard]] inline chat_format chat_format_of_template(std::string_view jinja) noexcept {
+    if (jinja.find_first_not_of(" \t\r\n") == std::string_view::npos) return chat_format::none;  // writes nothing
     const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
     if (has("<|turn>") && has("<turn|>")) return chat_format::gemma4;
     if (has("<|start_header_id|>") && has("<|eot_id|>")) return chat_format::llada;
-    if (has("<|im_start|>") && has("<|im_end|>")) return chat_format::chatml;
-    return chat_format::none;
+    if (has("<|im_start|>") && has("<|im_end|>")) {
+        // The default system literal, its newline written as Jinja's escape or as itself.
+        const bool helpful = has("<|im_start|>system\\nYou are a helpful assistant.<|im_end|>") ||
+                             has("<|im_start|>system\nYou are a helpful assistant.<|im_end|>");
+        const bool thinks = has("enable_thinking") && has("</think>");
+        const bool own_system = detail::writes_default_system(jinja);
+        if (helpful && !thinks) return chat_format::chatml;
+        if (!own_system) return thinks ? chat_format::qwen3 : chat_format::chatml_bare;
+    }
+    return chat_format::unsupported;
 }
 
 /// The chat format of a model folder, from the chat_template of its tokenizer_config.json (or of
 /// chat_template.jinja / chat_template.json beside it, where newer exports keep it). A folder without
-/// a template (a base model) is chat_format::none. Throws dlm::file_error for a malformed file, or
+/// a template (a base model) is chat_format::none; one with a template dlm does not write,
+/// chat_format::unsupported. Throws dlm::file_error for a malformed file, or
 /// for one of those files that is there but is not a readable regular file (detail::optional_file).
 [[nodiscard]] inline chat_format detect_chat_format(const std::filesystem::path& model_dir) {
     const auto from_json = [&](const std::filesystem::path& p, const char* what) -> std::optional<chat_format> {

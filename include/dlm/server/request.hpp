@@ -83,7 +83,7 @@ struct completion_request {
     bool stream = false;
     bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the token counts
     bool stream_canvas = false;  ///< dlm extension: also stream the whole canvas after every forward
-    io::chat_thinking thinking = io::chat_thinking::off;  ///< chat_template_kwargs.enable_thinking (vLLM's field)
+    io::chat_thinking thinking = io::chat_thinking::template_default;  ///< chat_template_kwargs.enable_thinking (vLLM's field)
 };
 
 /// The request field an engine or registry refusal is about ("gen_length" is the request's
