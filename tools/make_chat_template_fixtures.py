@@ -50,6 +50,9 @@ REASONING = [
      {"role": "assistant", "content": "<think>t</think>after the tool"}, {"role": "assistant", "content": "plain"}],
     [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"},
      {"role": "assistant", "content": "\n\n</think>\n\nonly a close tag"}],
+    [{"role": "tool", "content": "first"}, {"role": "user", "content": "Q"}, {"role": "assistant", "content": "<think>r</think>call"},
+     {"role": "tool", "content": "a"}, {"role": "tool", "content": "b"}, {"role": "developer", "content": "left out"},
+     {"role": "tool", "content": "c"}],
 ]
 
 

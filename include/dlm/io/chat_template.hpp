@@ -29,8 +29,9 @@
 //           content and written back, as <think>\n{reasoning}\n</think>\n\n, only after the last
 //           user message (and always for a final assistant message); then <|im_start|>assistant\n,
 //           followed by <think>\n\n</think>\n\n when thinking is explicitly off (chat_thinking::off;
-//           the template's default and chat_thinking::on add nothing). A developer message, which the
-//           template does not know, is left out as it leaves it out.
+//           the template's default and chat_thinking::on add nothing). A run of tool messages is one
+//           user turn of <tool_response> blocks; a developer message, which the template does not
+//           know, is left out as it leaves it out.
 //   none    a base model: the contents joined by a blank line, nothing added.
 //   unsupported  a template none of the above: dlm writes no prompt for it (apply_chat_template
 //           throws invalid_parameter "chat") rather than a prompt the model was not trained on.
@@ -180,8 +181,16 @@ namespace detail {
     const std::size_t last_query = qwen3_last_query(messages);
     for (std::size_t i = system ? 1 : 0; i < messages.size(); ++i) {
         const chat_message& m = messages[i];
-        if (m.role == "user" || m.role == "system") out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-        else if (m.role == "assistant") out += qwen3_assistant(m.content, i > last_query, i + 1 == messages.size());
+        const auto is_tool = [&](std::size_t j) { return j < messages.size() && messages[j].role == "tool"; };
+        if (m.role == "user" || m.role == "system") {
+            out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        } else if (m.role == "assistant") {
+            out += qwen3_assistant(m.content, i > last_query, i + 1 == messages.size());
+        } else if (m.role == "tool") {  // a run of tool responses is one user turn
+            if (i == 0 || !is_tool(i - 1)) out += "<|im_start|>user";
+            out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+            if (!is_tool(i + 1)) out += "<|im_end|>\n";
+        }
     }
     if (add_generation_prompt) out += thinking == chat_thinking::off ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "<|im_start|>assistant\n";
     return out;
