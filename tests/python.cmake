@@ -44,6 +44,7 @@ set(_cases
     "answers equal dlm-generate's for every preset on every shipped model|test_answers.py"
     "a schedule written in Python reproduces the cdlm preset and its errors reach the caller|test_schedule.py"
     "bad input raises typed exceptions naming the parameter or file|test_errors.py"
+    "chat prompts render as transformers renders the published templates, and refusals name the field|test_chat.py"
     "the engine adds, steps, cancels and finishes, and forwards arrive as numpy|test_engine.py"
     "resident memory stays bounded over many calls|test_leaks.py"
     "policies composed by name decode as the preset they spell and refusals name the axis|test_compose.py"
@@ -70,7 +71,8 @@ foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval doe
                        "lm-eval's local-completions through dlm-server scores the test rows as dlm-eval does|test_lm_eval.py::test_local_completions_through_dlm_server_scores_as_dlm_eval"
                        "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood"
                        "lm-eval's dlm model conditions an empty context on the end-of-text token as lm-eval's HFLM does|test_lm_eval.py::test_an_empty_context_conditions_on_the_end_of_text_token_as_lm_evals_hflm_does"
-                                              "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate")
+                       "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate"
+                       "lm-eval's --apply_chat_template writes the prompts dlm-eval --chat writes|test_lm_eval.py::test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)

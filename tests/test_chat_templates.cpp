@@ -114,7 +114,7 @@ TEST_CASE("chat templates: a template dlm does not write is unsupported, and ref
     CHECK(dlm::io::detect_chat_format(dir.path()) == chat_format::unsupported);
     const std::vector<dlm::io::chat_message> hi{{"user", "Hi"}};
     dlm_test::expect_error<dlm::invalid_parameter>([&] { (void)dlm::io::apply_chat_template(chat_format::unsupported, hi); },
-                                                   {"'chat'", "not one dlm writes", "Qwen3", "without chat"});
+                                                   {"'chat'", "not one dlm writes", "Qwen3", "as a plain prompt"});
 }
 
 TEST_CASE("chat templates: Qwen3's thinking: unset and on add nothing, off writes the empty thought; the others ignore it") {

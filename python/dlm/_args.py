@@ -108,3 +108,34 @@ def tokens(name: str, ids: Any, vocab: int) -> list:
             refuse(name, f"token {j} is {int(t)}, outside the vocabulary [0, {vocab})", show=False)
         out.append(int(t))
     return out
+
+
+#: The roles a message may have: the templates dlm writes know these (docs/models.md, "Chat templates").
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def messages(name: str, value: Any) -> list:
+    """A conversation, checked: a non-empty list of {"role", "content"} dicts (and "name", which no
+    template dlm writes reads) with str values, role one of ROLES; as (role, content) pairs. Another key
+    (reasoning_content, tool_calls, ...) is refused by name rather than left out of the prompt."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        refuse(name, 'must be a list of messages {"role": ..., "content": ...}', value)
+    out = []
+    for i, m in enumerate(value):
+        field = f"{name}[{i}]"
+        if not isinstance(m, dict):
+            refuse(field, 'must be a dict {"role": ..., "content": ...}', m)
+        for key in m:
+            if key not in ("role", "content", "name"):
+                refuse(f"{field}.{key}", "is not read by dlm's chat templates (a message holds role, content and name)", show=False)
+        for key in ("role", "content"):
+            if key not in m:
+                refuse(f"{field}.{key}", "is required", show=False)
+            if not isinstance(m[key], str):
+                refuse(f"{field}.{key}", "must be a str", m[key])
+        if m["role"] not in ROLES:
+            refuse(f"{field}.role", "must be one of " + ", ".join(ROLES), m["role"])
+        out.append((m["role"], m["content"]))
+    if not out:
+        refuse(name, "holds no message", show=False)
+    return out

@@ -7,11 +7,19 @@ is the harness's own command line with that import done first. The harness is no
 the package: `pip install "lm-eval[api]==0.4.13"` beside it.
 
 model_args: `pretrained` (a model folder or .gguf; default: the package's), `preset` (default: the
-model's), `chat`, `think` (with chat: the chat template's enable_thinking, True or False; unset: the template's default), `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
+model's), `chat` (each context wrapped as one user message in the model's chat template), `think` (the
+chat template's enable_thinking, True or False; unset: the template's default; it needs chat or the
+harness's --apply_chat_template), `dtype`, `threads`, `seed`, `mc_num` and `mc_batch` (loglikelihood), and any
 option of the preset (threshold, block_length, steps, temperature, ...), and `mask`, `cache`,
 `schedule`, `sampler` to compose policies by name (LLM.generate). `batch_size` is the number
 of prompts decoded as one batch (`device` is ignored: the package decodes on the CPU) (dlm-eval's --batch: sequence i of a batch draws from the seed derived
 from `seed` and i).
+
+--apply_chat_template: the harness writes each context as a conversation (its few-shot turns with
+--fewshot_as_multiturn, its --system_instruction) and asks apply_chat_template for the prompt text,
+which is LLM.apply_chat_template's (the model's template, with `think`); chat=True as well would wrap
+it twice and is refused. tokenizer_name and chat_template name the model and its template for the
+harness's caches and results.
 
 generate_until decodes each context with the preset, cuts the answer at the first `until` string and
 at `max_gen_toks` tokens. The generation length is the preset's (the model's dlm_gen_length, or
@@ -21,7 +29,8 @@ loglikelihood is the Monte Carlo estimate LLaDA's authors evaluate with (eval_ll
 get_log_likelihood): mc_num samples in batches of mc_batch; in each batch a masked count x_i is
 spread over [1, L] from a random start, x_i of the L continuation tokens are masked at random, and
 the cross entropy of the masked tokens, over x_i / L, is averaged; the estimate is minus its mean.
-is_greedy says whether one forward with the whole continuation masked predicts every continuation
+With chat=True the context is the chat template's prompt of it as one user message, as generate_until
+decodes it. is_greedy says whether one forward with the whole continuation masked predicts every continuation
 token as its argmax (LLaDA's own check unmasks step by step). loglikelihood_rolling is refused, and so
 is loglikelihood on a uniform-state model (DiffusionGemma): it has no mask token, so the masked
 estimate does not apply to it (its generate_until tasks run).
@@ -29,6 +38,7 @@ estimate does not apply to it (its generate_until tasks run).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
@@ -36,6 +46,7 @@ import numpy as np
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+from .errors import InvalidParameter
 from .llm import LLM
 
 
@@ -63,7 +74,8 @@ class HarnessModel(LM):
         self.llm = LLM(pretrained, dtype=dtype, threads=threads)
         self.preset = preset or self.llm.default_preset
         self.chat, self.think = bool(chat), None if think is None else bool(think)
-        self.llm.encode("", self.chat, self.think)  # refuses think without chat now, naming it
+        self.pretrained = pretrained
+        self.templated = False  # whether the harness has asked apply_chat_template (--apply_chat_template)
         self.seed = int(seed)
         self.options = options
         self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
@@ -72,7 +84,32 @@ class HarnessModel(LM):
         self.batch = int(batch_size) if str(batch_size).isdigit() and int(batch_size) > 0 else 1
         self.llm.settings(self.preset, seed=self.seed, **options)  # refuses a bad option now, naming it
 
+    @property
+    def tokenizer_name(self) -> str:
+        """The model and its chat template, for the harness's request caches."""
+        name = os.path.basename(os.path.normpath(str(self.pretrained))) if self.pretrained else "dlm"
+        return f"{name}__{self.llm.model.chat_template}"
+
+    def chat_template(self, chat_template=False) -> str:
+        """The chat template dlm writes for this model (Model.chat_template), which the harness records."""
+        return self.llm.model.chat_template if chat_template else ""
+
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
+        """The harness's conversation as the prompt text of the model's chat template (--apply_chat_template)."""
+        if self.chat:
+            raise InvalidParameter("invalid parameter 'chat': the harness's --apply_chat_template writes the chat template "
+                                   "already; chat=True would wrap the prompt twice: give one of them", "chat",
+                                   "the harness's --apply_chat_template writes the chat template already")
+        self.templated = True
+        return self.llm.apply_chat_template(list(chat_history), add_generation_prompt, self.think)
+
+    def _check_think(self) -> None:
+        if self.think is not None and not self.chat and not self.templated:
+            raise InvalidParameter("invalid parameter 'think': sets the chat template's enable_thinking: it needs chat=True "
+                                   "or the harness's --apply_chat_template", "think", "needs chat=True or --apply_chat_template")
+
     def generate_until(self, requests, disable_tqdm: bool = False) -> list:
+        self._check_think()
         out = []
         for b in range(0, len(requests), self.batch):
             chunk = requests[b:b + self.batch]
@@ -91,10 +128,12 @@ class HarnessModel(LM):
         if self.llm.model.uniform_state:
             raise NotImplementedError(f"dlm: loglikelihood is LLaDA's masked Monte Carlo estimate; {self.llm.model.architecture} is "
                                       "uniform-state diffusion (no mask token), so it does not apply; use generate_until tasks")
+        self._check_think()
         out = []
         for i, r in enumerate(requests):
             context, continuation = r.args
-            prefix, target = self._encode_pair(context, continuation)
+            text = self.llm.apply_chat_template([{"role": "user", "content": context}], True, self.think) if self.chat else context
+            prefix, target = self._encode_pair(text, continuation)
             ll = self._monte_carlo(np.asarray(prefix, dtype=np.int64), target, np.random.default_rng([self.seed, i]))
             result = (ll, self._greedy(prefix, target))
             self.cache_hook.add_partial("loglikelihood", (context, continuation), result)

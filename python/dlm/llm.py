@@ -220,6 +220,30 @@ class LLM:
         None for the template's default)."""
         return self.model.encode(text, _args.flag("chat", chat), None if think is None else _args.flag("think", think))
 
+    def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True, think: Optional[bool] = None) -> str:
+        """A conversation's prompt text ([{"role": ..., "content": ...}, ...]) in the model's chat
+        template, as transformers' tokenizer.apply_chat_template(messages, tokenize=False,
+        add_generation_prompt=..., enable_thinking=think) writes it (think None: not passed). The
+        template is the folder's (Model.chat_template); one dlm does not write raises
+        dlm.InvalidParameter naming messages."""
+        return self.model.apply_chat_template(_args.messages("messages", messages), _args.flag("add_generation_prompt", add_generation_prompt),
+                                              None if think is None else _args.flag("think", think))
+
+    def chat(self, messages: Sequence, preset: Optional[str] = None, *, think: Optional[bool] = None, **options) -> list:
+        """Decodes a conversation (a list of {"role", "content"} messages), or a list of conversations as
+        one batch, from the generation prompt of the model's chat template; one Output each, in order.
+        llm.chat([{"role": "user", "content": q}]) is llm.generate(q, chat=True); options as generate()'s."""
+        if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
+            _args.refuse("messages", "must be a conversation (a list of message dicts) or a list of conversations", messages)
+        seq = list(messages)
+        batch = seq if seq and all(isinstance(c, (list, tuple)) for c in seq) else [seq]
+        names = [f"messages[{i}]" for i in range(len(seq))] if batch is seq else ["messages"]
+        prompts = []
+        for name, conversation in zip(names, batch):
+            text = self.model.apply_chat_template(_args.messages(name, conversation), True, None if think is None else _args.flag("think", think))
+            prompts.append(self.model.encode(text, False, None))
+        return self.generate(prompts, preset, **options)
+
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
         """The text of token ids; an id outside the vocabulary raises dlm.InvalidParameter naming tokens."""
         return self.model.decode(_args.tokens("tokens", tokens, self.model.vocab_size), skip_special)

@@ -292,6 +292,17 @@ void bind_model(nb::module_& m) {
                  const io::chat_thinking t = !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
                  return x.visit([&](const auto& f) { return cli::encode_prompt(f, text, chat, t); });
              }, "text"_a, "chat"_a = false, "think"_a = nb::none())
+        .def("apply_chat_template", [](const py_model& x, const std::vector<std::pair<std::string, std::string>>& messages,
+                                        bool add_generation_prompt, std::optional<bool> think) {
+                 std::vector<io::chat_message> m;
+                 for (const auto& [role, content] : messages) m.push_back({role, content});
+                 const io::chat_thinking t = !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
+                 return x.visit([&](const auto& f) {
+                     cli::check_chat(f, true, "messages");
+                     return io::apply_chat_template(f.chat, m, add_generation_prompt, t);
+                 });
+             }, "messages"_a, "add_generation_prompt"_a = true, "think"_a = nb::none(),
+             "The conversation's prompt text in the model's chat template ((role, content) pairs, checked by dlm._args.messages).")
         .def("decode", [](const py_model& x, const std::vector<token_id>& ids, bool skip_special) {
                  return x.visit([&](const auto& f) { return f.tokenizer.decode(ids, skip_special); });
              }, "tokens"_a, "skip_special"_a = true)

@@ -17,7 +17,8 @@ def blocks():
 
 def test_the_tour_has_examples_of_each_part():
     text = "\n".join(blocks())
-    for piece in ("dlm.policies()", 'mask="block_causal"', "llm.stream(prompts", "eng.add(q, block_length=16", "schedule=threshold"):
+    for piece in ("dlm.policies()", 'mask="block_causal"', "llm.stream(prompts", "eng.add(q, block_length=16", "schedule=threshold",
+                  "llm.chat(conversation"):
         assert piece in text, piece
 
 

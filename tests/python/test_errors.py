@@ -237,38 +237,3 @@ def test_chat_and_think_are_refused_with_token_id_prompts_naming_them(llm):
         llm.generate("What is 3 + 4?", think=True)
     assert e.value.parameter == "think"
 
-
-LING_TEMPLATE = ("{%- for message in messages %}{{- '<role>HUMAN</role>' + message.content + '<|role_end|>' }}{%- endfor %}"
-                 "{{- '<role>ASSISTANT</role>' }}")
-QWEN3_TEMPLATE = ("{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
-                  "{%- if '</think>' in message.content %}{%- endif %}{%- endfor %}{{- '<|im_start|>assistant\\n' }}"
-                  "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}")
-
-
-def _folder_with_template(models, tmp_path, template):
-    for f in (models / "cdlm").iterdir():
-        (tmp_path / f.name).symlink_to(f.resolve())
-    (tmp_path / "chat_template.jinja").write_text(template)
-    return dlm.LLM(tmp_path, threads=1)
-
-
-def test_chat_is_refused_naming_it_for_a_chat_template_dlm_does_not_write(models, tmp_path):
-    llm = _folder_with_template(models, tmp_path, LING_TEMPLATE)
-    assert llm.model.chat_template == "unsupported" and llm.model.has_chat_template
-    for call in (lambda: llm.generate("What is 3 + 4?", chat=True), lambda: llm.encode("What is 3 + 4?", chat=True),
-                 lambda: llm.engine().add("What is 3 + 4?", chat=True)):
-        with pytest.raises(dlm.InvalidParameter) as e:
-            call()
-        assert e.value.parameter == "chat" and "not one dlm writes" in e.value.rule
-    assert llm.encode("What is 3 + 4?") == llm.encode("What is 3 + 4?", chat=False)  # the plain path is unchanged
-
-
-def test_think_false_is_qwen3s_empty_thought_and_none_the_templates_default(models, tmp_path):
-    llm = _folder_with_template(models, tmp_path, QWEN3_TEMPLATE)
-    assert llm.model.chat_template == "qwen3"
-    unset, on, off = (llm.encode("Hi", chat=True, think=t) for t in (None, True, False))
-    assert unset == on
-    assert llm.decode(off, False) == llm.decode(unset, False) + "<think>\n\n</think>\n\n"
-    with pytest.raises(dlm.InvalidParameter) as e:
-        llm.encode("Hi", chat=True, think="no")
-    assert e.value.parameter == "think"

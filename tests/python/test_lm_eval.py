@@ -110,8 +110,42 @@ def test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate(dif
     request = _Request(prompt, {"until": []})
     assert thinking.generate_until([request]) == [cli("--think")]
     assert plain.generate_until([request]) == [cli()] != [cli("--think")]
-    with pytest.raises(dlm.InvalidParameter) as e:
-        HarnessModel(pretrained=str(diffusion_gemma), think=True)
+    with pytest.raises(dlm.InvalidParameter) as e:  # think without chat=True or --apply_chat_template
+        HarnessModel(pretrained=str(diffusion_gemma), think=True, **flags).generate_until([request])
     assert e.value.parameter == "think"
     with pytest.raises(NotImplementedError, match="uniform-state"):
         thinking.loglikelihood([_Request(prompt, " 4")])
+
+
+def _chat_folder(models, tmp_path):
+    """The shipped cdlm student with SDAR's (Qwen3's) template lines as its chat template."""
+    folder = tmp_path / "cdlm-qwen3"
+    folder.mkdir()
+    for f in (models / "cdlm").iterdir():
+        (folder / f.name).symlink_to(f.resolve())
+    lines = json.loads((ROOT / "tests" / "data" / "chat_templates" / "qwen3.json").read_text())["lines"]
+    (folder / "chat_template.jinja").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes(models, dlm_eval, tmp_path):
+    import dlm
+    from dlm.harness import HarnessModel
+    folder = _chat_folder(models, tmp_path)
+    out = tmp_path / "dlm-eval-chat.json"
+    subprocess.run([dlm_eval, "-m", str(folder), "--limit", str(ROWS), "--no-progress", "--chat", "--json", str(out)], check=True,
+                   capture_output=True, timeout=240)
+    correct = json.loads(out.read_text())["correct"]
+    acc = harness(tmp_path, "-m", "dlm.harness", "run", "--model", "dlm", "--model_args", f"pretrained={folder},preset=cdlm",
+                  "--apply_chat_template", "--log_samples")
+    assert round(acc * ROWS) == correct
+    samples = glob.glob(str(tmp_path / "lm-eval" / "**" / "samples_dlm_gsm_synth*.jsonl"), recursive=True)
+    first = json.loads(Path(samples[0]).read_text().splitlines()[0])
+    assert first["arguments"]["gen_args_0"]["arg_0"].startswith("<|im_start|>user\n"), first["arguments"]
+    model = HarnessModel(pretrained=str(folder), think=False)
+    history = [{"role": "user", "content": "Q"}]
+    assert model.apply_chat_template(history) == "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert model.chat_template(True) == "qwen3" and model.tokenizer_name == "cdlm-qwen3__qwen3"
+    with pytest.raises(dlm.InvalidParameter) as e:  # chat=True and --apply_chat_template would wrap twice
+        HarnessModel(pretrained=str(folder), chat=True).apply_chat_template(history)
+    assert e.value.parameter == "chat"

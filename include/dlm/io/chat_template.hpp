@@ -214,7 +214,7 @@ namespace detail {
 inline constexpr std::string_view unsupported_template_rule =
     "the model's chat template is not one dlm writes (LLaDA's; ChatML with \"You are a helpful assistant.\" as its default "
     "system message, as Dream and Fast-dLLM v2 ship it, or with none; Qwen3's, as SDAR ships it; Gemma 4's): write the "
-    "prompt in the template's form yourself and send it without chat";
+    "prompt in the template's form yourself and send it as a plain prompt";
 
 }  // namespace detail
 
