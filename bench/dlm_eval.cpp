@@ -38,6 +38,7 @@ namespace {
 using namespace dlm;
 
 struct outcome {
+    std::string prompt;  ///< the prompt text decoded (the chat template's, with --chat)
     std::string answer;
     std::string failure;  ///< why the sequence failed (NaN logits, ...); empty when it finished
     bool correct = false;
@@ -134,9 +135,9 @@ void report(const cli::options& o, const nlohmann::json& run, const std::vector<
     if (!o.predictions.empty()) {
         std::string lines;
         for (const auto& x : results) {
-            nlohmann::json line{{"answer", x.answer}};
+            nlohmann::ordered_json line{{"prompt", x.prompt}, {"answer", x.answer}};
             if (!x.failure.empty()) line["failure"] = x.failure;
-            lines += line.dump() + "\n";
+            lines += line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";  // bytes that are not UTF-8: U+FFFD
         }
         cli::write_file(o.predictions, lines);
     }
@@ -161,10 +162,12 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     }
     if (o.chat && m.chat == io::chat_format::none)
         std::cerr << "dlm-eval: note: " << m.dir.string() << " has no chat template; --prompt-format alone makes the prompt\n";
+    std::vector<std::string> texts;  // what each problem's prompt is, for --predictions
     std::vector<std::vector<token_id>> prompts;
-    prompts.reserve(problems.size());
-    for (const auto& p : problems) prompts.push_back(cli::encode_prompt(m, cli::format_prompt(o.prompt_format, p.question), o.chat,
-                                                                     o.thinking()));
+    for (const auto& p : problems) {
+        texts.push_back(cli::prompt_text(m, cli::format_prompt(o.prompt_format, p.question), o.chat, o.thinking(), o.system));
+        prompts.push_back(m.tokenizer.encode(texts.back()));
+    }
 
     const std::string model_name = cli::model_name(m.dir);
     std::cerr << "dlm-eval: " << cli::describe(s) << " · model " << model_name << " · " << problems.size() << " problems from "
@@ -181,6 +184,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
                           cli::format_seconds(t.seconds));
     }
     bar.finish();
+    for (std::size_t i = 0; i < results.size(); ++i) results[i].prompt = std::move(texts[i]);
     report(o,
            {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
             {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},

@@ -254,23 +254,28 @@ void check_chat(const basic_loaded_model<Model>& m, bool chat, const std::string
         throw invalid_parameter(flag, m.dir.string() + ": " + std::string(io::detail::unsupported_template_rule));
 }
 
-/// The prompt text: `text` itself, or with `chat` a one-message conversation in the model's chat
-/// format, in its thinking mode `thinking` (a folder without a template gets the text unchanged; one
-/// whose template dlm does not write is refused, naming chat).
+/// The prompt text: `text` itself, or with `chat` a conversation in the model's chat format, `system`
+/// (when not empty) then `text` as the user's message, in the thinking mode `thinking` (a folder
+/// without a template gets the two joined by a blank line; one whose template dlm does not write is
+/// refused, naming chat).
 template <class Model>
 [[nodiscard]] std::string prompt_text(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
-                                      io::chat_thinking thinking = io::chat_thinking::template_default) {
+                                      io::chat_thinking thinking = io::chat_thinking::template_default,
+                                      const std::string& system = {}) {
     check_chat(m, chat, "chat");
-    if (!chat || m.chat == io::chat_format::none) return text;
-    const io::chat_message msg{"user", text};
-    return io::apply_chat_template(m.chat, std::span<const io::chat_message>(&msg, 1), true, thinking);
+    if (!chat) return text;
+    std::vector<io::chat_message> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", text});
+    return io::apply_chat_template(m.chat, messages, true, thinking);
 }
 
 /// The prompt's ids: tokenized alone, without added special tokens (the chat template writes its own).
 template <class Model>
 [[nodiscard]] std::vector<token_id> encode_prompt(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
-                                                  io::chat_thinking thinking = io::chat_thinking::template_default) {
-    return m.tokenizer.encode(prompt_text(m, text, chat, thinking));
+                                                  io::chat_thinking thinking = io::chat_thinking::template_default,
+                                                  const std::string& system = {}) {
+    return m.tokenizer.encode(prompt_text(m, text, chat, thinking, system));
 }
 
 /// The answer's text: the slots before the first EOS, special tokens left out.

@@ -63,6 +63,7 @@ struct options {
     bool chat = false;   ///< wrap the prompt in the model folder's chat template
     bool think = false;     ///< with chat: the template's thinking mode on (enable_thinking=true)
     bool no_think = false;  ///< with chat: the template's thinking mode off (enable_thinking=false)
+    std::string system;     ///< with chat: a system message before the prompt
     int threads = 0;     ///< -t: OpenMP threads; 0: OpenMP's default
     std::string dtype;   ///< --dtype: hold the weights as f32, bf16 or f16; empty ("keep"): as stored
     std::string kv;      ///< --kv: the KV cache's element type, f32 or bf16; empty: f32
@@ -172,6 +173,8 @@ struct flag {
          [](options& o, auto, auto) { o.chat = true; }},
         {"Model and prompt", "--think", "", "with --chat, the template's thinking mode on (enable_thinking=true: Gemma 4, Qwen3; other templates have none)",
          G | E, [](options& o, auto, auto) { o.think = true; }},
+        {"Model and prompt", "--system", "TEXT", "with --chat, a system message before the prompt (the template's system turn)", G | E,
+         [](options& o, auto f, auto v) { o.system = non_empty(f, v, "a system message"); }},
         {"Model and prompt", "--no-think", "", "with --chat, the template's thinking mode off (enable_thinking=false: Qwen3's empty thought; Gemma 4's default)",
          G | E, [](options& o, auto, auto) { o.no_think = true; }},
         {"Model and prompt", "-t, --threads", "N", "CPU threads (default: OpenMP's, usually every core)", B,
@@ -422,6 +425,7 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
     if (o.think && !o.chat) detail::bad(o.spelling("--think"), "needs --chat (it is the chat template's thinking mode)");
     if (o.no_think && !o.chat) detail::bad(o.spelling("--no-think"), "needs --chat (it is the chat template's thinking mode)");
     if (o.think && o.no_think) detail::bad(o.spelling("--no-think"), "contradicts --think: give one of them");
+    if (!o.system.empty() && !o.chat) detail::bad(o.spelling("--system"), "needs --chat (it is the chat template's system turn)");
     if (o.kv == "bf16" && o.device == "cuda")
         detail::bad(o.spelling("--kv"), "bf16 is the CPU transformer's here: dlm-server --device cuda holds f32 K/V (the library's "
                                         "dlm::cuda::transformer_bf16_kv, and dlm-bench-cuda --kv bf16, hold bf16)");

@@ -91,7 +91,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
     }
     if (o.chat && m.chat == io::chat_format::none)
         std::cerr << "dlm-generate: note: " << m.dir.string() << " has no chat template; the prompt is used as it is\n";
-    const std::vector<token_id> prompt = cli::encode_prompt(m, o.prompt, o.chat, o.thinking());
+    const std::vector<token_id> prompt = cli::encode_prompt(m, o.prompt, o.chat, o.thinking(), o.system);
 
     const bool tty = cli::is_terminal(1);
     std::optional<cli::canvas_view> view;

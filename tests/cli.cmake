@@ -27,14 +27,15 @@ file(MAKE_DIRECTORY ${_cli_out})
 string(ASCII 27 _esc)
 set(_prompt "Tom has 3 apples. He buys 4 more. How many apples does he have now?")
 
-# cli_case(<name> <program target> ARGS a|b|... [RC n] [EXPECT re%%re] [REJECT re] [SVG f] [PNG f] [JSON f KEYS k|k] [ENV N=v])
+# cli_case(<name> <program target> ARGS a|b|... [RC n] [EXPECT re%%re] [REJECT re] [SVG f] [PNG f] [JSON f KEYS k|k]
+#          [FILE f FILE_EXPECT re%%re] [ENV N=v])
 function(cli_case name program)
-  cmake_parse_arguments(C "" "ARGS;RC;EXPECT;REJECT;SVG;PNG;JSON;KEYS;ENV" "" ${ARGN})
+  cmake_parse_arguments(C "" "ARGS;RC;EXPECT;REJECT;SVG;PNG;JSON;KEYS;FILE;FILE_EXPECT;ENV" "" ${ARGN})
   if(NOT DEFINED C_RC)
     set(C_RC 0)
   endif()
   set(defs "-DCOMMAND=$<TARGET_FILE:${program}>|${C_ARGS}" -DRC=${C_RC})
-  foreach(opt IN ITEMS EXPECT REJECT SVG PNG JSON ENV)
+  foreach(opt IN ITEMS EXPECT REJECT SVG PNG JSON FILE FILE_EXPECT ENV)
     if(DEFINED C_${opt})
       list(APPEND defs "-D${opt}=${C_${opt}}")
     endif()
@@ -171,6 +172,13 @@ if(DLM_BUILD_BENCH)
            EXPECT "no-such-dir/p.jsonl: cannot be written" REJECT "accuracy")
   cli_case("eval: -n too long for the context stops the run, naming it" ${E} ARGS "${M}|--data|${_data}|--no-progress|-n|256" RC 2
            EXPECT "invalid parameter '-n': is 256" REJECT "accuracy")
+  # --predictions holds each prompt as decoded: with --chat --system, the template's system and user turns.
+  cli_case("eval: --predictions holds each prompt as decoded, the chat template's with --chat and --system" ${E}
+           ARGS "${M}|--data|${_data}|--limit|2|--chat|--system|Be brief.|--no-progress|--predictions|${_cli_out}/chat.jsonl"
+           FILE ${_cli_out}/chat.jsonl
+           FILE_EXPECT "^{\"prompt\":\"<.im_start.>system.nBe brief\\.<.im_end.>.n<.im_start.>user.n[^\"]+<.im_end.>.n<.im_start.>assistant.n\",\"answer\":")
+  cli_case("eval: --system needs --chat" ${E} ARGS "${M}|--data|${_data}|--system|Be brief." RC 2
+           EXPECT "invalid parameter '--system': needs --chat")
   cli_case("eval: a chat template dlm does not write is refused with --chat before the evaluation" ${E}
            ARGS "-m|${_cli_ling}|--data|${_data}|--chat|--no-progress" RC 2
            EXPECT "invalid parameter '--chat': .*not one dlm writes" REJECT "accuracy")

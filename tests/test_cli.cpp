@@ -117,6 +117,9 @@ TEST_CASE("cli: a bad flag or value is refused naming the flag as typed") {
     CHECK(parse({"-p", "x", "--chat", "--no-think"}).thinking() == dlm::io::chat_thinking::off);  // Qwen3's empty thought
     CHECK(parse({"-p", "x", "--chat"}).thinking() == dlm::io::chat_thinking::template_default);
     CHECK(refused({"-p", "x", "--no-think"}) == "--no-think");
+    CHECK(refused({"-p", "x", "--system", "Be brief."}) == "--system");  // the template's system turn: needs --chat
+    CHECK(refused({"-p", "x", "--chat", "--system", ""}) == "--system");
+    CHECK(parse({"-p", "x", "--chat", "--system", "Be brief."}).system == "Be brief.");
     CHECK(refused({"-p", "x", "--chat", "--think", "--no-think"}) == "--no-think");
     CHECK(refused({"-p", "x", "--kv", "f16"}) == "--kv");  // a KV cache holds f32 or bf16
     CHECK(parse({"-p", "x", "--kv", "bf16"}).kv == "bf16");

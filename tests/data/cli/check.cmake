@@ -1,20 +1,22 @@
 # check.cmake — runs a command-line program and checks what it did (tests/cli.cmake).
 #
 #   cmake -DCOMMAND=prog|arg|... [-DRC=0] [-DEXPECT=regex%%regex...] [-DREJECT=regex%%...]
-#         [-DSVG=file] [-DPNG=file] [-DJSON=file -DJSON_KEYS=key|key...] [-DENV=NAME=value|...]
+#         [-DSVG=file] [-DPNG=file] [-DJSON=file -DJSON_KEYS=key|key...] [-DFILE=file -DFILE_EXPECT=regex%%...]
+#         [-DENV=NAME=value|...]
 #         -P check.cmake
 #
 # COMMAND's arguments are separated by '|', the regular expressions by '%%'. The exit status must
 # be RC (default 0); stdout and stderr together must match every EXPECT and no REJECT; SVG must be a
 # well-formed SVG document (its tags balanced, its entities known), PNG must start with the PNG
-# signature, JSON must parse and hold every key of JSON_KEYS. Files to check are removed first.
+# signature, JSON must parse and hold every key of JSON_KEYS, FILE must match every FILE_EXPECT. Files to
+# check are removed first.
 cmake_minimum_required(VERSION 3.25)
 
 string(REPLACE "|" ";" cmd "${COMMAND}")
 if(NOT DEFINED RC)
   set(RC 0)
 endif()
-foreach(f IN ITEMS SVG PNG JSON)
+foreach(f IN ITEMS SVG PNG JSON FILE)
   if(DEFINED ${f})
     file(REMOVE "${${f}}")
   endif()
@@ -118,6 +120,19 @@ if(DEFINED JSON)
     string(JSON value ERROR_VARIABLE bad GET "${doc}" "${key}")
     if(bad)
       message(FATAL_ERROR "${JSON}: ${bad}")
+    endif()
+  endforeach()
+endif()
+
+if(DEFINED FILE)
+  if(NOT EXISTS "${FILE}")
+    message(FATAL_ERROR "${shown}\ndid not write ${FILE}")
+  endif()
+  file(READ "${FILE}" doc)
+  string(REPLACE "%%" ";" file_expect "${FILE_EXPECT}")
+  foreach(re IN LISTS file_expect)
+    if(NOT "${doc}" MATCHES "${re}")
+      message(FATAL_ERROR "${shown}\n${FILE} does not match '${re}':\n${doc}")
     endif()
   endforeach()
 endif()
