@@ -251,7 +251,7 @@ struct preset_choice {
 template <class Model>
 void check_chat(const basic_loaded_model<Model>& m, bool chat, const std::string& flag) {
     if (chat && m.chat == io::chat_format::unsupported)
-        throw invalid_parameter(flag, m.dir.string() + ": " + std::string(io::detail::unsupported_template_rule));
+        throw invalid_parameter(flag, m.dir.string() + ": " + std::string(io::unsupported_chat_template_rule));
 }
 
 /// The prompt text: `text` itself, or with `chat` a conversation in the model's chat format, `system`

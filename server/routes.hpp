@@ -139,7 +139,7 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
     try {
         r = parse_request(req.body, kind, svc.rules);
         if (kind == endpoint::chat && svc.model.chat == io::chat_format::unsupported)
-            throw request_error("messages", std::string(io::detail::unsupported_template_rule) + " (to /v1/completions)");
+            throw request_error("messages", std::string(io::unsupported_chat_template_rule) + " (to /v1/completions)");
         const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt;
         j->prompt = svc.model.tokenizer.encode(text);
         const registry::settings s = svc.settings_for(r);

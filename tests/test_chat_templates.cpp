@@ -1,6 +1,6 @@
 // The chat formats dlm writes by hand (dlm/io/chat_template.hpp) against the templates the published
 // checkpoints ship, rendered by transformers (tools/make_chat_template_fixtures.py): Qwen3's as SDAR's
-// chat models ship it, and ChatML with its default system message as Fast-dLLM v2 ships it. Also: a
+// chat models ship it, and Qwen2.5's as Fast-dLLM v2 ships it. Also: a
 // template dlm does not write is detected as such and refused, never written in another form.
 #include <doctest/doctest.h>
 
@@ -74,24 +74,54 @@ TEST_CASE("chat templates: SDAR's (Qwen3's) template renders every conversation 
     CHECK(n.on >= 10);
 }
 
-TEST_CASE("chat templates: Fast-dLLM v2's ChatML template renders every conversation as transformers does") {
-    CHECK(check_against_transformers("chatml", chat_format::chatml).all >= 8);
+TEST_CASE("chat templates: Fast-dLLM v2's (Qwen2.5's) template renders every conversation as transformers does, tool and developer turns too") {
+    CHECK(check_against_transformers("qwen2_5", chat_format::qwen2_5).all >= 20);
 }
 
 TEST_CASE("chat templates: the published templates' own lines are detected as their formats") {
     CHECK(dlm::io::chat_format_of_template(lines_of("qwen3")) == chat_format::qwen3);
-    CHECK(dlm::io::chat_format_of_template(lines_of("chatml")) == chat_format::chatml);
-    // Qwen3's thinking is told apart by enable_thinking, not by its ChatML markers alone.
-    std::string without_thinking = lines_of("qwen3");
-    for (std::size_t at; (at = without_thinking.find("enable_thinking")) != std::string::npos;) without_thinking.erase(at, 15);
-    CHECK(dlm::io::chat_format_of_template(without_thinking) == chat_format::chatml_bare);
-    // Fast-dLLM v2's without its default system message is bare ChatML; with another one, unsupported.
-    const std::string chatml = lines_of("chatml");
-    std::string bare = chatml, other = chatml;
-    for (std::size_t at; (at = bare.find("You are a helpful assistant.")) != std::string::npos;) bare.erase(at, 28);
+    CHECK(dlm::io::chat_format_of_template(lines_of("qwen2_5")) == chat_format::qwen2_5);
+    const auto without = [](std::string text, std::string_view what) {
+        for (std::size_t at; (at = text.find(what)) != std::string::npos;) text.erase(at, what.size());
+        return text;
+    };
+    // Qwen3's is told apart by its enable_thinking, not by its ChatML markers alone; a template that
+    // names thinking in another way is none dlm writes.
+    CHECK(dlm::io::chat_format_of_template(without(lines_of("qwen3"), "enable_thinking")) == chat_format::unsupported);
+    // Qwen2.5's without its tool turns is Qwen2's; without its default system message it writes an
+    // empty one of its own ("<|im_start|>system\n<|im_end|>"); with another default, unsupported.
+    CHECK(dlm::io::chat_format_of_template(without(lines_of("qwen2_5"), "<tool_response>")) == chat_format::chatml);
+    CHECK(dlm::io::chat_format_of_template(without(lines_of("qwen2_5"), "You are a helpful assistant.")) == chat_format::unsupported);
+    std::string other = lines_of("qwen2_5");
     for (std::size_t at; (at = other.find("a helpful")) != std::string::npos;) other.replace(at, 9, "an unhelpful");
-    CHECK(dlm::io::chat_format_of_template(bare) == chat_format::unsupported);  // "<|im_start|>system\n<|im_end|>": an empty system message of its own
     CHECK(dlm::io::chat_format_of_template(other) == chat_format::unsupported);
+}
+
+TEST_CASE("chat templates: ChatML templates are told apart by what they write, and one dlm cannot tell is unsupported") {
+    const auto format = [](std::string_view t) { return dlm::io::chat_format_of_template(t); };
+    const std::string turns = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+                              "{%- endfor %}";
+    const std::string prompt = "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+    CHECK(format(turns + prompt) == chat_format::chatml_bare);
+    // Turns written as raw text may leave messages out (a later system message, here): not plain ChatML.
+    CHECK(format("{% for message in messages %}{% if message['role'] != 'system' %}<|im_start|>{{ message['role'] }}\n"
+                 "{{ message['content'] }}<|im_end|>\n{% endif %}{% endfor %}" + prompt) == chat_format::unsupported);
+    CHECK(format("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}" +
+                 prompt) == chat_format::unsupported);
+    // QwQ's opened thought, a BOS in front, a default system message in a literal of its own:
+    // written by none of dlm's formats.
+    CHECK(format(turns + "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}") ==
+          chat_format::unsupported);
+    CHECK(format("{{- bos_token }}" + turns + prompt) == chat_format::unsupported);
+    CHECK(format("{{- '<|im_start|>system\\n' }}{{- 'You are a pirate.' }}{{- '<|im_end|>\\n' }}" + turns + prompt) ==
+          chat_format::unsupported);
+
+    // transformers 5 reads chat_template.jinja before tokenizer_config.json's chat_template; so does dlm.
+    dlm_test::temp_dir dir;
+    dlm_test::write_text(dir / "tokenizer_config.json", json{{"chat_template", "{{- '<role>HUMAN</role>' }}"}}.dump());
+    CHECK(dlm::io::detect_chat_format(dir.path()) == chat_format::unsupported);
+    dlm_test::write_text(dir / "chat_template.jinja", lines_of("qwen3"));
+    CHECK(dlm::io::detect_chat_format(dir.path()) == chat_format::qwen3);
 }
 
 TEST_CASE("chat templates: a template dlm does not write is unsupported, and refused by name rather than written in another form") {

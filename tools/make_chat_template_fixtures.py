@@ -6,8 +6,8 @@ the published checkpoints ship, so that tests/test_chat_templates.cpp checks dlm
 Inputs: one FORMAT=TEMPLATE argument per format, TEMPLATE a chat_template.jinja read from a checkout
 outside this repository (nothing of it is committed but the lines named below):
   qwen3=<JetAstra/SDAR>/training/model/SDAR-4B-Chat/chat_template.jinja     (SDAR's chat models: Qwen3's)
-  chatml=<Satgoy152/DualDiffusion>/FastDLLM_inferencing/Fast_dLLM_v2_7B/chat_template.jinja
-                                                                             (Fast-dLLM v2's: Qwen2's)
+  qwen2_5=<Satgoy152/DualDiffusion>/FastDLLM_inferencing/Fast_dLLM_v2_7B/chat_template.jinja
+                                                                             (Fast-dLLM v2's: Qwen2.5's)
 
 Per format, FORMAT.json holds:
   source, sha256   the template's path as given and its SHA-256;
@@ -19,7 +19,7 @@ Per format, FORMAT.json holds:
 Run: python3 -m venv build/venv-chat && build/venv-chat/bin/pip install transformers jinja2
      build/venv-chat/bin/python tools/make_chat_template_fixtures.py tests/data/chat_templates \\
          qwen3=SDAR/training/model/SDAR-4B-Chat/chat_template.jinja \\
-         chatml=DualDiffusion/FastDLLM_inferencing/Fast_dLLM_v2_7B/chat_template.jinja
+         qwen2_5=DualDiffusion/FastDLLM_inferencing/Fast_dLLM_v2_7B/chat_template.jinja
 Deterministic.
 """
 import hashlib
@@ -27,7 +27,8 @@ import json
 import os
 import sys
 
-MARKERS = ("<|im_start|>", "<|im_end|>", "enable_thinking", "</think>", "You are a helpful assistant.")
+MARKERS = ("<|im_start|>", "<|im_end|>", "enable_thinking", "</think>", "You are a helpful assistant.", "last_query_index",
+           "<tool_response>")
 
 BASIC = [
     [{"role": "user", "content": "What is 3 + 4?"}],
@@ -82,12 +83,12 @@ def main():
     os.makedirs(folder, exist_ok=True)
     for arg in sys.argv[2:]:
         fmt, path = arg.split("=", 1)
-        if fmt not in ("qwen3", "chatml"):
-            sys.exit(f"unknown format {fmt!r}: qwen3 or chatml")
+        if fmt not in ("qwen3", "qwen2_5"):
+            sys.exit(f"unknown format {fmt!r}: qwen3 or qwen2_5")
         template = open(path, encoding="utf-8").read()
         lines = lines_of(template)
         assert lines and all(line in template.split("\n") for line in lines)
-        conversations = BASIC + (REASONING if fmt == "qwen3" else [])
+        conversations = BASIC + REASONING  # reasoning is plain content to Qwen2.5's template; tool and developer turns matter to both
         thinking = (None, False, True) if fmt == "qwen3" else (None,)
         data = {"format": fmt, "source": path, "sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
                 "lines": lines, "conversations": cases(template, conversations, thinking)}

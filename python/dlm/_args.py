@@ -96,6 +96,11 @@ def flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def think(value: Any) -> Optional[bool]:
+    """A chat template's enable_thinking: None (not passed to the template), True or False."""
+    return None if value is None else flag("think", value)
+
+
 def tokens(name: str, ids: Any, vocab: int) -> list:
     """Token ids, checked: a sequence of integers in [0, vocab) (the model's vocabulary)."""
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):

@@ -46,7 +46,7 @@ import numpy as np
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from .errors import InvalidParameter
+from . import _args
 from .llm import LLM
 
 
@@ -75,7 +75,7 @@ class HarnessModel(LM):
         self.preset = preset or self.llm.default_preset
         self.chat, self.think = bool(chat), None if think is None else bool(think)
         self.pretrained = pretrained
-        self.templated = False  # whether the harness has asked apply_chat_template (--apply_chat_template)
+        self.harness_templates = False  # whether the harness has asked apply_chat_template (--apply_chat_template)
         self.seed = int(seed)
         self.options = options
         self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
@@ -97,24 +97,24 @@ class HarnessModel(LM):
     def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
         """The harness's conversation as the prompt text of the model's chat template (--apply_chat_template)."""
         if self.chat:
-            raise InvalidParameter("invalid parameter 'chat': the harness's --apply_chat_template writes the chat template "
-                                   "already; chat=True would wrap the prompt twice: give one of them", "chat",
-                                   "the harness's --apply_chat_template writes the chat template already")
-        self.templated = True
+            _args.refuse("chat", "the harness's --apply_chat_template writes the chat template already; chat=True would wrap "
+                                 "the prompt twice: give one of them", show=False)
+        self.harness_templates = True
         return self.llm.apply_chat_template(list(chat_history), add_generation_prompt, self.think)
 
     def _check_think(self) -> None:
-        if self.think is not None and not self.chat and not self.templated:
-            raise InvalidParameter("invalid parameter 'think': sets the chat template's enable_thinking: it needs chat=True "
-                                   "or the harness's --apply_chat_template", "think", "needs chat=True or --apply_chat_template")
+        if self.think is not None and not self.chat and not self.harness_templates:
+            _args.refuse("think", "sets the chat template's enable_thinking: it needs chat=True or the harness's "
+                                  "--apply_chat_template", show=False)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list:
         self._check_think()
         out = []
         for b in range(0, len(requests), self.batch):
             chunk = requests[b:b + self.batch]
-            results = self.llm.generate([r.args[0] for r in chunk], self.preset, chat=self.chat, think=self.think, seed=self.seed,
-                                        **self.options)
+            # With --apply_chat_template the contexts are the template's text already, thinking included.
+            results = self.llm.generate([r.args[0] for r in chunk], self.preset, chat=self.chat, think=self.think if self.chat else None,
+                                        seed=self.seed, **self.options)
             for r, res in zip(chunk, results):
                 context, gen_kwargs = r.args
                 limit = gen_kwargs.get("max_gen_toks")

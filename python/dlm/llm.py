@@ -218,7 +218,7 @@ class LLM:
     def encode(self, text: str, chat: bool = False, think: Optional[bool] = None) -> list:
         """The prompt's ids (chat: wrapped in the model's chat template; think: its enable_thinking,
         None for the template's default)."""
-        return self.model.encode(text, _args.flag("chat", chat), None if think is None else _args.flag("think", think))
+        return self.model.encode(text, _args.flag("chat", chat), _args.think(think))
 
     def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True, think: Optional[bool] = None) -> str:
         """A conversation's prompt text ([{"role": ..., "content": ...}, ...]) in the model's chat
@@ -227,7 +227,7 @@ class LLM:
         template is the folder's (Model.chat_template); one dlm does not write raises
         dlm.InvalidParameter naming messages."""
         return self.model.apply_chat_template(_args.messages("messages", messages), _args.flag("add_generation_prompt", add_generation_prompt),
-                                              None if think is None else _args.flag("think", think))
+                                              _args.think(think))
 
     def chat(self, messages: Sequence, preset: Optional[str] = None, *, think: Optional[bool] = None, **options) -> list:
         """Decodes a conversation (a list of {"role", "content"} messages), or a list of conversations as
@@ -235,12 +235,14 @@ class LLM:
         llm.chat([{"role": "user", "content": q}]) is llm.generate(q, chat=True); options as generate()'s."""
         if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
             _args.refuse("messages", "must be a conversation (a list of message dicts) or a list of conversations", messages)
+        if "chat" in options:
+            _args.refuse("chat", "LLM.chat writes the chat template itself (chat= belongs to generate())", show=False)
         seq = list(messages)
         batch = seq if seq and all(isinstance(c, (list, tuple)) for c in seq) else [seq]
         names = [f"messages[{i}]" for i in range(len(seq))] if batch is seq else ["messages"]
         prompts = []
         for name, conversation in zip(names, batch):
-            text = self.model.apply_chat_template(_args.messages(name, conversation), True, None if think is None else _args.flag("think", think))
+            text = self.model.apply_chat_template(_args.messages(name, conversation), True, _args.think(think))
             prompts.append(self.model.encode(text, False, None))
         return self.generate(prompts, preset, **options)
 
@@ -348,11 +350,10 @@ class LLM:
     def _tokens(self, prompt: Prompt, chat: bool, think: Optional[bool] = None, name: str = "prompt") -> list:
         """A prompt's ids: text encoded (chat, think: the chat template), or token ids checked against
         the vocabulary; chat and think apply to text only and are refused, by name, with ids."""
-        chat = _args.flag("chat", chat)
-        think = None if think is None else _args.flag("think", think)
+        chat, think = _args.flag("chat", chat), _args.think(think)
         if isinstance(prompt, str):
             return self.model.encode(prompt, chat, think)
-        if chat or think:
+        if chat or think is not None:
             _args.refuse("chat" if chat else "think", f"applies to a text prompt; {name} is token ids, used as they are "
                                                       "(llm.encode(text, chat=True) gives a chat prompt's ids)", show=False)
         return _args.tokens(name, prompt, self.model.vocab_size)

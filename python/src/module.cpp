@@ -54,6 +54,11 @@ nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::span<const T> s) {
     return to_numpy(std::vector<T>(s.begin(), s.end()));
 }
 
+/// Python's think (None, True, False) as the chat template's enable_thinking.
+io::chat_thinking thinking_of(std::optional<bool> think) {
+    return !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
+}
+
 registry::preset_id preset_of(const std::string& name) {
     if (auto p = registry::builtin.find(name)) return *p;
     throw invalid_parameter("preset", "unknown preset '" + name + "' (one of " + registry::builtin.list() + ")");
@@ -285,21 +290,19 @@ void bind_model(nb::module_& m) {
         .def_prop_ro("has_chat_template", of([](const auto& x) { return x.chat != io::chat_format::none; }),
                      "Whether the folder has a chat template (chat=True is refused where it is not one dlm writes: chat_template).")
         .def_prop_ro("chat_template", of([](const auto& x) { return std::string(io::chat_format_name(x.chat)); }),
-                     "The chat template dlm writes for chat=True: llada, chatml, qwen3, gemma4; none (no template) or unsupported.")
+                     "The chat template dlm writes for chat=True: llada, chatml, qwen2_5, chatml_bare, qwen3, gemma4; none (no template) or unsupported.")
         .def_prop_ro("weight_type", of([](const auto& x) { return std::string(x.model.weight_type()); }))
         .def("encode", [](const py_model& x, const std::string& text, bool chat, std::optional<bool> think) {
-                 if (think.value_or(false) && !chat) throw invalid_parameter("think", "sets the chat template's thinking mode: it needs chat=True");
-                 const io::chat_thinking t = !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
-                 return x.visit([&](const auto& f) { return cli::encode_prompt(f, text, chat, t); });
+                 if (think && !chat) throw invalid_parameter("think", "sets the chat template's enable_thinking: it needs chat=True");
+                 return x.visit([&](const auto& f) { return cli::encode_prompt(f, text, chat, thinking_of(think)); });
              }, "text"_a, "chat"_a = false, "think"_a = nb::none())
         .def("apply_chat_template", [](const py_model& x, const std::vector<std::pair<std::string, std::string>>& messages,
                                         bool add_generation_prompt, std::optional<bool> think) {
                  std::vector<io::chat_message> m;
                  for (const auto& [role, content] : messages) m.push_back({role, content});
-                 const io::chat_thinking t = !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
                  return x.visit([&](const auto& f) {
                      cli::check_chat(f, true, "messages");
-                     return io::apply_chat_template(f.chat, m, add_generation_prompt, t);
+                     return io::apply_chat_template(f.chat, m, add_generation_prompt, thinking_of(think));
                  });
              }, "messages"_a, "add_generation_prompt"_a = true, "think"_a = nb::none(),
              "The conversation's prompt text in the model's chat template ((role, content) pairs, checked by dlm._args.messages).")

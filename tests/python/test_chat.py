@@ -56,9 +56,13 @@ def test_think_false_is_qwen3s_empty_thought_and_none_the_templates_default(qwen
     unset, on, off = (qwen3.encode("Hi", chat=True, think=t) for t in (None, True, False))
     assert unset == on
     assert qwen3.decode(off, False) == qwen3.decode(unset, False) + "<think>\n\n</think>\n\n"
-    with pytest.raises(dlm.InvalidParameter) as e:
-        qwen3.encode("Hi", chat=True, think="no")
-    assert e.value.parameter == "think"
+    for kwargs in (dict(chat=True, think="no"), dict(think=False), dict(think=True)):  # a bool, and with chat=True only
+        with pytest.raises(dlm.InvalidParameter) as e:
+            qwen3.encode("Hi", **kwargs)
+        assert e.value.parameter == "think"
+    with pytest.raises(dlm.InvalidParameter) as e:  # chat() writes the template itself
+        qwen3.chat([{"role": "user", "content": "Hi"}], chat=True)
+    assert e.value.parameter == "chat"
 
 
 def test_a_chat_template_dlm_does_not_write_is_refused_by_name(models, tmp_path):

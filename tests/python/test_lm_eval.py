@@ -142,9 +142,12 @@ def test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes(models, dlm
     samples = glob.glob(str(tmp_path / "lm-eval" / "**" / "samples_dlm_gsm_synth*.jsonl"), recursive=True)
     first = json.loads(Path(samples[0]).read_text().splitlines()[0])
     assert first["arguments"]["gen_args_0"]["arg_0"].startswith("<|im_start|>user\n"), first["arguments"]
-    model = HarnessModel(pretrained=str(folder), think=False)
+    model = HarnessModel(pretrained=str(folder), think=False, gen_length=16, block_length=8)
     history = [{"role": "user", "content": "Q"}]
-    assert model.apply_chat_template(history) == "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    context = model.apply_chat_template(history)
+    assert context == "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    answer = model.generate_until([_Request(context, {"until": []})])  # the context is the template's text already
+    assert answer == [model.llm.generate(model.llm.encode(context), "cdlm", gen_length=16, block_length=8, seed=0)[0].text]
     assert model.chat_template(True) == "qwen3" and model.tokenizer_name == "cdlm-qwen3__qwen3"
     with pytest.raises(dlm.InvalidParameter) as e:  # chat=True and --apply_chat_template would wrap twice
         HarnessModel(pretrained=str(folder), chat=True).apply_chat_template(history)

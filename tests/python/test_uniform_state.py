@@ -33,7 +33,7 @@ def test_the_folder_loads_as_diffusion_gemma_with_its_own_preset(gemma):
 
 def test_answers_equal_dlm_generates_plain_chat_and_thinking(gemma, diffusion_gemma, dlm_generate):
     answers = []
-    for chat, think, extra in ((False, False, []), (True, False, ["--chat"]), (True, True, ["--chat", "--think"])):
+    for chat, think, extra in ((False, None, []), (True, None, ["--chat"]), (True, True, ["--chat", "--think"])):
         want = cli_answer(dlm_generate, diffusion_gemma, *extra)
         got = gemma.generate(PROMPT, chat=chat, think=think, **FLAGS)[0]
         assert got.text == want, f"chat={chat} think={think}"
