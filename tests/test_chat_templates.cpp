@@ -25,12 +25,6 @@ namespace {
 
 const std::filesystem::path data_dir = std::filesystem::path(DLM_TEST_DATA) / "chat_templates";
 
-std::vector<dlm::io::chat_message> messages_of(const json& conversation) {
-    std::vector<dlm::io::chat_message> out;
-    for (const json& m : conversation["messages"]) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
-    return out;
-}
-
 chat_thinking thinking_of(const json& conversation) {
     if (!conversation.contains("enable_thinking")) return chat_thinking::template_default;
     return conversation["enable_thinking"].get<bool>() ? chat_thinking::on : chat_thinking::off;
@@ -49,7 +43,7 @@ rendered check_against_transformers(const std::string& name, chat_format format)
         const bool prompt = c["add_generation_prompt"].get<bool>();
         INFO(name << ": " << c["messages"].dump() << ", add_generation_prompt " << prompt << ", enable_thinking "
                   << (c.contains("enable_thinking") ? c["enable_thinking"].dump() : "not given"));
-        CHECK(dlm::io::apply_chat_template(format, messages_of(c), prompt, t) == c["text"].get<std::string>());
+        CHECK(dlm::io::apply_chat_template(format, dlm_test::chat_messages(c), prompt, t) == c["text"].get<std::string>());
         ++n.all;
         (t == chat_thinking::template_default ? n.unset : t == chat_thinking::off ? n.off : n.on) += 1;
     }

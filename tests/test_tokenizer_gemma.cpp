@@ -180,12 +180,6 @@ std::pair<long, long> memory_kib() {
     return {rss, peak};
 }
 
-std::vector<dlm::io::chat_message> messages_of(const json& conversation) {
-    std::vector<dlm::io::chat_message> out;
-    for (const json& m : conversation["messages"]) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
-    return out;
-}
-
 }  // namespace
 
 TEST_CASE("gemma tokenizer: a 262,144-token vocabulary with half a million merges loads in bounded time and memory") {
@@ -226,7 +220,7 @@ TEST_CASE("gemma chat template: conversations with and without the generation pr
     const json chats = dlm_test::read_json(data_dir / "chat.json");
     std::size_t checked = 0, thinking = 0;
     for (const json& c : chats["conversations"]) {
-        const auto messages = messages_of(c);
+        const auto messages = dlm_test::chat_messages(c);
         const bool prompt = c["add_generation_prompt"].get<bool>();
         const bool think = c.value("enable_thinking", false);
         const std::string text = dlm::io::apply_chat_template(dlm::io::chat_format::gemma4, messages, prompt,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dlm/core/config.hpp"
+#include "dlm/io/chat_template.hpp"
 
 namespace dlm_test {
 
@@ -43,6 +44,13 @@ inline std::string show(const std::vector<dlm::token_id>& ids) {
     std::ostringstream s;
     for (std::size_t i = 0; i < ids.size(); ++i) s << (i ? "," : "") << ids[i];
     return s.str();
+}
+
+/// The messages of a fixture's conversation ({"messages": [{"role", "content"}, ...]}).
+inline std::vector<dlm::io::chat_message> chat_messages(const nlohmann::json& conversation) {
+    std::vector<dlm::io::chat_message> out;
+    for (const nlohmann::json& m : conversation["messages"]) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    return out;
 }
 
 }  // namespace dlm_test
