@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -148,6 +149,22 @@ public:
         const bool whole = out.ok() && out.is_done();
         keep_ = keep_ && whole;
         return whole;
+    }
+
+    /// Whether the client has closed its side of the connection (or it failed): checked without
+    /// reading or writing, so a worker that waits for an answer can notice a client that left
+    /// before anything was sent. A client that half-closes (shutdown(SHUT_WR)) and still waits
+    /// counts as gone, as in uvicorn (vLLM's server).
+    [[nodiscard]] bool peer_gone() const noexcept {
+        pollfd p{fd_, POLLRDHUP, 0};
+        return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    }
+
+    /// No answer: the client has gone. The connection ends; `status` (499) is what the access log says.
+    void abandon(int status) noexcept {
+        status_ = status;
+        started_ = true;
+        keep_ = false;
     }
 
     [[nodiscard]] int status() const noexcept { return status_; }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "http_server.hpp"
 #include "preset_rules.hpp"
 
+#include <dlm/core/defaults.hpp>
 #include <dlm/engine.hpp>
 #include <dlm/registry/any_engine.hpp>
 #include <dlm/registry/policies.hpp>
@@ -63,6 +65,18 @@ struct service {
         return tokens.first(n);
     }
     [[nodiscard]] std::string text_of(std::span<const token_id> tokens) const { return model.tokenizer.decode(tokens, true); }
+
+    /// How many of `answer` (the shown tokens) the client is billed for: through the first stop string.
+    [[nodiscard]] std::size_t billed(std::span<const token_id> answer, const std::vector<std::string>& stop) const {
+        return tokens_through_stop(answer.size(), stop, [&](std::size_t k) { return text_of(answer.first(k)); });
+    }
+
+    std::atomic<std::uint64_t> unseeded{0};  ///< requests that gave no seed so far
+    /// The seed of a request that gives none: the server's n-th such request (from 0) decodes with
+    /// sequence_seed(--seed, n), the seed the n-th prompt of one dlm-generate batch gets (the first
+    /// keeps --seed itself). Fresh randomness per request, as vLLM reads an omitted seed, and
+    /// reproducible from the server's start for requests sent one at a time.
+    [[nodiscard]] std::uint64_t fresh_seed() { return sequence_seed(base.seed, unseeded++); }
 };
 
 namespace detail {
@@ -116,18 +130,63 @@ auto on_release(Service& svc, std::shared_ptr<Job> j, std::string route, clock::
 
 }  // namespace detail
 
-/// How often a response in progress writes something (an SSE comment, or a space before a JSON
-/// body), to find a client that has gone.
+/// How often a response in progress looks for a client that has gone: a stream writes an SSE comment
+/// (a write is what finds a closed connection there), a whole answer checks its socket.
 inline constexpr auto heartbeat = std::chrono::milliseconds(100);
-/// How long a non-streamed request waits for its answer before the server commits to status 200 and
-/// starts the heartbeat.
-inline constexpr auto whole_wait = std::chrono::milliseconds(500);
 
 /// Counts one answered request by route and status, and its latency.
 template <class Service>
 void count_request(Service& svc, const std::string& route, clock::time_point received, int status) {
     svc.stats.request(route, status);
     svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
+}
+
+/// Fits the canvas to the model's context beside a prompt of `prompt_length` tokens. A request that
+/// left max_tokens out gets the server's default cut to what fits (vLLM's default is the context
+/// left); one that set it is refused naming it, with what would fit; a prompt that leaves no room is
+/// refused naming it.
+template <class Service>
+void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_t prompt_length) {
+    const request_rules& rules = svc.rules;
+    const index_t room = rules.max_max_tokens - prompt_length;
+    if (r.gen_length <= room) return;
+    const index_t block = rules.has_blocks ? std::max<index_t>(1, r.block_length.value_or(rules.block_length)) : 1;
+    const index_t fits = room > 0 ? room / block * block : 0;
+    const std::string blocks = block > 1 ? " (whole blocks of " + std::to_string(block) + ")" : "";
+    if (fits < 1)
+        throw request_error(kind == endpoint::chat ? "messages" : "prompt",
+                            "is " + std::to_string(prompt_length) + " tokens, which leave no room for an answer" + blocks + " in the model's context of " +
+                                std::to_string(rules.max_max_tokens));
+    if (r.max_tokens_field.empty()) {
+        detail::size_canvas(r, fits, rules);
+        if (rules.check_options) rules.check_options(r);
+        return;
+    }
+    const std::string canvas = r.gen_length != r.max_tokens ? " (a canvas of " + std::to_string(r.gen_length) + " slots" + blocks + ")" : "";
+    throw request_error(r.max_tokens_field, "is " + std::to_string(r.max_tokens) + canvas + "; beside the prompt's " + std::to_string(prompt_length) +
+                                                " tokens the model's context of " + std::to_string(rules.max_max_tokens) + " holds " + std::to_string(fits) +
+                                                " at most");
+}
+
+/// Tokenizes request `r` into job `j` and sets the job's decoding options and what it publishes.
+template <class Service>
+void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Service::job& j) {
+    if (kind == endpoint::chat && svc.model.chat == io::chat_format::unsupported)
+        throw request_error("messages", std::string(io::unsupported_chat_template_rule) + " (to /v1/completions)");
+    if (r.prompt_ids) j.prompt = std::move(*r.prompt_ids);
+    else j.prompt = svc.model.tokenizer.encode(kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt);
+    fit_canvas(svc, kind, r, static_cast<index_t>(std::min<std::size_t>(j.prompt.size(), std::numeric_limits<index_t>::max())));
+    const registry::settings s = svc.settings_for(r);
+    j.options.gen_length = s.gen_length;
+    j.options.seed = r.seed ? s.seed : svc.fresh_seed();
+    j.policies = svc.policies_for(s);
+    j.want_updates = r.stream || !r.stop.empty();  // a whole answer is watched for its stop strings too
+    j.want_canvas = r.stream_canvas;
+    j.max_tokens = static_cast<std::size_t>(r.max_tokens);
+    const auto eos = svc.model.model.eos_ids();  // where shown() cuts the answer, for the metrics
+    j.eos_ids.assign(eos.begin(), eos.end());
+    if (!r.stop.empty())
+        j.billed = [&svc, stop = r.stop](std::span<const token_id> answer) { return svc.billed(answer, stop); };
 }
 
 /// Parses, checks and tokenizes a completion request into job `j`, submits it and waits until it has
@@ -138,19 +197,7 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
                       const std::shared_ptr<typename Service::job>& j, const std::string& route, clock::time_point received) {
     try {
         r = parse_request(req.body, kind, svc.rules);
-        if (kind == endpoint::chat && svc.model.chat == io::chat_format::unsupported)
-            throw request_error("messages", std::string(io::unsupported_chat_template_rule) + " (to /v1/completions)");
-        const std::string text = kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt;
-        j->prompt = svc.model.tokenizer.encode(text);
-        const registry::settings s = svc.settings_for(r);
-        j->options.gen_length = s.gen_length;
-        j->options.seed = s.seed;
-        j->policies = svc.policies_for(s);
-        j->want_updates = r.stream;
-        j->want_canvas = r.stream_canvas;
-        j->max_tokens = static_cast<std::size_t>(r.max_tokens);
-        const auto eos = svc.model.model.eos_ids();  // where shown() cuts the answer, for the metrics
-        j->eos_ids.assign(eos.begin(), eos.end());
+        prepare_job(svc, kind, r, *j);
         j->received = received;
         j->deadline = received + std::chrono::duration_cast<clock::duration>(svc.timeout);
         if (!svc.sched.submit(j))
@@ -175,54 +222,58 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
     return true;
 }
 
-/// A non-streamed answer: whole, with its own status, when it ends within whole_wait; else status 200
-/// at once, then spaces until the JSON body.
+/// The body of a whole answer of `answer` (its shown tokens), the sequence's `result` (null: a stop
+/// string in the committed prefix ended it before the engine did). Counts the billed tokens in the metrics.
+template <class Service>
+nlohmann::json whole_body(Service& svc, const typename Service::job& j, const completion_request& r, const response_head& head,
+                          std::span<const token_id> answer, const sequence_result* result) {
+    std::string text = svc.text_of(answer);
+    const bool stopped = cut_at_stop(text, r.stop);
+    const std::size_t billed = stopped ? svc.billed(answer, r.stop) : answer.size();
+    svc.stats.completion_tokens += billed;
+    const char* reason = stopped || !result ? "stop" : detail::finish_reason(*result, r.max_tokens, false);
+    return completion_body(head, text, reason, {static_cast<std::int64_t>(j.prompt.size()), static_cast<std::int64_t>(billed)});
+}
+
+/// A non-streamed answer, with its own status once it is ready. While it waits, the worker checks
+/// every 100 ms whether the client has closed its connection (http::exchange::peer_gone), so a client
+/// that leaves frees its sequence at once; with stop strings it also watches the committed prefix and
+/// ends the sequence at the first one.
 template <class Service>
 void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typename Service::job>& j,
                  const completion_request& r, const response_head& head, const std::string& route, clock::time_point received) {
-    const endpoint kind = head.kind;
-    // The ended job's reply: its status and body (the caller holds j->m).
-    const auto whole = [&svc, j, r, head, kind]() -> std::pair<int, nlohmann::json> {
-        if (auto e = detail::refusal_of(*j, kind)) return {e->status(), error_body(*e)};
-        const std::span<const token_id> answer = svc.shown(j->result->tokens, r.max_tokens);
-        std::string text = svc.text_of(answer);
-        const bool stopped = cut_at_stop(text, r.stop);
-        svc.stats.completion_tokens += answer.size();
-        return {200, completion_body(head, text, detail::finish_reason(*j->result, r.max_tokens, stopped),
-                                     {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})};
-    };
-    {  // An answer within whole_wait goes out whole, with its own status.
+    std::uint64_t seen = 0;
+    for (;;) {
         std::unique_lock lock(j->m);
-        if (j->cv.wait_until(lock, clock::now() + whole_wait, [&] { return j->ended(); })) {
-            const auto [status, body] = whole();
-            lock.unlock();
-            count_request(svc, route, received, status);  // before the client can read it (and scrape /metrics)
-            ex.reply(detail::json_response(status, body));
+        const bool news = j->wait_update(lock, seen, clock::now() + heartbeat);
+        seen = j->version;
+        std::optional<std::pair<int, nlohmann::json>> reply;
+        if (j->ended()) {
+            if (auto e = detail::refusal_of(*j, head.kind)) reply.emplace(e->status(), error_body(*e));
+            else reply.emplace(200, whole_body(svc, *j, r, head, svc.shown(j->result->tokens, r.max_tokens), &*j->result));
+        } else if (news && !r.stop.empty()) {
+            const std::span<const token_id> answer = svc.shown(j->prefix, r.max_tokens);
+            std::string text = svc.text_of(answer);
+            if (cut_at_stop(text, r.stop)) {  // a stop string ended the answer: free the sequence now
+                j->stop_tokens = svc.billed(answer, r.stop);
+                j->stop_string = true;
+                detail::cancel(svc, *j);
+                reply.emplace(200, whole_body(svc, *j, r, head, answer, nullptr));
+            }
+        }
+        lock.unlock();
+        if (reply) {
+            count_request(svc, route, received, reply->first);  // before the client can read it (and scrape /metrics)
+            ex.reply(detail::json_response(reply->first, reply->second));
+            return;
+        }
+        if (ex.peer_gone()) {
+            detail::cancel(svc, *j);
+            ex.abandon(499);
+            count_request(svc, route, received, 499);
             return;
         }
     }
-    // Longer: status 200 now and the JSON body when it is done, preceded by a space every 100 ms
-    // (JSON allows leading whitespace), so that a client that has gone is found (the second
-    // write after its close fails) and its sequence freed within about 0.2 s, as when streaming.
-    // A decode that fails after that is answered with the error object under the 200.
-    const auto counted = std::make_shared<bool>(false);  // the request is in dlm_requests_total
-    const bool whole_sent = ex.stream(200, "application/json", {}, [j, whole, &svc, counted, &route, received](http::sink& sink) {
-            std::unique_lock lock(j->m);
-            if (!j->cv.wait_until(lock, clock::now() + heartbeat, [&] { return j->ended(); })) {
-                lock.unlock();
-                if (sink.write(" ", 1)) return true;
-                detail::cancel(svc, *j);  // the client has gone
-                return false;
-            }
-            const std::string body = dump(whole().second);
-            lock.unlock();
-            count_request(svc, route, received, 200);  // before the client can read it (and scrape /metrics)
-            *counted = true;
-            if (!sink.write(body.data(), body.size())) return false;
-            sink.done();
-            return true;
-        });
-    if (!*counted) detail::on_release(svc, j, route, received)(whole_sent);
 }
 
 /// A streamed answer: server-sent events as the committed prefix grows.
@@ -276,7 +327,9 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                 st->first = false;
             }
             if (ok && (ended || st->text.stopped())) {
+                const std::size_t billed = st->text.stopped() ? svc.billed(answer, r.stop) : answer.size();
                 if (!ended) {  // a stop string ended the answer: free the sequence now
+                    j->stop_tokens = billed;
                     j->stop_string = true;
                     detail::cancel(svc, *j);
                 }
@@ -286,9 +339,9 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                     const char* reason = st->text.stopped() ? "stop" : detail::finish_reason(*j->result, r.max_tokens, false);
                     ok = send(sse_event(chunk_body(head, "", std::string(reason))));
                     if (ok && r.include_usage)
-                        ok = send(sse_event(usage_chunk(head, {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(answer.size())})));
+                        ok = send(sse_event(usage_chunk(head, {static_cast<std::int64_t>(j->prompt.size()), static_cast<std::int64_t>(billed)})));
                 }
-                svc.stats.completion_tokens += answer.size();
+                svc.stats.completion_tokens += billed;
                 if (ok) {  // counted before the client can read [DONE] (and scrape /metrics)
                     count_request(svc, route, received, 200);
                     st->counted = true;

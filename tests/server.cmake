@@ -31,7 +31,7 @@ if(Python3_Interpreter_FOUND)
 endif()
 # The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
 foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue canvas openai chunked-limit gzip slowloris connection-cap methods
-                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id chat-template)
+                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id chat-template usage seeds-timeout)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}
@@ -44,7 +44,7 @@ foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue canvas o
   # The server tests use ports and processes of their own; they run alone so that their timings
   # (a disconnect noticed within seconds) hold on a busy 2-core machine.
   set(_timeout 60)  # the hostile-client cases: each about 10 s at most here
-  if(_case MATCHES "^(curl|load|disconnect|disconnect-whole|full-queue|canvas|openai)$")
+  if(_case MATCHES "^(curl|load|disconnect|disconnect-whole|full-queue|canvas|openai|usage|seeds-timeout)$")
     set(_timeout 120)
   endif()
   set_tests_properties("server: ${_case}" PROPERTIES LABELS server SKIP_RETURN_CODE 77 TIMEOUT ${_timeout} RUN_SERIAL ON)

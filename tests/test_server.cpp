@@ -90,7 +90,13 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "a", "prompt": "b"})") == "<body>");  // a key twice
     CHECK(refused(R"({"max_tokens": 8})") == "prompt");
     CHECK(refused(R"({"prompt": 3})") == "prompt");
-    CHECK(refused(R"({"prompt": ["a", "b"]})") == "prompt");
+    CHECK(refused(R"({"prompt": ["a", "b"]})") == "prompt");  // one prompt per request
+    CHECK(refused(R"({"prompt": [[1, 2], [3]]})") == "prompt");
+    CHECK(refused(R"({"prompt": []})") == "prompt");
+    CHECK(refused(R"({"prompt": [[]]})") == "prompt[0]");
+    CHECK(refused(R"({"prompt": [1, -2]})") == "prompt[1]");
+    CHECK(refused(R"({"prompt": [[1, 2.5]]})") == "prompt[0][1]");
+    CHECK(refused(R"({"prompt": [1, 3000000000]})") == "prompt[1]");
     CHECK(refused(R"({"prompt": "x", "bogus": 1})") == "bogus");
     CHECK(refused(R"({"prompt": "x", "max_tokens": 0})") == "max_tokens");
     CHECK(refused(R"({"prompt": "x", "max_tokens": 129})") == "max_tokens");
@@ -102,9 +108,11 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "x", "top_p": 0})") == "top_p");
     CHECK(refused(R"({"prompt": "x", "steps": 8})") == "steps");  // cdlm's schedule has no steps
     CHECK(refused(R"({"prompt": "x", "threshold": 1.5})") == "threshold");
-    CHECK(refused(R"({"prompt": "x", "seed": -1})") == "seed");
+    CHECK(refused(R"({"prompt": "x", "seed": 18446744073709551616})") == "seed");  // past 64 bits
+    CHECK(refused(R"({"prompt": "x", "top_k": -2})") == "top_k");
     CHECK(refused(R"({"prompt": "x", "stop": ""})") == "stop");
-    CHECK(refused(R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})") == "stop");
+    CHECK(refused(R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})").empty());  // lm-eval's until lists pass OpenAI's 4
+    CHECK(refused(R"({"prompt": "x", "stop": ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17"]})") == "stop");
     CHECK(refused(R"({"prompt": "x", "stop": ["a", 1]})") == "stop[1]");
     CHECK(refused(R"({"prompt": "x", "stream": "yes"})") == "stream");
     CHECK(refused(R"({"prompt": "x", "stream_canvas": true})") == "stream_canvas");
@@ -201,6 +209,47 @@ TEST_CASE("server request: max_completion_tokens wins over max_tokens whatever t
     CHECK(refused(m + R"("max_tokens": 8, "max_completion_tokens": 0})", endpoint::chat) == "max_completion_tokens");
     CHECK(refused(m + R"("max_tokens": 8, "max_completion_tokens": 125})", endpoint::chat).empty());
     CHECK(refused(R"({"prompt": "x", "max_completion_tokens": 8})") == "max_completion_tokens");  // chat's only, as OpenAI's
+}
+
+TEST_CASE("server request: a prompt of token ids, vLLM's top_k -1 and signed seeds, and text parts joined by newlines") {
+    const auto ids = parse_request(R"({"prompt": [5, 0, 7]})", endpoint::completions, cdlm_rules());
+    CHECK(ids.prompt_ids == std::vector<token_id>{5, 0, 7});
+    CHECK(parse_request(R"({"prompt": [[5, 0, 7]]})", endpoint::completions, cdlm_rules()).prompt_ids == ids.prompt_ids);
+    const auto text = parse_request(R"({"prompt": ["3 + 4?"]})", endpoint::completions, cdlm_rules());
+    CHECK((text.prompt == "3 + 4?" && !text.prompt_ids));
+    std::string many = "{\"prompt\": [1";
+    for (int i = 0; i < 128; ++i) many += ", 1";
+    CHECK(refused(many + "]}") == "prompt");  // 129 ids: more than the context of 128
+
+    const request_rules llada = rules_of("llada");
+    CHECK(parse_request(R"({"prompt": "x", "top_k": -1})", endpoint::completions, llada).top_k == 0);
+    CHECK(parse_request(R"({"prompt": "x", "seed": -1})", endpoint::completions, cdlm_rules()).seed == ~std::uint64_t{0});
+    CHECK(parse_request(R"({"prompt": "x", "seed": 18446744073709551615})", endpoint::completions, cdlm_rules()).seed == ~std::uint64_t{0});
+    CHECK(parse_request(R"({"prompt": "x", "max_tokens": 9})", endpoint::completions, cdlm_rules()).max_tokens_field == "max_tokens");
+    CHECK(parse_request(R"({"prompt": "x"})", endpoint::completions, cdlm_rules()).max_tokens_field.empty());  // the default: fitted to the prompt
+
+    const auto chat = parse_request(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})",
+                                    endpoint::chat, cdlm_rules());
+    CHECK(chat.messages.at(0).content == "a\nb");
+}
+
+TEST_CASE("server usage: an answer cut by a stop string bills the fewest tokens whose text holds it") {
+    const std::vector<std::string> pieces = {"3", " +", " 4", " =", " 7", "\n", "####", " 7"};
+    const auto text_of = [&](std::size_t k) {
+        std::string t;
+        for (std::size_t i = 0; i < k; ++i) t += pieces[i];
+        return t;
+    };
+    CHECK(tokens_through_stop(pieces.size(), {"="}, text_of) == 4);
+    CHECK(tokens_through_stop(pieces.size(), {"4 ="}, text_of) == 4);      // across tokens
+    CHECK(tokens_through_stop(pieces.size(), {"##", "+"}, text_of) == 2);  // the first of several
+    CHECK(tokens_through_stop(pieces.size(), {"7\n#"}, text_of) == 7);
+    CHECK(tokens_through_stop(pieces.size(), {"%"}, text_of) == pieces.size());  // none: all of them
+    CHECK(tokens_through_stop(pieces.size(), {}, text_of) == pieces.size());
+    CHECK(tokens_through_stop(0, {"="}, text_of) == 0);
+    // Whatever prefix of the answer holds the stop string (the whole answer, or the committed prefix a
+    // stream was cancelled at), the count is the same.
+    for (std::size_t n = 4; n <= pieces.size(); ++n) CHECK(tokens_through_stop(n, {"="}, text_of) == 4);
 }
 
 TEST_CASE("server stream: whole characters only, stop strings cut, nothing retracted") {

@@ -59,7 +59,7 @@ struct request_rules {
     index_t default_max_tokens = 128;  ///< the model's dlm_gen_length, else 128
     index_t max_max_tokens = 4096;     ///< the model's context
     index_t block_length = 32;         ///< the server's block length (used when a request gives none)
-    std::size_t max_stop = 4;          ///< stop strings per request (OpenAI's limit)
+    std::size_t max_stop = 16;         ///< stop strings per request (OpenAI's limit is 4; lm-eval's until lists may hold more, vLLM has none)
     std::size_t max_stop_bytes = 256;
     std::size_t max_messages = 256;
     /// Checks the decoding options of a parsed request against the preset (dlm-server: the preset
@@ -71,14 +71,16 @@ struct request_rules {
 /// A request as the decoder will run it: every field checked, the dlm extensions resolved.
 struct completion_request {
     endpoint kind = endpoint::completions;
-    std::string prompt;                        ///< /v1/completions
+    std::string prompt;                        ///< /v1/completions: its text, or
+    std::optional<std::vector<token_id>> prompt_ids;  ///< its token ids (OpenAI's token-id form: [ids] or [[ids]])
     std::vector<io::chat_message> messages;    ///< /v1/chat/completions
     index_t max_tokens = 0;                    ///< answer tokens at most
+    std::string max_tokens_field;              ///< the field that set it ("max_tokens", "max_completion_tokens"); empty: the server's default
     index_t gen_length = 0;                    ///< canvas slots: max_tokens rounded up to whole blocks
     std::optional<double> temperature, top_p, threshold;
     std::optional<double> editing_threshold;  ///< dlm extension: a revising schedule's (llada21)
     std::optional<index_t> top_k, steps, block_length;
-    std::optional<std::uint64_t> seed;         ///< unset: the server's --seed
+    std::optional<std::uint64_t> seed;         ///< unset: a fresh seed (server/routes.hpp's service::fresh_seed); a negative one as two's complement
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the token counts
@@ -126,7 +128,8 @@ inline std::string text(const std::string& field, const nlohmann::json& v) {
     return v.get<std::string>();
 }
 
-/// A message's content: a string, or OpenAI's list of parts of which only {"type": "text"} is known.
+/// A message's content: a string, or OpenAI's list of parts of which only {"type": "text"} is known;
+/// the parts' texts are joined with "\n", as vLLM joins them.
 inline std::string content_of(const std::string& field, const nlohmann::json& v) {
     if (v.is_string()) return v.get<std::string>();
     if (!v.is_array()) refuse(field, "must be a string or a list of text parts, got " + io::detail::json_kind(v));
@@ -139,6 +142,7 @@ inline std::string content_of(const std::string& field, const nlohmann::json& v)
             if (k != "type" && k != "text") refuse(part + "." + k, "unknown field");
         if (!p.contains("type") || p["type"] != "text") refuse(part + ".type", "must be \"text\" (dlm-server reads text only)");
         if (!p.contains("text")) refuse(part + ".text", "is required");
+        if (i > 0) out += '\n';
         out += text(part + ".text", p["text"]);
     }
     return out;
@@ -185,6 +189,34 @@ inline std::vector<std::string> stop_of(const nlohmann::json& v, const request_r
     return out;
 }
 
+/// The completions route's prompt: a string, or one prompt as token ids ([ids], or a list of one: [[ids]]
+/// or ["text"], as OpenAI's and vLLM's batch form with one member). Several prompts are refused: one
+/// request is one sequence. An id must be an integer in [0, 2^31); the engine checks it against the
+/// vocabulary and the mask id (400 naming prompt).
+inline void prompt_of(const nlohmann::json& v, const request_rules& rules, completion_request& r) {
+    if (v.is_string()) {
+        r.prompt = v.get<std::string>();
+        return;
+    }
+    if (!v.is_array() || v.empty()) refuse("prompt", "must be a string, a list of token ids, or a list of one of those, got " + (v.is_array() ? std::string("an empty list") : io::detail::json_kind(v)));
+    const bool one = v.size() == 1 && (v[0].is_string() || v[0].is_array());
+    if (!one && !v[0].is_number()) refuse("prompt", "dlm-server takes one prompt per request, got a list of " + std::to_string(v.size()));
+    if (one && v[0].is_string()) {
+        r.prompt = v[0].get<std::string>();
+        return;
+    }
+    const nlohmann::json& ids = one ? v[0] : v;
+    const std::string field = one ? "prompt[0]" : "prompt";
+    if (ids.empty()) refuse(field, "is an empty list of token ids; a prompt needs at least one token");
+    if (ids.size() > static_cast<std::size_t>(rules.max_max_tokens))
+        refuse(field, "holds " + std::to_string(ids.size()) + " token ids, more than the model's context of " + std::to_string(rules.max_max_tokens));
+    std::vector<token_id> out;
+    out.reserve(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        out.push_back(static_cast<token_id>(integer_in(field + "[" + std::to_string(i) + "]", ids[i], 0, std::numeric_limits<token_id>::max())));
+    r.prompt_ids = std::move(out);
+}
+
 }  // namespace detail
 
 namespace detail {
@@ -223,12 +255,12 @@ inline bool read_sampling_field(const std::string& key, const nlohmann::json& v,
         r.temperature = number_in(key, v, 0, 2, false);
     } else if (key == "top_p") {
         r.top_p = number_in(key, v, 0, 1, true);
-    } else if (key == "top_k") {
-        r.top_k = static_cast<index_t>(integer_in(key, v, 0, std::numeric_limits<index_t>::max()));
+    } else if (key == "top_k") {  // -1 is vLLM's "no top-k", as 0 is dlm's
+        r.top_k = static_cast<index_t>(std::max<std::int64_t>(0, integer_in(key, v, -1, std::numeric_limits<index_t>::max())));
     } else if (v.is_number_unsigned()) {
         r.seed = v.get<std::uint64_t>();
-    } else {
-        r.seed = static_cast<std::uint64_t>(integer_in(key, v, 0, std::numeric_limits<std::int64_t>::max()));
+    } else {  // vLLM takes any 64-bit signed seed
+        r.seed = static_cast<std::uint64_t>(integer_in(key, v, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()));
     }
     return true;
 }
@@ -318,9 +350,7 @@ inline bool read_object_field(const std::string& key, const nlohmann::json& v, e
                 throw request_error("model", "this server serves '" + rules.model + "' only, not '" + m.substr(0, 80) + "'", 404,
                                     "invalid_request_error", "model_not_found");
         } else if (key == "prompt" && kind == endpoint::completions) {
-            if (v.is_array() && v.size() == 1 && v[0].is_string()) r.prompt = v[0].get<std::string>();
-            else if (v.is_array()) refuse("prompt", "dlm-server takes one prompt per request (a string), got a list of " + std::to_string(v.size()));
-            else r.prompt = text("prompt", v);
+            prompt_of(v, rules, r);
             has_input = true;
         } else if (key == "messages" && kind == endpoint::chat) {
             r.messages = messages_of(v, rules);
@@ -350,6 +380,7 @@ inline bool read_object_field(const std::string& key, const nlohmann::json& v, e
     if (r.stream_canvas && !r.stream) refuse("stream_canvas", "needs \"stream\": true");
     if (has_stream_options && !r.stream) refuse("stream_options", "applies to a streamed answer only: set \"stream\": true, or leave it out");
 
+    r.max_tokens_field = max_completion_tokens ? "max_completion_tokens" : max_tokens ? "max_tokens" : "";
     size_canvas(r, max_completion_tokens.value_or(max_tokens.value_or(rules.default_max_tokens)), rules,
                 max_completion_tokens ? "max_completion_tokens" : "max_tokens");
     if (rules.check_options) {

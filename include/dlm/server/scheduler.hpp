@@ -61,6 +61,13 @@ struct basic_job {
     std::atomic<bool> cancel{false};
     /// Set with `cancel` when a stop string ended the answer (the metrics count it as "stop", not "abort").
     std::atomic<bool> stop_string{false};
+    /// Set before `stop_string`: the answer tokens through the stop string, as the client is billed.
+    std::atomic<std::size_t> stop_tokens{0};
+    /// Set by the HTTP thread before submit(): how many of a finished answer's tokens (before EOS, at
+    /// most max_tokens) its client is billed for: the request's stop strings, which only the route
+    /// reads (server::tokens_through_stop). Unset: all of them. Called once, when the sequence ends,
+    /// so that vllm:generation_tokens counts what the response's usage says.
+    std::function<std::size_t(std::span<const token_id>)> billed;
 
     // Written by the engine thread under `m`; `version` counts the updates, `cv` announces them.
     mutable std::mutex m;
@@ -266,7 +273,10 @@ private:
         if (!metrics_ || r.failed()) return;
         const std::size_t cap = j.max_tokens > 0 ? j.max_tokens : r.tokens.size();
         const auto answer = static_cast<std::size_t>(r.answer_length);
-        metrics_->vllm.generation_tokens += r.cancelled() || j.end == job_end::timed_out ? std::min(j.committed, cap) : std::min(answer, cap);
+        const std::size_t shown = std::min(answer, cap);
+        if (r.cancelled() && j.stop_string) metrics_->vllm.generation_tokens += j.stop_tokens.load();
+        else if (r.cancelled() || j.end == job_end::timed_out) metrics_->vllm.generation_tokens += std::min(j.committed, cap);
+        else metrics_->vllm.generation_tokens += j.billed ? j.billed(std::span(r.tokens).first(shown)) : shown;
         metrics_->vllm.e2e.observe(std::chrono::duration<double>(now - j.received).count());
         if (r.cancelled() || j.end == job_end::timed_out)
             metrics_->vllm.finish(j.stop_string && j.end != job_end::timed_out ? finish_reason::stop : finish_reason::abort);

@@ -103,4 +103,24 @@ inline bool cut_at_stop(std::string& text, const std::vector<std::string>& stop)
     return true;
 }
 
+/// How many of an answer's `n` tokens its client is billed for when stop strings cut it: the fewest
+/// whose text (`text_of(k)`: the decoded first k tokens) holds a stop string, the token that completes
+/// it included (vLLM's count), or `n` when none does. The same tokens give the same count however the
+/// answer arrived (whole, or streamed and cancelled at the stop). A prefix's text is a prefix of the
+/// longer text, so "holds a stop string" only turns true as k grows: a binary search, O(log n) decodes.
+template <class TextOf>
+[[nodiscard]] std::size_t tokens_through_stop(std::size_t n, const std::vector<std::string>& stop, TextOf&& text_of) {
+    const auto holds = [&](std::size_t k) {
+        const std::string t = text_of(k);
+        return std::any_of(stop.begin(), stop.end(), [&](const std::string& s) { return t.find(s) != std::string::npos; });
+    };
+    if (stop.empty() || !holds(n)) return n;
+    std::size_t lo = 0, hi = n;  // holds(hi), and !holds(lo) (no stop string is empty)
+    while (hi - lo > 1) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        (holds(mid) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
 }  // namespace dlm::server
