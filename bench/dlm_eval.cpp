@@ -166,7 +166,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     std::vector<std::vector<token_id>> prompts;
     for (const auto& p : problems) {
         texts.push_back(cli::prompt_text(m, cli::format_prompt(o.prompt_format, p.question), o.chat, o.thinking(), o.system));
-        prompts.push_back(m.tokenizer.encode(texts.back()));
+        prompts.push_back(m.tokenizer.encode(texts.back(), cli::adds_special_tokens(m, o.chat)));
     }
 
     const std::string model_name = cli::model_name(m.dir);

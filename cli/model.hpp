@@ -270,12 +270,23 @@ template <class Model>
     return io::apply_chat_template(m.chat, messages, true, thinking);
 }
 
-/// The prompt's ids: tokenized alone, without added special tokens (the chat template writes its own).
+/// Whether a prompt's text is tokenized with the tokenizer's own special tokens. A plain prompt is
+/// tokenized as the model's tokenizer tokenizes a text by default: with what its post-processor adds
+/// (Hugging Face's `tokenizer(text)`; a GGUF file's add_bos_token, as llama.cpp adds it): Gemma 4's
+/// <bos>, a llama-bpe file's BOS, nothing for the Qwen2 and LLaDA tokenizers. A chat prompt gets
+/// none: its template writes its own, as transformers' apply_chat_template(tokenize=True) does; a
+/// folder without a template has its chat prompt written as plain text, so it is a plain prompt.
+template <class Model>
+[[nodiscard]] bool adds_special_tokens(const basic_loaded_model<Model>& m, bool chat) {
+    return !chat || m.chat == io::chat_format::none;
+}
+
+/// The prompt's ids (adds_special_tokens says which special tokens the tokenizer adds).
 template <class Model>
 [[nodiscard]] std::vector<token_id> encode_prompt(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
                                                   io::chat_thinking thinking = io::chat_thinking::template_default,
                                                   const std::string& system = {}) {
-    return m.tokenizer.encode(prompt_text(m, text, chat, thinking, system));
+    return m.tokenizer.encode(prompt_text(m, text, chat, thinking, system), adds_special_tokens(m, chat));
 }
 
 /// The answer's text: the slots before the first EOS, special tokens left out.
@@ -316,6 +327,15 @@ template <class Model>
 }
 
 /// OpenMP threads for the CPU model (0: leave OpenMP's default).
+/// The calling thread's OpenMP thread count (OMP_NUM_THREADS, else every core, until set_threads).
+[[nodiscard]] inline int current_threads() {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 inline void set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);

@@ -165,8 +165,17 @@ private:
         const std::size_t b = a == std::string_view::npos ? a : line.find(' ', a + 1);
         if (b == std::string_view::npos || line.find(' ', b + 1) != std::string_view::npos)
             return fail(400, "the request line is not METHOD TARGET HTTP/1.x");
-        const std::string_view method = line.substr(0, a), target = line.substr(a + 1, b - a - 1), version = line.substr(b + 1);
+        const std::string_view method = line.substr(0, a), version = line.substr(b + 1);
+        std::string_view target = line.substr(a + 1, b - a - 1);
         if (method.empty() || !std::all_of(method.begin(), method.end(), is_tchar)) return fail(400, "the request method is not a token");
+        // The absolute form (http://host:port/path?query), which RFC 9112 (3.2.2) says a server must
+        // accept, is read as its path; the Host header stays the client's.
+        for (const std::string_view scheme : {"http://", "https://"})
+            if (target.size() > scheme.size() && std::equal(scheme.begin(), scheme.end(), target.begin(),
+                                                            [](char x, char y) { return x == (y | 0x20); })) {
+                const std::size_t slash = target.find('/', scheme.size());
+                target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+            }
         if (target.empty() || target.front() != '/' || !std::all_of(target.begin(), target.end(), [](char c) { return c > ' ' && c < 127; }))
             return fail(400, "the request target is not an absolute path");
         if (version.size() != 8 || !version.starts_with("HTTP/1.") || version[7] < '0' || version[7] > '9')

@@ -174,7 +174,9 @@ void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Se
     if (kind == endpoint::chat && svc.model.chat == io::chat_format::unsupported)
         throw request_error("messages", std::string(io::unsupported_chat_template_rule) + " (to /v1/completions)");
     if (r.prompt_ids) j.prompt = std::move(*r.prompt_ids);
-    else j.prompt = svc.model.tokenizer.encode(kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt);
+    else  // the tokenizer's own special tokens for a plain prompt (vLLM's add_special_tokens), as cli::encode_prompt
+        j.prompt = svc.model.tokenizer.encode(kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt,
+                                              cli::adds_special_tokens(svc.model, kind == endpoint::chat));
     fit_canvas(svc, kind, r, static_cast<index_t>(std::min<std::size_t>(j.prompt.size(), std::numeric_limits<index_t>::max())));
     const registry::settings s = svc.settings_for(r);
     j.options.gen_length = s.gen_length;

@@ -184,13 +184,16 @@ TEST_CASE("cfg_scale: an unconditional forward with the prompt masked, combined 
         presets::fast_dllm<scripted_model> f(m, semi_ar_mask{4});
         CHECK(f.generate(tvec{1, 2}, {.gen_length = 8, .cfg_scale = 1.0}).tokens == tvec(8, 5));
     }
-    SUBCASE("refused with an exact cache, and for a negative scale") {
+    SUBCASE("refused with an exact cache, and for a negative scale or one past 1e6") {
         presets::cdlm<scripted_model> c(m, block_causal_mask{4});
         CHECK_THROWS_WITH_AS((void)c.generate(tvec{1, 2}, {.gen_length = 4, .cfg_scale = 1.0}),
                              doctest::Contains("'cfg_scale': classifier-free guidance is not available with an exact KV cache"),
                              invalid_parameter);
         CHECK_THROWS_WITH_AS((void)d.generate(tvec{1, 2}, {.gen_length = 4, .cfg_scale = -1.0}), doctest::Contains("'cfg_scale'"),
                              invalid_parameter);
+        CHECK_THROWS_WITH_AS((void)d.generate(tvec{1, 2}, {.gen_length = 4, .cfg_scale = 1e39}),
+                             doctest::Contains("'cfg_scale': must be a number in [0, 1e6]"), invalid_parameter);
+        CHECK(d.generate(tvec{1, 2}, {.gen_length = 4, .cfg_scale = 1e6}).tokens == tvec(4, 5));
     }
 }
 

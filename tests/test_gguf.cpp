@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -245,6 +246,61 @@ TEST_CASE("the tokenizer from tokenizer.ggml.* encodes as the tokenizer.json it 
     CHECK(checked > 100);
     CHECK(wrong == 0);
     CHECK(tok.is_special(static_cast<token_id>(*tok.token_to_id("<|endoftext|>"))));
+}
+
+namespace {
+
+/// A GGUF tokenizer as llama.cpp's converter writes one: the 256 byte-level symbols (in code point
+/// order, ids 0-255), merges "a b" (256) and "Ġ x" (257), two tokens no merge reaches, "abc" (258)
+/// and "Ġxyz" (259), and a control token <|begin_of_text|> (260) named as BOS; `keys` adds more.
+io::tokenizer small_gguf_tokenizer(std::string_view pre, const std::function<void(io::gguf_writer&)>& keys = {}) {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.push_back(io::detail::byte_level_map::get().encode(static_cast<unsigned char>(b)));
+    std::sort(tokens.begin(), tokens.end());  // UTF-8 byte order is code point order
+    for (const char* t : {"ab", "\xC4\xA0x", "abc", "\xC4\xA0xyz", "<|begin_of_text|>"}) tokens.push_back(t);
+    std::vector<std::int32_t> types(tokens.size(), 1);
+    types.back() = 3;  // control
+    const std::vector<std::string> merges = {"a b", "\xC4\xA0 x"};
+    io::gguf_writer w;
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", pre);
+    w.add_strings("tokenizer.ggml.tokens", tokens);
+    w.add_i32s("tokenizer.ggml.token_type", types);
+    w.add_strings("tokenizer.ggml.merges", merges);
+    w.add_u32("tokenizer.ggml.bos_token_id", 260);
+    if (keys) keys(w);
+    const std::vector<std::byte> b = w.bytes();
+    return io::gguf_tokenizer(io::gguf_header::parse(b, "t.gguf"));
+}
+
+}  // namespace
+
+// The expected ids are Hugging Face tokenizers' (0.22) on the tokenizer.json a Llama 3 tokenizer has
+// (ignore_merges, a TemplateProcessing BOS), and llama.cpp's rules (llama-vocab.cpp: llama-bpe sets
+// ignore_merges and add_bos; tokenizer.ggml.add_bos_token overrides the default).
+TEST_CASE("a llama-bpe GGUF tokenizer takes whole-vocabulary pre-tokens as they are and adds the BOS llama.cpp adds") {
+    const io::tokenizer llama3 = small_gguf_tokenizer("llama-bpe");
+    CHECK(llama3.encode("abc xyz") == tvec{258, 259});
+    CHECK(llama3.encode("abc xyz", true) == tvec{260, 258, 259});
+    const io::tokenizer qwen2 = small_gguf_tokenizer("qwen2");  // merges only; no BOS unless the file asks
+    CHECK(qwen2.encode("abc xyz") == tvec{256, static_cast<token_id>(*qwen2.token_to_id("c")), 257,
+                                          static_cast<token_id>(*qwen2.token_to_id("y")), static_cast<token_id>(*qwen2.token_to_id("z"))});
+    CHECK(qwen2.encode("abc", true) == qwen2.encode("abc"));
+    const io::tokenizer asked = small_gguf_tokenizer("qwen2", [](io::gguf_writer& w) { w.add_bool("tokenizer.ggml.add_bos_token", true); });
+    CHECK(asked.encode("abc", true) == tvec{260, 256, static_cast<token_id>(*asked.token_to_id("c"))});
+    const io::tokenizer off = small_gguf_tokenizer("llama-bpe", [](io::gguf_writer& w) { w.add_bool("tokenizer.ggml.add_bos_token", false); });
+    CHECK(off.encode("abc", true) == tvec{258});
+    const io::tokenizer eos = small_gguf_tokenizer("gpt-2", [](io::gguf_writer& w) {
+        w.add_bool("tokenizer.ggml.add_eos_token", true);
+        w.add_u32("tokenizer.ggml.eos_token_id", 258);
+    });
+    CHECK(eos.encode("xyz", true).back() == 258);
+    try {
+        (void)small_gguf_tokenizer("gpt-2", [](io::gguf_writer& w) { w.add_bool("tokenizer.ggml.add_eos_token", true); });
+        FAIL("add_eos_token without an EOS id was taken");
+    } catch (const file_error& e) {
+        CHECK(std::string(e.what()).find("key 'tokenizer.ggml.add_eos_token': is true, but the file names no tokenizer.ggml.eos_token_id") != std::string::npos);
+    }
 }
 
 TEST_CASE("the shipped teacher as an F32 GGUF decodes the tokens of the safetensors teacher under every preset") {

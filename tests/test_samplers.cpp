@@ -45,6 +45,30 @@ TEST_CASE("categorical at temperature 0 is greedy") {
     CHECK(c.probability == doctest::Approx(0.4));
 }
 
+TEST_CASE("categorical: a temperature so small that the logits over it overflow samples its greedy limit, never NaN") {
+    // log p / 1e-40 overflows float; 1e-30 does not. Both are the limit T -> 0: the argmax, probability 1
+    // (Dream's tempered confidence) or 0.4 (LLaDA's raw one); ties of the largest logit drawn among them.
+    const std::array<float, 4> positive{0.5f, 3.f, -2.f, 1.f};
+    for (const float t : {1e-40f, 1e-30f, 1e-45f}) {
+        for (index_t pos = 0; pos < 32; ++pos) {
+            const random_key k{1, rng_stream::sampling, 0, pos};
+            const slot_choice a = categorical_sampler{t}.sample(row, k, {});
+            CHECK(a.token == 3);
+            CHECK(a.probability == doctest::Approx(1.0));
+            CHECK(presets::llada_sampler(t).sample(row, k, {}).probability == doctest::Approx(0.4));
+            const slot_choice b = categorical_sampler{t}.sample(positive, k, {});
+            CHECK((b.token == 1 && std::isfinite(b.neg_entropy)));
+        }
+    }
+    const std::array<float, 3> tied{2.f, 2.f, -1.f};
+    int first = 0;
+    for (index_t pos = 0; pos < 64; ++pos) first += categorical_sampler{1e-40f}.sample(tied, {1, rng_stream::sampling, 0, pos}, {}).token == 0;
+    CHECK((first > 10 && first < 54));  // drawn between the tied largest, as T -> 0 does
+    std::array<float, 4> plain{1.f, -3.f, 0.25f, 7.f};
+    detail::divide_by_temperature(plain, 0.5f);
+    CHECK(plain == std::array<float, 4>{2.f, -6.f, 0.5f, 14.f});  // an ordinary temperature: the plain division
+}
+
 TEST_CASE("categorical: temperature sharpens the reported distribution (Dream) or not (LLaDA)") {
     // T = 0.5: softmax(2 log p) = p^2 / sum p^2 = {1, 4, 9, 16} / 30.
     categorical_sampler s{0.5f};

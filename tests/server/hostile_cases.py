@@ -166,7 +166,8 @@ def case_connection_cap(args):
 
 def case_methods(args):
     """A known path with another method gets 405 and Allow; HEAD on a GET route is GET's head without
-    its body (the connection carries the next request); an unknown path is 404."""
+    its body (the connection carries the next request); an unknown path is 404; an absolute-form target
+    is read as its path."""
     with Server(args.server, args.model) as s:
         for method, path, allow in (("GET", "/v1/completions", "POST"), ("PUT", "/v1/chat/completions", "POST"),
                                     ("HEAD", "/v1/completions", "POST"), ("PUT", "/health", "GET, HEAD"),
@@ -188,6 +189,14 @@ def case_methods(args):
         length = re.search(rb"Content-Length: (\d+)", head)
         check(length and int(length.group(1)) > 0 and rest.startswith(b"HTTP/1.1 200"), f"HEAD /health sent a body: {data!r}")
         check(int(length.group(1)) == len(rest.partition(b"\r\n\r\n")[2]), f"HEAD's Content-Length is not GET's: {data!r}")
+        # The absolute form of a target (RFC 9112 3.2.2: a server must accept it) is its path.
+        c = raw_connect(s)
+        c.sendall(f"GET HTTP://127.0.0.1:{s.port}/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while piece := c.recv(65536):
+            data += piece
+        c.close()
+        check(data.startswith(b"HTTP/1.1 200") and b'"ok"' in data, f"an absolute-form target: {data[:200]!r}")
     return 0
 
 

@@ -15,6 +15,7 @@
 #include "../core/error.hpp"
 #include "../model/concept.hpp"
 #include "../sampler/concept.hpp"
+#include "../sampler/temperature.hpp"
 #include "../schedule/concept.hpp"
 #include "step.hpp"
 
@@ -86,7 +87,7 @@ public:
         const std::size_t v = vocab(), rows = static_cast<std::size_t>(in.plan.logits_rows());
         const std::span<float> tempered(logits_.data() + in.first_row * v, rows * v);
         const float t = in.schedule->step_temperature(in.ctx);
-        for (float& x : tempered) x /= t;
+        for (std::size_t r = 0; r < rows; ++r) detail::divide_by_temperature(tempered.subspan(r * v, v), t);
         banned_.clear();
         if (schedule_suppresses_eos(*in.schedule, in.ctx)) banned_.assign(in.ctx.eos_ids.begin(), in.ctx.eos_ids.end());
         cands_.clear();

@@ -83,6 +83,9 @@ template <class Model, class Mask>
     return s;
 }
 
+/// The largest classifier-free guidance scale (check_batch_options).
+inline constexpr double max_cfg_scale = 1e6;
+
 /// Checks what the options ask of the batch as a whole (dlm::invalid_parameter): the batch, one seed
 /// per prompt, and classifier-free guidance (`cfg_refusal`: why this decoder cannot run it, "" when
 /// it can).
@@ -92,8 +95,9 @@ inline void check_batch_options(std::span<const std::vector<token_id>> prompts, 
     if (!o.seeds.empty() && o.seeds.size() != prompts.size())
         throw invalid_parameter("seeds", "holds " + std::to_string(o.seeds.size()) + " seeds for " + std::to_string(prompts.size()) +
                                              " prompts; give one per prompt, or none (derived from seed)");
-    if (!(o.cfg_scale >= 0.0) || !std::isfinite(o.cfg_scale))
-        throw invalid_parameter("cfg_scale", "must be a finite number >= 0, got " + std::to_string(o.cfg_scale));
+    // Past 1e6 the guided logits un + (cfg + 1)(cond - un) overflow float for no use: LLaDA's scales are 0 to 3.
+    if (!(o.cfg_scale >= 0.0 && o.cfg_scale <= max_cfg_scale))
+        throw invalid_parameter("cfg_scale", "must be a number in [0, 1e6], got " + std::to_string(o.cfg_scale));
     if (o.cfg_scale > 0.0 && !cfg_refusal.empty()) throw invalid_parameter("cfg_scale", cfg_refusal);
 }
 

@@ -7,10 +7,16 @@
 //               non-special token), 5 unused, 6 byte
 //   merges      "left right" strings in rank order
 //   pre         the name of the source tokenizer's pre-tokenizer (its regex is not stored)
+//   add_bos_token, add_eos_token, bos_token_id, eos_token_id   what llama.cpp's tokenizer adds around
+//               a text tokenized with add_special (its default for a plain prompt)
 // dlm rebuilds the tokenizer.json those came from and parses it with io::tokenizer: every token in
 // the BPE vocabulary at its id, control and user-defined tokens also as added tokens (special or
 // not), the pre-tokenizer named by `pre` as the Hugging Face pipeline it stands for (a Split on the
-// regex, then ByteLevel; Qwen2's also NFC-normalizes), and the ByteLevel decoder. GGUF keeps no
+// regex, then ByteLevel; Qwen2's also NFC-normalizes; Llama 3's BPE takes a pre-token found whole in
+// the vocabulary as it is, ignore_merges, as llama.cpp and Llama 3's tokenizer.json do), the ByteLevel
+// decoder, and a TemplateProcessing post-processor with the BOS and EOS llama.cpp adds: add_bos_token
+// and add_eos_token where the file has them, else llama.cpp's default for the pre-tokenizer (a BOS
+// for llama-bpe, nothing for the others). GGUF keeps no
 // lstrip / rstrip / normalized flags of added tokens: dlm matches them as written, unstripped and
 // unnormalized (how tokenizers treats special tokens by default). SentencePiece
 // vocabularies ("llama") and pre-tokenizer names outside the table below are refused by name.
@@ -33,16 +39,49 @@ struct gguf_pretokenizer {
     std::string_view name;
     std::string_view regex;  ///< the Split pattern of the source tokenizer.json
     bool nfc;                ///< the source normalizes to NFC first
+    bool ignore_merges;      ///< a pre-token that is one vocabulary entry is that token (llama.cpp's flag of that name)
+    bool add_bos;            ///< llama.cpp adds a BOS when the file does not say (tokenizer.ggml.add_bos_token)
 };
 
 inline constexpr gguf_pretokenizer gguf_pretokenizers[] = {
-    {"qwen2", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", true},
-    {"llama-bpe", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", false},
-    {"gpt-2", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", false},
+    {"qwen2", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", true, false, false},
+    {"llama-bpe", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", false, true, true},
+    {"gpt-2", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", false, false, false},
 };
 
 /// GGUF token types (llama.cpp's llama_token_type / gguf-py TokenType).
 enum class gguf_token_type : std::int64_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
+
+namespace detail {
+
+/// The TemplateProcessing that wraps a text as llama.cpp's tokenizer does with add_special: a BOS when
+/// add_bos_token (else `default_bos`), an EOS when add_eos_token; null when it adds nothing. A token
+/// asked for by the file's own key must be named (bos_token_id / eos_token_id) and exist.
+[[nodiscard]] inline nlohmann::json gguf_post_processor(const gguf_header& h, const std::vector<std::string_view>& tokens, bool default_bos) {
+    nlohmann::json single = nlohmann::json::array(), specials = nlohmann::json::object();
+    const auto add = [&](std::string_view flag, std::string_view id_key, bool by_default) {
+        const bool given = h.has(flag);
+        if (!(given ? h.boolean(flag) : by_default)) return false;
+        if (!h.has(id_key)) {
+            if (given) h.fail_key(flag, "is true, but the file names no " + std::string(id_key));
+            return false;  // llama.cpp's default asks for a token the file does not name: nothing to add
+        }
+        const std::int64_t id = h.integer(id_key);
+        if (static_cast<std::size_t>(id) >= tokens.size())
+            h.fail_key(id_key, std::to_string(id) + " is outside the vocabulary of " + std::to_string(tokens.size()) + " tokens");
+        const std::string text(tokens[static_cast<std::size_t>(id)]);
+        single.push_back({{"SpecialToken", {{"id", text}, {"type_id", 0}}}});
+        specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
+        return true;
+    };
+    const bool bos = add("tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", default_bos);
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    const bool eos = add("tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", false);
+    if (!bos && !eos) return nullptr;
+    return {{"type", "TemplateProcessing"}, {"single", std::move(single)}, {"pair", nlohmann::json::array()}, {"special_tokens", std::move(specials)}};
+}
+
+}  // namespace detail
 
 /// The tokenizer.json a GGUF file's tokenizer keys describe (see the top). Throws file_error naming
 /// the key that is missing, mistyped, inconsistent or not supported.
@@ -84,7 +123,7 @@ enum class gguf_token_type : std::int64_t { normal = 1, unknown = 2, control = 3
     for (const std::string_view m : h.string_array("tokenizer.ggml.merges")) merges.push_back(std::string(m));
     const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
     nlohmann::json j = {
-        {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}}},
+        {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}, {"ignore_merges", p->ignore_merges}}},
         {"added_tokens", std::move(added)},
         {"pre_tokenizer",
          {{"type", "Sequence"},
@@ -93,6 +132,7 @@ enum class gguf_token_type : std::int64_t { normal = 1, unknown = 2, control = 3
         {"decoder", byte_level},
     };
     if (p->nfc) j["normalizer"] = {{"type", "NFC"}};
+    if (auto post = detail::gguf_post_processor(h, tokens, p->add_bos); !post.is_null()) j["post_processor"] = std::move(post);
     return j;
 }
 

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "../core/error.hpp"
 #include "concept.hpp"
+#include "temperature.hpp"
 
 namespace dlm {
 
@@ -109,8 +111,7 @@ struct categorical_sampler {
         z.assign(logits.begin(), logits.end());
         for (token_id t : banned)
             if (t >= 0 && static_cast<std::size_t>(t) < z.size()) z[static_cast<std::size_t>(t)] = detail::neg_inf;
-        if (temperature > 0.f)
-            for (float& v : z) v /= temperature;
+        if (temperature > 0.f) detail::divide_by_temperature(z, temperature);
         if (top_p < 1.f) keep_nucleus(z);
         if (top_k > 0 && static_cast<std::size_t>(top_k) < z.size()) keep_top_k(z);
 
