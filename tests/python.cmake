@@ -49,14 +49,19 @@ set(_cases
     "resident memory stays bounded over many calls|test_leaks.py"
     "policies composed by name decode as the preset they spell and refusals name the axis|test_compose.py"
     "every Python example of docs/python.md runs|test_docs.py"
-    "a DiffusionGemma folder decodes as dlm-generate decodes it, thinking on and off|test_uniform_state.py")
+    "a DiffusionGemma folder decodes as dlm-generate decodes it, thinking on and off|test_uniform_state.py"
+    "a plain prompt gets the tokenizer's own special tokens and a templated one none, in every program|test_prompt_tokens.py")
+set(_server_arg "")  # the cases that compare with dlm-server skip themselves without it
+if(DLM_HAVE_SERVER)
+  set(_server_arg --dlm-server $<TARGET_FILE:dlm-server>)
+endif()
 foreach(_case IN LISTS _cases)
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)
   add_test(NAME "python: ${_name}"
            COMMAND ${_py}/run_pytest.sh ${DLM_PYTHON_VENV} ${_py}/${_select} --models ${DLM_MODELS_DIR}
-                   --dlm-generate $<TARGET_FILE:dlm-generate>
+                   --dlm-generate $<TARGET_FILE:dlm-generate> ${_server_arg}
                    # the tiny DiffusionGemma folder with a tokenizer that tests/diffusion_gemma.cmake writes
                    --diffusion-gemma ${CMAKE_CURRENT_BINARY_DIR}/diffusion_gemma_tiny_cli)
   set_tests_properties("python: ${_name}" PROPERTIES FIXTURES_REQUIRED dlm_python LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300 COST 15)
@@ -72,7 +77,9 @@ foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval doe
                        "lm-eval's dlm model estimates log-likelihoods by LLaDA's Monte Carlo rule|test_lm_eval.py::test_loglikelihood"
                        "lm-eval's dlm model conditions an empty context on the end-of-text token as lm-eval's HFLM does|test_lm_eval.py::test_an_empty_context_conditions_on_the_end_of_text_token_as_lm_evals_hflm_does"
                        "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate"
-                       "lm-eval's --apply_chat_template writes the prompts dlm-eval --chat writes|test_lm_eval.py::test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes")
+                       "lm-eval's --apply_chat_template writes the prompts dlm-eval --chat writes|test_lm_eval.py::test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes"
+                       "lm-eval's dlm model splits contexts and continuations as lm-eval does|test_lm_eval.py::test_contexts_and_continuations_split_as_lm_eval_splits_them"
+                       "lm-eval's dlm model cuts an overlong context from the left as HFLM does|test_lm_eval.py::test_an_overlong_context_is_cut_from_the_left_as_hflm_cuts_it_and_an_empty_one_is_decoded")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)

@@ -68,8 +68,8 @@ def seed(value: Optional[int]) -> Optional[int]:
 
 
 def threads(value: int) -> int:
-    if not is_integer(value) or not 1 <= value < 1 << 31:
-        refuse("threads", "must be an integer >= 1 (or None: every core)", value)
+    if not is_integer(value) or not 1 <= value <= _dlm.max_threads:
+        refuse("threads", f"must be an integer in [1, {_dlm.max_threads}] (or None: the process's)", value)
     return int(value)
 
 
@@ -101,9 +101,18 @@ def think(value: Any) -> Optional[bool]:
     return None if value is None else flag("think", value)
 
 
+def not_a_prompt_list(name: str, value: Any, rule: str) -> None:
+    """Refuses, naming `name`, what iterates but is no list of prompts: bytes (their iteration is byte
+    values, which would pass for token ids; text is str), mappings and sets (no order), or no iterable."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        refuse(name, rule + "; bytes are neither text (decode them to str) nor token ids", value)
+    if isinstance(value, (dict, set, frozenset)) or not hasattr(value, "__iter__"):
+        refuse(name, rule, value)
+
+
 def tokens(name: str, ids: Any, vocab: int) -> list:
     """Token ids, checked: a sequence of integers in [0, vocab) (the model's vocabulary)."""
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+    if isinstance(ids, (str, bytes, bytearray, memoryview, dict, set, frozenset)) or not hasattr(ids, "__iter__"):
         refuse(name, "must be a sequence of token ids (int)", ids)
     out = []
     for j, t in enumerate(ids):
@@ -117,6 +126,18 @@ def tokens(name: str, ids: Any, vocab: int) -> list:
 
 #: The roles a message may have: the templates dlm writes know these (docs/models.md, "Chat templates").
 ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def text(name: str, value: Any) -> str:
+    """A text, checked: a str that UTF-8 can carry (a lone surrogate, '\\ud800', cannot: refused by name
+    rather than reaching the library as an argument it does not take)."""
+    if not isinstance(value, str):
+        refuse(name, "must be a str", value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        refuse(name, f"holds a lone surrogate (U+{ord(value[e.start]):04X} at {e.start}), which is no text UTF-8 can carry", show=False)
+    return value
 
 
 def messages(name: str, value: Any) -> list:
@@ -136,8 +157,7 @@ def messages(name: str, value: Any) -> list:
         for key in ("role", "content"):
             if key not in m:
                 refuse(f"{field}.{key}", "is required", show=False)
-            if not isinstance(m[key], str):
-                refuse(f"{field}.{key}", "must be a str", m[key])
+            text(f"{field}.{key}", m[key])
         if m["role"] not in ROLES:
             refuse(f"{field}.role", "must be one of " + ", ".join(ROLES), m["role"])
         out.append((m["role"], m["content"]))

@@ -107,14 +107,28 @@ class HarnessModel(LM):
             _args.refuse("think", "sets the chat template's enable_thinking: it needs chat=True or the harness's "
                                   "--apply_chat_template", show=False)
 
+    def _context_ids(self, context: str, room: int) -> list:
+        """A generate_until context's ids: templated (chat=True) or as they are (with --apply_chat_template
+        the context is the template's text already, thinking and special tokens included), its last
+        `room` tokens when it is longer (lm-eval's HFLM cuts the left, as here), and an empty one as
+        prefix_token_id (the loglikelihood rule)."""
+        if self.chat:
+            ids = self.llm.encode(context, chat=True, think=self.think)
+        else:
+            ids = self._encode(context)
+        return ids[-room:] if ids else [self.prefix_token_id]
+
     def generate_until(self, requests, disable_tqdm: bool = False) -> list:
         self._check_think()
+        room = self.llm.model.max_context - self.llm.settings(self.preset, seed=self.seed, **self.options).gen_length
+        if room < 1:
+            raise ValueError(f"dlm: the generation length leaves no position of the model's context ({self.llm.model.max_context}) "
+                             "for a context; give a smaller gen_length in model_args")
         out = []
         for b in range(0, len(requests), self.batch):
             chunk = requests[b:b + self.batch]
-            # With --apply_chat_template the contexts are the template's text already, thinking included.
-            results = self.llm.generate([r.args[0] for r in chunk], self.preset, chat=self.chat, think=self.think if self.chat else None,
-                                        seed=self.seed, **self.options)
+            contexts = [self._context_ids(r.args[0], room) for r in chunk]
+            results = self.llm.generate(contexts, self.preset, seed=self.seed, **self.options)
             for r, res in zip(chunk, results):
                 context, gen_kwargs = r.args
                 limit = gen_kwargs.get("max_gen_toks")
@@ -134,11 +148,22 @@ class HarnessModel(LM):
             context, continuation = r.args
             text = self.llm.apply_chat_template([{"role": "user", "content": context}], True, self.think) if self.chat else context
             prefix, target = self._encode_pair(text, continuation)
+            prefix = self._fit(prefix, len(target), i)
             ll = self._monte_carlo(np.asarray(prefix, dtype=np.int64), target, np.random.default_rng([self.seed, i]))
             result = (ll, self._greedy(prefix, target))
             self.cache_hook.add_partial("loglikelihood", (context, continuation), result)
             out.append(result)
         return out
+
+    def _fit(self, prefix: list, target_length: int, index: int) -> list:
+        """The context's last tokens that fit beside the continuation in the model's context (lm-eval's
+        HFLM cuts the left, as here); a continuation that leaves no position for one raises, naming
+        the request."""
+        room = self.llm.model.max_context - target_length
+        if room < 1:
+            raise ValueError(f"dlm: loglikelihood request {index}: its continuation of {target_length} tokens leaves no position of "
+                             f"the model's context ({self.llm.model.max_context}) for its context")
+        return prefix[-room:]
 
     @property
     def prefix_token_id(self) -> int:
@@ -146,20 +171,31 @@ class HarnessModel(LM):
         (its BOS, else its EOS; dlm's tokenizers name no BOS)."""
         return int(self.llm.model.eos_ids[0])
 
+    def _encode(self, text: str) -> list:
+        """A context's ids: a templated one (chat=True, --apply_chat_template) as its template wrote its
+        special tokens, a plain one with the tokenizer's own (Gemma 4's <bos>, as lm-eval's HFLM adds it)."""
+        return self.llm.encode(text, special=False if self.chat or self.harness_templates else None)
+
     def _encode_pair(self, context: str, continuation: str):
-        """The context's and the continuation's ids, as lm-eval's HFLM splits them. An empty context is
-        the one token prefix_token_id (or the continuation's first token when it is that token), so
-        that the first continuation token has a row to be predicted from: a shifted model predicts
-        slot p from row p - 1, which an empty context would not have (row -1 wraps to the last row)."""
+        """The context's and the continuation's ids, as lm-eval splits them (TemplateLM._encode_pair,
+        which LLaDA's eval_llada.py copies): the context's trailing whitespace moves to the start of the
+        continuation, the context is encoded alone, and the continuation is what the whole text's ids
+        hold after the context's. An empty context is the one token prefix_token_id (or the
+        continuation's first token when it is that token), so that the first continuation token has a
+        row to be predicted from: a shifted model predicts slot p from row p - 1, which an empty
+        context would not have (row -1 wraps to the last row)."""
         if context == "":
-            target = self.llm.encode(continuation)
+            target = self._encode(continuation)
             if target and target[0] == self.prefix_token_id:
                 return target[:1], np.asarray(target[1:], dtype=np.int64)
             return [self.prefix_token_id], np.asarray(target, dtype=np.int64)
-        whole = self.llm.encode(context + continuation)
-        prefix = self.llm.encode(context)
-        if whole[: len(prefix)] != prefix:  # the continuation changed how the context tokenizes
-            prefix = prefix[:-1]
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        if context == "":  # all whitespace: lm-eval encodes it as an empty context
+            return self._encode_pair("", continuation)
+        whole = self._encode(context + continuation)
+        prefix = self._encode(context)
         return prefix, np.asarray(whole[len(prefix):], dtype=np.int64)
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list:

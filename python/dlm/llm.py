@@ -144,6 +144,9 @@ class Engine:
     def add_batch(self, prompts: Sequence[Prompt], *, seed: Optional[int] = None, cfg: float = 0.0, chat: bool = False,
                   think: Optional[bool] = None) -> list:
         """Queues prompts seeded as generate() seeds a batch (sequence i: the seed derived from seed and i)."""
+        if isinstance(prompts, str):
+            _args.refuse("prompts", "must be a list of prompts; one text is one prompt: add(text), or add_batch([text])", prompts)
+        _args.not_a_prompt_list("prompts", prompts, "must be a list of prompts (text or token ids)")
         lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
         seed, cfg = _args.seed(seed), _args.cfg(cfg)
         ids = _as_cfg(lambda: self._engine.add_batch(lists, seed, cfg))
@@ -152,6 +155,7 @@ class Engine:
 
     def step(self) -> list:
         """One batched forward and every sequence's step; returns what it did to each (StepReport)."""
+        self._llm.use_threads()
         return self._engine.step()
 
     def cancel(self, seq: int) -> None:
@@ -201,9 +205,18 @@ class LLM:
                  progress: Optional[Callable[[int, int], None]] = None, kv: Optional[str] = None):
         dtype = _args.choice("dtype", dtype, ("f32", "bf16", "f16"), "as the checkpoint stores them")
         kv = _args.choice("kv", kv, ("f32", "bf16"), "f32")
-        if threads is not None:
-            _dlm.set_threads(_args.threads(threads))  # bounded there as dlm-generate's -t
-        self.model = _dlm.load(os.fspath(model) if model is not None else default_model_path(), dtype, progress, kv)
+        # OpenMP's thread count is the calling thread's: each call that runs forwards sets this LLM's.
+        self.threads = _dlm.default_threads if threads is None else _args.threads(threads)
+        self.use_threads()
+        path = os.fspath(model) if model is not None else default_model_path()
+        if not isinstance(path, str):
+            _args.refuse("model", "must be a path as str or os.PathLike of str (a folder or a .gguf file)", model)
+        self.model = _dlm.load(path, dtype, progress, kv)
+
+    def use_threads(self) -> None:
+        """Sets this LLM's CPU threads in the calling thread (OpenMP's setting is per thread); the
+        calls that run forwards (forward, and each engine step of generate, stream, Engine.step) do."""
+        _dlm.set_threads(self.threads)  # bounded there as dlm-generate's -t
 
     @property
     def default_preset(self) -> str:
@@ -215,10 +228,13 @@ class LLM:
         """(name, description) of every preset of the registry."""
         return _dlm.presets()
 
-    def encode(self, text: str, chat: bool = False, think: Optional[bool] = None) -> list:
+    def encode(self, text: str, chat: bool = False, think: Optional[bool] = None, special: Optional[bool] = None) -> list:
         """The prompt's ids (chat: wrapped in the model's chat template; think: its enable_thinking,
-        None for the template's default)."""
-        return self.model.encode(text, _args.flag("chat", chat), _args.think(think))
+        None for the template's default). special: whether the tokenizer adds its own special tokens
+        (Gemma 4's <bos>, a GGUF file's add_bos_token); None: for a plain prompt, as the tokenizer does
+        by default, and not for a chat prompt, whose template writes its own (docs/python.md)."""
+        return self.model.encode(_args.text("text", text), _args.flag("chat", chat), _args.think(think),
+                                 None if special is None else _args.flag("special", special))
 
     def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True, think: Optional[bool] = None) -> str:
         """A conversation's prompt text ([{"role": ..., "content": ...}, ...]) in the model's chat
@@ -243,7 +259,7 @@ class LLM:
         prompts = []
         for name, conversation in zip(names, batch):
             text = self.model.apply_chat_template(_args.messages(name, conversation), True, _args.think(think))
-            prompts.append(self.model.encode(text, False, None))
+            prompts.append(self.model.encode(text, False, None, False))  # the template wrote its special tokens
         return self.generate(prompts, preset, **options)
 
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
@@ -284,7 +300,14 @@ class LLM:
                                             "whether a sequence stops at EOS (cdlm after a block holding EOS, llada never)", show=False)
         named = dict(preset=preset, mask=mask, cache=cache, schedule=None if fn else schedule, sampler=sampler)
         named = {k: v for k, v in named.items() if v is not None}
-        return Engine(self, self.settings(**named, **options), fn, True if stop_at_eos is None else stop_at_eos, {**named, **options})
+        settings = self.settings(**named, **options)
+        engine = Engine(self, settings, fn, True if stop_at_eos is None else stop_at_eos, {**named, **options})
+        if fn is not None:  # the callable replaces the preset's schedule: that schedule's own options would be ignored
+            replaced = settings.policies["schedule"]
+            for name in sorted(set(options) & set(_dlm.schedule_options(replaced))):
+                _args.refuse(name, f"belongs to the preset's schedule ({replaced}), which schedule= replaces with a Python callable: "
+                                   "it would be ignored; the callable decides what to commit", show=False)
+        return engine
 
     def generate(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: Optional[bool] = None,
                  cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None, **options) -> list:
@@ -345,6 +368,7 @@ class LLM:
         An id outside the vocabulary raises dlm.InvalidParameter naming tokens."""
         if not isinstance(mask, str):
             _args.refuse("mask", "must be 'bidirectional' or 'causal'", mask)
+        self.use_threads()
         return _dlm.forward(self.model, _args.tokens("tokens", tokens, self.model.vocab_size), mask)
 
     def _tokens(self, prompt: Prompt, chat: bool, think: Optional[bool] = None, name: str = "prompt") -> list:
@@ -352,7 +376,7 @@ class LLM:
         the vocabulary; chat and think apply to text only and are refused, by name, with ids."""
         chat, think = _args.flag("chat", chat), _args.think(think)
         if isinstance(prompt, str):
-            return self.model.encode(prompt, chat, think)
+            return self.model.encode(_args.text(name, prompt), chat, think)
         if chat or think is not None:
             _args.refuse("chat" if chat else "think", f"applies to a text prompt; {name} is token ids, used as they are "
                                                       "(llm.encode(text, chat=True) gives a chat prompt's ids)", show=False)
@@ -362,8 +386,7 @@ class LLM:
     def _batch(prompts) -> list:
         if isinstance(prompts, str):
             return [prompts]
-        if not hasattr(prompts, "__iter__"):
-            _args.refuse("prompts", "must be a prompt (text or token ids) or a list of prompts", prompts)
+        _args.not_a_prompt_list("prompts", prompts, "must be a prompt (text or token ids) or a list of prompts")
         seq = list(prompts)
         if seq and all(isinstance(t, (int, np.integer)) for t in seq):
             return [seq]  # one prompt of token ids

@@ -178,6 +178,15 @@ std::vector<std::pair<std::string, std::string>> rows_of(const List& list) {
     return out;
 }
 
+/// The options the schedule named `name` takes on its own (the policy name table's accepts).
+std::vector<std::string> schedule_options(const std::string& name) {
+    std::vector<std::string> out;
+    if (const auto i = registry::schedules.find(name))
+        for (std::size_t o = 0; o < registry::option_count; ++o)
+            if (registry::schedules.accepts(*i).takes(static_cast<registry::option>(o))) out.emplace_back(registry::option_names[o]);
+    return out;
+}
+
 /// The engine as Python holds it: the model it decodes (kept alive), its settings, the engine, and a
 /// guard against two Python threads using it at once (the engine is single-threaded).
 class py_engine {
@@ -283,6 +292,7 @@ void bind_model(nb::module_& m) {
             return std::vector<token_id>(e.begin(), e.end());
         }))
         .def_prop_ro("logits_shift", of([](const auto& x) { return x.model.logits_shift(); }))
+        .def_prop_ro("max_context", of([](const auto& x) { return x.model.max_context(); }), "Positions a canvas may hold (prompt and answer).")
         .def_prop_ro("architecture", &py_model::architecture)
         .def_prop_ro("uniform_state", &py_model::uniform_state,
                      "Whether the model is a uniform-state diffusion model (DiffusionGemma): canvases start from random tokens.")
@@ -292,10 +302,12 @@ void bind_model(nb::module_& m) {
         .def_prop_ro("chat_template", of([](const auto& x) { return std::string(io::chat_format_name(x.chat)); }),
                      "The chat template dlm writes for chat=True: llada, chatml, qwen2_5, chatml_bare, qwen3, gemma4; none (no template) or unsupported.")
         .def_prop_ro("weight_type", of([](const auto& x) { return std::string(x.model.weight_type()); }))
-        .def("encode", [](const py_model& x, const std::string& text, bool chat, std::optional<bool> think) {
+        .def("encode", [](const py_model& x, const std::string& text, bool chat, std::optional<bool> think, std::optional<bool> special) {
                  if (think && !chat) throw invalid_parameter("think", "sets the chat template's enable_thinking: it needs chat=True");
-                 return x.visit([&](const auto& f) { return cli::encode_prompt(f, text, chat, thinking_of(think)); });
-             }, "text"_a, "chat"_a = false, "think"_a = nb::none())
+                 return x.visit([&](const auto& f) {
+                     return f.tokenizer.encode(cli::prompt_text(f, text, chat, thinking_of(think)), special.value_or(cli::adds_special_tokens(f, chat)));
+                 });
+             }, "text"_a, "chat"_a = false, "think"_a = nb::none(), "special"_a = nb::none())
         .def("apply_chat_template", [](const py_model& x, const std::vector<std::pair<std::string, std::string>>& messages,
                                         bool add_generation_prompt, std::optional<bool> think) {
                  std::vector<io::chat_message> m;
@@ -352,6 +364,7 @@ void bind_settings(nb::module_& m) {
             {"mask", rows_of(registry::masks)}, {"cache", rows_of(registry::caches)}, {"schedule", rows_of(registry::schedules)},
             {"sampler", rows_of(registry::samplers)}};
     }, "[(axis, [(name, description)])] of the policy name table (dlm/registry/policy_names.hpp).");
+    m.def("schedule_options", &schedule_options, "name"_a, "The options the schedule `name` takes on its own (registry/policy_names.hpp).");
     m.def("option_bounds", [] {
         std::vector<std::tuple<std::string, double, double, bool, bool, bool>> out;
         for (std::size_t i = 0; i < registry::option_count; ++i) {
@@ -462,6 +475,8 @@ NB_MODULE(_dlm, m) {
     dlm::python::bind_settings(m);
     dlm::python::bind_results(m);
     dlm::python::bind_engine(m);
+    m.attr("default_threads") = dlm::cli::current_threads();
+    m.attr("max_threads") = dlm::cli::max_threads;  // dlm-generate's -t bound  // the process's, read at import (OpenMP's setting is per thread)
     m.def("set_threads", [](int n) {
         if (n < 1 || n > dlm::cli::max_threads)
             throw dlm::invalid_parameter("threads", "must be in [1, " + std::to_string(dlm::cli::max_threads) + "], got " + std::to_string(n));

@@ -1,5 +1,6 @@
 """The step-wise engine (add, step, cancel, finished) and the model's forward as numpy."""
 
+import os
 import threading
 import time
 
@@ -182,3 +183,37 @@ def test_an_editing_presets_reports_name_the_slots_each_step_replaced(models):
             for p in r.committed:
                 assert int(before[p]) == teacher.model.mask_id and int(after[p]) != teacher.model.mask_id
     assert edits > 0, "the teacher's drafts get edited under cdlm-edit, so the reports are checked"
+
+
+THREADS_SCRIPT = r"""
+import os, sys, threading
+import dlm
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+def started(llm):  # the OpenMP threads a decode in a new Python thread starts (they live as long as that thread)
+    out = []
+    def run():
+        llm.generate("What is 3 + 4?")
+        out.append(tasks() - before - 1)
+    t = threading.Thread(target=run)
+    t.start(); t.join()
+    return out[0]
+llm = dlm.LLM(sys.argv[1], threads=1)
+default = dlm.LLM(sys.argv[1])
+before = tasks()
+print(started(llm), started(default), llm.threads, dlm._dlm.default_threads)
+"""
+
+
+def test_an_llms_threads_hold_in_every_python_thread_that_calls_it(models):
+    """OpenMP's thread count is per calling thread: LLM(threads=1) decoding in another Python thread starts no
+    OpenMP threads, while an LLM with the process's default (OMP_NUM_THREADS=3 here) starts its team of 3."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "3"}
+    p = subprocess.run([sys.executable, "-c", THREADS_SCRIPT, str(models / "cdlm")], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    one, default, threads, process = p.stdout.split()
+    assert (int(one), int(threads), int(process)) == (0, 1, 3), p.stdout
+    assert int(default) == 2, p.stdout  # the default LLM's team of 3: two threads beside the calling one

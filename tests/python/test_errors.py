@@ -67,17 +67,17 @@ def test_a_forward_longer_than_the_models_context_is_refused_before_its_logits_a
 
 
 def test_guidance_and_threads_are_named_as_python_spells_them(models, llm):
-    for cfg in (-1.0, float("nan")):
+    for cfg in (-1.0, float("nan"), 1e39, 2e6):
         with pytest.raises(dlm.InvalidParameter) as e:
             llm.generate("hi", "llada", cfg=cfg)
         assert e.value.parameter == "cfg" and "'cfg'" in str(e.value)
     with pytest.raises(dlm.InvalidParameter) as e:  # an exact cache has no unconditional canvas to guide with
         llm.engine("cdlm").add("hi", cfg=1.0)
     assert e.value.parameter == "cfg"
-    for threads in (0, -1, 1.5, 1_000_000):
+    for threads in (0, -1, 1.5, 1_000_000, 2**40):
         with pytest.raises(dlm.InvalidParameter) as e:
             dlm.LLM(models / "cdlm", threads=threads)
-        assert e.value.parameter == "threads"
+        assert e.value.parameter == "threads" and f"[1, {dlm._dlm.max_threads}]" in e.value.rule
 
 
 def test_a_missing_model_folder_names_the_path(tmp_path):
@@ -192,6 +192,40 @@ def test_a_schedule_guidance_or_prompt_of_the_wrong_type_is_named(llm):
     with pytest.raises(dlm.InvalidParameter) as e:
         llm.engine().add([1, True])
     assert e.value.parameter == "prompt"
+    # Bytes iterate as byte values and a dict as its keys: neither passes for token ids or text.
+    for prompts, name in ((b"hello", "prompts"), (bytearray(b"hi"), "prompts"), ({"a": 1}, "prompts"), ([b"hi"], "prompts[0]")):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.generate(prompts)
+        assert e.value.parameter == name, prompts
+    with pytest.raises(dlm.InvalidParameter) as e:
+        list(llm.stream(b"hello"))
+    assert e.value.parameter == "prompts"
+    for prompts in ("What is 3 + 4?", b"hi", {"a": 1}):  # add_batch takes a list: a text would be one prompt per character
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.engine().add_batch(prompts)
+        assert e.value.parameter == "prompts"
+
+
+def test_text_utf8_cannot_carry_and_a_bytes_path_are_refused_by_name(llm, models):
+    for call, name in ((lambda: llm.generate("a\ud800b"), "prompts[0]"), (lambda: llm.encode("a\udfffb"), "text"),
+                       (lambda: llm.engine().add("\ud800"), "prompt"),
+                       (lambda: llm.apply_chat_template([{"role": "user", "content": "\ud800"}]), "messages[0].content")):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            call()
+        assert e.value.parameter == name and "lone surrogate" in e.value.rule
+    with pytest.raises(dlm.InvalidParameter) as e:
+        dlm.LLM(str(models / "cdlm").encode())
+    assert e.value.parameter == "model"
+
+
+def test_a_tiny_temperature_samples_its_greedy_limit_and_never_fails(llm):
+    greedy = llm.generate("What is 3 + 4?", "llada", temperature=0)[0]
+    for preset in ("llada", "dream"):
+        for t in (1e-40, 1e-45):
+            out = llm.generate("What is 3 + 4?", preset, temperature=t, seed=1)[0]
+            assert out.finish_reason != "error", (preset, t, out.result.message if out.result else "")
+            if preset == "llada":
+                assert out.tokens.tolist() == greedy.tokens.tolist(), t
 
 
 def test_a_gen_length_longer_than_the_context_is_named_and_a_long_prompt_is_told_its_room(models, llm):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is not installed in this venv (tests/python.cmake installs it)")
@@ -152,3 +153,45 @@ def test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes(models, dlm
     with pytest.raises(dlm.InvalidParameter) as e:  # chat=True and --apply_chat_template would wrap twice
         HarnessModel(pretrained=str(folder), chat=True).apply_chat_template(history)
     assert e.value.parameter == "chat"
+
+
+def test_contexts_and_continuations_split_as_lm_eval_splits_them(models):
+    """The harness model's split is lm-eval's own (TemplateLM._encode_pair, run with the model's tokenizer):
+    trailing whitespace of the context moves to the continuation."""
+    from types import SimpleNamespace
+
+    from lm_eval.api.model import TemplateLM
+
+    from dlm.harness import HarnessModel
+
+    m = HarnessModel(pretrained=str(models / "teacher"), preset="llada")
+    ref = SimpleNamespace(backend="causal", tok_encode=lambda s, **kw: m.llm.encode(s))
+    pairs = [("Question: 2+2?\nAnswer:", " 4"), ("Question: 2+2?\nAnswer: ", "4"), ("Question: 2+2?\nAnswer:\n", "4"),
+             ("Q: hi\n\n", "A: yes"), ("Tom has 3 apples.", " He buys 4 more.")]
+    for context, continuation in pairs:
+        want_context, want_target = TemplateLM._encode_pair(ref, context, continuation)
+        got_context, got_target = m._encode_pair(context, continuation)
+        assert list(got_context) == list(want_context) and list(got_target) == list(want_target), (context, continuation)
+    assert m.llm.decode(m._encode_pair("Answer: ", "4")[1].tolist()) == " 4"
+
+
+def test_an_overlong_context_is_cut_from_the_left_as_hflm_cuts_it_and_an_empty_one_is_decoded(models):
+    """generate_until keeps a context's last tokens beside the generation length (an empty context is the
+    end-of-text token); loglikelihood keeps the last context tokens beside the continuation. Nothing aborts the run."""
+    from types import SimpleNamespace
+
+    from dlm.harness import HarnessModel
+
+    m = HarnessModel(pretrained=str(models / "cdlm"), preset="cdlm")
+    context = "Tom has 3 apples. " * 40 + "He buys 4 more. How many apples does he have now?"
+    room = m.llm.model.max_context - m.llm.settings("cdlm").gen_length
+    ids = m.llm.encode(context)
+    assert len(ids) > room
+    texts = m.generate_until([SimpleNamespace(args=(c, {"until": ["\n\n"]})) for c in (context, "", "What is 3 + 4?")])
+    assert texts[0] == m.llm.generate(ids[-room:])[0].text.split("\n\n")[0]
+    assert texts[1] == m.llm.generate([m.prefix_token_id])[0].text.split("\n\n")[0]
+    assert texts[2] == m.llm.generate("What is 3 + 4?")[0].text.split("\n\n")[0]
+    (ll, _), = m.loglikelihood([SimpleNamespace(args=(context, " 7"))])
+    assert np.isfinite(ll) and ll < 0
+    with pytest.raises(ValueError, match="loglikelihood request 0: its continuation of"):
+        m.loglikelihood([SimpleNamespace(args=("Q:", " 7" * 200))])

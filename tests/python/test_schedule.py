@@ -25,7 +25,7 @@ def threshold_rule(tau):
 @pytest.mark.parametrize("threshold", [0.9, 0.6])
 def test_a_python_threshold_rule_gives_the_cdlm_presets_tokens(llm, threshold):
     native = llm.generate(PROMPTS, "cdlm", threshold=threshold)
-    python = llm.generate(PROMPTS, "cdlm", threshold=threshold, schedule=threshold_rule(threshold))
+    python = llm.generate(PROMPTS, "cdlm", schedule=threshold_rule(threshold))
     for a, b in zip(native, python):
         assert b.slots.tolist() == a.slots.tolist()
         assert b.commit_forward.tolist() == a.commit_forward.tolist()
@@ -84,3 +84,14 @@ def test_a_preset_whose_cache_needs_sub_blocks_refuses_a_python_schedule(fast_dl
         with pytest.raises(dlm.InvalidParameter) as e:
             v2.generate(PROMPTS[0], preset, schedule=threshold_rule(0.9))
         assert e.value.parameter == "schedule"
+
+
+def test_an_option_of_the_schedule_a_python_callable_replaces_is_refused_not_ignored(llm):
+    """threshold belongs to cdlm's schedule and steps to llada's: with schedule= a callable, neither would be read."""
+    for preset, option in (("cdlm", dict(threshold=0.5)), ("llada", dict(steps=6))):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            llm.generate(PROMPTS[0], preset, schedule=lambda s: [0], **option)
+        assert e.value.parameter == next(iter(option)) and "schedule= replaces" in e.value.rule
+    # The mask's and the sampler's options still apply.
+    out = llm.generate(PROMPTS[0], "llada", schedule=lambda s: [0], block_length=16, temperature=0.5, seed=1)[0]
+    assert out.finish_reason in ("stop", "length")
