@@ -79,7 +79,8 @@ foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval doe
                        "lm-eval's dlm model decodes DiffusionGemma in thinking mode as dlm-generate does|test_lm_eval.py::test_the_dlm_model_decodes_diffusion_gemma_with_thinking_as_dlm_generate"
                        "lm-eval's --apply_chat_template writes the prompts dlm-eval --chat writes|test_lm_eval.py::test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes"
                        "lm-eval's dlm model splits contexts and continuations as lm-eval does|test_lm_eval.py::test_contexts_and_continuations_split_as_lm_eval_splits_them"
-                       "lm-eval's dlm model cuts an overlong context from the left as HFLM does|test_lm_eval.py::test_an_overlong_context_is_cut_from_the_left_as_hflm_cuts_it_and_an_empty_one_is_decoded")
+                       "lm-eval's dlm model cuts an overlong context from the left as HFLM does|test_lm_eval.py::test_an_overlong_context_is_cut_from_the_left_as_hflm_cuts_it_and_an_empty_one_is_decoded"
+                       "lm-eval's dlm model reads model_args strictly and refuses a mask token in scored text|test_lm_eval.py::test_model_args_are_read_strictly_and_a_mask_token_in_scored_text_is_refused")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)

@@ -57,6 +57,21 @@ def _cut(text: str, until) -> str:
     return text
 
 
+def _model_arg_bool(name: str, value) -> bool:
+    """A model_args flag: lm-eval hands True/False (from "true"/"false"); 1 and 0 pass too. Anything else
+    ("no", "off") is refused by name: bool("no") would be True."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    _args.refuse(name, "must be True or False (model_args: name=true or name=false)", value)
+
+
+def _model_arg_int(name: str, value) -> int:
+    """A model_args integer: lm-eval hands ints (from digits); 1.5 or "x" is refused by name, never truncated."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    _args.refuse(name, "must be an integer", value)
+
+
 def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """log p(target) of each row (float64)."""
     rows = logits.astype(np.float64)
@@ -73,12 +88,12 @@ class HarnessModel(LM):
         super().__init__()  # device: the harness passes its default ("cuda:0"); the package decodes on the CPU
         self.llm = LLM(pretrained, dtype=dtype, threads=threads)
         self.preset = preset or self.llm.default_preset
-        self.chat, self.think = bool(chat), None if think is None else bool(think)
+        self.chat, self.think = _model_arg_bool("chat", chat), None if think is None else _model_arg_bool("think", think)
         self.pretrained = pretrained
         self.harness_templates = False  # whether the harness has asked apply_chat_template (--apply_chat_template)
-        self.seed = int(seed)
+        self.seed = _model_arg_int("seed", seed)
         self.options = options
-        self.mc_num, self.mc_batch = int(mc_num), int(mc_batch)
+        self.mc_num, self.mc_batch = _model_arg_int("mc_num", mc_num), _model_arg_int("mc_batch", mc_batch)
         if self.mc_num < 1 or self.mc_batch < 1 or self.mc_num % self.mc_batch:
             raise ValueError(f"mc_num ({mc_num}) must be a positive multiple of mc_batch ({mc_batch})")
         self.batch = int(batch_size) if str(batch_size).isdigit() and int(batch_size) > 0 else 1
@@ -149,6 +164,9 @@ class HarnessModel(LM):
             text = self.llm.apply_chat_template([{"role": "user", "content": context}], True, self.think) if self.chat else context
             prefix, target = self._encode_pair(text, continuation)
             prefix = self._fit(prefix, len(target), i)
+            if self.llm.model.mask_id in prefix or self.llm.model.mask_id in target.tolist():
+                raise ValueError(f"dlm: loglikelihood request {i}: its text holds the mask token (id {self.llm.model.mask_id}), "
+                                 "which the Monte Carlo estimate would read as a masked position (generate_until refuses it too)")
             ll = self._monte_carlo(np.asarray(prefix, dtype=np.int64), target, np.random.default_rng([self.seed, i]))
             result = (ll, self._greedy(prefix, target))
             self.cache_hook.add_partial("loglikelihood", (context, continuation), result)

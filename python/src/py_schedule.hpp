@@ -52,7 +52,15 @@ public:
         if (!fn_.is_valid()) throw contract_error("dlm: the Python schedule was released by Python's garbage collector (clear)");
         try {
             nb::object picked = fn_(step_of(ctx, c));
-            for (nb::handle h : picked) chosen.push_back(nb::cast<index_t>(h));
+            // At most one index per candidate is read: an endless iterable fails the sequence rather
+            // than growing without bound. A bool is no index (True would pass for 1).
+            std::size_t read = 0;
+            for (nb::handle h : picked) {
+                if (++read > c.size())
+                    throw contract_error("dlm: the Python schedule returned more indices than the " + std::to_string(c.size()) + " candidates");
+                if (PyBool_Check(h.ptr())) throw nb::cast_error();
+                chosen.push_back(nb::cast<index_t>(h));
+            }
         } catch (nb::python_error& e) {
             if (!raised_.is_valid()) {
                 e.restore();

@@ -195,3 +195,18 @@ def test_an_overlong_context_is_cut_from_the_left_as_hflm_cuts_it_and_an_empty_o
     assert np.isfinite(ll) and ll < 0
     with pytest.raises(ValueError, match="loglikelihood request 0: its continuation of"):
         m.loglikelihood([SimpleNamespace(args=("Q:", " 7" * 200))])
+
+
+def test_model_args_are_read_strictly_and_a_mask_token_in_scored_text_is_refused(models):
+    from types import SimpleNamespace
+
+    import dlm
+    from dlm.harness import HarnessModel
+
+    for kwargs, name in ((dict(chat="no"), "chat"), (dict(think="off"), "think"), (dict(seed=1.5), "seed"), (dict(mc_num="x"), "mc_num")):
+        with pytest.raises(dlm.InvalidParameter) as e:
+            HarnessModel(pretrained=str(models / "cdlm"), preset="cdlm", **kwargs)
+        assert e.value.parameter == name
+    m = HarnessModel(pretrained=str(models / "teacher"), preset="llada", chat=False, seed=3)
+    with pytest.raises(ValueError, match="request 0: its text holds the mask token"):
+        m.loglikelihood([SimpleNamespace(args=("Q: 3 + 4 =", " <|mdm_mask|>"))])

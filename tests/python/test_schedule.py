@@ -1,6 +1,8 @@
 """A schedule written in Python: the threshold rule reimplemented gives exactly the cdlm preset's
 tokens; what it sees; and its exceptions reaching the caller unchanged."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,10 @@ def test_a_schedule_breaking_the_contract_fails_its_sequence_only(llm):
         llm.generate(PROMPTS[0], "cdlm", schedule=lambda s: ["first"])[0].result.raise_if_failed()
     with pytest.raises(TypeError):  # not iterable: Python's own error, raised by the step
         llm.generate(PROMPTS[0], "cdlm", schedule=lambda s: 3)
+    with pytest.raises(dlm.ContractError, match="iterable of candidate indices"):  # a bool is no index
+        llm.generate(PROMPTS[0], "cdlm", schedule=lambda s: [True])[0].result.raise_if_failed()
+    endless = llm.generate(PROMPTS[0], "cdlm", schedule=lambda s: itertools.count())[0]  # read up to the candidates, then refused
+    assert endless.finish_reason == "error" and "more indices than the" in endless.message
 
 
 def test_a_preset_whose_cache_needs_sub_blocks_refuses_a_python_schedule(fast_dllm_v2):
