@@ -160,6 +160,23 @@ private:
         return on_field(line, req_.headers);
     }
 
+    /// A target in the absolute form (http://host:port/path?query), which RFC 9112 (3.2.2) says a
+    /// server must accept, as its path; any other target as it is. The Host header stays the client's.
+    [[nodiscard]] static std::string_view origin_form(std::string_view target) noexcept {
+        for (const std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+            if (target.size() <= scheme.size()) continue;
+            bool same = true;
+            for (std::size_t i = 0; i < scheme.size(); ++i) {
+                const char c = target[i] >= 'A' && target[i] <= 'Z' ? static_cast<char>(target[i] + ('a' - 'A')) : target[i];
+                same = same && c == scheme[i];
+            }
+            if (!same) continue;
+            const std::size_t slash = target.find('/', scheme.size());
+            return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+        }
+        return target;
+    }
+
     std::size_t on_request_line(std::string_view line) {
         const std::size_t a = line.find(' ');
         const std::size_t b = a == std::string_view::npos ? a : line.find(' ', a + 1);
@@ -168,14 +185,7 @@ private:
         const std::string_view method = line.substr(0, a), version = line.substr(b + 1);
         std::string_view target = line.substr(a + 1, b - a - 1);
         if (method.empty() || !std::all_of(method.begin(), method.end(), is_tchar)) return fail(400, "the request method is not a token");
-        // The absolute form (http://host:port/path?query), which RFC 9112 (3.2.2) says a server must
-        // accept, is read as its path; the Host header stays the client's.
-        for (const std::string_view scheme : {"http://", "https://"})
-            if (target.size() > scheme.size() && std::equal(scheme.begin(), scheme.end(), target.begin(),
-                                                            [](char x, char y) { return x == (y | 0x20); })) {
-                const std::size_t slash = target.find('/', scheme.size());
-                target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
-            }
+        target = origin_form(target);
         if (target.empty() || target.front() != '/' || !std::all_of(target.begin(), target.end(), [](char c) { return c > ' ' && c < 127; }))
             return fail(400, "the request target is not an absolute path");
         if (version.size() != 8 || !version.starts_with("HTTP/1.") || version[7] < '0' || version[7] > '9')

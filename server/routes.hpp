@@ -21,7 +21,6 @@
 #include "http_server.hpp"
 #include "preset_rules.hpp"
 
-#include <dlm/core/defaults.hpp>
 #include <dlm/engine.hpp>
 #include <dlm/registry/any_engine.hpp>
 #include <dlm/registry/policies.hpp>
@@ -71,12 +70,6 @@ struct service {
         return tokens_through_stop(answer.size(), stop, [&](std::size_t k) { return text_of(answer.first(k)); });
     }
 
-    std::atomic<std::uint64_t> unseeded{0};  ///< requests that gave no seed so far
-    /// The seed of a request that gives none: the server's n-th such request (from 0) decodes with
-    /// sequence_seed(--seed, n), the seed the n-th prompt of one dlm-generate batch gets (the first
-    /// keeps --seed itself). Fresh randomness per request, as vLLM reads an omitted seed, and
-    /// reproducible from the server's start for requests sent one at a time.
-    [[nodiscard]] std::uint64_t fresh_seed() { return sequence_seed(base.seed, unseeded++); }
 };
 
 namespace detail {
@@ -158,9 +151,23 @@ void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_
                             "is " + std::to_string(prompt_length) + " tokens, which leave no room for an answer" + blocks + " in the model's context of " +
                                 std::to_string(rules.max_max_tokens));
     if (r.max_tokens_field.empty()) {
-        detail::size_canvas(r, fits, rules);
-        if (rules.check_options) rules.check_options(r);
-        return;
+        // The largest canvas of whole blocks that fits and that the options allow: steps fixed by the
+        // server's --steps must suit it (llada: a multiple of its blocks, at most its slots). The
+        // default canvas passed these checks (parse_request), so a refusal here is the size's.
+        std::string why;
+        for (index_t g = fits; g >= block; g -= block) {
+            detail::size_canvas(r, g, rules);
+            try {
+                if (rules.check_options) rules.check_options(r);
+                return;
+            } catch (const invalid_parameter& e) {
+                why = e.what();
+            }
+        }
+        throw request_error(kind == endpoint::chat ? "messages" : "prompt",
+                            "is " + std::to_string(prompt_length) + " tokens, which leave " + std::to_string(fits) +
+                                " slots of the model's context for an answer, and no canvas of whole blocks within them suits the "
+                                "decoding options, the request's and the server's (" + why + ")");
     }
     const std::string canvas = r.gen_length != r.max_tokens ? " (a canvas of " + std::to_string(r.gen_length) + " slots" + blocks + ")" : "";
     throw request_error(r.max_tokens_field, "is " + std::to_string(r.max_tokens) + canvas + "; beside the prompt's " + std::to_string(prompt_length) +
@@ -180,7 +187,8 @@ void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Se
     fit_canvas(svc, kind, r, static_cast<index_t>(std::min<std::size_t>(j.prompt.size(), std::numeric_limits<index_t>::max())));
     const registry::settings s = svc.settings_for(r);
     j.options.gen_length = s.gen_length;
-    j.options.seed = r.seed ? s.seed : svc.fresh_seed();
+    j.options.seed = s.seed;  // a request without one draws the next of --seed's sequence when the engine takes it
+    j.draw_seed = !r.seed;
     j.policies = svc.policies_for(s);
     j.want_updates = r.stream || !r.stop.empty();  // a whole answer is watched for its stop strings too
     j.want_canvas = r.stream_canvas;
@@ -188,7 +196,11 @@ void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Se
     const auto eos = svc.model.model.eos_ids();  // where shown() cuts the answer, for the metrics
     j.eos_ids.assign(eos.begin(), eos.end());
     if (!r.stop.empty())
-        j.billed = [&svc, stop = r.stop](std::span<const token_id> answer) { return svc.billed(answer, stop); };
+        j.billed = [&svc, stop = r.stop](std::span<const token_id> answer) -> std::optional<std::size_t> {
+            std::string text = svc.text_of(answer);
+            if (!cut_at_stop(text, stop)) return std::nullopt;
+            return svc.billed(answer, stop);
+        };
 }
 
 /// Parses, checks and tokenizes a completion request into job `j`, submits it and waits until it has

@@ -80,7 +80,8 @@ foreach(_case IN ITEMS "lm-eval's dlm model scores the test rows as dlm-eval doe
                        "lm-eval's --apply_chat_template writes the prompts dlm-eval --chat writes|test_lm_eval.py::test_apply_chat_template_writes_the_prompts_dlm_eval_chat_writes"
                        "lm-eval's dlm model splits contexts and continuations as lm-eval does|test_lm_eval.py::test_contexts_and_continuations_split_as_lm_eval_splits_them"
                        "lm-eval's dlm model cuts an overlong context from the left as HFLM does|test_lm_eval.py::test_an_overlong_context_is_cut_from_the_left_as_hflm_cuts_it_and_an_empty_one_is_decoded"
-                       "lm-eval's dlm model reads model_args strictly and refuses a mask token in scored text|test_lm_eval.py::test_model_args_are_read_strictly_and_a_mask_token_in_scored_text_is_refused")
+                       "lm-eval's dlm model reads model_args strictly and refuses a mask token in scored text|test_lm_eval.py::test_model_args_are_read_strictly_and_a_mask_token_in_scored_text_is_refused"
+                       "lm-eval's dlm model conditions an empty context on the tokenizer's BOS as HFLM does|test_lm_eval.py::test_an_empty_context_is_conditioned_on_the_tokenizers_bos_and_the_continuation_gets_no_added_tokens")
   string(REPLACE "|" ";" _parts "${_case}")
   list(GET _parts 0 _name)
   list(GET _parts 1 _select)

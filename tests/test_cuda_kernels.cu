@@ -304,6 +304,10 @@ TEST_SUITE("sampling") {
         check_sampler(greedy_sampler{}, z, vocab, {}, {}, "greedy");
         check_sampler(categorical_sampler{1.0f}, z, vocab, {}, {}, "temperature 1");
         check_sampler(categorical_sampler{1e-3f}, z, vocab, {}, {}, "temperature 1e-3");
+        // Below about 1e-38 the logits over the temperature overflow: the host's greedy limit
+        // (sampler/temperature.hpp), the row shifted by its largest finite logit, on the device too.
+        check_sampler(categorical_sampler{1e-40f}, z, vocab, {}, {}, "temperature 1e-40");
+        check_sampler(presets::llada_sampler{1e-45f}, z, vocab, {}, {}, "LLaDA, temperature 1e-45");
     }
 
     TEST_CASE("a row with NaN or +Inf, or with every token banned, gives NaN confidences") {

@@ -185,14 +185,18 @@ class HarnessModel(LM):
 
     @property
     def prefix_token_id(self) -> int:
-        """The token an empty context is conditioned on: the end-of-text token, as lm-eval's HFLM takes
-        (its BOS, else its EOS; dlm's tokenizers name no BOS)."""
-        return int(self.llm.model.eos_ids[0])
+        """The token an empty context is conditioned on, as lm-eval's HFLM takes it: the tokenizer's BOS
+        (the token it puts in front of a text: Gemma 4's <bos>, a GGUF file's add_bos_token), else the
+        end-of-text token."""
+        front = self.llm.encode("", special=True)
+        return int(front[0]) if front and front[0] not in self.llm.model.eos_ids else int(self.llm.model.eos_ids[0])
 
     def _encode(self, text: str) -> list:
         """A context's ids: a templated one (chat=True, --apply_chat_template) as its template wrote its
-        special tokens, a plain one with the tokenizer's own (Gemma 4's <bos>, as lm-eval's HFLM adds it)."""
-        return self.llm.encode(text, special=False if self.chat or self.harness_templates else None)
+        special tokens, a plain one with the tokenizer's own (Gemma 4's <bos>, as lm-eval's HFLM adds it;
+        a folder without a template writes a chat prompt as plain text, so it gets them too)."""
+        templated = (self.chat or self.harness_templates) and self.llm.model.chat_template != "none"
+        return self.llm.encode(text, special=False if templated else None)
 
     def _encode_pair(self, context: str, continuation: str):
         """The context's and the continuation's ids, as lm-eval splits them (TemplateLM._encode_pair,
@@ -202,8 +206,8 @@ class HarnessModel(LM):
         continuation's first token when it is that token), so that the first continuation token has a
         row to be predicted from: a shifted model predicts slot p from row p - 1, which an empty
         context would not have (row -1 wraps to the last row)."""
-        if context == "":
-            target = self._encode(continuation)
+        if context == "":  # the continuation alone, without the tokenizer's special tokens (lm-eval's add_special_tokens=False)
+            target = self.llm.encode(continuation, special=False)
             if target and target[0] == self.prefix_token_id:
                 return target[:1], np.asarray(target[1:], dtype=np.int64)
             return [self.prefix_token_id], np.asarray(target, dtype=np.int64)

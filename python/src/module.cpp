@@ -475,7 +475,7 @@ NB_MODULE(_dlm, m) {
     dlm::python::bind_settings(m);
     dlm::python::bind_results(m);
     dlm::python::bind_engine(m);
-    m.attr("default_threads") = dlm::cli::current_threads();
+    m.attr("default_threads") = std::min(dlm::cli::current_threads(), dlm::cli::max_threads);
     m.attr("max_threads") = dlm::cli::max_threads;  // dlm-generate's -t bound  // the process's, read at import (OpenMP's setting is per thread)
     m.def("set_threads", [](int n) {
         if (n < 1 || n > dlm::cli::max_threads)

@@ -6,7 +6,7 @@
 // The rules are dlm-server's (server/preset_rules.hpp: the preset registry's checks).
 // Refusals must be dlm::server::request_error with a status of 400 or 404; an accepted request must
 // be one the engine can be handed: max_tokens in [1, the context], the canvas whole blocks holding
-// max_tokens, steps a multiple of the blocks, at most 4 non-empty stop strings, stream_canvas only
+// max_tokens, steps a multiple of the blocks, at most 16 non-empty stop strings, stream_canvas only
 // with stream. Streaming any text must send exactly the text cut at its first stop string.
 #include <string>
 

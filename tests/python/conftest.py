@@ -65,3 +65,34 @@ def fast_dllm_v2(request) -> Path:
     if not folder or not (Path(folder) / "config.json").is_file():
         pytest.skip("no Fast-dLLM v2 folder (pass --fast-dllm-v2 DIR)")
     return Path(folder)
+
+
+BOS = "<|pad|>"  # stands for a tokenizer's BOS in the folders below
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def bos_folder(models: Path, folder: Path, template: bool):
+    """The shipped cdlm model with a tokenizer whose post-processor opens every text with <|pad|> (as Gemma 4's opens
+    it with <bos>), and a ChatML template or none; returns (folder, the id of <|pad|>)."""
+    import json
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(models / "cdlm" / f, folder / f)
+    tok = json.loads((models / "cdlm" / "tokenizer.json").read_text())
+    bos = next(t["id"] for t in tok["added_tokens"] if t["content"] == BOS)
+    tok["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": BOS, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                             "pair": [], "special_tokens": {BOS: {"id": BOS, "ids": [bos], "tokens": [BOS]}}}
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    if template:
+        (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHATML, "eos_token": "<|endoftext|>"}))
+    return folder, bos
+
+
+@pytest.fixture(scope="session")
+def bos_chatml(models, tmp_path_factory):
+    return bos_folder(models, tmp_path_factory.mktemp("bos_chatml"), True)
+
+
+@pytest.fixture(scope="session")
+def bos_plain(models, tmp_path_factory):
+    return bos_folder(models, tmp_path_factory.mktemp("bos_plain"), False)

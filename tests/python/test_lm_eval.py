@@ -210,3 +210,18 @@ def test_model_args_are_read_strictly_and_a_mask_token_in_scored_text_is_refused
     m = HarnessModel(pretrained=str(models / "teacher"), preset="llada", chat=False, seed=3)
     with pytest.raises(ValueError, match="request 0: its text holds the mask token"):
         m.loglikelihood([SimpleNamespace(args=("Q: 3 + 4 =", " <|mdm_mask|>"))])
+
+
+def test_an_empty_context_is_conditioned_on_the_tokenizers_bos_and_the_continuation_gets_no_added_tokens(bos_plain):
+    """As lm-eval's HFLM: prefix_token_id is the BOS the tokenizer puts in front of a text; the continuation of an empty
+    context is encoded without it (add_special_tokens=False); a chat context of a folder without a template is plain."""
+    from dlm.harness import HarnessModel
+
+    d, bos = bos_plain
+    m = HarnessModel(pretrained=str(d), preset="cdlm")
+    assert m.prefix_token_id == bos
+    prefix, target = m._encode_pair("", "hello there")
+    assert prefix == [bos] and target.tolist() == m.llm.encode("hello there", special=False)
+    chat = HarnessModel(pretrained=str(d), preset="cdlm", chat=True)
+    text = chat.llm.apply_chat_template([{"role": "user", "content": "Q?"}])
+    assert chat._encode(text) == chat.llm.encode("Q?", chat=True) == [bos] + chat.llm.encode("Q?", special=False)

@@ -1,10 +1,9 @@
 """Which special tokens a prompt gets (docs/models.md, "Prompt tokens"): a plain prompt the tokenizer's own (what its
 post-processor adds, as Gemma 4's tokenizer adds <bos>), a templated chat prompt none (its template writes its own), in
-Python, dlm-generate and dlm-server alike. The folder is the shipped cdlm model with a tokenizer whose post-processor
-opens every text with <|pad|>, standing for a BOS, and a ChatML template."""
+Python, dlm-generate and dlm-server alike. The folders (conftest.py's bos_chatml, bos_plain) are the shipped cdlm model
+with a tokenizer whose post-processor opens every text with <|pad|>, standing for a BOS, with a ChatML template or none."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,27 +18,10 @@ from harness import Server  # noqa: E402  (starts and stops dlm-server on a free
 
 # A prompt whose answer <|pad|> in front changes (so an answer shows which tokens the prompt had).
 PROMPT = "Lily has 34 dollars. She pays Mia 11 dollars. Then her money doubles. She earns 15 dollars. How much money does she have now?"
-BOS = "<|pad|>"
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-@pytest.fixture(scope="module")
-def folder(models, tmp_path_factory):
-    d = tmp_path_factory.mktemp("bos")
-    for f in ("config.json", "model.safetensors"):
-        shutil.copy(models / "cdlm" / f, d / f)
-    tok = json.loads((models / "cdlm" / "tokenizer.json").read_text())
-    bos = next(t["id"] for t in tok["added_tokens"] if t["content"] == BOS)
-    tok["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": BOS, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-                             "pair": [], "special_tokens": {BOS: {"id": BOS, "ids": [bos], "tokens": [BOS]}}}
-    (d / "tokenizer.json").write_text(json.dumps(tok))
-    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHATML, "eos_token": "<|endoftext|>"}))
-    return d, bos
-
-
-def test_a_plain_prompt_gets_the_tokenizers_own_tokens_and_a_templated_one_none(folder, models):
-    d, bos = folder
+def test_a_plain_prompt_gets_the_tokenizers_own_tokens_and_a_templated_one_none(bos_chatml, models):
+    d, bos = bos_chatml
     llm, plain = dlm.LLM(d), dlm.LLM(models / "cdlm").encode(PROMPT)
     assert llm.encode(PROMPT) == [bos] + plain
     assert llm.encode(PROMPT, special=False) == plain
@@ -52,8 +34,8 @@ def test_a_plain_prompt_gets_the_tokenizers_own_tokens_and_a_templated_one_none(
     assert e.value.parameter == "special"
 
 
-def test_dlm_generate_and_dlm_server_tokenize_a_prompt_as_python_does(folder, dlm_generate, dlm_server):
-    d, _ = folder
+def test_dlm_generate_and_dlm_server_tokenize_a_prompt_as_python_does(bos_chatml, dlm_generate, dlm_server):
+    d, _ = bos_chatml
     llm = dlm.LLM(d)
     want = llm.generate(PROMPT)[0].text
     without = llm.generate(llm.encode(PROMPT, special=False))[0].text
@@ -67,3 +49,13 @@ def test_dlm_generate_and_dlm_server_tokenize_a_prompt_as_python_does(folder, dl
         st, _, text = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": PROMPT}]})
         got = json.loads(text)
         assert st == 200 and got["usage"]["prompt_tokens"] == len(llm.encode(PROMPT, chat=True)), text
+
+
+def test_a_folder_without_a_template_writes_a_chat_prompt_as_a_plain_one_everywhere(bos_plain):
+    d, bos = bos_plain
+    llm = dlm.LLM(d)
+    chat = llm.encode(PROMPT, chat=True)
+    assert chat == llm.encode(PROMPT) and chat[0] == bos
+    conversation = [{"role": "user", "content": PROMPT}]
+    assert llm.chat(conversation)[0].tokens.tolist() == llm.generate(PROMPT, chat=True)[0].tokens.tolist()
+    assert llm.chat(conversation)[0].prompt_tokens.tolist() == chat

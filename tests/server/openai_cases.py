@@ -123,11 +123,22 @@ def case_seeds_timeout(args):
     want = [generate(args, prompt, *flags[:-1], str(sequence_seed(11, i))) for i in range(3)]
     check(want[0] != want[1] != want[2], f"the seeds do not change the answers: the test would not see a repeat: {want}")
     with Server(args.server, args.model, *flags) as s:
+        # Requests refused (by the parser, by the engine: a mask token in the prompt) take no seed of the sequence.
+        refusal(s, {"prompt": prompt, "top_k": "x"})
+        refusal(s, {"prompt": "x <|mdm_mask|> y"})
         for i in range(3):
             got = completion(s, {"prompt": prompt})["choices"][0]["text"]
             check(got == want[i], f"unseeded request {i}: {got!r}, dlm-generate with seed sequence_seed(11, {i}): {want[i]!r}")
         seeded = completion(s, {"prompt": prompt, "seed": 11})["choices"][0]["text"]
         check(seeded == want[0], "an explicit seed no longer decodes as dlm-generate's")
+    # With --steps fixed at start, a long prompt without max_tokens gets the largest canvas those steps suit:
+    # 24 steps in blocks of 8 beside 40 prompt tokens (room 88) fit 8 blocks (64 slots), not 11, 10 or 9. A
+    # request's own 96 steps suit no canvas that fits (llada: at most one per slot), which names the prompt.
+    with Server(args.server, args.model, "--preset", "llada", "-n", "96", "--steps", "24") as s:
+        got = completion(s, {"prompt": [288] * 40})  # 200 (was 400 naming steps), however short the answer
+        check(got["usage"]["completion_tokens"] <= 64, f"--steps 24 beside a long prompt: {got['usage']}")
+        err = refusal(s, {"prompt": [288] * 40, "steps": 96})
+        check(err["param"] == "prompt" and "suits the decoding options" in err["message"], err)
     # Two long decodes side by side (about 2.4 s here) past a --timeout of 0.7 s: beyond the 0.5 s after which an
     # earlier server committed to status 200 and answered a late failure with an error object under it.
     with Server(args.server, args.model, *LONG, "-np", "2", "--timeout", "0.7", env=SLOW) as s:

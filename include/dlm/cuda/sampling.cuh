@@ -167,6 +167,11 @@ struct merge_rows {
     }
 };
 
+/// The larger of two floats, for a block reduction.
+struct max_of {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
 __device__ inline bool banned_token(index_t i, const token_id* list, int n) {
     for (int e = 0; e < n; ++e)
         if (list[e] == i) return true;
@@ -190,12 +195,39 @@ __global__ void __launch_bounds__(sample_threads)
     const bool tempered = sp.temperature > 0.0f;
     const random_key key{task.seed, rng_stream::sampling, task.forward, task.position};
     const int bans = task.banned;
+    // The host's detail::divide_by_temperature: where a logit over the temperature would overflow
+    // float, the row is divided shifted by its largest finite logit (the greedy limit). Only a
+    // temperature below 1e-30 can overflow logits under 3e8: a pre-pass finds the row's top and reach.
+    __shared__ float shift_by;
+    __shared__ bool shifted;
+    if (tempered && sp.temperature < 1e-30f) {
+        using reduce_f = cub::BlockReduce<float, sample_threads>;
+        __shared__ typename reduce_f::TempStorage ftemp;
+        float top = ni, reach = 0.0f;
+        for (index_t i = static_cast<index_t>(threadIdx.x); i < vocab; i += sample_threads) {
+            const float v = z[i];
+            if (!isfinite(v) || (bans && banned_token(i, ban_list, bans))) continue;
+            top = fmaxf(top, v);
+            reach = fmaxf(reach, fabsf(v));
+        }
+        top = reduce_f(ftemp).Reduce(top, max_of{});
+        __syncthreads();
+        reach = reduce_f(ftemp).Reduce(reach, max_of{});
+        if (threadIdx.x == 0) {
+            shifted = !isfinite(reach / sp.temperature);
+            shift_by = top;
+        }
+        __syncthreads();
+    } else if (threadIdx.x == 0) {
+        shifted = false;
+    }
+    __syncthreads();
     // Statistic space: the distribution the confidences describe (tempered unless raw); choice space:
     // what the token is drawn from (tempered when sampling).
     auto values = [&](index_t i, float& stat, float& choice) {
         float v = z[i];
         if (bans && banned_token(i, ban_list, bans)) v = ni;
-        choice = tempered ? v / sp.temperature : v;
+        choice = !tempered ? v : shifted ? (v - shift_by) / sp.temperature : v / sp.temperature;
         stat = sp.raw_confidence ? v : choice;
     };
     row_state st = row_state::empty();

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include <dlm/core/defaults.hpp>
 #include <dlm/core/error.hpp>
 #include <dlm/core/result.hpp>
 #include <dlm/server/metrics.hpp>
@@ -48,6 +49,10 @@ struct basic_job {
     // Set by the HTTP thread before submit().
     std::vector<token_id> prompt;
     generation_options options;
+    /// The request gave no seed: the engine thread seeds it when the engine takes it, the n-th such
+    /// job the engine accepts (from 0) with sequence_seed(options.seed, n) (options.seed: the
+    /// server's --seed). A refused job draws nothing, so the first accepted one decodes with --seed.
+    bool draw_seed = false;
     Policies policies{};
     bool want_updates = false;  ///< publish the committed prefix as it grows (a stream); else only the end
     bool want_canvas = false;   ///< publish the canvas after every forward (stream_canvas)
@@ -63,11 +68,11 @@ struct basic_job {
     std::atomic<bool> stop_string{false};
     /// Set before `stop_string`: the answer tokens through the stop string, as the client is billed.
     std::atomic<std::size_t> stop_tokens{0};
-    /// Set by the HTTP thread before submit(): how many of a finished answer's tokens (before EOS, at
-    /// most max_tokens) its client is billed for: the request's stop strings, which only the route
-    /// reads (server::tokens_through_stop). Unset: all of them. Called once, when the sequence ends,
-    /// so that vllm:generation_tokens counts what the response's usage says.
-    std::function<std::size_t(std::span<const token_id>)> billed;
+    /// Set by the HTTP thread before submit(): where a stop string cuts a finished answer (its tokens
+    /// before EOS, at most max_tokens): the tokens its client is billed for (server::tokens_through_stop),
+    /// nullopt when none does. The request's stop strings are read by the route only. Called once, when
+    /// the sequence ends, so that vllm:generation_tokens and the finish reason say what the response says.
+    std::function<std::optional<std::size_t>(std::span<const token_id>)> billed;
 
     // Written by the engine thread under `m`; `version` counts the updates, `cv` announces them.
     mutable std::mutex m;
@@ -184,7 +189,9 @@ private:
         for (auto& j : dropped) finish(*j, j->cancel ? job_end::failed : job_end::timed_out, {}, "left the queue before joining the batch");
         for (auto& j : joining) {
             try {
+                if (j->draw_seed) j->options.seed = sequence_seed(j->options.seed, unseeded_);
                 const sequence_id id = engine_.add(j->prompt, j->options, j->policies);
+                unseeded_ += j->draw_seed;
                 running_.emplace(id, j);
                 {
                     const std::lock_guard lock(j->m);
@@ -273,15 +280,18 @@ private:
         if (!metrics_ || r.failed()) return;
         const std::size_t cap = j.max_tokens > 0 ? j.max_tokens : r.tokens.size();
         const auto answer = static_cast<std::size_t>(r.answer_length);
-        const std::size_t shown = std::min(answer, cap);
-        if (r.cancelled() && j.stop_string) metrics_->vllm.generation_tokens += j.stop_tokens.load();
-        else if (r.cancelled() || j.end == job_end::timed_out) metrics_->vllm.generation_tokens += std::min(j.committed, cap);
-        else metrics_->vllm.generation_tokens += j.billed ? j.billed(std::span(r.tokens).first(shown)) : shown;
         metrics_->vllm.e2e.observe(std::chrono::duration<double>(now - j.received).count());
-        if (r.cancelled() || j.end == job_end::timed_out)
-            metrics_->vllm.finish(j.stop_string && j.end != job_end::timed_out ? finish_reason::stop : finish_reason::abort);
-        else
-            metrics_->vllm.finish(answer < r.tokens.size() && answer <= cap ? finish_reason::stop : finish_reason::length);
+        if (r.cancelled() || j.end == job_end::timed_out) {
+            const bool stopped = j.stop_string && j.end != job_end::timed_out;
+            metrics_->vllm.generation_tokens += stopped ? j.stop_tokens.load() : std::min(j.committed, cap);
+            metrics_->vllm.finish(stopped ? finish_reason::stop : finish_reason::abort);
+            return;
+        }
+        const std::size_t shown = std::min(answer, cap);
+        // A stop string the sequence finished with (in the forward that completed it): as the client is told.
+        const std::optional<std::size_t> cut = j.billed ? j.billed(std::span(r.tokens).first(shown)) : std::nullopt;
+        metrics_->vllm.generation_tokens += cut.value_or(shown);
+        metrics_->vllm.finish(cut || (answer < r.tokens.size() && answer <= cap) ? finish_reason::stop : finish_reason::length);
     }
 
     /// The running count submit() reads, after the engine thread changed running_.
@@ -352,6 +362,7 @@ private:
     // Engine thread only.
     std::map<sequence_id, std::shared_ptr<job>> running_;
     std::set<sequence_id> timed_out_;
+    std::uint64_t unseeded_ = 0;  ///< jobs with draw_seed the engine has accepted
     std::thread thread_;
 };
 
