@@ -102,8 +102,9 @@ void decode_batch(const cli::options& o, const cli::settings& s, cli::basic_load
     for (std::size_t i = b; i < e; ++i) results[i].latency = seconds;
 }
 
-/// The figures, printed and (--json) written, and the answers (--predictions).
-void report(const cli::options& o, const nlohmann::json& run, const std::vector<outcome>& results, const totals& t) {
+/// The figures, printed and (--json) written, and the answers (--predictions); false when a file could
+/// not be written (said on stderr; the other is written all the same).
+bool report(const cli::options& o, const nlohmann::json& run, const std::vector<outcome>& results, const totals& t) {
     const auto n = static_cast<double>(results.size());
     std::vector<double> latencies;
     for (const auto& x : results) latencies.push_back(x.latency);
@@ -123,15 +124,16 @@ void report(const cli::options& o, const nlohmann::json& run, const std::vector<
               << t.batched_forwards << " batched forwards\n";
     if (t.failed > 0) std::cout << "failed              " << t.failed << " problem(s) (counted wrong; reasons on stderr and in --predictions)\n";
 
-    if (!o.json.empty()) {
-        nlohmann::json j = run;
-        j.update({{"problems", results.size()},     {"correct", t.correct},          {"accuracy", accuracy},
-                  {"mean_forwards", mean_forwards}, {"tokens_per_forward", tpf},     {"latency_mean_s", lat.mean},
-                  {"latency_p50_s", lat.p50},       {"latency_p95_s", lat.p95},      {"tokens_per_second", tps},
-                  {"answer_tokens", t.answer_tokens}, {"total_seconds", t.seconds}, {"batched_forwards", t.batched_forwards},
-                  {"failed", t.failed}});
-        cli::write_file(o.json, j.dump(2) + "\n");
-    }
+    // Each file is written even when the other cannot be; a failure is reported and the run exits 1.
+    bool written = true;
+    const auto write = [&](const std::string& path, const std::string& text) {
+        try {
+            cli::write_file(path, text);
+        } catch (const error& e) {
+            std::cerr << "dlm-eval: " << e.what() << '\n';
+            written = false;
+        }
+    };
     if (!o.predictions.empty()) {
         std::string lines;
         for (const auto& x : results) {
@@ -139,8 +141,18 @@ void report(const cli::options& o, const nlohmann::json& run, const std::vector<
             if (!x.failure.empty()) line["failure"] = x.failure;
             lines += line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";  // bytes that are not UTF-8: U+FFFD
         }
-        cli::write_file(o.predictions, lines);
+        write(o.predictions, lines);
     }
+    if (!o.json.empty()) {
+        nlohmann::json j = run;
+        j.update({{"problems", results.size()},     {"correct", t.correct},          {"accuracy", accuracy},
+                  {"mean_forwards", mean_forwards}, {"tokens_per_forward", tpf},     {"latency_mean_s", lat.mean},
+                  {"latency_p50_s", lat.p50},       {"latency_p95_s", lat.p95},      {"tokens_per_second", tps},
+                  {"answer_tokens", t.answer_tokens}, {"total_seconds", t.seconds}, {"batched_forwards", t.batched_forwards},
+                  {"failed", t.failed}});
+        write(o.json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");  // a path that is not UTF-8: U+FFFD
+    }
+    return written;
 }
 
 /// Scores `problems` (read from `data`) on the loaded folder `m`: the transformer's or DiffusionGemma's.
@@ -185,11 +197,10 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     }
     bar.finish();
     for (std::size_t i = 0; i < results.size(); ++i) results[i].prompt = std::move(texts[i]);
-    report(o,
+    return report(o,
            {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
             {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
-           results, t);
-    return 0;
+           results, t) ? 0 : 1;
 }
 
 int run(const cli::options& o) {

@@ -12,10 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iostream>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
+
+#include <sys/stat.h>
 
 #include <dlm/core/error.hpp>
 
@@ -38,9 +41,22 @@ inline bool is_special(const std::filesystem::path& path) {
 
 }  // namespace detail
 
+/// Whether `path` is the file this process's standard output writes (/dev/stdout, or the very file
+/// stdout is redirected to): opening it again would truncate what stdout already wrote there.
+inline bool is_stdout(const std::filesystem::path& path) {
+    struct stat a {}, b {};
+    return ::stat(path.c_str(), &a) == 0 && ::fstat(1, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /// Writes `bytes` to `path` (created or truncated), flushed and closed before it returns: a full disk
-/// or a failed write is a dlm::file_error naming the file, not a short file and exit 0.
+/// or a failed write is a dlm::file_error naming the file, not a short file and exit 0. A path that is
+/// standard output's file (--json /dev/stdout) is written through std::cout, after what it holds.
 inline void write_file(const std::filesystem::path& path, std::string_view bytes) {
+    if (is_stdout(path)) {
+        std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!std::cout.flush()) throw file_error(path.string(), "cannot be written: standard output failed");
+        return;
+    }
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) throw file_error(path.string(), "is a directory, not a file to write");
     errno = 0;
@@ -72,9 +88,10 @@ inline void check_distinct(std::initializer_list<std::pair<std::string_view, std
     const auto same = [](const std::filesystem::path& a, const std::filesystem::path& b) {
         std::error_code ec;
         if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
-        const auto ca = std::filesystem::weakly_canonical(a, ec);
+        // Files not there yet: compared by their absolute, normal names (x.json and ./x.json are one).
+        const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec), ec);
         if (ec) return false;
-        const auto cb = std::filesystem::weakly_canonical(b, ec);
+        const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec), ec);
         return !ec && ca == cb;
     };
     for (auto w = written.begin(); w != written.end(); ++w) {

@@ -244,6 +244,7 @@ struct preset_choice {
     options checked = o;
     checked.preset = c.preset;
     if (!o.compare) detail::check_preset_flags(checked);
+    else detail::check_compared_flags(o);
     return c;
 }
 

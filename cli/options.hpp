@@ -375,6 +375,23 @@ namespace detail {
 /// option was applied. Neutral values (--temp 0, --top-k 0, --top-p 1) pass.
 inline void check_preset_flags(const options& o) { registry::check_accepted(registry::builtin, o.preset, choices_of(o), flag_namer(o)); }
 
+/// With --compare: a flag none of the compared presets takes would change nothing in the comparison,
+/// so it is refused by name, as one the single preset does not take is.
+inline void check_compared_flags(const options& o) {
+    const registry::option_set given = choices_of(o).given();
+    for (std::size_t i = 0; i < registry::option_count; ++i) {
+        const auto x = static_cast<registry::option>(i);
+        if (!given.contains(x) || x == registry::option::gen_length || x == registry::option::seed) continue;
+        std::string names;
+        bool taken = false;
+        for (const preset_id p : o.compare_presets) {
+            taken = taken || registry::builtin.accepts(p).takes(x);
+            names += (names.empty() ? "" : ", ") + std::string(registry::builtin.name_of(p));
+        }
+        if (!taken) throw invalid_parameter(o.spelling(flag_of(x)), "none of the compared presets (" + names + ") takes it; it would change nothing");
+    }
+}
+
 }  // namespace detail
 
 /// Parses the arguments after the program name. Throws dlm::invalid_parameter naming the flag (as
@@ -518,6 +535,15 @@ inline void check_preset_flags(const options& o) { registry::check_accepted(regi
 /// The shared `main` of dlm-generate and dlm-eval: parse the arguments (a bad flag: one line, exit 2),
 /// print the help, or call `run(options)` (a dlm error: its message, exit 1; a dlm::invalid_parameter
 /// naming a flag, "-n" or "--kv", found only once the model is loaded, exit 2 as at parse time).
+/// Standard output, flushed: false (with a message) when what the program wrote there did not all
+/// reach it (a closed descriptor, a full disk): the answer is lost, which is no success.
+inline bool stdout_written(std::string_view name) {
+    std::cout.flush();
+    if (std::cout) return true;
+    std::cerr << name << ": error: standard output could not be written (closed, or its disk full): the output is lost\n";
+    return false;
+}
+
 template <class Run>
 int run_main(program prog, std::string_view name, int argc, char** argv, Run run) {
     const std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -530,10 +556,11 @@ int run_main(program prog, std::string_view name, int argc, char** argv, Run run
     }
     if (o.help) {
         std::cout << help_text(prog);
-        return 0;
+        return stdout_written(name) ? 0 : 1;
     }
     try {
-        return run(o);
+        const int status = run(o);
+        return stdout_written(name) || status != 0 ? status : 1;
     } catch (const invalid_parameter& e) {  // found once the model is known, still a bad value of the flag it names
         std::cerr << name << ": " << e.what() << '\n';
         return e.parameter().starts_with('-') ? 2 : 1;

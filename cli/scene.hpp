@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <dlm/io/unicode.hpp>
+
 namespace dlm::cli::draw {
 
 struct rgb {
@@ -98,11 +100,12 @@ namespace detail {
     return out == "-0" ? "0" : out;
 }
 
-/// Text made safe for XML character data and attribute values; bytes that cannot appear in XML
-/// 1.0 (control characters other than tab, newline, carriage return) are dropped.
+/// Text made safe for XML character data and attribute values: bytes that are not UTF-8 become
+/// U+FFFD (a prompt may hold them), and those that cannot appear in XML 1.0 (control characters
+/// other than tab, newline, carriage return) are dropped.
 [[nodiscard]] inline std::string xml_escape(std::string_view s) {
     std::string out;
-    for (char c : s) {
+    for (char c : io::detail::to_valid_utf8(s)) {
         switch (c) {
             case '&': out += "&amp;"; break;
             case '<': out += "&lt;"; break;

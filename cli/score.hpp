@@ -26,6 +26,35 @@ struct problem {
     std::size_t line = 0;
 };
 
+namespace detail {
+
+/// Python's repr of a float that is not integral: the shortest digits that read back as `v`, written
+/// in fixed notation when its decimal exponent is in [-4, 16), else as d.ddde-XX (two exponent digits
+/// at least): repr(0.0001) is "0.0001", repr(1e-05) "1e-05".
+[[nodiscard]] inline std::string python_float_repr(double v) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);  // shortest: "-1.25e-05"
+    const std::string_view sci(buf, static_cast<std::size_t>(r.ptr - buf));
+    const std::size_t e = sci.find('e');
+    const bool negative = sci.front() == '-';
+    std::string digits;
+    for (const char c : sci.substr(negative, e - negative))
+        if (c != '.') digits += c;
+    const int exponent = std::stoi(std::string(sci.substr(e + 1)));
+    std::string out = negative ? "-" : "";
+    if (exponent >= -4 && exponent < 16) {
+        if (exponent < 0) return out + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+        if (digits.size() <= static_cast<std::size_t>(exponent) + 1) digits.resize(static_cast<std::size_t>(exponent) + 2, '0');
+        return out + digits.substr(0, static_cast<std::size_t>(exponent) + 1) + "." + digits.substr(static_cast<std::size_t>(exponent) + 1);
+    }
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int magnitude = exponent < 0 ? -exponent : exponent;
+    return out + (exponent < 0 ? "e-" : "e+") + (magnitude < 10 ? "0" : "") + std::to_string(magnitude);
+}
+
+}  // namespace detail
+
 /// A number as tools/score.py normalizes it (commas dropped; an integral value without ".0", else the
 /// shortest form that reads back as the same double, as Python's str(float)), or nothing when it is
 /// not a finite number. Both an answer's number after "####" and a JSON number "final" go through it.
@@ -36,10 +65,13 @@ struct problem {
     double v = 0;
     const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
-    if (v == std::floor(v) && std::abs(v) < 9.0e15) return std::to_string(static_cast<long long>(v));
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip, as Python's repr
-    return std::string(buf, r.ptr);
+    char buf[400];
+    if (v == std::floor(v)) {  // str(int(value)): every digit of the integral double, never an exponent
+        if (v == 0) return "0";
+        const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 0);
+        return std::string(buf, r.ptr);
+    }
+    return detail::python_float_repr(v);
 }
 
 /// Reads a JSONL set (one object per line with "question" and "final"; other keys such as "answer"

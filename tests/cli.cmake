@@ -90,6 +90,16 @@ if(DLM_BUILD_EXAMPLES)
   cli_case("bad flag: fast-dllm-v2-block-cache under --compare names --compare-presets" ${G}
            ARGS ${M}|-p|x|--compare-presets|cdlm,fast-dllm-v2-block-cache RC 2
            EXPECT "invalid parameter '--compare-presets': the fast-dllm-v2-block-cache preset does not fit this model")
+  add_test(NAME "cli: generate: an answer standard output cannot take exits 1, not 0"
+           COMMAND bash -c "\"$0\" -m \"$1\" -p x -n 8 -t 1 > /dev/full; s=$?; [ $s -eq 1 ] || { echo \"exit $s\"; exit 1; }"
+                   $<TARGET_FILE:dlm-generate> ${_cli_model})
+  set_tests_properties("cli: generate: an answer standard output cannot take exits 1, not 0" PROPERTIES LABELS "cli;unsanitized" TIMEOUT 60)
+  cli_case("bad flag: a flag none of the compared presets takes is refused, not ignored" ${G}
+           ARGS ${M}|-p|x|--compare-presets|llada,dream|--threshold|0.5 RC 2
+           EXPECT "invalid parameter '--threshold': none of the compared presets \\(llada, dream\\) takes it")
+  cli_case("bad flag: dream steps past 64 forwards per slot are refused before the decode" ${G}
+           ARGS ${M}|-p|x|--preset|dream|-n|8|--steps|600 RC 2
+           EXPECT "invalid parameter '--steps': must be at most 512 \\(64 forwards per slot of each block of 8")
   # A dlm error: exit status 1 with the message.
   cli_case("missing model folder" ${G} ARGS -m|${_cli_out}/no-such-model|-p|x RC 1 EXPECT "no-such-model: no such model folder")
   cli_case("a model path that is a file is named as not a folder, not as missing" ${G} ARGS -m|${_cli_model}/config.json|-p|x RC 1
@@ -147,6 +157,22 @@ if(DLM_BUILD_BENCH)
   set(E dlm-eval)
   set(M "-m|${_cli_model}")
   set(_data ${DLM_TEST_DATA}/cli/eval.jsonl)
+  # Output that cannot be written is no success; --json /dev/stdout follows the figures in the file stdout
+  # is redirected to instead of truncating it; --json and --predictions naming one file (not there yet,
+  # spelled two ways) are refused before the run; a failed --json still writes --predictions.
+  add_test(NAME "cli: eval: standard output that cannot be written, --json /dev/stdout, one file named twice, a failed --json"
+           COMMAND bash -c [[
+set -u; E=$0; M=$1; D=$2; O=$3; rm -rf "$O/io"; mkdir -p "$O/io"; cd "$O/io"
+"$E" -m "$M" --data "$D" --limit 2 -t 1 --no-progress > /dev/full; s=$?; [ $s -eq 1 ] || { echo "stdout on /dev/full: exit $s"; exit 1; }
+"$E" -m "$M" --data "$D" --limit 2 -t 1 --no-progress --json /dev/stdout > out.txt || { echo "--json /dev/stdout failed"; exit 1; }
+head -1 out.txt | grep -q '^accuracy' && grep -q '"accuracy"' out.txt || { echo "--json /dev/stdout: figures or JSON lost:"; cat out.txt; exit 1; }
+"$E" -m "$M" --data "$D" --limit 2 -t 1 --no-progress --json x.json --predictions ./x.json 2> err.txt; s=$?
+[ $s -eq 2 ] && grep -q "'--predictions': names ./x.json, the file --json writes" err.txt || { echo "one file twice: exit $s"; cat err.txt; exit 1; }
+"$E" -m "$M" --data "$D" --limit 2 -t 1 --no-progress --json /dev/full --predictions p.jsonl 2> err.txt; s=$?
+[ $s -eq 1 ] && [ "$(wc -l < p.jsonl)" -eq 2 ] || { echo "a failed --json: exit $s, predictions $(cat p.jsonl 2>&1)"; cat err.txt; exit 1; }
+]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out})
+  set_tests_properties("cli: eval: standard output that cannot be written, --json /dev/stdout, one file named twice, a failed --json"
+                       PROPERTIES LABELS "cli;unsanitized" TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
   cli_case("eval --help" ${E} ARGS --help EXPECT "usage: dlm-eval%%--data%%--prompt-format%%--batch%%--limit%%--json%%--predictions%%--chat%%--preset%%--threshold")
   cli_case("eval figures" ${E} ARGS "${M}|--data|${_data}|--batch|4|-t|1|--json|${_cli_out}/eval.json|--no-progress"
            EXPECT "accuracy +[0-9.]+ % \\([0-9]+/6\\)%%forwards/problem +24.00%%tokens/forward +1.00%%latency/problem +mean [0-9.]+ [mu]?s, p50 [0-9.]+ [mu]?s, p95 [0-9.]+ [mu]?s%%tokens/s +[0-9.]+"

@@ -14,6 +14,7 @@
 
 #include "cli/files.hpp"
 #include "cli/model.hpp"
+#include "cli/scene.hpp"
 #include "cli/options.hpp"
 #include "cli/presets.hpp"
 #include "cli/score.hpp"
@@ -268,6 +269,11 @@ TEST_CASE("cli: make_decoder configures every policy from the settings") {
     CHECK(r.tokens.size() == 24);
 }
 
+TEST_CASE("cli: text in a trace picture is well-formed XML, bytes that are not UTF-8 as U+FFFD") {
+    CHECK(cli::draw::detail::xml_escape("Tom has \xff 3 <apples> & \"x\"\x01") == "Tom has \xEF\xBF\xBD 3 &lt;apples&gt; &amp; &quot;x&quot;");
+    CHECK(cli::draw::detail::xml_escape("caf\xC3\xA9") == "caf\xC3\xA9");
+}
+
 TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
     const std::pair<std::string_view, std::optional<std::string>> cases[] = {
         {"3 + 4 = 7\n#### 7", "7"},
@@ -287,6 +293,16 @@ TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
         {"the answer is 7", std::nullopt},
         {"", std::nullopt},
         {"#### 007", "7"},
+        // Python's str(float) and str(int(value)), as tools/score.py prints them (values from python3 3.11).
+        {"#### 0.0001", "0.0001"},
+        {"#### 0.00001", "1e-05"},
+        {"#### 9000000000000000", "9000000000000000"},
+        {"#### 12345678901234567890", "12345678901234567168"},
+        {"#### 123.25", "123.25"},
+        {"#### -0.0005", "-0.0005"},
+        {"#### 0.00000025", "2.5e-07"},
+        {"#### 100000000000000000000.5", "100000000000000000000"},
+        {"#### -0.0", "0"},
     };
     for (const auto& c : cases) CHECK_MESSAGE(cli::extract_final(c.first) == c.second, c.first);
     CHECK(cli::format_prompt("Q: {question}\nA:", "2+2?") == "Q: 2+2?\nA:");

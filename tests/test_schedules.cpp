@@ -94,6 +94,16 @@ TEST_CASE("dream: timesteps linspace(1, eps, steps + 1), k = floor(n (1 - s/t)),
     CHECK(pick(s, ctx(2), c) == v{1, 3, 7});
 }
 
+TEST_CASE("dream: more steps per block than the decoders let a block take are refused naming steps, before the work") {
+    const canvas_layout one_block{2, 48, 48, false};  // Dream's one block of 48 slots: 64 forwards per slot at most
+    CHECK_NOTHROW(dream_schedule{3072}.validate(one_block));
+    CHECK_THROWS_WITH_AS(dream_schedule{4800}.validate(one_block),
+                         doctest::Contains("'steps': must be at most 3072 (64 forwards per slot of each block of 48"), invalid_parameter);
+    const canvas_layout blocks{2, 16, 8, false};  // 2 blocks of 8: 512 per block, 1024 in all
+    CHECK_NOTHROW(dream_schedule{1024}.validate(blocks));
+    CHECK_THROWS_AS(dream_schedule{1026}.validate(blocks), invalid_parameter);
+}
+
 TEST_CASE("dream: rankings by margin and by negative entropy") {
     std::vector<candidate> c{{2, 1, 0.9f, 0.1f, -2.f}, {3, 1, 0.5f, 0.4f, -0.1f}, {4, 1, 0.1f, 0.05f, -1.f}};
     const canvas_layout l{2, 3, 3, false};

@@ -5,6 +5,11 @@
 
 namespace dlm {
 
+/// A schedule that leaves a block unfinished after this many forwards per slot is broken: the decoders
+/// throw dlm::contract_error instead of looping forever, and the schedules whose steps are a count
+/// (Dream's) refuse more steps per block than this allows.
+inline constexpr index_t max_steps_per_slot = 64;
+
 /// Geometry of one sequence's canvas: `prompt_length` prompt tokens, then `gen_length` slots that
 /// start as MASK, split into blocks of `block_length` positions (the unit of semi-autoregressive
 /// progress). All positions are absolute canvas positions. Usable in device code.

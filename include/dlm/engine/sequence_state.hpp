@@ -20,9 +20,7 @@
 
 namespace dlm::detail {
 
-/// A schedule that leaves a block unfinished after this many forwards per slot is broken; decoders
-/// throw dlm::contract_error instead of looping forever.
-inline constexpr index_t max_steps_per_slot = 64;
+using dlm::max_steps_per_slot;  // core/layout.hpp
 
 /// One sequence of a batch while it decodes.
 template <class KvCache>

@@ -214,6 +214,18 @@ inline void check_steps_in_all(index_t steps, const canvas_layout& l) {
                                              std::to_string(steps));
 }
 
+/// Refuses more steps than the decoders let a block take (max_steps_per_slot forwards per slot;
+/// past it a decode is taken to be stuck): for a schedule that runs every step it is given (Dream's
+/// commits nothing at many of them), which would end in a contract_error after the work.
+inline void check_steps_per_block(index_t steps, const canvas_layout& l) {
+    const index_t blocks = std::max<index_t>(l.block_count(), 1);
+    const std::int64_t most = static_cast<std::int64_t>(max_steps_per_slot) * l.block_length * blocks;
+    if (l.block_length > 0 && steps > most)
+        throw invalid_parameter("steps", "must be at most " + std::to_string(most) + " (" + std::to_string(max_steps_per_slot) +
+                                             " forwards per slot of each block of " + std::to_string(l.block_length) +
+                                             "; past it a decode is taken to be stuck), got " + std::to_string(steps));
+}
+
 /// Indices of the k best candidates by `score` (descending; ties: lower position first).
 template <class Score>
 void top_k_by(std::span<const candidate> c, index_t k, std::vector<index_t>& chosen, Score score) {

@@ -32,6 +32,7 @@ struct dream_schedule {
     void validate(const canvas_layout& l) const {
         if (steps < 1) throw invalid_parameter("steps", "must be >= 1, got " + std::to_string(steps));
         detail::check_steps_in_all(steps, l);
+        detail::check_steps_per_block(steps, l);
         if (!(eps > 0.0 && eps < 1.0)) throw invalid_parameter("eps", "must be in (0, 1), got " + std::to_string(eps));
         if (!(alg_temp >= 0.0)) throw invalid_parameter("alg_temp", "must be >= 0, got " + std::to_string(alg_temp));
     }
