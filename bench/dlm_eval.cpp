@@ -76,7 +76,7 @@ void decode_batch(const cli::options& o, const cli::settings& s, cli::basic_load
             const generation_options g{.gen_length = s.gen_length, .seed = sequence_seed(s.seed, i - b)};
             added.emplace_back(eng->add(prompts[i], g), i);
         } catch (const invalid_parameter& x) {
-            if (x.parameter() == "gen_length") throw invalid_parameter(o.spelling("--gen-length"), x.rule());  // -n's: the run stops
+            if (x.parameter() == "gen_length") cli::refuse_gen_length(o, s, x);  // -n's or the model's: the run stops
             fail(results[i], t, i, problems[i], x.rule());
         }
     }
@@ -210,9 +210,12 @@ int run(const cli::options& o) {
     if (o.limit > 0 && problems.size() > static_cast<std::size_t>(o.limit)) problems.resize(static_cast<std::size_t>(o.limit));
     if (problems.empty()) throw file_error(data.string(), "holds no problem");
     cli::check_distinct({{"--json", o.json}, {"--predictions", o.predictions}}, {{"--data", data}});
+    const std::filesystem::path model = cli::resolve_model_dir(o);
+    cli::check_outside_model("--json", o.json, model);
+    cli::check_outside_model("--predictions", o.predictions, model);
     cli::check_writable(o.json);  // before hours of decoding, not after them
     cli::check_writable(o.predictions);
-    return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
+    return cli::with_loaded_model(model, cli::load_choice_of(o), [&](auto& m) { return evaluate(o, data, problems, m); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace

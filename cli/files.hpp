@@ -107,4 +107,18 @@ inline void check_distinct(std::initializer_list<std::pair<std::string_view, std
     }
 }
 
+/// Refuses an output file (`flag`) that is the model's own: the .gguf file, or a file already in the
+/// model folder (config.json, the weights, the tokenizer): writing it would destroy the model. A new
+/// file in the folder passes. A dlm::invalid_parameter naming the flag; an empty path passes.
+inline void check_outside_model(std::string_view flag, const std::filesystem::path& written, const std::filesystem::path& model) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (written.empty() || !fs::exists(written, ec)) return;
+    const bool the_file = fs::is_regular_file(model, ec) && fs::equivalent(written, model, ec);
+    const bool in_folder = fs::is_directory(model, ec) && fs::equivalent(fs::absolute(written, ec).parent_path(), model, ec);
+    if (the_file || in_folder)
+        throw invalid_parameter(std::string(flag), "names " + written.string() + (the_file ? ", the model file" : ", a file of the model folder " + model.string()) +
+                                                       ": writing it would destroy the model");
+}
+
 }  // namespace dlm::cli

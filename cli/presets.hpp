@@ -75,15 +75,23 @@ void check_fits_shift(const settings& s, const Model& model, const std::string& 
     });
 }
 
-/// f(), with the engine's refusal of the canvas named by the flag that set it, as typed: "gen_length"
-/// (alone too long for the model's context) as -n, "prompts[0]" (the prompt too long beside it) as -p;
-/// run_main then exits 2, as for any bad value.
+/// The engine's refusal of the generation length, named by what set it: -n as typed (run_main exits 2,
+/// as for any bad value), or the model file's key (dlm_gen_length in config.json: a malformed file,
+/// exit 1) when no flag gave it.
+[[noreturn]] inline void refuse_gen_length(const options& o, const settings& s, const invalid_parameter& e) {
+    if (s.source_of(registry::option::gen_length) == registry::source::model)
+        throw invalid_parameter(s.origin_of(registry::option::gen_length), e.rule() + " (give -n for another length)");
+    throw invalid_parameter(o.spelling("--gen-length"), e.rule());
+}
+
+/// f(), with the engine's refusal of the canvas named by what set it: "gen_length" (alone too long for
+/// the model's context) as refuse_gen_length names it, "prompts[0]" (the prompt too long beside it) as -p.
 template <class F>
-decltype(auto) as_flags(const options& o, F&& f) {
+decltype(auto) as_flags(const options& o, const settings& s, F&& f) {
     try {
         return f();
     } catch (const invalid_parameter& e) {
-        if (e.parameter() == "gen_length") throw invalid_parameter(o.spelling("--gen-length"), e.rule());
+        if (e.parameter() == "gen_length") refuse_gen_length(o, s, e);
         if (e.parameter() == "prompts[0]") throw invalid_parameter(o.spelling("--prompt"), e.rule());
         throw;
     }

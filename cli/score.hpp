@@ -86,8 +86,15 @@ namespace detail {
         ++n;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         const std::string where = "line " + std::to_string(n);
-        const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) throw file_error(path.string(), where + ": expected a JSON object");
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception& e) {  // the parser's reason: where and what it could not read
+            const std::string_view why = e.what();
+            throw file_error(path.string(), where + ": expected a JSON object, but it is not JSON: " +
+                                                std::string(why.substr(why.find(']') == std::string_view::npos ? 0 : why.find(']') + 2)));
+        }
+        if (!j.is_object()) throw file_error(path.string(), where + ": expected a JSON object, got " + io::detail::json_kind(j));
         if (!j.contains("question") || !j["question"].is_string())
             throw file_error(path.string(), where + ": key 'question': expected a string");
         if (!j.contains("final") || !(j["final"].is_string() || j["final"].is_number()))

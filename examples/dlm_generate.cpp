@@ -102,7 +102,7 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
     std::vector<cli::trace_run> traces;
     for (const cli::settings& s : runs) {
-        const decoded d = cli::as_flags(o, [&] { return decode(m, s, prompt, view ? &*view : nullptr); });
+        const decoded d = cli::as_flags(o, s, [&] { return decode(m, s, prompt, view ? &*view : nullptr); });
         if (o.compare) std::cout << "== " << cli::name_of(s.preset) << " ==\n";
         std::cout << cli::answer_text(m, d.result) << std::endl;
         if (o.stats || o.compare) std::cerr << cli::stats_line(s, d.result, d.seconds) << std::endl;
@@ -132,8 +132,10 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
 
 int run(const cli::options& o) {
     cli::set_threads(o.threads);
+    const std::filesystem::path model = cli::resolve_model_dir(o);
+    cli::check_outside_model("--trace", o.trace, model);
     cli::check_writable(o.trace);  // before the load and the decode, not after them
-    return cli::with_loaded_model(cli::resolve_model_dir(o), cli::load_choice_of(o), [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
+    return cli::with_loaded_model(model, cli::load_choice_of(o), [&](auto& m) { return run_with(o, m); }, cli::load_bar_if(o.progress));
 }
 
 }  // namespace

@@ -22,6 +22,13 @@ endforeach()
 configure_file(${DLM_TEST_DATA}/models/llada_tiny/model.safetensors ${_cli_ling}/model.safetensors COPYONLY)
 file(WRITE ${_cli_ling}/chat_template.jinja
      "{{- '<role>SYSTEM</role>detailed thinking off<|role_end|>' }}{%- for message in messages %}{{- '<role>HUMAN</role>' + message.content + '<|role_end|>' }}{%- endfor %}{{- '<role>ASSISTANT</role>' }}")
+# The same model whose config.json suggests a generation length no prompt fits beside: the refusal names the key.
+set(_cli_long ${CMAKE_CURRENT_BINARY_DIR}/cli_model_long)
+file(READ ${DLM_TEST_DATA}/cli/config.json _config)
+string(REPLACE "\"dlm_gen_length\": 24" "\"dlm_gen_length\": 256" _config "${_config}")
+file(WRITE ${_cli_long}/config.json "${_config}")
+configure_file(${DLM_TEST_DATA}/cli/tokenizer.json ${_cli_long}/tokenizer.json COPYONLY)
+configure_file(${DLM_TEST_DATA}/models/llada_tiny/model.safetensors ${_cli_long}/model.safetensors COPYONLY)
 set(_cli_out ${CMAKE_CURRENT_BINARY_DIR}/cli_out)
 file(MAKE_DIRECTORY ${_cli_out})
 string(ASCII 27 _esc)
@@ -94,6 +101,9 @@ if(DLM_BUILD_EXAMPLES)
            COMMAND bash -c "\"$0\" -m \"$1\" -p x -n 8 -t 1 > /dev/full; s=$?; [ $s -eq 1 ] || { echo \"exit $s\"; exit 1; }"
                    $<TARGET_FILE:dlm-generate> ${_cli_model})
   set_tests_properties("cli: generate: an answer standard output cannot take exits 1, not 0" PROPERTIES LABELS "cli;unsanitized" TIMEOUT 60)
+  cli_case("a generation length from config.json that leaves no room is named by its key, exit 1" ${G}
+           ARGS -m|${_cli_long}|-p|x RC 1
+           EXPECT "invalid parameter 'the model's dlm_gen_length': is 256, which leaves no position of the model's context of 256 for a prompt.*\\(give -n for another length\\)")
   cli_case("bad flag: a flag none of the compared presets takes is refused, not ignored" ${G}
            ARGS ${M}|-p|x|--compare-presets|llada,dream|--threshold|0.5 RC 2
            EXPECT "invalid parameter '--threshold': none of the compared presets \\(llada, dream\\) takes it")
@@ -190,6 +200,10 @@ head -1 out.txt | grep -q '^accuracy' && grep -q '"accuracy"' out.txt || { echo 
            ARGS "${M}|--data|${DLM_TEST_DATA}/cli/eval_refused.jsonl|--batch|4|--no-progress|--json|${_cli_out}/refused.json|--predictions|${_cli_out}/refused.jsonl"
            EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%failed +2 problem"
            JSON ${_cli_out}/refused.json KEYS "failed|correct|problems")
+  cli_case("eval: an output flag naming a file of the model folder is refused, the model left whole" ${E}
+           ARGS "${M}|--data|${_data}|--no-progress|--predictions|${_cli_model}/config.json" RC 2
+           EXPECT "invalid parameter '--predictions': names .*cli_model/config.json, a file of the model folder .*: writing it would destroy the model"
+           REJECT "accuracy")
   cli_case("eval: a --json path that cannot be written is refused before the evaluation" ${E}
            ARGS "${M}|--data|${_data}|--no-progress|--json|${_cli_out}/no-such-dir/e.json" RC 1
            EXPECT "no-such-dir/e.json: cannot be written" REJECT "accuracy")

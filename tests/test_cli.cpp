@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <dlm/cpu/transformer.hpp>
 
@@ -307,6 +308,25 @@ TEST_CASE("cli: the final number is extracted as tools/score.py extracts it") {
     for (const auto& c : cases) CHECK_MESSAGE(cli::extract_final(c.first) == c.second, c.first);
     CHECK(cli::format_prompt("Q: {question}\nA:", "2+2?") == "Q: 2+2?\nA:");
     CHECK(cli::format_prompt("{question}", "x") == "x");
+}
+
+TEST_CASE("cli: a data line that is not a JSON object is refused with the parser's reason and its line") {
+    const auto path = std::filesystem::temp_directory_path() / ("dlm_test_cli_" + std::to_string(::getpid()) + ".jsonl");
+    const auto refusal = [&](const std::string& text) {
+        std::ofstream(path, std::ios::binary) << text;
+        try {
+            (void)cli::read_problems(path);
+        } catch (const dlm::file_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    CHECK(refusal("{\"question\": \"x\", \"final\": 1}\n{\"question\": \"x\"\n").find("line 2: expected a JSON object, but it is not JSON: parse error at line 1, column 17: syntax error") !=
+          std::string::npos);
+    CHECK(refusal("{\"question\": \"x\", \"final\": 1e400}\n").find("line 1: expected a JSON object, but it is not JSON: number overflow") !=
+          std::string::npos);
+    CHECK(refusal("[1, 2]\n").find("line 1: expected a JSON object, got array") != std::string::npos);
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("cli: a numeric final scores as tools/score.py scores it") {
