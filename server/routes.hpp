@@ -65,11 +65,13 @@ struct service {
     }
     [[nodiscard]] std::string text_of(std::span<const token_id> tokens) const { return model.tokenizer.decode(tokens, true); }
 
-    /// How many of `answer` (the shown tokens) the client is billed for: through the first stop string.
-    [[nodiscard]] std::size_t billed(std::span<const token_id> answer, const std::vector<std::string>& stop) const {
+    /// Where stop strings cut `answer` (the shown tokens): the tokens its client is billed for, through
+    /// the one that completes the first stop string (tokens_through_stop, vLLM's count); nullopt when
+    /// no stop string is in its text.
+    [[nodiscard]] std::optional<std::size_t> stop_cut(std::span<const token_id> answer, const std::vector<std::string>& stop) const {
+        if (std::string text = text_of(answer); !cut_at_stop(text, stop)) return std::nullopt;
         return tokens_through_stop(answer.size(), stop, [&](std::size_t k) { return text_of(answer.first(k)); });
     }
-
 };
 
 namespace detail {
@@ -195,12 +197,7 @@ void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Se
     j.max_tokens = static_cast<std::size_t>(r.max_tokens);
     const auto eos = svc.model.model.eos_ids();  // where shown() cuts the answer, for the metrics
     j.eos_ids.assign(eos.begin(), eos.end());
-    if (!r.stop.empty())
-        j.billed = [&svc, stop = r.stop](std::span<const token_id> answer) -> std::optional<std::size_t> {
-            std::string text = svc.text_of(answer);
-            if (!cut_at_stop(text, stop)) return std::nullopt;
-            return svc.billed(answer, stop);
-        };
+    if (!r.stop.empty()) j.billed = [&svc, stop = r.stop](std::span<const token_id> answer) { return svc.stop_cut(answer, stop); };
 }
 
 /// Parses, checks and tokenizes a completion request into job `j`, submits it and waits until it has
@@ -241,11 +238,12 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
 template <class Service>
 nlohmann::json whole_body(Service& svc, const typename Service::job& j, const completion_request& r, const response_head& head,
                           std::span<const token_id> answer, const sequence_result* result) {
+    const std::optional<std::size_t> cut = svc.stop_cut(answer, r.stop);
     std::string text = svc.text_of(answer);
-    const bool stopped = cut_at_stop(text, r.stop);
-    const std::size_t billed = stopped ? svc.billed(answer, r.stop) : answer.size();
+    if (cut) cut_at_stop(text, r.stop);
+    const std::size_t billed = cut.value_or(answer.size());
     svc.stats.completion_tokens += billed;
-    const char* reason = stopped || !result ? "stop" : detail::finish_reason(*result, r.max_tokens, false);
+    const char* reason = cut || !result ? "stop" : detail::finish_reason(*result, r.max_tokens, false);
     return completion_body(head, text, reason, {static_cast<std::int64_t>(j.prompt.size()), static_cast<std::int64_t>(billed)});
 }
 
@@ -267,9 +265,8 @@ void reply_whole(Service& svc, http::exchange& ex, const std::shared_ptr<typenam
             else reply.emplace(200, whole_body(svc, *j, r, head, svc.shown(j->result->tokens, r.max_tokens), &*j->result));
         } else if (news && !r.stop.empty()) {
             const std::span<const token_id> answer = svc.shown(j->prefix, r.max_tokens);
-            std::string text = svc.text_of(answer);
-            if (cut_at_stop(text, r.stop)) {  // a stop string ended the answer: free the sequence now
-                j->stop_tokens = svc.billed(answer, r.stop);
+            if (const std::optional<std::size_t> cut = svc.stop_cut(answer, r.stop)) {  // a stop string ended the answer: free the sequence now
+                j->stop_tokens = *cut;
                 j->stop_string = true;
                 detail::cancel(svc, *j);
                 reply.emplace(200, whole_body(svc, *j, r, head, answer, nullptr));
@@ -341,7 +338,7 @@ void reply_stream(Service& svc, http::exchange& ex, const std::shared_ptr<typena
                 st->first = false;
             }
             if (ok && (ended || st->text.stopped())) {
-                const std::size_t billed = st->text.stopped() ? svc.billed(answer, r.stop) : answer.size();
+                const std::size_t billed = st->text.stopped() ? svc.stop_cut(answer, r.stop).value_or(answer.size()) : answer.size();
                 if (!ended) {  // a stop string ended the answer: free the sequence now
                     j->stop_tokens = billed;
                     j->stop_string = true;

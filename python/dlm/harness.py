@@ -67,8 +67,8 @@ def _model_arg_bool(name: str, value) -> bool:
 
 def _model_arg_int(name: str, value) -> int:
     """A model_args integer: lm-eval hands ints (from digits); 1.5 or "x" is refused by name, never truncated."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    if _args.is_integer(value):
+        return int(value)
     _args.refuse(name, "must be an integer", value)
 
 
