@@ -195,8 +195,7 @@ class HarnessModel(LM):
         """A context's ids: a templated one (chat=True, --apply_chat_template) as its template wrote its
         special tokens, a plain one with the tokenizer's own (Gemma 4's <bos>, as lm-eval's HFLM adds it;
         a folder without a template writes a chat prompt as plain text, so it gets them too)."""
-        templated = (self.chat or self.harness_templates) and self.llm.model.chat_template != "none"
-        return self.llm.encode(text, special=False if templated else None)
+        return self.llm.encode(text, special=self.llm.model.adds_special_tokens(True) if self.chat or self.harness_templates else None)
 
     def _encode_pair(self, context: str, continuation: str):
         """The context's and the continuation's ids, as lm-eval splits them (TemplateLM._encode_pair,

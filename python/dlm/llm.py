@@ -259,8 +259,7 @@ class LLM:
         prompts = []
         for name, conversation in zip(names, batch):
             text = self.model.apply_chat_template(_args.messages(name, conversation), True, _args.think(think))
-            # A template writes its own special tokens; a folder without one writes plain text (as generate(chat=True)).
-            prompts.append(self.model.encode(text, False, None, None if self.model.chat_template == "none" else False))
+            prompts.append(self.model.encode(text, False, None, self.model.adds_special_tokens(True)))  # as generate(chat=True)
         return self.generate(prompts, preset, **options)
 
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:

@@ -308,6 +308,8 @@ void bind_model(nb::module_& m) {
                      return f.tokenizer.encode(cli::prompt_text(f, text, chat, thinking_of(think)), special.value_or(cli::adds_special_tokens(f, chat)));
                  });
              }, "text"_a, "chat"_a = false, "think"_a = nb::none(), "special"_a = nb::none())
+        .def("adds_special_tokens", [](const py_model& x, bool chat) { return x.visit([&](const auto& f) { return cli::adds_special_tokens(f, chat); }); },
+             "chat"_a, "Whether a prompt's text gets the tokenizer's own special tokens: a plain one does, a templated chat one not (cli::adds_special_tokens).")
         .def("apply_chat_template", [](const py_model& x, const std::vector<std::pair<std::string, std::string>>& messages,
                                         bool add_generation_prompt, std::optional<bool> think) {
                  std::vector<io::chat_message> m;
@@ -475,8 +477,8 @@ NB_MODULE(_dlm, m) {
     dlm::python::bind_settings(m);
     dlm::python::bind_results(m);
     dlm::python::bind_engine(m);
-    m.attr("default_threads") = std::min(dlm::cli::current_threads(), dlm::cli::max_threads);
-    m.attr("max_threads") = dlm::cli::max_threads;  // dlm-generate's -t bound  // the process's, read at import (OpenMP's setting is per thread)
+    m.attr("default_threads") = std::min(dlm::cli::current_threads(), dlm::cli::max_threads);  // the process's, read at import (OpenMP's setting is per thread)
+    m.attr("max_threads") = dlm::cli::max_threads;  // dlm-generate's -t bound
     m.def("set_threads", [](int n) {
         if (n < 1 || n > dlm::cli::max_threads)
             throw dlm::invalid_parameter("threads", "must be in [1, " + std::to_string(dlm::cli::max_threads) + "], got " + std::to_string(n));
