@@ -145,7 +145,7 @@ void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_
     const request_rules& rules = svc.rules;
     const index_t room = rules.max_max_tokens - prompt_length;
     if (r.gen_length <= room) return;
-    const index_t block = rules.has_blocks ? std::max<index_t>(1, r.block_length.value_or(rules.block_length)) : 1;
+    const index_t block = detail::canvas_block(r, rules);
     const index_t fits = room > 0 ? room / block * block : 0;
     const std::string blocks = block > 1 ? " (whole blocks of " + std::to_string(block) + ")" : "";
     if (fits < 1)

@@ -80,7 +80,7 @@ struct completion_request {
     std::optional<double> temperature, top_p, threshold;
     std::optional<double> editing_threshold;  ///< dlm extension: a revising schedule's (llada21)
     std::optional<index_t> top_k, steps, block_length;
-    std::optional<std::uint64_t> seed;         ///< unset: a fresh seed (server/routes.hpp's service::fresh_seed); a negative one as two's complement
+    std::optional<std::uint64_t> seed;         ///< unset: the next of --seed's sequence (scheduler.hpp's basic_job::draw_seed); a negative one as two's complement
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the token counts
@@ -284,14 +284,22 @@ inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, comp
     return true;
 }
 
+/// The slots a request's canvas is a whole number of: its block length (or the server's) where the
+/// preset has blocks, else 1.
+[[nodiscard]] inline index_t canvas_block(const completion_request& r, const request_rules& rules) {
+    const index_t block = r.block_length.value_or(rules.block_length);
+    return rules.has_blocks && block > 0 ? block : 1;
+}
+
 /// The canvas: max_tokens rounded up to whole blocks (the answer is cut at max_tokens), within the
 /// model's context.
-inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules, const char* max_tokens_field = "max_tokens") {
+inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules) {
     r.max_tokens = max_tokens;
-    const index_t block = r.block_length.value_or(rules.block_length);
-    r.gen_length = rules.has_blocks && block > 0 ? (r.max_tokens + block - 1) / block * block : r.max_tokens;
+    const index_t block = canvas_block(r, rules);
+    r.gen_length = (r.max_tokens + block - 1) / block * block;
+    const std::string max_tokens_field = r.max_tokens_field.empty() ? "max_tokens" : r.max_tokens_field;
     if (r.gen_length > rules.max_max_tokens)
-        refuse(r.block_length ? "block_length" : max_tokens_field, std::string(max_tokens_field) + " " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
+        refuse(r.block_length ? "block_length" : max_tokens_field, max_tokens_field + " " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
                                                                    std::to_string(block) + " is " + std::to_string(r.gen_length) +
                                                                    " slots, more than the model's " + std::to_string(rules.max_max_tokens));
 }
@@ -381,8 +389,7 @@ inline bool read_object_field(const std::string& key, const nlohmann::json& v, e
     if (has_stream_options && !r.stream) refuse("stream_options", "applies to a streamed answer only: set \"stream\": true, or leave it out");
 
     r.max_tokens_field = max_completion_tokens ? "max_completion_tokens" : max_tokens ? "max_tokens" : "";
-    size_canvas(r, max_completion_tokens.value_or(max_tokens.value_or(rules.default_max_tokens)), rules,
-                max_completion_tokens ? "max_completion_tokens" : "max_tokens");
+    size_canvas(r, max_completion_tokens.value_or(max_tokens.value_or(rules.default_max_tokens)), rules);
     if (rules.check_options) {
         try {
             rules.check_options(r);
