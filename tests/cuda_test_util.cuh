@@ -20,6 +20,7 @@
 #include <dlm/presets.hpp>
 
 #include "cache_walk.hpp"
+#include "support/compare.hpp"
 
 namespace dlm_cuda_test {
 
@@ -42,14 +43,8 @@ std::vector<float> run(Model& m, const Mask& mask, const tvec& canvas, const can
     return out;
 }
 
-/// max |a - b| / max(1, max |b|): the error relative to the logits' scale.
-inline double scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0, scale = 1;
-    for (float v : b) scale = std::max(scale, std::abs(static_cast<double>(v)));
-    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-    return worst / scale;
-}
+using dlm_test::bitwise_equal;
+using dlm_test::scaled_diff;  // +inf where either side holds a NaN
 
 inline constexpr double f32_tolerance = 1e-4;   // different summation orders
 inline constexpr double bf16_tolerance = 3e-2;  // product inputs (activations) rounded to bf16 (8 significant bits) at every product
@@ -139,7 +134,8 @@ int compare_with_full_recompute(Model& m, const Mask& mask, canvas_layout l, uns
         m, mask, l, std::move(canvas), seed, steps_per_block,
         [&](const tvec& c, const forward_plan& p, typename Model::kv_cache* cache) { return run(m, mask, c, l, p, cache); },
         [&](const forward_plan&, const forward_plan&, const std::vector<float>& cached, const std::vector<float>& full, index_t b, index_t step) {
-            CHECK_MESSAGE(scaled_diff(cached, full) <= tolerance, "block " << b << " step " << step);  // 0: bit for bit
+            if (tolerance == 0) CHECK_MESSAGE(bitwise_equal(cached, full), "block " << b << " step " << step);  // bit for bit
+            else CHECK_MESSAGE(scaled_diff(cached, full) <= tolerance, "block " << b << " step " << step);
         });
 }
 

@@ -361,8 +361,7 @@ TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks,
     for (io::dtype type : {io::dtype::f32, io::dtype::f16, io::dtype::bf16}) {
         packed_matrix w(n, k, type);
         w.set_rows(0, wv.data(), n);
-        for (isa i : runnable()) {
-            const isa_scope on(i);
+        dlm_test::for_each_path([&](std::string_view path) {  // the AMX tile model too, where the CPU has no AMX
             for (bool dot : {false, true}) {
                 if (dot && (type != io::dtype::bf16 || kernels().bf16_alt.run == nullptr)) continue;
                 set_bf16_dot(dot);
@@ -377,7 +376,7 @@ TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks,
                     else product_for(type).run(m, n, k, a.data(), w.view16(), 0, w.panels(), whole.data(), n, false);
                     // (a bf16-bits A takes half the floats' room: the float buffer holds either)
                     for (const int threads : {1, 3}) {
-                        CAPTURE(isa_name(i));
+                        CAPTURE(path);
                         CAPTURE(io::dtype_name(type));
                         CAPTURE(dot);
                         CAPTURE(m);
@@ -387,7 +386,7 @@ TEST_CASE("kernels: a product deeper than linear_chunked_depth, run in k chunks,
                     }
                 }
             }
-        }
+        });
     }
 }
 

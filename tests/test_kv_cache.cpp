@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,16 +31,7 @@ using namespace dlm_test::cpu_model;
 
 namespace {
 
-/// The largest |a − b| over max(1, the largest |b|): the CUDA bf16 cache's measure (scaled_diff).
-double scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0, scale = 1;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        worst = std::max(worst, std::abs(double(a[i]) - b[i]));
-        scale = std::max(scale, std::abs(double(b[i])));
-    }
-    return worst / scale;
-}
+using dlm_test::scaled_diff;  // the CUDA bf16 cache's measure; +inf where either side holds a NaN
 
 /// Load options with a KV cache of `kv` (and weights of `weights`).
 cpu::load_options with_kv(io::dtype kv, std::optional<io::dtype> weights = std::nullopt) {
@@ -68,6 +60,16 @@ transformer bf16_kv_model(io::model_config c, std::uint64_t seed, const kernel_p
 }
 
 }  // namespace
+
+TEST_CASE("test comparisons: a NaN on either side is an infinite difference, and bit for bit tells -0 from +0") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    CHECK(scaled_diff({nan, 1.f}, {1.f, 1.f}) == std::numeric_limits<double>::infinity());
+    CHECK(scaled_diff({1.f, 1.f}, {1.f, nan}) == std::numeric_limits<double>::infinity());
+    CHECK(dlm_test::max_rel_diff({nan}, {nan}) == std::numeric_limits<double>::infinity());
+    CHECK(scaled_diff({1.f, 2.f}, {1.f, 2.f}) == 0.0);
+    CHECK(scaled_diff({-0.f}, {0.f}) == 0.0);
+    CHECK_FALSE(dlm_test::bitwise_equal({-0.f}, {0.f}));
+}
 
 TEST_CASE("bf16 KV cache: an exact prefix cache gives a full recompute's logits bit for bit, windows at any offset, on every kernel path") {
     for (const kernel_path& path : kv_paths()) {

@@ -20,6 +20,7 @@
 
 #include "../cache_walk.hpp"
 #include "amx_model.hpp"
+#include "compare.hpp"
 
 namespace dlm_test::cpu_model {
 
@@ -38,18 +39,8 @@ std::vector<float> run(transformer& m, const Mask& mask, const tvec& canvas, con
     return out;
 }
 
-/// max |a - b| / max(1, |b|)
-inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
-    return worst;
-}
-
-inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using dlm_test::bitwise_equal;
+using dlm_test::max_rel_diff;
 
 /// A random-weight model of size enough to span several GEMM panels and attention tasks.
 inline io::model_config small_config(io::architecture arch, bool tied, bool bias) {
