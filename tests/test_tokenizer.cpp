@@ -160,6 +160,22 @@ TEST_CASE("tokenizer: special and added tokens") {
     CHECK(tok.decode(std::vector<token_id>{-5, tok.vocab_size() + 7}).empty());  // unknown ids are skipped
 }
 
+TEST_CASE("tokenizer: a model path transformer::load takes reads its folder's tokenizer; a .gguf path says which call reads its own") {
+    dlm_test::temp_dir dir;
+    std::filesystem::copy_file(data_dir / "tokenizer.json", dir / "tokenizer.json");
+    dlm_test::write_text(dir / "config.json", "{}");
+    dlm_test::write_text(dir / "model.safetensors", "");
+    const tokenizer folder = tokenizer::load(dir.path());
+    for (const char* file : {"config.json", "model.safetensors"}) {
+        CAPTURE(file);
+        const tokenizer via = tokenizer::load(dir / file);
+        CHECK(via.vocab_size() == folder.vocab_size());
+        CHECK(via.encode("Hello <|mdm_mask|> world") == folder.encode("Hello <|mdm_mask|> world"));
+    }
+    CHECK(tokenizer::load(dir / "tokenizer.json").vocab_size() == folder.vocab_size());  // the file itself, as before
+    dlm_test::expect_error<dlm::file_error>([&] { (void)tokenizer::load(dir / "model.gguf"); }, {"model.gguf", "is a GGUF file", "io::gguf_tokenizer"});
+}
+
 TEST_CASE("tokenizer: a folder with vocab.json and merges.txt (Dream's slow Qwen2 tokenizer)") {
     dlm_test::temp_dir dir;
     const json& base = base_json();

@@ -80,9 +80,11 @@ public:
         for (auto& s : sets_) s.finish();
     }
 
-    /// Appends the [begin, end) code point offsets of the successive matches in `text`, as the
-    /// reference's find_iter yields them (an empty match right after a match is skipped).
-    void find_all(std::u32string_view text, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+    /// Calls `f(begin, end)` with the [begin, end) code point offsets of the successive matches in
+    /// `text`, as the reference's find_iter yields them (an empty match right after a match is
+    /// skipped), one at a time: nothing is held for the matches already passed.
+    template <class F>
+    void for_each_match(std::u32string_view text, F&& f) const {
         std::size_t from = 0;
         std::optional<std::size_t> last_match_end;
         std::vector<frame> stack;
@@ -97,8 +99,13 @@ public:
             }
             from = m->second;
             last_match_end = m->second;
-            out.push_back(*m);
+            f(m->first, m->second);
         }
+    }
+
+    /// Appends the matches for_each_match finds.
+    void find_all(std::u32string_view text, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+        for_each_match(text, [&](std::size_t b, std::size_t e) { out.emplace_back(b, e); });
     }
 
     [[nodiscard]] const std::string& pattern() const noexcept { return pattern_; }

@@ -36,6 +36,7 @@
 #include "../core/error.hpp"
 #include "../core/separate.hpp"
 #include "bpe.hpp"
+#include "file_paths.hpp"
 #include "json_util.hpp"
 #include "tokenizer_pipeline.hpp"
 #include "unicode.hpp"
@@ -45,8 +46,10 @@ namespace dlm::io {
 class tokenizer {
 public:
     /// Reads `path`/tokenizer.json when `path` is a folder (or, lacking it, the folder's vocab.json,
-    /// merges.txt and tokenizer_config.json of a Qwen2-family slow tokenizer), else the file `path`.
-    /// Throws dlm::file_error naming the file that is missing, malformed or not supported.
+    /// merges.txt and tokenizer_config.json of a Qwen2-family slow tokenizer), the folder's when `path`
+    /// is a model path cpu::transformer::load takes (its config.json, a .safetensors file or index),
+    /// else the file `path`. Throws dlm::file_error naming the file that is missing, malformed or not
+    /// supported, and a .gguf file (io::gguf_tokenizer reads its tokenizer).
     [[nodiscard]] static tokenizer load(const std::filesystem::path& path);
 
     /// Builds the tokenizer from a parsed tokenizer.json; `source` names it in errors.
@@ -313,6 +316,12 @@ private:
 #if DLM_SEPARATE_BODIES
 DLM_SEPARATE_INLINE tokenizer tokenizer::load(const std::filesystem::path& path) {
     std::error_code ec;
+    const std::string name = path.filename().string();
+    if (name.ends_with(".gguf"))
+        throw file_error(path.string(), "is a GGUF file: its tokenizer is in its metadata, which io::gguf_tokenizer(io::gguf_file::open(path).header()) "
+                                        "(dlm/io/gguf_tokenizer.hpp) reads");
+    if (name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json"))
+        return load(io::resolve_model_paths(path).folder);  // a model path transformer::load takes: the tokenizer of its folder
     if (std::filesystem::is_directory(path, ec)) {
         const auto json = path / "tokenizer.json";
         if (detail::optional_file(json)) return load_file(json);
@@ -347,7 +356,8 @@ DLM_SEPARATE_INLINE std::vector<token_id> tokenizer::encode(std::string_view tex
             ids.push_back(p.id);
             continue;
         }
-        for (const std::string& word : detail::pre_tokenize(pre_tokenizers_, std::move(p.text))) model_.tokenize(word, ids);
+        auto tokenize = [&](std::string_view word) { model_.tokenize(word, ids); };
+        detail::for_each_word(pre_tokenizers_, 0, p.text, tokenize);
     }
     if (add_special) ids.insert(ids.end(), post_.after.begin(), post_.after.end());
     return ids;

@@ -72,26 +72,24 @@ struct span_match {
     bool is_match;
 };
 
-/// Byte ranges of the regex matches of `s` and of the gaps between them, in order.
-[[nodiscard]] inline std::vector<span_match> regex_spans(const pattern_regex& re, std::string_view s) {
+/// Calls `f(span_match)` for the byte ranges of the regex matches of `s` and of the gaps between
+/// them, in order (one span for an empty `s`). Only the code points of `s` are held, not the spans.
+template <class F>
+void for_each_regex_span(const pattern_regex& re, std::string_view s, F&& f) {
     const std::u32string cps = decode_utf8(s);
-    std::vector<std::size_t> offset(cps.size() + 1, 0);  // byte offset of each code point
-    for (std::size_t i = 0, b = 0; i < cps.size(); ++i) {
-        offset[i] = b;
-        b += cps[i] < 0x80 ? 1 : cps[i] < 0x800 ? 2 : cps[i] < 0x10000 ? 3 : 4;
-        offset[i + 1] = b;
-    }
-    std::vector<std::pair<std::size_t, std::size_t>> found;
-    re.find_all(cps, found);
-    std::vector<span_match> out;
+    std::size_t cp = 0, byte = 0;  // a code point index and its byte offset, advanced as the matches come in order
+    const auto offset = [&](std::size_t to) {
+        for (; cp < to; ++cp) byte += cps[cp] < 0x80 ? 1 : cps[cp] < 0x800 ? 2 : cps[cp] < 0x10000 ? 3 : 4;
+        return byte;
+    };
     std::size_t prev = 0;
-    for (const auto& [b, e] : found) {
-        if (offset[b] != prev) out.push_back({prev, offset[b], false});
-        out.push_back({offset[b], offset[e], true});
-        prev = offset[e];
-    }
-    if (prev != s.size() || s.empty()) out.push_back({prev, s.size(), false});
-    return out;
+    re.for_each_match(cps, [&](std::size_t b, std::size_t e) {
+        const std::size_t begin = offset(b);
+        if (begin != prev) f(span_match{prev, begin, false});
+        prev = offset(e);
+        f(span_match{begin, prev, true});
+    });
+    if (prev != s.size() || s.empty()) f(span_match{prev, s.size(), false});
 }
 
 // ---- added tokens ---------------------------------------------------------------------------------
@@ -217,8 +215,9 @@ inline void parse_normalizer(const nlohmann::json& j, const json_where& at, std:
                 std::string r;
                 if (n.regex) {
                     std::size_t prev = 0;
-                    for (const auto& m : regex_spans(*n.regex, s))
+                    for_each_regex_span(*n.regex, s, [&](const span_match& m) {
                         if (m.is_match) r.append(s, prev, m.begin - prev).append(n.content), prev = m.end;
+                    });
                     r.append(s, prev);
                 } else if (n.text.empty()) {
                     r = s;
@@ -296,106 +295,137 @@ inline void parse_pre_tokenizer(const nlohmann::json& j, const json_where& at, s
     }
 }
 
-/// Cuts `s` at the spans as a Split with `behavior` does; empty pieces are dropped.
-inline void split_spans(std::string_view s, std::vector<span_match> spans, split_behavior behavior, bool invert,
-                        std::vector<std::string>& out) {
-    if (invert)
-        for (auto& m : spans) m.is_match = !m.is_match;
-    std::vector<std::pair<std::size_t, std::size_t>> keep;
-    bool previous_match = false;
-    switch (behavior) {
-        case split_behavior::isolated:
-            for (const auto& m : spans) keep.emplace_back(m.begin, m.end);
-            break;
-        case split_behavior::removed:
-            for (const auto& m : spans)
-                if (!m.is_match) keep.emplace_back(m.begin, m.end);
-            break;
-        case split_behavior::contiguous:
-            for (const auto& m : spans) {
-                if (m.is_match == previous_match && !keep.empty()) keep.back().second = m.end;
-                else keep.emplace_back(m.begin, m.end);
-                previous_match = m.is_match;
-            }
-            break;
-        case split_behavior::merged_with_previous:
-            for (const auto& m : spans) {
-                if (m.is_match && !previous_match && !keep.empty()) keep.back().second = m.end;
-                else keep.emplace_back(m.begin, m.end);
-                previous_match = m.is_match;
-            }
-            break;
-        case split_behavior::merged_with_next:
-            for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-                if (it->is_match && !previous_match && !keep.empty()) keep.back().first = it->begin;
-                else keep.emplace_back(it->begin, it->end);
-                previous_match = it->is_match;
-            }
-            std::reverse(keep.begin(), keep.end());
-            break;
-    }
-    for (const auto& [b, e] : keep)
-        if (e > b) out.emplace_back(s.substr(b, e - b));
-}
+/// Cuts `s` at the spans it is given, in order, as a Split with `behavior` does, and calls `emit` with
+/// each piece (empty pieces are dropped). At most one piece waits for the next span (a match that
+/// merges with what follows it), so nothing is held for the pieces already cut.
+template <class Emit>
+class span_splitter {
+public:
+    span_splitter(std::string_view s, split_behavior behavior, bool invert, Emit& emit) : s_(s), behavior_(behavior), invert_(invert), emit_(emit) {}
 
-/// Byte ranges of the occurrences of `lit` in `s` and of the gaps (Split with a String pattern).
-[[nodiscard]] inline std::vector<span_match> literal_spans(std::string_view lit, std::string_view s) {
-    std::vector<span_match> out;
+    void operator()(span_match m) {
+        if (invert_) m.is_match = !m.is_match;
+        switch (behavior_) {
+            case split_behavior::isolated: cut(m.begin, m.end); break;
+            case split_behavior::removed:
+                if (!m.is_match) cut(m.begin, m.end);
+                break;
+            case split_behavior::contiguous:  // runs of spans alike join
+                if (pending_ && m.is_match == previous_match_) pending_->second = m.end;
+                else hold(m);
+                break;
+            case split_behavior::merged_with_previous:  // a match joins the piece before it
+                if (pending_ && m.is_match && !previous_match_) pending_->second = m.end;
+                else hold(m);
+                break;
+            case split_behavior::merged_with_next:  // a match joins the gap after it
+                if (pending_ && pending_match_ && !m.is_match) {
+                    cut(pending_->first, m.end);
+                    pending_.reset();
+                } else {
+                    flush();
+                    if (m.is_match) pending_.emplace(m.begin, m.end), pending_match_ = true;
+                    else cut(m.begin, m.end);
+                }
+                break;
+        }
+        previous_match_ = m.is_match;
+    }
+    /// Emits the piece still waiting; call once after the last span.
+    void finish() { flush(); }
+
+private:
+    void cut(std::size_t b, std::size_t e) {
+        if (e > b) emit_(s_.substr(b, e - b));
+    }
+    void hold(const span_match& m) {
+        flush();
+        pending_.emplace(m.begin, m.end);
+    }
+    void flush() {
+        if (pending_) cut(pending_->first, pending_->second);
+        pending_.reset();
+    }
+
+    std::string_view s_;
+    split_behavior behavior_;
+    bool invert_;
+    Emit& emit_;
+    std::optional<std::pair<std::size_t, std::size_t>> pending_;
+    bool pending_match_ = false, previous_match_ = false;
+};
+
+/// Calls `f` with the byte ranges of the occurrences of `lit` in `s` and of the gaps (Split with a
+/// String pattern).
+template <class F>
+void for_each_literal_span(std::string_view lit, std::string_view s, F&& f) {
     std::size_t prev = 0;
     if (!lit.empty())
         for (std::size_t k = s.find(lit); k != std::string_view::npos; k = s.find(lit, prev)) {
-            if (k != prev) out.push_back({prev, k, false});
-            out.push_back({k, k + lit.size(), true});
+            if (k != prev) f(span_match{prev, k, false});
+            f(span_match{k, k + lit.size(), true});
             prev = k + lit.size();
         }
-    if (prev != s.size() || s.empty()) out.push_back({prev, s.size(), false});
-    return out;
+    if (prev != s.size() || s.empty()) f(span_match{prev, s.size(), false});
 }
 
-/// One span per number character, the rest in between (the reference's char-predicate pattern).
-[[nodiscard]] inline std::vector<span_match> digit_spans(std::string_view s) {
-    std::vector<span_match> out;
+/// Calls `f` with one span per number character and the rest in between (the reference's
+/// char-predicate pattern).
+template <class F>
+void for_each_digit_span(std::string_view s, F&& f) {
     std::size_t last = 0;
     for (std::size_t i = 0; i < s.size();) {
         const std::size_t b = i;
         if (is_number(next_code_point(s, i))) {
-            if (last < b) out.push_back({last, b, false});
-            out.push_back({b, i, true});
+            if (last < b) f(span_match{last, b, false});
+            f(span_match{b, i, true});
             last = i;
         }
     }
-    if (last < s.size() || s.empty()) out.push_back({last, s.size(), false});
-    return out;
+    if (last < s.size() || s.empty()) f(span_match{last, s.size(), false});
 }
 
-/// The words of one normalized piece after every pre-tokenizer step.
-[[nodiscard]] inline std::vector<std::string> pre_tokenize(const std::vector<pre_tokenizer_step>& steps, std::string text) {
-    std::vector<std::string> words{std::move(text)}, next;
-    for (const auto& st : steps) {
-        next.clear();
-        for (auto& w : words) {
-            switch (st.k) {
-                case pre_tokenizer_step::kind::split:
-                    split_spans(w, st.regex ? regex_spans(*st.regex, w) : literal_spans(st.literal, w), st.behavior,
-                                st.invert, next);
-                    break;
-                case pre_tokenizer_step::kind::digits:
-                    split_spans(w, digit_spans(w), st.individual_digits ? split_behavior::isolated : split_behavior::contiguous,
-                                false, next);
-                    break;
-                case pre_tokenizer_step::kind::byte_level: {
-                    if (st.add_prefix_space && (w.empty() || w[0] != ' ')) w.insert(w.begin(), ' ');
-                    std::vector<std::string> parts;
-                    if (st.use_regex) split_spans(w, regex_spans(*st.regex, w), split_behavior::isolated, false, parts);
-                    else if (!w.empty()) parts.push_back(std::move(w));
-                    for (const auto& p : parts) next.push_back(byte_level_map::get().encode_all(p));
-                    break;
-                }
-            }
-        }
-        words.swap(next);
+/// Calls `f(std::string_view word)` with the words of one normalized piece after pre-tokenizer steps
+/// [k, end), in order: depth first, each step's pieces going through the next steps as they are cut,
+/// so a long text never holds the list of its words (the steps' output is the same as step by step).
+template <class F>
+void for_each_word(const std::vector<pre_tokenizer_step>& steps, std::size_t k, std::string_view w, F& f) {
+    if (k == steps.size()) {
+        f(w);
+        return;
     }
-    return words;
+    const pre_tokenizer_step& st = steps[k];
+    auto next = [&](std::string_view piece) { for_each_word(steps, k + 1, piece, f); };
+    const auto split = [&](split_behavior behavior, bool invert, auto&& spans) {
+        span_splitter<decltype(next)> cut(w, behavior, invert, next);
+        spans(cut);
+        cut.finish();
+    };
+    switch (st.k) {
+        case pre_tokenizer_step::kind::split:
+            split(st.behavior, st.invert, [&](auto& cut) {
+                if (st.regex) for_each_regex_span(*st.regex, w, cut);
+                else for_each_literal_span(st.literal, w, cut);
+            });
+            break;
+        case pre_tokenizer_step::kind::digits:
+            split(st.individual_digits ? split_behavior::isolated : split_behavior::contiguous, false,
+                  [&](auto& cut) { for_each_digit_span(w, cut); });
+            break;
+        case pre_tokenizer_step::kind::byte_level: {
+            std::string spaced;
+            if (st.add_prefix_space && (w.empty() || w[0] != ' ')) w = spaced = " " + std::string(w);
+            auto mapped = [&](std::string_view part) { next(byte_level_map::get().encode_all(part)); };
+            if (!st.use_regex) {
+                if (!w.empty()) mapped(w);
+                break;
+            }
+            span_splitter<decltype(mapped)> cut(w, split_behavior::isolated, false, mapped);
+            for_each_regex_span(*st.regex, w, cut);
+            cut.finish();
+            break;
+        }
+    }
 }
 
 // ---- post-processor -------------------------------------------------------------------------------
