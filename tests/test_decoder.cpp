@@ -1,7 +1,9 @@
 // The decoding loop itself: batching, reproducibility, cache exactness, callback, errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <dlm/presets.hpp>
 
 #include "support/scripts.hpp"
@@ -206,6 +208,57 @@ TEST_CASE("a schedule that breaks the contract gets a contract_error, not a hang
     CHECK_THROWS_AS((void)lazy.generate(tvec{1}, {4, 0}), contract_error);
     decoder<scripted_model, semi_ar_mask, no_cache, greedy_twice, greedy_sampler> twice(m, {2});
     CHECK_THROWS_WITH_AS((void)twice.generate(tvec{1}, {4, 0}), doctest::Contains("twice"), contract_error);
+}
+
+namespace {
+/// A sampler that ignores its logits and `banned` and returns `token` with `probability`.
+struct fixed_sampler {
+    token_id token = 0;
+    float probability = 1.f;
+    [[nodiscard]] slot_choice sample(std::span<const float>, const random_key&, std::span<const token_id>) const {
+        return {token, probability, 0.f, 0.f};
+    }
+};
+struct own_mask : semi_ar_mask {  // a block length no block can have
+    [[nodiscard]] index_t block_length_for(index_t) const { return 0; }
+};
+}  // namespace
+
+TEST_CASE("a sampler that breaks the contract on a sound row gets a contract_error naming what it returned, not a numeric_error") {
+    auto m = hashed();  // vocabulary 32, mask id 31, EOS 30
+    const auto decode = [&](fixed_sampler s) {
+        decoder<scripted_model, semi_ar_mask, no_cache, threshold_schedule, fixed_sampler> d(m, {4}, {}, threshold_schedule{0.9}, s);
+        return d.generate(tvec{1, 2}, {4, 0});
+    };
+    CHECK_THROWS_WITH_AS((void)decode({31}), doctest::Contains("the sampler returned token 31, which it was told not to draw"), contract_error);
+    CHECK_THROWS_WITH_AS((void)decode({1000}), doctest::Contains("token 1000, outside the vocabulary [0, 32)"), contract_error);
+    CHECK_THROWS_WITH_AS((void)decode({3, std::numeric_limits<float>::quiet_NaN()}), doctest::Contains("probability nan for token 3"), contract_error);
+    CHECK(decode({3}).tokens == tvec{3, 3, 3, 3});
+}
+
+namespace {
+struct all_then_stop {  // commits every candidate, then stops after the first block
+    void select(const step_context&, std::span<const candidate> c, std::vector<index_t>& chosen) const {
+        for (std::size_t i = 0; i < c.size(); ++i) chosen.push_back(static_cast<index_t>(i));
+    }
+    [[nodiscard]] bool stop_after_block(const step_context&, std::span<const token_id>) const noexcept { return true; }
+};
+}  // namespace
+
+TEST_CASE("a schedule that stops early on a model without EOS ids ends the answer at the filled slots, not after them") {
+    scripted_model m{32, mask, {}, false, context_hash()};  // no EOS id to fill the rest with: the mask id fills it
+    decoder<scripted_model, semi_ar_mask, no_cache, all_then_stop, greedy_sampler> d(m, {4});
+    const sequence_result r = d.generate(tvec{1}, {8, 0});
+    CHECK(r.stopped_early);
+    CHECK(r.answer_length == 4);
+    CHECK(std::count(r.tokens.begin(), r.tokens.begin() + r.answer_length, mask) == 0);
+}
+
+TEST_CASE("a mask whose block length is not positive gets a contract_error before any forward") {
+    auto m = hashed();
+    decoder<scripted_model, own_mask, no_cache, threshold_schedule, greedy_sampler> d(m);
+    CHECK_THROWS_WITH_AS((void)d.generate(tvec{1}, {4, 0}), doctest::Contains("block_length_for(4) returned 0"), contract_error);
+    CHECK(m.log().empty());
 }
 
 TEST_CASE("prompts of different lengths share every forward") {

@@ -192,6 +192,16 @@ TEST_CASE("engine: per-sequence sampler, schedule and block length decode as a d
     }
 }
 
+TEST_CASE("engine: a sequence's own schedule must cut sub-blocks as the decoder's cache does, as the decoder's constructor checks") {
+    scripted_model m = hashed(true);  // Fast-dLLM v2 reads a block's first slot from the row before it
+    presets::fast_dllm_v2_block_cache<scripted_model> d(m, aligned_block_diffusion_mask{8}, sub_block_cache{4}, sub_block_threshold_schedule{0.9, 4});
+    engine eng(d);
+    CHECK_THROWS_WITH_AS(eng.add({1, 2, 3}, {.gen_length = 16}, {.schedule = sub_block_threshold_schedule{0.9, 2}}),
+                         doctest::Contains("the cache recomputes sub-blocks of 4 but the schedule decodes sub-blocks of 2"), invalid_parameter);
+    CHECK(eng.idle());
+    CHECK_NOTHROW(eng.add({1, 2, 3}, {.gen_length = 16}, {.schedule = sub_block_threshold_schedule{0.5, 4}}));
+}
+
 TEST_CASE("engine: classifier-free guidance per sequence, beside sequences without it") {
     auto m = hashed();
     presets::llada<scripted_model> d(m, semi_ar_mask{4}, {}, llada_schedule{}, presets::llada_sampler(0.5f));

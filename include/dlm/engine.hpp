@@ -123,6 +123,7 @@ public:
         const schedule_type& schedule = p.schedule ? *p.schedule : dec_->schedule();
         const sampler_type& sampler = p.sampler ? *p.sampler : dec_->sampler();
         sampler_validate(sampler);
+        detail::check_sub_blocks(dec_->cache(), schedule);  // a sequence's own schedule must cut blocks as the cache does
         auto states = prepare(mask, schedule, sampler, std::span<const std::vector<token_id>>(&prompt, 1), options);
         return enqueue(std::move(states.front()), options, schedule, sampler);
     }
@@ -135,6 +136,14 @@ public:
         ids.reserve(states.size());
         for (auto& s : states) ids.push_back(enqueue(std::move(s), options, dec_->schedule(), dec_->sampler()));
         return ids;
+    }
+
+    /// Checks a batch exactly as add_batch does (every prompt, option and policy option, and what the
+    /// backend can run; dlm::invalid_parameter names what is wrong) without queueing it or allocating
+    /// its K/V: a caller that adds a long list a few prompts at a time refuses a bad one before any
+    /// decodes.
+    void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
+        (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options);
     }
 
     /// Ends a sequence with status cancelled and the slots committed so far: at once between steps;
@@ -229,14 +238,16 @@ private:
     static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
     /// The checked states of a batch, each one also admitted by the stepper (a backend refuses, naming
-    /// the option, what it cannot run) before any is queued.
+    /// the option, what it cannot run) before any is queued; with Storage, their K/V allocated and the
+    /// first block of a uniform-state schedule filled with noise (check_batch: neither).
+    template <bool Storage = true>
     std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
                                   std::span<const std::vector<token_id>> prompts, const generation_options& o) {
-        auto states = detail::prepare_batch<kv_type, decoder_type::cache_type::needs_storage>(
+        auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
             dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>());
         for (sequence& s : states) {
             stepper_.admit(s, schedule, sampler);
-            if constexpr (uniform_state_schedule<schedule_type>) fill_noise(s);  // the first block starts as noise
+            if constexpr (Storage && uniform_state_schedule<schedule_type>) fill_noise(s);  // the first block starts as noise
         }
         return states;
     }

@@ -19,6 +19,7 @@
 
 #include "../core/error.hpp"
 #include "../engine/step.hpp"
+#include "../model/concept.hpp"
 #include "graphs.cuh"
 #include "runtime.cuh"
 #include "sampling.cuh"

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 #include "../core/error.hpp"
 #include "../model/concept.hpp"
 #include "../sampler/concept.hpp"
+#include "../sampler/describe.hpp"
 #include "../sampler/temperature.hpp"
 #include "../schedule/concept.hpp"
 #include "step.hpp"
@@ -78,7 +80,9 @@ public:
     /// A uniform-state schedule's step of sequence `in` (instead of choose): its logits rows divided by
     /// the schedule's step_temperature, every slot of the active block sampled from them (no token
     /// banned but EOS where the schedule suppresses it), its argmax taken as the draft, the schedule's
-    /// select choosing the slots to accept. Throws as choose() does, and dlm::contract_error when the
+    /// select choosing the slots to accept. The entropies the schedule weighs are the step-tempered
+    /// rows' (as the reference's processed logits), not the distribution the sampler's own temperature
+    /// or top-k / top-p made of them. Throws as choose() does, and dlm::contract_error when the
     /// plan returned no row for a slot (the whole block is read each step).
     void denoise(std::size_t, const input& in, uniform_step& out)
         requires uniform_state_schedule<typename Decoder::schedule_type>
@@ -97,9 +101,11 @@ public:
         for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
             const auto c = draw(in, tempered, p);
             if (!c) throw contract_error("dlm::decoder: a uniform-state schedule reads every slot of its block, but the plan returned no logits row for position " + std::to_string(p));
-            cands_.push_back({p, c->token, c->probability, c->margin, c->neg_entropy});
-            out.draft.push_back(top_of(tempered.subspan(static_cast<std::size_t>(s.layout.row_for_slot(p) - in.plan.logits_begin) * v, v), p));
-            entropy -= static_cast<double>(c->neg_entropy);
+            const std::span<const float> row = tempered.subspan(static_cast<std::size_t>(s.layout.row_for_slot(p) - in.plan.logits_begin) * v, v);
+            const float neg_entropy = detail::describe(row, c->token, banned_).neg_entropy;
+            cands_.push_back({p, c->token, c->probability, c->margin, neg_entropy});
+            out.draft.push_back(top_of(row, p));
+            entropy -= static_cast<double>(neg_entropy);
         }
         out.mean_entropy = cands_.empty() ? 0.0 : entropy / static_cast<double>(cands_.size());
         chosen_.clear();
@@ -135,16 +141,34 @@ private:
     [[nodiscard]] std::size_t vocab() const { return static_cast<std::size_t>(dec_->model().vocab_size()); }
 
     /// The sampler's choice for slot `p` from its logits row (banned_ as sample() set it), or nothing
-    /// when the plan returned no row for it. Throws dlm::numeric_error when no token can be drawn.
+    /// when the plan returned no row for it. Throws dlm::numeric_error when no token can be drawn (the
+    /// row holds NaN or +Inf, or no finite logit outside banned_), and dlm::contract_error when the row
+    /// is sound but the sampler broke its contract (a token outside the vocabulary or in banned_, a
+    /// probability that is not finite): the policy's fault, not the model's.
     std::optional<slot_choice> draw(const input& in, std::span<const float> logits, index_t p) const {
         const std::size_t v = vocab();
         const index_t row = in.state->layout.row_for_slot(p);
         if (row < in.plan.logits_begin || row >= in.plan.logits_end) return std::nullopt;
-        const slot_choice c = in.sampler->sample(logits.subspan(static_cast<std::size_t>(row - in.plan.logits_begin) * v, v),
-                                                 in.ctx.key(rng_stream::sampling, p), std::span<const token_id>(banned_));
-        if (!std::isfinite(c.probability) || c.token < 0 || static_cast<std::size_t>(c.token) >= v)
-            throw numeric_error(in.index, in.ctx.forward, row, "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
-        return c;
+        const std::span<const float> z = logits.subspan(static_cast<std::size_t>(row - in.plan.logits_begin) * v, v);
+        const slot_choice c = in.sampler->sample(z, in.ctx.key(rng_stream::sampling, p), std::span<const token_id>(banned_));
+        const bool in_vocab = c.token >= 0 && static_cast<std::size_t>(c.token) < v;
+        if (std::isfinite(c.probability) && in_vocab && !is_banned(c.token, banned_)) return c;
+        if (!can_draw(z)) throw numeric_error(in.index, in.ctx.forward, row, "the logits row holds NaN or +Inf (or every token is banned), so no token can be drawn");
+        const std::string what = !in_vocab ? "token " + std::to_string(c.token) + ", outside the vocabulary [0, " + std::to_string(v) + ")"
+                                 : is_banned(c.token, banned_) ? "token " + std::to_string(c.token) + ", which it was told not to draw (the mask id, or an EOS id the schedule suppresses)"
+                                                               : "probability " + std::to_string(c.probability) + " for token " + std::to_string(c.token);
+        throw contract_error("dlm::decoder: the sampler returned " + what + " for position " + std::to_string(p) + " of sequence " +
+                             std::to_string(in.index) + " from a finite logits row; a sampler returns an id in [0, vocab) outside `banned`, with a finite probability");
+    }
+
+    /// Whether a row leaves a token to draw: no NaN or +Inf, and a finite logit outside banned_.
+    bool can_draw(std::span<const float> z) const {
+        bool any = false;
+        for (std::size_t i = 0; i < z.size(); ++i) {
+            if (std::isnan(z[i]) || z[i] == std::numeric_limits<float>::infinity()) return false;
+            any = any || (std::isfinite(z[i]) && !is_banned(static_cast<token_id>(i), banned_));
+        }
+        return any;
     }
 
     /// The candidates of a step: one draw per masked slot of the active block with a logits row.

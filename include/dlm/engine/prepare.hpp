@@ -66,6 +66,9 @@ template <class Model, class Mask>
     } else {
         s.block_length = {mask.block_length_for(s.gen_length.value), setting_source::library, "fixed by the mask"};
     }
+    if (s.block_length.value < 1)
+        throw contract_error("dlm::decoder: the mask's block_length_for(" + std::to_string(s.gen_length.value) + ") returned " +
+                             std::to_string(s.block_length.value) + "; a mask's blocks hold at least one slot");
     const std::string mask_origin = h.mask_id_origin.empty() ? "the model's mask_id()" : h.mask_id_origin;
     s.mask_id = {model.mask_id(), setting_source::model, mask_origin};
     if (s.mask_id.value < 0 || s.mask_id.value >= model.vocab_size())

@@ -48,7 +48,14 @@ inline void check_plan(const forward_plan& p, const canvas_layout& l, const char
                     p.window_begin <= p.logits_begin && p.logits_begin < p.logits_end && p.logits_end <= p.window_end &&
                     (!p.stores() || (p.window_begin <= p.store_begin && p.store_end <= p.window_end)) &&
                     p.window_end <= p.attend_end && p.attend_end <= l.size();
-    if (!ok) throw contract_error(std::string(who) + ": the cache policy planned an inconsistent forward");
+    if (!ok) {
+        const auto range = [](index_t b, index_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + ")"; };
+        throw contract_error(std::string(who) + ": the cache policy planned an inconsistent forward: window " + range(p.window_begin, p.window_end) +
+                             ", logits " + range(p.logits_begin, p.logits_end) + ", store " + range(p.store_begin, p.store_end) + ", attend_end " +
+                             std::to_string(p.attend_end) + " over a canvas of " + std::to_string(l.size()) +
+                             " (a plan needs 0 <= window_begin <= logits_begin < logits_end <= window_end <= attend_end <= canvas size, "
+                             "and a store range inside the window)");
+    }
 }
 
 /// After a step: close the block when the schedule says it is final (schedule_block_done: for a
@@ -99,11 +106,15 @@ void fail(sequence_state<KvCache>& s, const error& why) {
     s.result.error = std::current_exception();
 }
 
-/// The answer length (slots before the first EOS) of a finished sequence.
+/// The answer length (slots before the first EOS) of a finished sequence. A schedule that stopped
+/// early with no EOS ids to fill the rest with left the mask id there (advance): the answer ends
+/// before it.
 inline void finish(sequence_result& r, std::span<const token_id> eos) {
+    const token_id mask_fill = r.settings.mask_id.value;
+    const bool filled_with_mask = r.stopped_early && eos.empty();
     r.answer_length = static_cast<index_t>(r.tokens.size());
     for (std::size_t i = 0; i < r.tokens.size(); ++i)
-        if (std::find(eos.begin(), eos.end(), r.tokens[i]) != eos.end()) {
+        if (std::find(eos.begin(), eos.end(), r.tokens[i]) != eos.end() || (filled_with_mask && r.tokens[i] == mask_fill)) {
             r.answer_length = static_cast<index_t>(i);
             break;
         }
