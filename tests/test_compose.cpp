@@ -124,7 +124,7 @@ TEST_CASE("compose: unknown names and options the policies lack are refused nami
     CHECK(steps.starts_with("steps: does not apply to the composition block_causal + prefix + threshold + greedy"));
     CHECK(steps.find("schedules that take it: llada, dream,") != std::string::npos);
     const std::string temp = refused([&] { (void)reg::resolve_composition(c, {.temperature = 0.5f}); });
-    CHECK(temp.find("samplers that take it: categorical, llada, sdar") != std::string::npos);
+    CHECK(temp.find("samplers that take it: categorical, llada, sdar, llada2") != std::string::npos);
     CHECK(refused([] { (void)reg::resolve_composition(reg::compose("causal", "prefix", "next_slot", "greedy"), {.block_length = 4}); })
               .find("masks that take it: block_causal, semi_ar, aligned_block_diffusion") != std::string::npos);
     // The policies' own checks, as for a preset: a threshold outside [0, 1], a block that does not divide.

@@ -4,6 +4,8 @@
 // encoded blocks) within f32 tolerance of the reference.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +27,7 @@
 #include <dlm/presets.hpp>
 
 #include "io_test_util.hpp"
+#include "support/compare.hpp"
 #include "support/kernel_testing.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -46,13 +50,8 @@ nlohmann::json read_json(const fs::path& p) {
 
 std::vector<token_id> ids(const nlohmann::json& j) { return j.get<std::vector<token_id>>(); }
 
-/// max |a − b| over the rows, relative to the largest |b| (logits are soft-capped at 30).
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double d = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-    return d;
-}
+/// max |a − b| over the rows (logits are soft-capped at 30); +inf where either side holds a NaN.
+using dlm_test::max_abs_diff;
 
 std::vector<index_t> argmax_rows(const std::vector<float>& l, index_t vocab) {
     std::vector<index_t> out;
@@ -77,7 +76,7 @@ struct run {
     void check(const std::string& name, const std::vector<float>& got) {
         const std::vector<float> want = read_f32_file(tiny / ("logits_" + name + ".f32"));
         CAPTURE(name);
-        CHECK(max_diff(got, want) < 2e-4);
+        CHECK(max_abs_diff(got, want) < 2e-4);
         CHECK(argmax_rows(got, v) == e["argmax"][name].get<std::vector<index_t>>());
     }
 };
@@ -225,7 +224,7 @@ TEST_CASE("diffusion_gemma: a bf16 checkpoint's weights load held in bf16 and de
     std::vector<float> l(16 * static_cast<std::size_t>(f32.v));
     m.decode(ctx, ids(f32.e["canvas_a"]), nullptr, l);
     const std::vector<float> want = read_f32_file(tiny / "logits_first.f32");
-    const double d = max_diff(l, want);
+    const double d = max_abs_diff(l, want);
     CHECK(d > 0);     // held in bf16: not the f32 bits
     CHECK(d < 1.0);   // but bf16 rounding of the weights only (logits span about ±16)
     const auto a = argmax_rows(l, f32.v), b = e_argmax(f32.e, "first");
@@ -267,7 +266,8 @@ namespace {
 
 /// presets::diffusion_gemma over the tiny model with a trajectory fixture's settings: its tokens, its
 /// forwards and the draft after every forward equal transformers' generate() given dlm's random draws.
-void replay(const std::string& name) {
+/// `sampler`: the sampler to decode with instead of the reference's (greedy or temperature 1).
+void replay(const std::string& name, std::optional<sdar_sampler> sampler = std::nullopt) {
     const nlohmann::json t = read_json(tiny / ("trajectory_" + name + ".json"));
     diffusion_gemma model = diffusion_gemma::load(tiny);
     const nlohmann::json& s = t["settings"];
@@ -278,7 +278,7 @@ void replay(const std::string& name) {
     schedule.t_max = s.value("t_max", 0.8);
     schedule.confidence_threshold = s.value("confidence_threshold", 0.005);
     presets::diffusion_gemma<diffusion_gemma> dec(model, block_causal_mask{}, prefix_cache{}, schedule,
-                                                  sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f));
+                                                  sampler.value_or(sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f)));
     std::vector<std::vector<index_t>> drafts;
     const sequence_result r = dec.generate(ids(t["prompt"]), {.gen_length = t["gen_length"].get<index_t>(), .seed = t["seed"].get<std::uint64_t>()},
                                            [&](const step_event& ev) {
@@ -313,6 +313,13 @@ void replay(const std::string& name) {
 TEST_CASE("diffusion_gemma preset: greedy denoising equals transformers' generate(), draft by draft, over two canvases") { replay("greedy"); }
 
 TEST_CASE("diffusion_gemma preset: sampled denoising equals transformers' generate() given dlm's random draws") { replay("sampled"); }
+
+TEST_CASE("diffusion_gemma preset: the sampler's top-k and top-p change no entropy the schedule weighs") {
+    // Greedy over a nucleus of 0.5, or over the top 2, draws the same argmax; the entropy-bound acceptance and
+    // the stop rule read the step-tempered rows (the reference's processed logits), so the greedy reference replays.
+    replay("greedy", sdar_sampler(0.f, 0, 0.5f));
+    replay("greedy_early_stop", sdar_sampler(0.f, 2));
+}
 
 TEST_CASE("diffusion_gemma preset: the stable-and-confident rule ends a canvas early as the reference's does") {
     const nlohmann::json t = read_json(tiny / "trajectory_greedy_early_stop.json");

@@ -363,11 +363,16 @@ TEST_CASE("llada2_tiny: logits equal LLaDA2's modeling code under its block-diff
 
 TEST_CASE("llada2 preset: the same commits, forward by forward, as LLaDA2MoeModelLM.generate()") {
     // trajectory_llada2_unaligned_prompt: an 11-token prompt, so block 1 [8, 16) holds 3 prompt tokens
-    // and 5 slots; 21 slots end the canvas on a block boundary.
-    replay_fixtures("llada2_tiny", {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json", "trajectory_llada2_unaligned_prompt.json"},
+    // and 5 slots; 21 slots end the canvas on a block boundary. short_answer: 5 slots, fewer than a
+    // block, so generate() caps its 8 steps at 5 (2, 2, 2, 1, 1 slots each). greedy_filters: top-k 3
+    // and top-p 0.5 at temperature 0, which generate()'s sampler (llada2_sampler) ignores.
+    replay_fixtures("llada2_tiny",
+                    {"trajectory_llada2_threshold.json", "trajectory_llada2_low_threshold.json", "trajectory_llada2_unaligned_prompt.json",
+                     "trajectory_llada2_short_answer.json", "trajectory_llada2_greedy_filters.json"},
                     std::nullopt, [](transformer& m, const nlohmann::json& t, const nlohmann::json& p) {
                         return presets::llada2<transformer>(m, aligned_block_diffusion_mask{t.at("block_length").get<index_t>()}, {},
-                                                            presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()});
+                                                            presets::llada2_schedule{p.at("steps").get<index_t>(), p.at("threshold").get<double>()},
+                                                            presets::llada2_sampler{0.f, p.value("top_k", index_t{0}), p.value("top_p", 1.f)});
                     });
 }
 

@@ -105,6 +105,31 @@ TEST_CASE("categorical: top-p keeps the nucleus, including the token that crosse
     for (index_t pos = 0; pos < 200; ++pos) CHECK(hot.sample(row, {3, rng_stream::sampling, 0, pos}, {}).token >= 2);
 }
 
+TEST_CASE("top-k and top-p together: Dream's order (nucleus first), SDAR's and LLaDA2's (top-k first)") {
+    // p = 0.4, 0.3, 0.2, 0.1 (tokens 3..0), top_k 3, top_p 0.75. Nucleus first: cumulative before each 0,
+    // 0.4, 0.7, 0.9 keeps three, top-3 keeps them: p(3) = 4/9. Top-k first: three renormalized to 4/9, 3/9,
+    // 2/9, cumulative before each 0, 4/9, 7/9: the nucleus keeps two, p(3) = 4/7.
+    CHECK(categorical_sampler{0.f, 3, 0.75f}.sample(row, key, {}).probability == doctest::Approx(4.0 / 9.0));
+    CHECK(sdar_sampler{0.f, 3, 0.75f}.sample(row, key, {}).probability == doctest::Approx(4.0 / 7.0));
+    const llada2_sampler hot{1.f, 3, 0.75f};
+    for (index_t pos = 0; pos < 200; ++pos) {
+        const slot_choice c = hot.sample(row, {3, rng_stream::sampling, 0, pos}, {});
+        REQUIRE(c.token >= 2);
+        CHECK(c.probability == doctest::Approx(c.token == 3 ? 4.0 / 7.0 : 3.0 / 7.0));
+    }
+}
+
+TEST_CASE("llada2 sampler: at temperature 0 the argmax and its plain softmax probability, top-k and top-p unused") {
+    // LLaDA2's _sample_with_temperature_topk_topp and Fast-dLLM v2's sample_with_top_p return before filtering.
+    for (const llada2_sampler s : {llada2_sampler{0.f, 2, 1.f}, llada2_sampler{0.f, 0, 0.5f}, llada2_sampler{0.f, 3, 0.75f}}) {
+        const slot_choice c = s.sample(row, key, {});
+        CHECK(c.token == 3);
+        CHECK(c.probability == doctest::Approx(0.4));
+        CHECK(c.neg_entropy == doctest::Approx(neg_entropy));
+    }
+    CHECK(categorical_sampler{0.f, 2}.sample(row, key, {}).probability == doctest::Approx(4.0 / 7.0));  // Dream filters at T = 0
+}
+
 TEST_CASE("categorical: Gumbel-max draws follow softmax(logits / T)") {
     categorical_sampler s{1.f};
     std::array<int, 4> counts{};

@@ -155,6 +155,17 @@ TEST_CASE("factor: walk ranks while (n + 1)(1 - c_n) <= f, with the reference's 
     CHECK(pick(s, ctx(), make({0.7f, 0.99f, 0.1f, 0.6f})) == v{0, 1});
 }
 
+TEST_CASE("llada2: an answer shorter than a block plans at most gen_length steps, as generate() caps them; sdar does not") {
+    // gen_length 4 in a block of 8: LLaDA2's generate() plans min(8, 4) = 4 steps of 2 slots, SDAR 8 of 1.
+    const canvas_layout short_answer{2, 4, 8, false};
+    const auto low = make({0.5f, 0.4f, 0.3f, 0.2f});
+    CHECK(pick(presets::llada2_schedule{}, ctx(0, 4, 0, short_answer), low) == v{0, 1});
+    CHECK(pick(presets::llada2_schedule{8, 0.95}, ctx(0, 4, 0, short_answer), low) == v{0, 1});
+    CHECK(pick(dynamic_threshold_schedule{0, 0.95}, ctx(0, 4, 0, short_answer), low) == v{0});
+    // A gen_length of whole blocks leaves the planned steps as they are.
+    CHECK(pick(presets::llada2_schedule{}, ctx(0, 8, 0, layout), make({0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.1f, 0.1f, 0.1f})) == v{0});
+}
+
 TEST_CASE("cd4lm: tau, min and max tokens, EOS guard, forced finish") {
     const cd4lm_schedule s{0.9, 1, 2, 0.3, 3};
     // Three confident slots, capped at max_tokens = 2.

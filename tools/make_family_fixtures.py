@@ -389,10 +389,15 @@ def make_llada2(ref, out, generator):
     prompt = torch.randint(0, EOS2, (1, prompt_len), generator=generator)
     inner = model.forward
     # The third: a prompt that is not whole blocks (11 tokens: block 1 holds 3 prompt tokens and 5
-    # slots), 21 slots so that the canvas ends on a block boundary (32).
+    # slots), 21 slots so that the canvas ends on a block boundary (32). The fourth, on that prompt:
+    # an answer of 5 slots, shorter than a block, for which generate() caps steps at gen_length (8
+    # planned steps become 5 of 2, 2, 2, 1, 1 slots). The fifth: top-k and top-p at temperature 0,
+    # which generate()'s sampler ignores (it returns the argmax before filtering).
     for name, params, n in (("llada2_threshold", dict(threshold=0.95, steps=block), gen),
                             ("llada2_low_threshold", dict(threshold=0.3, steps=4), gen),
-                            ("llada2_unaligned_prompt", dict(threshold=0.95, steps=block), 3 * block - 3)):
+                            ("llada2_unaligned_prompt", dict(threshold=0.95, steps=block), 3 * block - 3),
+                            ("llada2_short_answer", dict(threshold=0.95, steps=block), 5),
+                            ("llada2_greedy_filters", dict(threshold=0.95, steps=block, top_k=3, top_p=0.5), 3 * block - 3)):
         if name == "llada2_unaligned_prompt":
             prompt = torch.randint(0, EOS2, (1, block + 3), generator=generator)
         calls = []
@@ -415,7 +420,7 @@ def make_llada2(ref, out, generator):
             "prompt": prompt[0].tolist(), "gen_length": n, "block_length": block,
             "params": dict(params, temperature=0.0, block_length=block, eos_id=EOS),
             "forwards": forwards, "final": answer[0].tolist()})
-    print(f"llada2_tiny: {len(cases)} logits case(s), 3 trajectories")
+    print(f"llada2_tiny: {len(cases)} logits case(s), 5 trajectories")
 
 
 # -- LLaDA-MoE ------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ using dlm::fast_dllm_editing_schedule;
 using dlm::llada2_schedule;
 using dlm::llada_sampler;
 using dlm::sdar_sampler;
+using dlm::llada2_sampler;
 
 /// Any autoregressive LM: causal mask, exact per-token KV cache, next slot, greedy.
 template <class Model>
@@ -77,10 +78,11 @@ using sdar = decoder<Model, aligned_block_diffusion_mask, prefix_cache, dynamic_
 /// LLaDA2.0 (LLaDA2MoeModelLM.generate, modeling_llada2_moe.py): blocks of 32 laid from the
 /// canvas start, prompt included, block-causal (its block_diffusion_attention_mask), decoding from the
 /// block that holds the prompt's end (aligned_block_diffusion_mask); every forward there recomputes
-/// the prefix, which under this mask is exactly what the cache holds; steps = block length,
-/// threshold 0.95, greedy (temperature 0), stop after a block holding EOS.
+/// the prefix, which under this mask is exactly what the cache holds; steps = block length (at most
+/// gen_length), threshold 0.95, greedy (temperature 0; llada2_sampler filters only when sampling),
+/// stop after a block holding EOS.
 template <class Model>
-using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2_schedule, categorical_sampler>;
+using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2_schedule, llada2_sampler>;
 
 /// LLaDA 2.1 (LLaDA2MoeModelLM.generate of the LLaDA2.1 checkpoints): llada2's blocks, mask and exact
 /// cache, decoded with token editing (llada21_schedule): fills above threshold 0.7 (at least one a
@@ -88,12 +90,12 @@ using llada2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada2
 /// filled; the block is final (its K/V cached, its text streamed) when the schedule closes it. Greedy,
 /// stop after a block holding EOS. The Quality mode; llada21_s is the Speedy one.
 template <class Model>
-using llada21 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_schedule, categorical_sampler>;
+using llada21 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_schedule, llada2_sampler>;
 
 /// LLaDA 2.1's Speedy mode: as llada21 with threshold 0.5 and editing threshold 0.0 (any changed
 /// prediction is taken).
 template <class Model>
-using llada21_s = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_speedy_schedule, categorical_sampler>;
+using llada21_s = decoder<Model, aligned_block_diffusion_mask, prefix_cache, llada21_speedy_schedule, llada2_sampler>;
 
 /// dlm's CDLM decoder with LLaDA 2.1's token editing (an experiment on dlm's own models,
 /// docs/results.md): cdlm's mask, cache and sampler; fills above 0.9, edits above 0.9, up to 16
@@ -110,16 +112,16 @@ using fast_dllm_edit = decoder<Model, semi_ar_mask, approx_prefix_cache, fast_dl
 /// bd_size (32), prompt and blocks block-causal with the exact block cache, blocks aligned to
 /// position 0 (a prompt that is not whole blocks fills its last block up with slots, decoded without
 /// a first slot of their own), each later block's first slot from the previous block's last row,
-/// then sub-blocks of 8 with threshold 0.9 (the v2 evaluation's defaults), greedy (temperature 0),
-/// stop after a block holding EOS.
+/// then sub-blocks of 8 with threshold 0.9 (the v2 evaluation's defaults), greedy (temperature 0;
+/// llada2_sampler, as sample_with_top_p: the nucleus only when sampling), stop after a block holding EOS.
 template <class Model>
-using fast_dllm_v2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, categorical_sampler>;
+using fast_dllm_v2 = decoder<Model, aligned_block_diffusion_mask, prefix_cache, sub_block_threshold_schedule, llada2_sampler>;
 
 /// Fast-dLLM v2 with its sub-block cache (batch_sample / generate() with use_block_cache=True): as
 /// fast_dllm_v2, but while a sub-block's first slot is committed a forward recomputes that sub-block
 /// only, over the block's K/V from its last full forward (sub_block_cache; approximate).
 template <class Model>
-using fast_dllm_v2_block_cache = decoder<Model, aligned_block_diffusion_mask, sub_block_cache, sub_block_threshold_schedule, categorical_sampler>;
+using fast_dllm_v2_block_cache = decoder<Model, aligned_block_diffusion_mask, sub_block_cache, sub_block_threshold_schedule, llada2_sampler>;
 
 /// DiffusionGemma (transformers' DiffusionGemmaForBlockDiffusion.generate): canvases of the model's
 /// canvas_length, one after another (block_causal_mask; the encoder stores each final canvas in the

@@ -109,7 +109,7 @@ inline constexpr policy_list<axis::schedule, next_slot_schedule, llada_schedule,
     {"llada", "LLaDA: fixed steps over all blocks, low-confidence or random remasking"},
     {"dream", "Dream's timestep schedule k = n_mask(1 - s/t) with its ranking algorithms"},
     {"threshold", "Fast-dLLM's threshold rule: every slot with p >= threshold, at least the most confident one"},
-    {"factor", "Fast-dLLM's factor rule: the largest n with (n + 1)(1 - c_n) < f (f = 1)"},
+    {"factor", "Fast-dLLM's factor rule: walk the ranks while (n + 1)(1 - c_n) <= f (f = 1)"},
     {"cdlm", "CDLM: the threshold rule, stopping after a block that holds EOS"},
     {"cd4lm", "CD4LM's confidence-adaptive decoding: threshold, 1 to 32 tokens a step, EOS guard"},
     {"dynamic_threshold", "SDAR's low_confidence_dynamic: planned steps per block with a threshold; stop at EOS"},
@@ -122,11 +122,12 @@ inline constexpr policy_list<axis::schedule, next_slot_schedule, llada_schedule,
     {"entropy_bound", "DiffusionGemma's uniform-state denoising: entropy-bound acceptance, temperature ramp, stable-and-confident stop "
                       "(uniform-state models only: the diffusion-gemma preset; not composable by name)"},
 };
-inline constexpr policy_list<axis::sampler, greedy_sampler, categorical_sampler, llada_sampler, sdar_sampler> samplers{
+inline constexpr policy_list<axis::sampler, greedy_sampler, categorical_sampler, llada_sampler, sdar_sampler, llada2_sampler> samplers{
     {"greedy", "the argmax; confidence from the softmax"},
-    {"categorical", "temperature, top-k and top-p sampling (greedy at temperature 0)"},
+    {"categorical", "temperature, top-p and top-k sampling, Dream's order (greedy over the filtered logits at temperature 0)"},
     {"llada", "LLaDA's Gumbel-max sampling in float64 (greedy at temperature 0)"},
-    {"sdar", "SDAR's sampling: top-k/top-p filtered, confidence from the filtered distribution"},
+    {"sdar", "SDAR's sampling: temperature 1, top-k then top-p, confidence from the filtered distribution"},
+    {"llada2", "LLaDA2's and Fast-dLLM v2's sampling: top-k then top-p; at temperature 0 the argmax of the unfiltered softmax"},
 };
 // clang-format on
 

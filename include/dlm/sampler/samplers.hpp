@@ -11,50 +11,12 @@
 
 #include "../core/error.hpp"
 #include "concept.hpp"
+#include "describe.hpp"
 #include "temperature.hpp"
 
 namespace dlm {
 
 namespace detail {
-
-inline constexpr float neg_inf = -std::numeric_limits<float>::infinity();
-
-inline bool is_banned(token_id t, std::span<const token_id> banned) noexcept {
-    return std::find(banned.begin(), banned.end(), t) != banned.end();
-}
-
-/// p(token), top-1 minus top-2 probability and sum p log p of softmax(z), in one pass after the max.
-/// A non-finite logit (NaN, or +Inf) makes every field NaN, which the decoder reports.
-inline slot_choice describe(std::span<const float> z, token_id token) noexcept {
-    float m1 = neg_inf, m2 = neg_inf;
-    bool bad = false;
-    for (float v : z) {
-        if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) bad = true;
-        if (v > m1) {
-            m2 = m1;
-            m1 = v;
-        } else if (v > m2) {
-            m2 = v;
-        }
-    }
-    slot_choice c{token, 0.f, 0.f, 0.f};
-    if (bad || m1 == neg_inf) {
-        const float nan = std::numeric_limits<float>::quiet_NaN();
-        return {token, nan, nan, nan};
-    }
-    double sum = 0.0, weighted = 0.0;
-    for (float v : z) {
-        if (v == neg_inf) continue;
-        const double e = std::exp(static_cast<double>(v) - m1);
-        sum += e;
-        weighted += e * (static_cast<double>(v) - m1);
-    }
-    const double log_sum = std::log(sum);
-    c.probability = static_cast<float>(std::exp(static_cast<double>(z[static_cast<std::size_t>(token)]) - m1) / sum);
-    c.margin = static_cast<float>((1.0 - (m2 == neg_inf ? 0.0 : std::exp(static_cast<double>(m2) - m1))) / sum);
-    c.neg_entropy = static_cast<float>(weighted / sum - log_sum);
-    return c;
-}
 
 /// First index of the largest value (torch.argmax's tie rule).
 inline token_id argmax(std::span<const float> z) noexcept {
@@ -87,8 +49,16 @@ enum class confidence_source {
     raw,       ///< softmax of the unmodified logits (LLaDA's low-confidence remasking)
 };
 
+/// Which filter a categorical sampler applies first when both top-k and top-p are set (each keeps
+/// the same tokens alone: top-k the ties with the k-th, top-p the token that crosses p).
+enum class filter_order {
+    top_p_first,  ///< Dream's sample_tokens: the nucleus of the tempered row, then its top-k
+    top_k_first,  ///< SDAR's and LLaDA2's: the top-k, then the nucleus of what it kept
+};
+
 /// Categorical sampling. Order (Dream's sample_tokens): divide by temperature, keep the top-p
-/// nucleus, keep the top-k, softmax. Temperature 0 is greedy over the filtered logits. Draws use
+/// nucleus, keep the top-k, softmax (`order` top_k_first swaps the filters). Temperature 0 is greedy
+/// over the filtered logits, or over the unfiltered ones with `filter_greedy` false. Draws use
 /// Gumbel-max with float64 noise, as LLaDA's add_gumbel_noise: argmax_i z_i - log(-log u_i), which
 /// samples exactly from softmax(z).
 struct categorical_sampler {
@@ -96,6 +66,10 @@ struct categorical_sampler {
     index_t top_k = 0;        ///< 0: off
     float top_p = 1.f;        ///< 1: off
     confidence_source confidence = confidence_source::filtered;
+    filter_order order = filter_order::top_p_first;
+    /// Whether top-k and top-p apply at temperature 0 (Dream: yes; LLaDA2 and Fast-dLLM v2 return the
+    /// argmax and its probability under the plain softmax before filtering).
+    bool filter_greedy = true;
 
     void validate() const {
         if (!(temperature >= 0.f) || !std::isfinite(temperature))
@@ -112,8 +86,7 @@ struct categorical_sampler {
         for (token_id t : banned)
             if (t >= 0 && static_cast<std::size_t>(t) < z.size()) z[static_cast<std::size_t>(t)] = detail::neg_inf;
         if (temperature > 0.f) detail::divide_by_temperature(z, temperature);
-        if (top_p < 1.f) keep_nucleus(z);
-        if (top_k > 0 && static_cast<std::size_t>(top_k) < z.size()) keep_top_k(z);
+        if (temperature > 0.f || filter_greedy) filter(z);
 
         token_id token = 0;
         if (temperature > 0.f) {
@@ -138,6 +111,12 @@ struct categorical_sampler {
     }
 
 private:
+    void filter(std::vector<float>& z) const {
+        const bool k = top_k > 0 && static_cast<std::size_t>(top_k) < z.size();
+        if (k && order == filter_order::top_k_first) keep_top_k(z);
+        if (top_p < 1.f) keep_nucleus(z);
+        if (k && order == filter_order::top_p_first) keep_top_k(z);
+    }
     // Dream's top_p_logits: sort descending, drop every token whose preceding cumulative probability
     // already exceeds top_p (the token that crosses it stays).
     void keep_nucleus(std::vector<float>& z) const {
@@ -175,15 +154,33 @@ struct llada_sampler : categorical_sampler {
         : categorical_sampler{temperature_, top_k_, top_p_, confidence_source::raw} {}
 };
 
-/// SDAR's sampler: generate.py's defaults, temperature 1 (torch.multinomial), no top-k / top-p; the
-/// confidence is the drawn token's probability under the distribution sampled from.
+/// SDAR's sampler: generate.py's defaults, temperature 1 (torch.multinomial), no top-k / top-p, and
+/// its order when both are set (top-k first); the confidence is the drawn token's probability under
+/// the distribution sampled from.
 struct sdar_sampler : categorical_sampler {
-    sdar_sampler() noexcept { temperature = 1.f; }
+    sdar_sampler() noexcept {
+        temperature = 1.f;
+        order = filter_order::top_k_first;
+    }
     explicit sdar_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
-        : categorical_sampler{temperature_, top_k_, top_p_} {}
+        : categorical_sampler{temperature_, top_k_, top_p_, confidence_source::filtered, filter_order::top_k_first} {}
+};
+
+/// LLaDA2's and Fast-dLLM v2's sampler (_sample_with_temperature_topk_topp, sample_with_top_p):
+/// temperature 0 by default, where the argmax and its probability come from the unfiltered softmax
+/// (top-k and top-p apply only when sampling); top-k before top-p; the confidence is the drawn
+/// token's probability under the distribution sampled from.
+struct llada2_sampler : categorical_sampler {
+    llada2_sampler() noexcept {
+        order = filter_order::top_k_first;
+        filter_greedy = false;
+    }
+    explicit llada2_sampler(float temperature_, index_t top_k_ = 0, float top_p_ = 1.f) noexcept
+        : categorical_sampler{temperature_, top_k_, top_p_, confidence_source::filtered, filter_order::top_k_first, false} {}
 };
 
 static_assert(token_sampler<llada_sampler>);
 static_assert(token_sampler<sdar_sampler>);
+static_assert(token_sampler<llada2_sampler>);
 
 }  // namespace dlm

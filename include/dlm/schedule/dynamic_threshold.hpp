@@ -2,6 +2,7 @@
 // rule: SDAR generate.py (remasking_strategy 'low_confidence_dynamic') and LLaDA2's generate().
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "../core/error.hpp"
@@ -51,10 +52,18 @@ struct dynamic_threshold_schedule {
 static_assert(unmask_schedule<dynamic_threshold_schedule>);
 
 /// LLaDA2's schedule (LLaDA2MoeModelLM.generate): `steps` 32 per block (0: the block length) with
-/// threshold 0.95, stop after a block holding EOS.
+/// threshold 0.95, stop after a block holding EOS. generate() first caps steps at gen_length
+/// (`min(steps, gen_length // minimal_topk)`, minimal_topk 1), so an answer shorter than a block
+/// plans fewer, larger steps; SDAR's generate.py has no such cap.
 struct llada2_schedule : dynamic_threshold_schedule {
     llada2_schedule() noexcept : dynamic_threshold_schedule{0, 0.95, true} {}
     llada2_schedule(index_t steps_, double threshold_) noexcept : dynamic_threshold_schedule{steps_, threshold_, true} {}
+
+    void select(const step_context& ctx, std::span<const candidate> c, std::vector<index_t>& chosen) const {
+        dynamic_threshold_schedule capped = *this;
+        capped.steps = std::min(steps == 0 ? ctx.layout.block_length : steps, ctx.layout.gen_length);
+        capped.select(ctx, c, chosen);
+    }
 };
 
 static_assert(unmask_schedule<llada2_schedule>);
