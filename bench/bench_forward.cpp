@@ -298,6 +298,18 @@ cpu::transformer load_model(const options& o, std::string& what) {
     return cpu::transformer::random(cfg, 1, *dtype_of(o.dtype), 0.5f);
 }
 
+/// Throws dlm::invalid_parameter naming the flag whose positions pass the model's context: a forward
+/// there reads positions the model was not trained on (and a real decode refuses them).
+void check_context(const options& o, index_t context) {
+    const auto fits = [&](const char* flag, index_t n, const std::string& what) {
+        if (n > context)
+            throw invalid_parameter(flag, what + " is " + std::to_string(n) + " positions, more than the model's context of " + std::to_string(context));
+    };
+    fits("--cache", o.cache + o.block, "--cache + --block");
+    fits("--canvas", o.canvas, "--canvas");
+    if (o.decode) fits("--gen", o.prompt + o.gen, "--prompt + --gen");
+}
+
 /// --json FILE: the run's figures (nothing without a path).
 void write_json(const json& out, const std::string& path) {
     if (path.empty()) return;
@@ -347,6 +359,7 @@ int main(int argc, char** argv) {
         const auto t0 = clock_type::now();
         std::string what;
         cpu::transformer m = load_model(o, what);
+        check_context(o, m.max_context());
         m.set_kv_dtype(o.kv == "bf16" ? io::dtype::bf16 : io::dtype::f32);
         std::printf("KV cache: %s, %.1f KiB per position\n", o.kv.c_str(), static_cast<double>(m.kv_cache_bytes(1024) - m.kv_cache_bytes(0)) / 1024 / 1024);
         const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();

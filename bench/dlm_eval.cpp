@@ -8,10 +8,13 @@
 // in batches, and the number after the last "####" of each answer is compared with the problem's
 // "final". Prints accuracy, mean forwards per problem, tokens committed per forward, latency per
 // problem (mean, p50, p95) and tokens/s; --json writes the same figures. A problem's latency is the
-// wall time of the batched decode that produced it (with --batch 1, its own decode).
-// Exit status: 0 success, 1 a dlm error, 2 a bad flag or value.
+// wall time of the batched decode that produced it (with --batch 1, its own decode). SIGINT or SIGTERM
+// stops the run after the current forward: the figures and files cover the problems finished by then
+// (a second signal ends the program at once).
+// Exit status: 0 success, 1 a dlm error, 2 a bad flag or value, 130 interrupted (files written).
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -37,17 +40,26 @@ namespace {
 
 using namespace dlm;
 
+/// Set by SIGINT / SIGTERM: the decode stops after the forward under way (on_interrupt).
+volatile std::sig_atomic_t interrupted = 0;
+
+extern "C" void on_interrupt(int signal) {
+    interrupted = 1;
+    std::signal(signal, SIG_DFL);  // a second one ends the program at once
+}
+
 struct outcome {
     std::string prompt;  ///< the prompt text decoded (the chat template's, with --chat)
     std::string answer;
-    std::string failure;  ///< why the sequence failed (NaN logits, ...); empty when it finished
+    std::string failure;  ///< why the sequence failed (NaN logits, ...) or was refused; empty when it finished
+    bool decoded = false;  ///< the engine took its prompt: it has forwards and a latency
     bool correct = false;
     index_t forwards = 0, committed = 0, answer_tokens = 0;
     double latency = 0;
 };
 
 struct totals {
-    std::size_t correct = 0, failed = 0;
+    std::size_t correct = 0, failed = 0, refused = 0, decoded = 0;
     std::int64_t forwards = 0, committed = 0, answer_tokens = 0, batched_forwards = 0;
     double seconds = 0;
 };
@@ -60,33 +72,43 @@ void fail(outcome& x, totals& t, std::size_t i, const cli::problem& p, const std
     std::cerr << "dlm-eval: problem " << i << " (line " << p.line << ") failed: " << why << '\n';
 }
 
-/// Decodes problems [b, e) as one batch. Each is added on its own, seeded as add_batch seeds a batch
-/// (its index in the batch), so that a problem the engine refuses (an empty prompt, a prompt too long
-/// for the model's context) fails alone and the others decode as they would without it. A gen_length
-/// too long for any prompt is -n's fault, not a problem's: it ends the run (exit 2).
+/// Decodes problems [b, e) as one batch; false when a signal stopped it (nothing of it is counted).
+/// Each prompt is tokenized here, so that only one batch's tokens are held, and added on its own, seeded
+/// as add_batch seeds a batch (its index in the batch), so that a problem the engine refuses (an empty
+/// prompt, a prompt too long for the model's context) fails alone and the others decode as they would
+/// without it. A gen_length too long for any prompt is -n's fault, not a problem's: it ends the run (exit 2).
 template <class Model>
-void decode_batch(const cli::options& o, const cli::settings& s, cli::basic_loaded_model<Model>& m,
-                  const std::vector<std::vector<token_id>>& prompts, const std::vector<cli::problem>& problems, std::size_t b, std::size_t e,
-                  std::vector<outcome>& results, totals& t) {
+bool decode_batch(const cli::options& o, const cli::settings& s, cli::basic_loaded_model<Model>& m, const std::vector<std::string>& texts,
+                  const std::vector<cli::problem>& problems, std::size_t b, std::size_t e, std::vector<outcome>& results, totals& t) {
+    std::vector<std::vector<token_id>> prompts;  // tokenized before the clock starts
+    for (std::size_t i = b; i < e; ++i) prompts.push_back(m.tokenizer.encode(texts[i], cli::adds_special_tokens(m, o.chat)));
     const auto t0 = std::chrono::steady_clock::now();
     const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
     std::vector<std::pair<std::uint64_t, std::size_t>> added;  // engine id, problem
+    std::vector<std::pair<std::size_t, std::string>> refused;  // problem, why: counted once the batch is done
     for (std::size_t i = b; i < e; ++i) {
         try {
             const generation_options g{.gen_length = s.gen_length, .seed = sequence_seed(s.seed, i - b)};
-            added.emplace_back(eng->add(prompts[i], g), i);
+            added.emplace_back(eng->add(prompts[i - b], g), i);
         } catch (const invalid_parameter& x) {
             if (x.parameter() == "gen_length") cli::refuse_gen_length(o, s, x);  // -n's or the model's: the run stops
-            fail(results[i], t, i, problems[i], x.rule());
+            refused.emplace_back(i, x.rule());
         }
     }
-    while (!eng->idle()) eng->step();
+    while (!eng->idle() && !interrupted) eng->step();
+    if (interrupted) return false;
+    for (const auto& [i, why] : refused) {
+        fail(results[i], t, i, problems[i], why);
+        ++t.refused;
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     t.seconds += seconds;
     t.batched_forwards += eng->stats().forwards;
     for (auto& [id, q] : eng->take_finished()) {
         const std::size_t i = std::find_if(added.begin(), added.end(), [id = id](const auto& a) { return a.first == id; })->second;
         outcome& x = results[i];
+        x.decoded = true;
+        ++t.decoded;
         x.answer = cli::answer_text(m, q);
         if (q.failed()) fail(x, t, i, problems[i], q.message);  // only this sequence ended
         const auto got = cli::extract_final(x.answer);
@@ -100,20 +122,25 @@ void decode_batch(const cli::options& o, const cli::settings& s, cli::basic_load
         t.answer_tokens += x.answer_tokens;
     }
     for (std::size_t i = b; i < e; ++i) results[i].latency = seconds;
+    return true;
 }
 
-/// The figures, printed and (--json) written, and the answers (--predictions); false when a file could
-/// not be written (said on stderr; the other is written all the same).
-bool report(const cli::options& o, const nlohmann::json& run, const std::vector<outcome>& results, const totals& t) {
+/// The figures, printed and (--json) written, and the answers (--predictions) of the problems finished
+/// (all of them, or those before a signal stopped the run: `planned` says how many there were); false
+/// when a file could not be written (said on stderr; the other is written all the same). Forwards and
+/// latency are the decoded problems' (a refused prompt has neither); accuracy counts every problem.
+bool report(const cli::options& o, nlohmann::json run, const std::vector<outcome>& results, std::size_t planned, const totals& t) {
     const auto n = static_cast<double>(results.size());
     std::vector<double> latencies;
-    for (const auto& x : results) latencies.push_back(x.latency);
+    for (const auto& x : results)
+        if (x.decoded) latencies.push_back(x.latency);
     const cli::summary lat = cli::summarize(latencies);
-    const double accuracy = static_cast<double>(t.correct) / n;
-    const double mean_forwards = static_cast<double>(t.forwards) / n;
+    const double accuracy = n > 0 ? static_cast<double>(t.correct) / n : 0.0;
+    const double mean_forwards = t.decoded ? static_cast<double>(t.forwards) / static_cast<double>(t.decoded) : 0.0;
     const double tpf = t.forwards ? static_cast<double>(t.committed) / static_cast<double>(t.forwards) : 0.0;
     const double tps = t.seconds > 0 ? static_cast<double>(t.answer_tokens) / t.seconds : 0.0;
 
+    if (results.size() < planned) std::cout << "interrupted         after " << results.size() << " of " << planned << " problems\n";
     std::cout << "accuracy            " << cli::fixed(100.0 * accuracy, 1) << " % (" << t.correct << "/" << results.size() << ")\n"
               << "forwards/problem    " << cli::fixed(mean_forwards, 2) << " (mean)\n"
               << "tokens/forward      " << cli::fixed(tpf, 2) << '\n'
@@ -122,7 +149,9 @@ bool report(const cli::options& o, const nlohmann::json& run, const std::vector<
               << "tokens/s            " << cli::fixed(tps, 1) << " (answer tokens per second of decoding)\n"
               << "total               " << cli::format_seconds(t.seconds) << " for " << results.size() << " problems, "
               << t.batched_forwards << " batched forwards\n";
-    if (t.failed > 0) std::cout << "failed              " << t.failed << " problem(s) (counted wrong; reasons on stderr and in --predictions)\n";
+    if (t.failed > 0)
+        std::cout << "failed              " << t.failed << " problem(s), " << t.refused
+                  << " of them refused before decoding (counted wrong, not in forwards or latency; reasons on stderr and in --predictions)\n";
 
     // Each file is written even when the other cannot be; a failure is reported and the run exits 1.
     bool written = true;
@@ -144,7 +173,9 @@ bool report(const cli::options& o, const nlohmann::json& run, const std::vector<
         write(o.predictions, lines);
     }
     if (!o.json.empty()) {
-        nlohmann::json j = run;
+        nlohmann::json& j = run;
+        if (results.size() < planned) j.update({{"interrupted", true}, {"problems_planned", planned}});
+        j.update({{"refused", t.refused}});
         j.update({{"problems", results.size()},     {"correct", t.correct},          {"accuracy", accuracy},
                   {"mean_forwards", mean_forwards}, {"tokens_per_forward", tpf},     {"latency_mean_s", lat.mean},
                   {"latency_p50_s", lat.p50},       {"latency_p95_s", lat.p95},      {"tokens_per_second", tps},
@@ -174,12 +205,9 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     }
     if (o.chat && m.chat == io::chat_format::none)
         std::cerr << "dlm-eval: note: " << m.dir.string() << " has no chat template; --prompt-format alone makes the prompt\n";
-    std::vector<std::string> texts;  // what each problem's prompt is, for --predictions
-    std::vector<std::vector<token_id>> prompts;
-    for (const auto& p : problems) {
+    std::vector<std::string> texts;  // each problem's prompt, tokenized batch by batch (decode_batch)
+    for (const auto& p : problems)
         texts.push_back(cli::prompt_text(m, cli::format_prompt(o.prompt_format, p.question), o.chat, o.thinking(), o.system));
-        prompts.push_back(m.tokenizer.encode(texts.back(), cli::adds_special_tokens(m, o.chat)));
-    }
 
     const std::string model_name = cli::model_name(m.dir);
     std::cerr << "dlm-eval: " << cli::describe(s) << " · model " << model_name << " · " << problems.size() << " problems from "
@@ -187,20 +215,27 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
 
     std::vector<outcome> results(problems.size());
     totals t;
+    std::size_t done = 0;
     cli::progress_bar bar("dlm-eval " + std::string(cli::name_of(s.preset)), problems.size(), o.progress);
-    const auto batch = static_cast<std::size_t>(o.batch);
-    for (std::size_t b = 0; b < prompts.size(); b += batch) {
-        const std::size_t e = std::min(prompts.size(), b + batch);
-        decode_batch(o, s, m, prompts, problems, b, e, results, t);
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+    for (const auto batch = static_cast<std::size_t>(o.batch); done < texts.size();) {
+        const std::size_t e = std::min(texts.size(), done + batch);
+        if (!decode_batch(o, s, m, texts, problems, done, e, results, t)) break;
+        done = e;
         bar.update(e, "acc " + cli::fixed(100.0 * static_cast<double>(t.correct) / static_cast<double>(e), 1) + "%  " +
                           cli::format_seconds(t.seconds));
     }
     bar.finish();
-    for (std::size_t i = 0; i < results.size(); ++i) results[i].prompt = std::move(texts[i]);
-    return report(o,
-           {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
-            {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
-           results, t) ? 0 : 1;
+    if (done < texts.size()) std::cerr << "dlm-eval: interrupted: the figures and files hold the " << done << " problems finished\n";
+    results.resize(done);
+    for (std::size_t i = 0; i < done; ++i) results[i].prompt = std::move(texts[i]);
+    const bool written =
+        report(o,
+               {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
+                {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
+               results, problems.size(), t);
+    return done < problems.size() ? 130 : written ? 0 : 1;
 }
 
 int run(const cli::options& o) {

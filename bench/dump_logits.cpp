@@ -30,6 +30,7 @@ const std::string usage_text = "usage: dlm-dump-logits -m DIR|FILE.gguf --out FI
 struct options {
     std::string model_path, out_path, dtype = "keep";
     std::vector<token_id> tokens;
+    bool given_tokens = false;
     index_t rows = 128;
 };
 
@@ -39,7 +40,7 @@ options parse(int argc, char** argv) {
     while (a.next()) {
         if (a.is("--model", "-m")) o.model_path = a.path();
         else if (a.is("--out")) o.out_path = a.path();
-        else if (a.is("--tokens")) o.tokens = a.integers<token_id>(0, std::numeric_limits<token_id>::max());
+        else if (a.is("--tokens")) o.tokens = a.integers<token_id>(0, std::numeric_limits<token_id>::max()), o.given_tokens = true;
         else if (a.is("--rows")) o.rows = a.integer<index_t>(1, 1 << 20);
         else if (a.is("--dtype")) o.dtype = a.value();
         else a.unknown();
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
         for (token_id t : o.tokens)
             if (static_cast<std::size_t>(t) >= vocab)
                 throw invalid_parameter("--tokens", "id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab));
+        if (o.tokens.size() > static_cast<std::size_t>(m.max_context()))  // positions past it have no trained RoPE or window
+            throw invalid_parameter(o.given_tokens ? "--tokens" : "--rows", "holds " + std::to_string(o.tokens.size()) +
+                                                                               " tokens, more than the model's context of " + std::to_string(m.max_context()));
         const auto n = static_cast<index_t>(o.tokens.size());
         const canvas_layout l{0, n, n, false};
         const forward_plan p{0, n, 0, n, 0, 0, n};

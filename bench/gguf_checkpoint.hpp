@@ -94,8 +94,8 @@ inline void add_byte_tokenizer(io::gguf_writer& w, const io::model_config& c) {
     const bool llada_ids = c.arch == io::architecture::llada && control(126080, "<|startoftext|>") && control(126346, "<|start_header_id|>") &&
                            control(126347, "<|end_header_id|>") && control(126348, "<|eot_id|>");
     if (!c.eos_ids.empty() && !control(c.eos_ids.front(), "<|endoftext|>"))
-        throw invalid_parameter("shape", "EOS id " + std::to_string(c.eos_ids.front()) + " is outside the vocabulary");
-    if (!control(c.mask_id, "<|mdm_mask|>")) throw invalid_parameter("shape", "mask id " + std::to_string(c.mask_id) + " is outside the vocabulary");
+        throw invalid_parameter("--shape", "EOS id " + std::to_string(c.eos_ids.front()) + " is outside the vocabulary");
+    if (!control(c.mask_id, "<|mdm_mask|>")) throw invalid_parameter("--shape", "mask id " + std::to_string(c.mask_id) + " is outside the vocabulary");
     w.add_string("tokenizer.ggml.model", "gpt2");
     w.add_string("tokenizer.ggml.pre", "gpt-2");
     w.add_strings("tokenizer.ggml.tokens", tokens);
@@ -144,14 +144,15 @@ struct gguf_entry {
 }  // namespace detail
 
 /// Writes the GGUF file of the header comment to `out` and returns its data bytes; progress(done,
-/// total) after each tensor. Throws invalid_parameter for a shape GGUF cannot hold (an architecture
-/// other than llada / dream, rows that are not whole blocks of the type), file_error if writing fails.
+/// total) after each tensor. Throws invalid_parameter naming --shape for a shape GGUF cannot hold (an
+/// architecture other than llada / dream) and --type for rows that are not whole blocks of the type,
+/// before the file is opened; file_error if writing fails.
 inline std::uint64_t write_gguf_checkpoint(const io::model_config& c, const std::string& name, const gguf_checkpoint_type& type,
                                            const std::filesystem::path& out, std::uint64_t seed, float scale,
                                            const std::function<void(std::uint64_t, std::uint64_t)>& progress = {}) {
     using R = cpu::tensor_role;
     if (c.arch != io::architecture::llada && c.arch != io::architecture::dream)
-        throw invalid_parameter("shape", name + " is a " + std::string(io::architecture_name(c.arch)) +
+        throw invalid_parameter("--shape", name + " is a " + std::string(io::architecture_name(c.arch)) +
                                              " model; llama.cpp's GGUF layouts dlm reads are llada and dream");
     io::gguf_writer w;
     detail::add_metadata(w, c, name, type);
@@ -165,8 +166,9 @@ inline std::uint64_t write_gguf_checkpoint(const io::model_config& c, const std:
             e.type = type.quant ? *cpu::quant::file_type_of(*type.quant, c, role, layer) : detail::gguf_type_of(*type.plain);
         const std::string tensor = cpu::gguf_tensor_name(role, layer);
         if (e.cols % io::gguf_block_size(e.type) != 0)
-            throw invalid_parameter("shape", tensor + ": rows of " + std::to_string(e.cols) + " are not whole " + std::string(io::gguf_type_name(e.type)) +
-                                                 " blocks of " + std::to_string(io::gguf_block_size(e.type)));
+            throw invalid_parameter("--type", name + "'s " + tensor + ": rows of " + std::to_string(e.cols) + " are not whole " +
+                                                  std::string(io::gguf_type_name(e.type)) + " blocks of " + std::to_string(io::gguf_block_size(e.type)) +
+                                                  " (f32, f16 or bf16 hold any row)");
         e.bytes = static_cast<std::uint64_t>(e.rows) * io::gguf_row_bytes(e.type, e.cols);
         const std::vector<std::int64_t> ggml_shape = shape.size() == 2 ? std::vector<std::int64_t>{e.cols, e.rows} : shape;
         w.declare_tensor(tensor, e.type, ggml_shape, e.bytes);

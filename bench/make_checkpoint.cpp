@@ -29,6 +29,7 @@
 #include <dlm/io/dtype.hpp>
 
 #include "../cli/files.hpp"
+#include "../cli/terminal.hpp"
 #include "args.hpp"
 #include "gguf_checkpoint.hpp"
 #include "shapes.hpp"
@@ -152,6 +153,13 @@ std::uint64_t write_tensor(std::ofstream& out, cpu::random_source& src, const te
     return written;
 }
 
+/// Whether the running "\r  done / total GB" line is drawn: only on a terminal (a log file gets the
+/// first and last lines alone).
+bool progress_shown() {
+    static const bool shown = cli::is_terminal(2);
+    return shown;
+}
+
 // A safetensors folder: config.json, the shards (or one model.safetensors) and their index.
 void write_safetensors(const options& o, const bench::named_shape& shape, io::dtype type, int shards) {
     const io::model_config cfg = io::parse_config(shape.config, o.shape_name);
@@ -193,7 +201,7 @@ void write_safetensors(const options& o, const bench::named_shape& shape, io::dt
             if (t.shard != s) continue;
             written += write_tensor(out, src, t, type);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (t.role == cpu::tensor_role::down_proj || t.role == cpu::tensor_role::embedding || t.role == cpu::tensor_role::lm_head)
+            if (progress_shown() && (t.role == cpu::tensor_role::down_proj || t.role == cpu::tensor_role::embedding || t.role == cpu::tensor_role::lm_head))
                 std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(written) / 1e9, static_cast<double>(total) / 1e9,
                              static_cast<double>(written) / 1e6 / std::max(secs, 1e-9));
         }
@@ -205,7 +213,7 @@ void write_safetensors(const options& o, const bench::named_shape& shape, io::dt
         cli::write_file(fs::path(o.out_dir) / "model.safetensors.index.json", index.dump(2) + "\n");
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB in %.1f s\n", static_cast<double>(written) / 1e9, secs);
+    std::fprintf(stderr, "%sdlm-make-checkpoint: wrote %.2f GB in %.1f s\n", progress_shown() ? "\n" : "", static_cast<double>(written) / 1e9, secs);
 }
 
 // One GGUF file, as llama.cpp's converter and llama-quantize lay it out.
@@ -216,11 +224,13 @@ void write_gguf(const options& o, const bench::named_shape& shape) {
     const auto t0 = std::chrono::steady_clock::now();
     std::fprintf(stderr, "dlm-make-checkpoint: %s as GGUF %s into %s\n", o.shape_name.c_str(), o.gguf_type.c_str(), o.out_dir.c_str());
     const std::uint64_t bytes = bench::write_gguf_checkpoint(cfg, o.shape_name, *type, o.out_dir, o.seed, o.scale, [&](std::uint64_t done, std::uint64_t total) {
+        if (!progress_shown()) return;
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "\r  %6.2f / %.2f GB, %.0f MB/s   ", static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9,
                      static_cast<double>(done) / 1e6 / std::max(secs, 1e-9));
     });
-    std::fprintf(stderr, "\ndlm-make-checkpoint: wrote %.2f GB of tensors (%llu bytes in the file) in %.1f s\n", static_cast<double>(bytes) / 1e9,
+    std::fprintf(stderr, "%sdlm-make-checkpoint: wrote %.2f GB of tensors (%llu bytes in the file) in %.1f s\n", progress_shown() ? "\n" : "",
+                 static_cast<double>(bytes) / 1e9,
                  static_cast<unsigned long long>(fs::file_size(o.out_dir)),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }

@@ -129,8 +129,16 @@ namespace detail {
 template <class T>
 T option_value(std::string_view flag, std::string_view v, registry::option o) {
     const option_bounds b = bounds_of(o);
-    if constexpr (std::is_integral_v<T>) return to_integer<T>(flag, v, static_cast<T>(b.lo), static_cast<T>(b.hi));
-    else return static_cast<T>(in_range(flag, v, b.lo, b.hi, b.open_lo, b.open_hi));
+    if constexpr (std::is_integral_v<T>) {
+        return to_integer<T>(flag, v, static_cast<T>(b.lo), static_cast<T>(b.hi));
+    } else {
+        const double x = in_range(flag, v, b.lo, b.hi, b.open_lo, b.open_hi);
+        const auto held = static_cast<double>(static_cast<T>(x));  // --top-p 1e-50 is 0 as a float
+        if (!((b.open_lo ? held > b.lo : held >= b.lo) && (b.open_hi ? held < b.hi : held <= b.hi)))
+            bad(flag, "is " + std::string(v) + ", which the sampler's float holds as " + std::to_string(held) + ", outside the range of " +
+                          std::string(flag) + " (use a value a float can tell from its bound)");
+        return static_cast<T>(x);
+    }
 }
 
 inline preset_id to_preset(std::string_view flag, std::string_view v) {

@@ -42,14 +42,15 @@ decltype(auto) with_preset(preset_id preset, F&& f) {
     return registry::visit<Model>(registry::builtin, preset, std::forward<F>(f));
 }
 
-/// Throws dlm::invalid_parameter naming --preset when `preset` does not fit Model (uniform-state
-/// presets decode uniform-state models only, registry::preset_fits_model).
+/// Throws dlm::invalid_parameter naming `flag` (the flag that chose the preset: --preset, or
+/// --compare / --compare-presets) when `preset` does not fit Model (uniform-state presets decode
+/// uniform-state models only, registry::preset_fits_model).
 template <class Model>
-void check_fits(preset_id preset) {
+void check_fits(preset_id preset, const std::string& flag = "--preset") {
     try {
         registry::check_fits<Model>(registry::builtin, preset);
     } catch (const invalid_parameter& e) {
-        throw invalid_parameter("--preset", e.rule());
+        throw invalid_parameter(flag, e.rule());
     }
 }
 

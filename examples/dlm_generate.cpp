@@ -79,10 +79,12 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
     try {
         const cli::preset_choice chosen = cli::choose_preset(o, cli::model_preset(m));
         if (o.stats && !o.compare) std::cerr << "preset: " << cli::name_of(chosen.preset) << ", " << chosen.reason << std::endl;
+        // The flag that chose the presets: --preset, --compare-presets, or --compare's default list.
+        const std::string chooser = o.spelling(!o.compare ? "--preset" : o.was_given("--compare-presets") ? "--compare-presets" : "--compare");
         for (const cli::preset_id p : o.compare ? o.compare_presets : std::vector<cli::preset_id>{chosen.preset}) {
-            cli::check_fits<Model>(p);
+            cli::check_fits<Model>(p, chooser);
             runs.push_back(cli::resolve(o, p, m.hints));
-            cli::check_fits_shift(runs.back(), m.model, o.spelling(o.compare ? "--compare-presets" : "--preset"));
+            cli::check_fits_shift(runs.back(), m.model, chooser);
         }
         cli::check_chat(m, o.chat, o.spelling("--chat"));
     } catch (const invalid_parameter& e) {

@@ -12,6 +12,15 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
                    --decode --gen 16 --prompt 8)
   set_tests_properties("bench: dlm-bench-forward loads it, verifies its weights and decodes" PROPERTIES FIXTURES_REQUIRED bench_tiny_ck
                        LABELS bench PASS_REGULAR_EXPRESSION "verify: the folder holds exactly.*decode: cdlm")
+  add_test(NAME "bench: dlm-bench-forward refuses a canvas longer than the model's context, naming the flag"
+           COMMAND dlm-bench-forward --shape tiny --no-peak --reps 1 --threads 1 --canvas 5000)
+  set_tests_properties("bench: dlm-bench-forward refuses a canvas longer than the model's context, naming the flag" PROPERTIES
+                       LABELS "bench;unsanitized" PASS_REGULAR_EXPRESSION "invalid parameter '--canvas': --canvas is 5000 positions, more than the model's context of 4096")
+  add_test(NAME "bench: dlm-dump-logits refuses more rows than the model's context, naming the flag"
+           COMMAND dlm-dump-logits -m ${_ck} --rows 5000 --out ${CMAKE_CURRENT_BINARY_DIR}/bench-dump-never-written.bin)
+  set_tests_properties("bench: dlm-dump-logits refuses more rows than the model's context, naming the flag" PROPERTIES
+                       FIXTURES_REQUIRED bench_tiny_ck LABELS "bench;unsanitized"
+                       PASS_REGULAR_EXPRESSION "invalid parameter '--rows': holds 5000 tokens, more than the model's context of 4096")
   add_test(NAME "bench: dlm-bench-forward refuses an unknown shape" COMMAND dlm-bench-forward --shape nope --no-peak)
   set_tests_properties("bench: dlm-bench-forward refuses an unknown shape" PROPERTIES WILL_FAIL TRUE LABELS bench)
   # dlm-bench-quant: one quantized product of every block type at two row counts, on a small shape.
@@ -49,6 +58,19 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
            COMMAND dlm-make-checkpoint --shape tiny --out ${CMAKE_CURRENT_BINARY_DIR}/bench-never-written --seed abc)
   set_tests_properties("bench: dlm-make-checkpoint refuses a seed that is not a whole number, naming the flag" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "invalid parameter '--seed': expected an integer, got 'abc'")
+  # A type whose blocks the shape's rows do not tile is the flags' fault (exit 2, naming --type), found before
+  # the file is opened; written to a log (not a terminal), the output holds no "\r" progress line.
+  add_test(NAME "bench: dlm-make-checkpoint: a GGUF type the shape's rows cannot hold exits 2 naming --type; a log gets no progress line"
+           COMMAND bash -c [[
+set -u; P=$0; O=$1; rm -rf "$O"; mkdir -p "$O"; cd "$O"
+"$P" --shape tiny --format gguf --type q8_0 --out t.gguf 2> err.txt; s=$?
+[ $s -eq 2 ] && grep -q "invalid parameter '--type': tiny's token_embd.weight: rows of 48 are not whole Q8_0 blocks of 32" err.txt && [ ! -e t.gguf ] ||
+  { echo "exit $s:"; cat err.txt; exit 1; }
+"$P" --shape tiny --format gguf --type f32 --out t.gguf 2> err.txt || { cat err.txt; exit 1; }
+! grep -q $'\r' err.txt && grep -q "^dlm-make-checkpoint: wrote" err.txt || { echo "progress in a log:"; cat -A err.txt; exit 1; }
+]] $<TARGET_FILE:dlm-make-checkpoint> ${CMAKE_CURRENT_BINARY_DIR}/bench-gguf-type)
+  set_tests_properties("bench: dlm-make-checkpoint: a GGUF type the shape's rows cannot hold exits 2 naming --type; a log gets no progress line"
+                       PROPERTIES LABELS "bench;unsanitized" TIMEOUT 60)
   # Label unsanitized: the asan workflow builds only the programs its cases need (dlm_test_programs),
   # and a flag check gains nothing from compiling this benchmark under the sanitizers.
   add_test(NAME "bench: dlm-bench-prompt-cache refuses a negative request count"

@@ -74,6 +74,8 @@ if(DLM_BUILD_EXAMPLES)
            EXPECT "'--diffusion-steps': expected an integer, got 'ten'")
   cli_case("bad flag: out of range" ${G} ARGS ${M}|-p|x|--threshold|1.5 RC 2 EXPECT "'--threshold': must be in \\(0, 1\\], got 1.5")
   cli_case("bad flag: negative" ${G} ARGS ${M}|-p|x|--top-k=-3 RC 2 EXPECT "'--top-k': must be >= 0")
+  cli_case("bad flag: a value in range that a float holds outside it" ${G} ARGS ${M}|-p|x|--top-p|1e-50 RC 2
+           EXPECT "'--top-p': is 1e-50, which the sampler's float holds as 0.000000, outside the range of --top-p")
   cli_case("bad flag: unknown preset" ${G} ARGS ${M}|-p|x|--preset|turbo RC 2 EXPECT "'--preset': unknown preset 'turbo'")
   cli_case("bad flag: unknown algorithm" ${G} ARGS ${M}|-p|x|--preset|dream|--diffusion-algorithm|7 RC 2
            EXPECT "'--diffusion-algorithm': unknown algorithm '7'")
@@ -198,8 +200,48 @@ head -1 out.txt | grep -q '^accuracy' && grep -q '"accuracy"' out.txt || { echo 
   # wrong, its line on stderr and its reason in --predictions; the figures are still written.
   cli_case("eval: a problem the engine refuses fails alone, naming its line" ${E}
            ARGS "${M}|--data|${DLM_TEST_DATA}/cli/eval_refused.jsonl|--batch|4|--no-progress|--json|${_cli_out}/refused.json|--predictions|${_cli_out}/refused.jsonl"
-           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%failed +2 problem"
-           JSON ${_cli_out}/refused.json KEYS "failed|correct|problems")
+           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%forwards/problem +24.00%%failed +2 problem\\(s\\), 2 of them refused before decoding"
+           JSON ${_cli_out}/refused.json KEYS "failed|refused|correct|problems")
+  # A 13 MB question is tokenized in memory of the order of its text (the pre-tokenizer streams its words;
+  # it held ~47 bytes per byte, 615 MB for this text, before) and refused for the context; each batch's
+  # prompts are tokenized as the batch starts, so the others' tokens are never all held.
+  add_test(NAME "cli: eval: a huge question is tokenized in bounded memory and refused, the others scored"
+           COMMAND python3 -c [[
+import json, os, resource, subprocess, sys
+e, m, d, o = sys.argv[1:]
+os.makedirs(o, exist_ok=True)
+data = os.path.join(o, "huge.jsonl")
+with open(data, "w") as f:
+    f.write(json.dumps({"question": "What is 2+2? " * 1000000, "final": "4"}) + "\n")
+    f.writelines(open(d).readlines()[:2])
+p = subprocess.run([e, "-m", m, "--data", data, "--no-progress", "-t", "1"], capture_output=True, text=True, timeout=120)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+print(p.stdout, p.stderr, f"peak resident {peak} MiB", sep="\n")
+assert p.returncode == 0, p.returncode
+assert "problem 0 (line 1) failed: prompt length " in p.stderr and "1 of them refused" in p.stdout
+assert peak < 400, f"{peak} MiB for a 13 MB question"
+]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out}/huge)
+  set_tests_properties("cli: eval: a huge question is tokenized in bounded memory and refused, the others scored"
+                       PROPERTIES LABELS "cli;unsanitized" TIMEOUT 120 ENVIRONMENT OMP_NUM_THREADS=1)
+  # SIGINT stops the run after the forward under way: the figures and both files hold the problems
+  # finished, --json says so, and the exit status is 130.
+  add_test(NAME "cli: eval: an interrupted evaluation writes what it finished and exits 130"
+           COMMAND bash -c [[
+set -u; E=$0; M=$1; D=$2; O=$3; rm -rf "$O/int"; mkdir -p "$O/int"; cd "$O/int"
+for i in $(seq 4000); do cat "$D"; done > many.jsonl
+"$E" -m "$M" --data many.jsonl --preset llada --steps 24 -t 1 --no-progress --json i.json --predictions i.jsonl > out.txt 2> err.txt &
+p=$!
+for i in $(seq 100); do grep -q "problems from" err.txt && break; sleep 0.1; done
+sleep 1; kill -INT $p; wait $p; s=$?
+[ $s -eq 130 ] || { echo "exit $s, not 130"; cat out.txt err.txt; exit 1; }
+grep -q "^interrupted  *after [0-9]* of 24000 problems" out.txt && grep -q "interrupted: the figures and files hold the" err.txt ||
+  { echo "no interruption said:"; cat out.txt err.txt; exit 1; }
+n=$(python3 -c "import json; d=json.load(open('i.json')); assert d['interrupted'] and d['problems_planned'] == 24000 and 0 < d['problems'] < 24000, d; print(d['problems'])") ||
+  { echo "--json:"; cat i.json; exit 1; }
+[ "$(wc -l < i.jsonl)" -eq "$n" ] || { echo "--predictions holds $(wc -l < i.jsonl) lines, --json $n problems"; exit 1; }
+]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out})
+  set_tests_properties("cli: eval: an interrupted evaluation writes what it finished and exits 130"
+                       PROPERTIES LABELS "cli;unsanitized" TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
   cli_case("eval: an output flag naming a file of the model folder is refused, the model left whole" ${E}
            ARGS "${M}|--data|${_data}|--no-progress|--predictions|${_cli_model}/config.json" RC 2
            EXPECT "invalid parameter '--predictions': names .*cli_model/config.json, a file of the model folder .*: writing it would destroy the model"

@@ -22,6 +22,10 @@ cli_case("generate --preset diffusion-gemma --threshold --temp 0: the entropy bo
          ARGS "-m|${_dg}|-p|Tom has 3 apples|-n|16|--steps|4|--threshold|0.5|--temp|0|--stats" EXPECT "diffusion-gemma: [1-4] forwards")
 cli_case("generate --preset cdlm on a DiffusionGemma folder is refused, naming the flag" dlm-generate
          ARGS "-m|${_dg}|-p|x|--preset|cdlm" RC 2 EXPECT "'--preset': 'cdlm' decodes masked-diffusion models, and this model is a uniform-state")
+cli_case("generate --compare on a DiffusionGemma folder is refused, naming --compare, whose default presets do not fit" dlm-generate
+         ARGS "-m|${_dg}|-p|x|--compare" RC 2 EXPECT "'--compare': 'llada' decodes masked-diffusion models")
+cli_case("generate --compare-presets naming a preset that does not fit is refused, naming that flag" dlm-generate
+         ARGS "-m|${_dg}|-p|x|--compare-presets|diffusion-gemma,cdlm" RC 2 EXPECT "'--compare-presets': 'cdlm' decodes masked-diffusion models")
 cli_case("generate --preset diffusion-gemma on a masked-diffusion model is refused, naming the flag" dlm-generate
          ARGS "-p|x|--preset|diffusion-gemma" RC 2 EXPECT "'--preset': 'diffusion-gemma' denoises canvases of uniformly random tokens")
 cli_case("generate --kv bf16 on a DiffusionGemma folder is refused, naming the flag (exit 2)" dlm-generate
