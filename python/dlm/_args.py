@@ -37,6 +37,10 @@ def _number(x: float) -> str:
     return "inf" if x == math.inf else str(int(x)) if x == int(x) else f"{x:g}"
 
 
+# The options the engine holds as 32-bit floats (registry::settings): checked as they will be held.
+FLOAT32 = ("temperature", "top_p")
+
+
 def option(name: str, value: Any) -> Any:
     """A decoding option's value, checked: its type, and for a numeric one its bounds."""
     if name == "seed":
@@ -52,9 +56,14 @@ def option(name: str, value: Any) -> Any:
             refuse(name, f"must be an integer in {span}", value)
     elif not is_real(value) or not math.isfinite(value):
         refuse(name, f"must be a finite number in {span}", value)
-    ok = (value > lo if open_lo else value >= lo) and (value < hi if open_hi else value <= hi)
-    if not ok:
+    def inside(x: float) -> bool:
+        return (x > lo if open_lo else x >= lo) and (x < hi if open_hi else x <= hi)
+
+    if not inside(value):
         refuse(name, f"must be in {span}", value)
+    if name in FLOAT32 and not inside(float(np.float32(value))):  # top_p=1e-50 is 0 as the sampler's float
+        refuse(name, f"is {value!r}, which the sampler's float holds as {float(np.float32(value))!r}, outside {span} "
+                     "(use a value a float can tell from its bound)", show=False)
     return int(value) if integer else float(value)
 
 
@@ -70,6 +79,13 @@ def seed(value: Optional[int]) -> Optional[int]:
 def threads(value: int) -> int:
     if not is_integer(value) or not 1 <= value <= _dlm.max_threads:
         refuse("threads", f"must be an integer in [1, {_dlm.max_threads}] (or None: the process's)", value)
+    return int(value)
+
+
+def max_batch(value: Any) -> int:
+    """Sequences decoded at once by generate() and stream(): an integer in [1, 4096]."""
+    if not is_integer(value) or not 1 <= value <= 4096:
+        refuse("max_batch", "must be an integer in [1, 4096] (sequences decoded at once; more prompts wait their turn)", value)
     return int(value)
 
 

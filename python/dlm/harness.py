@@ -97,6 +97,7 @@ class HarnessModel(LM):
         if self.mc_num < 1 or self.mc_batch < 1 or self.mc_num % self.mc_batch:
             raise ValueError(f"mc_num ({mc_num}) must be a positive multiple of mc_batch ({mc_batch})")
         self.batch = int(batch_size) if str(batch_size).isdigit() and int(batch_size) > 0 else 1
+        self.llm.max_batch = min(self.batch, 4096)  # generate_until's chunks decode as one batch each
         self.llm.settings(self.preset, seed=self.seed, **options)  # refuses a bad option now, naming it
 
     @property

@@ -8,6 +8,7 @@ registry, streaming, the step-wise engine, raw forwards and schedules written in
 
 from __future__ import annotations
 
+import collections
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +154,15 @@ class Engine:
         self._prompts.update(zip(ids, lists))
         return ids
 
+    def _feed(self, prompts: Sequence[Prompt], seed: Optional[int], cfg: float, chat: bool, think: Optional[bool],
+              limit: int) -> "_Feed":
+        """The prompts checked as add_batch checks them, all before any decodes, to be added at most
+        `limit` running at once (_Feed)."""
+        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
+        seed, cfg = _args.seed(seed), _args.cfg(cfg)
+        _as_cfg(lambda: self._engine.check_batch(lists, seed, cfg))
+        return _Feed(self, lists, self.settings.seed if seed is None else seed, cfg, limit)
+
     def step(self) -> list:
         """One batched forward and every sequence's step; returns what it did to each (StepReport)."""
         self._llm.use_threads()
@@ -187,6 +197,33 @@ class Engine:
         return self._engine.stats
 
 
+class _Feed:
+    """A list of checked prompts added to an engine in order, at most `limit` of them running at once
+    (the next joins as one finishes), prompt i seeded as add_batch seeds sequence i of one batch: the
+    answers are one batch's, as the engine decodes a sequence the same in any batch and whenever it
+    joins (docs/determinism.md), and the memory is `limit` sequences' K/V and logits, not the list's."""
+
+    def __init__(self, engine: Engine, lists: list, seed: int, cfg: float, limit: int):
+        self._engine, self._lists, self._seed, self._cfg, self._limit = engine, lists, seed, cfg, limit
+        self.index: dict = {}  # engine id -> prompt index
+        self._next = 0
+
+    def admit(self) -> None:
+        """Adds prompts while fewer than `limit` run; they join at the next step."""
+        while self._next < len(self._lists) and self._engine.active < self._limit:
+            i = self._next
+            seq = self._engine._engine.add(self._lists[i], _dlm.sequence_seed(self._seed, i), self._cfg, None)
+            self._engine._prompts[seq] = self._lists[i]
+            self.index[seq] = i
+            self._next += 1
+
+    @property
+    def idle(self) -> bool:
+        """Every prompt added and decoded."""
+        self.admit()
+        return self._engine.idle
+
+
 class LLM:
     """A model (a Hugging Face folder or a .gguf file; a DiffusionGemma folder too) with its tokenizer,
     decoded on the CPU. dtype holds the weights as "f32", "bf16" or "f16" (None: as stored); kv the KV
@@ -202,8 +239,10 @@ class LLM:
     """
 
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None,
-                 progress: Optional[Callable[[int, int], None]] = None, kv: Optional[str] = None):
+                 progress: Optional[Callable[[int, int], None]] = None, kv: Optional[str] = None, max_batch: int = 16):
         dtype = _args.choice("dtype", dtype, ("f32", "bf16", "f16"), "as the checkpoint stores them")
+        # generate() and stream() decode at most this many prompts at once; the rest wait their turn.
+        self.max_batch = _args.max_batch(max_batch)
         kv = _args.choice("kv", kv, ("f32", "bf16"), "f32")
         # OpenMP's thread count is the calling thread's: each call that runs forwards sets this LLM's.
         self.threads = _dlm.default_threads if threads is None else _args.threads(threads)
@@ -313,18 +352,20 @@ class LLM:
                  cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None, **options) -> list:
         """Decodes the prompts (text, token ids, or a list of either) as one batch; one Output each,
         in order. A single prompt decodes exactly as dlm-generate decodes it (chat and think as its
-        --chat and --think). mask=, cache=, schedule= and sampler= name policies to compose (settings())."""
+        --chat and --think). mask=, cache=, schedule= and sampler= name policies to compose (settings()).
+        Every prompt is checked before any decodes; at most max_batch (the LLM's) run at once, the
+        others joining as they finish, with the answers of one batch."""
         batch = self._batch(prompts)
         eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
-        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat, think=think)
+        feed = eng._feed(batch, options.get("seed"), cfg, chat, think, self.max_batch)
         done: dict = {}
-        while not eng.idle:
+        while not feed.idle:
             eng.step()
             for out in eng.finished():
-                done[out.id] = out
+                done[feed.index[out.id]] = out
         for out in eng.finished():
-            done[out.id] = out
-        return [done[i] for i in ids]
+            done[feed.index[out.id]] = out
+        return [done[i] for i in range(len(batch))]
 
     def stream(self, prompts: Union[Prompt, Sequence[Prompt]], preset: Optional[str] = None, *, chat: bool = False, think: Optional[bool] = None,
                canvases: bool = False, cfg: float = 0.0, schedule: Union[str, Schedule, None] = None, stop_at_eos: Optional[bool] = None,
@@ -333,22 +374,21 @@ class LLM:
         each forward, each prompt's text and tokens that became final (the committed prefix's
         growth), tagged with the prompt's index (Delta.index): the texts of one index concatenate to
         generate()'s answer for it. canvases=True yields every step of every prompt, with the whole
-        canvas, for visualisation. Each prompt's last Delta carries its Output."""
+        canvas, for visualisation. Each prompt's last Delta carries its Output. At most max_batch (the
+        LLM's) run at once, as in generate()."""
         batch = self._batch(prompts)
         eng = self.engine(preset, schedule=schedule, stop_at_eos=stop_at_eos, **options)
-        ids = eng.add_batch(batch, seed=options.get("seed"), cfg=cfg, chat=chat, think=think)
-        index = {seq: i for i, seq in enumerate(ids)}
+        feed = eng._feed(batch, options.get("seed"), cfg, chat, think, self.max_batch)
+        index = feed.index
         eos = set(self.model.eos_ids)
-        texts = {seq: _dlm.TextStream() for seq in ids}
-        sent = dict.fromkeys(ids, 0)
-        while not eng.idle:
+        texts: dict = collections.defaultdict(_dlm.TextStream)
+        sent: dict = collections.defaultdict(int)
+        while not feed.idle:
             committed: dict = {}
             for r in eng.step():
                 committed.setdefault(r.id, []).extend(r.committed)
             finished = {out.id: out for out in eng.finished()}
-            for seq in ids:
-                if seq not in committed and seq not in finished:
-                    continue
+            for seq in sorted(set(committed) | set(finished)):
                 out = finished.get(seq)
                 if out is not None:
                     canvas = np.concatenate([out.prompt_tokens, out.slots]) if canvases else None

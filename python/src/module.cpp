@@ -214,6 +214,10 @@ public:
         const auto lock = guard();
         return eng_->add_batch(prompts, options(seed, cfg));
     }
+    void check_batch(const std::vector<std::vector<token_id>>& prompts, std::optional<std::uint64_t> seed, double cfg) {
+        const auto lock = guard();
+        eng_->check_batch(prompts, options(seed, cfg));
+    }
     std::vector<step_report> step() {
         const auto lock = guard();
         std::vector<step_report> r;
@@ -455,6 +459,7 @@ void bind_engine(nb::module_& m) {
              "stop_at_eos"_a = true)
         .def("add", &py_engine::add, "prompt"_a, "seed"_a = nb::none(), "cfg"_a = 0.0, "settings"_a = nb::none())
         .def("add_batch", &py_engine::add_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
+        .def("check_batch", &py_engine::check_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
         .def("step", &py_engine::step)
         .def("cancel", &py_engine::cancel, "id"_a)
         .def("take_finished", &py_engine::take_finished)
@@ -478,6 +483,7 @@ NB_MODULE(_dlm, m) {
     dlm::python::bind_results(m);
     dlm::python::bind_engine(m);
     m.attr("default_threads") = std::min(dlm::cli::current_threads(), dlm::cli::max_threads);  // the process's, read at import (OpenMP's setting is per thread)
+    m.def("sequence_seed", &dlm::sequence_seed, "seed"_a, "index"_a);  // the seed of a batch's sequence `index` (core/defaults.hpp)
     m.attr("max_threads") = dlm::cli::max_threads;  // dlm-generate's -t bound
     m.def("set_threads", [](int n) {
         if (n < 1 || n > dlm::cli::max_threads)

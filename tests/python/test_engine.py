@@ -217,3 +217,48 @@ def test_an_llms_threads_hold_in_every_python_thread_that_calls_it(models):
     one, default, threads, process = p.stdout.split()
     assert (int(one), int(threads), int(process)) == (0, 1, 3), p.stdout
     assert int(default) == 2, p.stdout  # the default LLM's team of 3: two threads beside the calling one
+
+
+CUPS = "There are 8 cups with 5 marbles in each. How many marbles are there now?"
+APPLES = "Tom has 3 apples. He buys 4 more. How many apples does he have now?"
+LIST = [CUPS, APPLES, CUPS, APPLES, CUPS]
+SAMPLED = dict(gen_length=16, block_length=8, steps=16, temperature=4.0, seed=5)  # hot enough that repeats differ
+
+
+def test_generate_runs_at_most_max_batch_sequences_and_answers_as_one_batch(models, monkeypatch):
+    """A list longer than max_batch decodes a few at a time, the next prompt joining as one finishes, each
+    seeded as in one batch: the answers (sampled, with a repeated prompt) are those of add_batch's one batch."""
+    llm = dlm.LLM(models / "cdlm", max_batch=2)
+    eng = llm.engine("llada", **SAMPLED)
+    ids = eng.add_batch(LIST, seed=SAMPLED["seed"])
+    whole = {}
+    while not eng.idle:
+        eng.step()
+        whole.update((o.id, o) for o in eng.finished())
+    running = []
+    step = dlm.llm.Engine.step
+    monkeypatch.setattr(dlm.llm.Engine, "step", lambda self: (running.append(self.active), step(self))[1])
+    outs = llm.generate(LIST, "llada", **SAMPLED)
+    assert [o.slots.tolist() for o in outs] == [whole[i].slots.tolist() for i in ids]
+    assert outs[0].slots.tolist() != outs[4].slots.tolist()  # a repeated prompt draws its own samples
+    assert max(running) == 2 and len(running) > max(o.stats.forwards for o in outs)
+    streamed = [""] * len(LIST)
+    for d in llm.stream(LIST, "llada", **SAMPLED):
+        streamed[d.index] += d.text
+    assert streamed == [o.text for o in outs]
+
+
+def test_generate_checks_every_prompt_before_any_decodes(llm, monkeypatch):
+    steps = []
+    monkeypatch.setattr(dlm.llm.Engine, "step", lambda self: steps.append(1))
+    with pytest.raises(dlm.InvalidParameter, match="empty"):
+        llm.generate(LIST + [""], "cdlm")
+    with pytest.raises(dlm.InvalidParameter, match="empty"):
+        next(llm.stream(LIST + [""], "cdlm"))
+    assert steps == []
+
+
+@pytest.mark.parametrize("value", [0, -1, 4097, 2.5, "8", True])
+def test_max_batch_outside_its_range_is_refused_by_name(models, value):
+    with pytest.raises(dlm.InvalidParameter, match="max_batch"):
+        dlm.LLM(models / "cdlm", max_batch=value)

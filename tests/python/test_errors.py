@@ -171,6 +171,14 @@ def test_an_option_of_the_wrong_type_or_out_of_range_is_named(llm, preset, optio
     assert e.value.parameter == option and not isinstance(e.value, TypeError)
 
 
+def test_a_value_in_range_that_the_samplers_float_holds_outside_it_is_named(llm):
+    # top_p 1e-50 is 0 as a float: refused as dlm-generate --top-p 1e-50 is, saying so; temperature 1e-50 is 0, in range.
+    with pytest.raises(dlm.InvalidParameter, match=r"is 1e-50, which the sampler's float holds as 0.0, outside \(0, 1\]") as e:
+        llm.settings("fast-dllm", top_p=1e-50)
+    assert e.value.parameter == "top_p"
+    assert llm.settings("fast-dllm", temperature=1e-50).temperature == 0
+
+
 def test_steps_and_temperature_take_the_bounds_dlm_generate_takes(llm):
     # dlm-generate refuses --steps 0 and --temp above 1e6 (cli/bounds.hpp); so does the package.
     with pytest.raises(dlm.InvalidParameter, match=r"must be in \[1, 16777216\], got 0"):
