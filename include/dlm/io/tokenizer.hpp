@@ -38,6 +38,7 @@
 #include "bpe.hpp"
 #include "file_paths.hpp"
 #include "json_util.hpp"
+#include "pre_tokenizer.hpp"
 #include "tokenizer_pipeline.hpp"
 #include "unicode.hpp"
 
