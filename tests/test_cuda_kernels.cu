@@ -308,9 +308,23 @@ TEST_SUITE("sampling") {
         // (sampler/temperature.hpp), the row shifted by its largest finite logit, on the device too.
         check_sampler(categorical_sampler{1e-40f}, z, vocab, {}, {}, "temperature 1e-40");
         check_sampler(presets::llada_sampler{1e-45f}, z, vocab, {}, {}, "LLaDA, temperature 1e-45");
+        // A logit so large that even a temperature of 0.5 overflows it: the shift applies at any temperature below 1.
+        std::vector<float> huge = z;
+        huge[17] = 1e38f;
+        check_sampler(categorical_sampler{0.5f}, huge, vocab, {}, {}, "a 1e38 logit at temperature 0.5");
     }
 
-    TEST_CASE("a row with NaN or +Inf, or with every token banned, gives NaN confidences") {
+    TEST_CASE("a row with every token banned gives NaN confidences") {
+        const index_t vocab = 4;
+        const std::vector<float> z = {1.f, 2.f, 3.f, 4.f};
+        const std::vector<random_key> keys(1, random_key{1, rng_stream::sampling, 0, 0});
+        const std::vector<unsigned char> banned = {1};
+        const std::vector<token_id> all = {0, 1, 2, 3};  // banned as the EOS ids of the row
+        const auto r = dlm::cuda::sample_on_device(greedy_sampler{}, z, vocab, keys, banned, all);
+        CHECK(std::isnan(r.front().probability));
+    }
+
+    TEST_CASE("a row with NaN or +Inf, or every logit -Inf, gives NaN confidences") {
         const index_t vocab = 64;
         std::vector<float> z = random_rows(3, vocab, 5);
         z[7] = std::numeric_limits<float>::quiet_NaN();

@@ -162,6 +162,15 @@ TEST_CASE("categorical options are validated") {
     CHECK_THROWS_WITH(categorical_sampler({0.f, -2}).validate(), doctest::Contains("'top_k'"));
 }
 
+TEST_CASE("random_key: every draw is in (0, 1), the one whose sum would round to 1 held just below it") {
+    constexpr std::uint64_t top = (std::uint64_t{1} << 53) - 1;
+    CHECK(random_key::unit_interval(top) == 0x1.fffffffffffffp-1);          // (2^53 - 1/2) / 2^53 rounds to 1
+    CHECK(random_key::unit_interval(top - 1) == 1.0 - 0x1.0p-52);          // its neighbours are unchanged
+    CHECK(random_key::unit_interval(0) == 0x1.0p-54);
+    CHECK(random_key::unit_interval(std::uint64_t{1} << 52) == 0.5);  // 2^52 + 1/2 rounds to even: 2^52
+    CHECK(std::isfinite(-std::log(-std::log(random_key::unit_interval(top)))));  // Gumbel noise stays finite (36.74)
+}
+
 TEST_CASE("Philox4x32-10 matches the Random123 known-answer vector") {
     // Random123 kat_vectors: philox4x32_10, counter and key all ones bits.
     std::uint32_t c[4] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};

@@ -59,8 +59,15 @@ struct random_key {
         std::uint32_t c[4] = {i, static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(step),
                               static_cast<std::uint32_t>(stream)};
         philox4x32(c, seed);
-        const std::uint64_t bits = (static_cast<std::uint64_t>(c[0]) << 21) ^ (c[1] >> 11);  // 53 bits
-        return (static_cast<double>(bits & ((std::uint64_t{1} << 53) - 1)) + 0.5) * 0x1.0p-53;
+        return unit_interval((static_cast<std::uint64_t>(c[0]) << 21) ^ (c[1] >> 11));  // 53 bits
+    }
+
+    /// (bits + 1/2) / 2^53 for the low 53 bits: in [2^-54, 1 - 2^-53]. The sum rounds to even above
+    /// 2^52, so the largest bits would give exactly 1 (Gumbel noise -log(-log u) = +inf); that one draw
+    /// is held at 1 - 2^-53, every other is unchanged. The noise is at most 36.74.
+    [[nodiscard]] DLM_HOST_DEVICE static constexpr double unit_interval(std::uint64_t bits) noexcept {
+        const double u = (static_cast<double>(bits & ((std::uint64_t{1} << 53) - 1)) + 0.5) * 0x1.0p-53;
+        return u < 1.0 ? u : 0x1.fffffffffffffp-1;
     }
 };
 

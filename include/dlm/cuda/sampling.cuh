@@ -6,12 +6,13 @@
 // online-softmax sum and entropy term (rescaled whenever its maximum grows, in double), the best choice
 // score and its index; a CUB BlockReduce merges the threads' states. The arithmetic is the host
 // samplers' (sampler/samplers.hpp): temperature as an f32 division, Gumbel-max with float64 noise
-// from dlm::random_key (Philox, so the noise is the host's, bit for bit), ties to the lowest token id,
+// from dlm::random_key (Philox: the host's uniforms bit for bit; the noise's two logs are CUDA's and
+// glibc's, each within an ulp, so a token could differ only on a Gumbel tie to ~1e-16), ties to the lowest token id,
 // probabilities in double. Banned tokens (the mask id always, EOS while a schedule suppresses it)
 // count as -inf, as the host decoder's `banned` list.
 //
-// Gumbel noise is bounded: a draw is a double in (0, 1) with 53 bits, at most 1 - 2^-54, so
-// -log(-log(u)) <= 37.43. A token whose tempered logit is more than max_gumbel below the best score
+// Gumbel noise is bounded: a draw is a double in (0, 1) with 53 bits, at most 1 - 2^-53
+// (random_key::unit_interval), so -log(-log(u)) <= 36.74. A token whose tempered logit is more than max_gumbel below the best score
 // the thread has already seen cannot win, so its Philox draw and two logs are skipped: the same
 // choice as drawing every entry, at a fraction of the cost once a thread has seen a likely token.
 //
@@ -97,7 +98,7 @@ namespace kernels {
 
 inline constexpr unsigned sample_threads = 256;
 inline constexpr index_t no_choice = 0x7fffffff;  ///< best_index before any token was offered
-/// Above the largest Gumbel noise -log(-log(u)) of a random_key draw (u <= 1 - 2^-54: 37.43).
+/// Above the largest Gumbel noise -log(-log(u)) of a random_key draw (u <= 1 - 2^-53: 36.74).
 inline constexpr double max_gumbel = 37.5;
 
 /// A thread's (and, merged, the block's) summary of part of a row.
@@ -196,11 +197,11 @@ __global__ void __launch_bounds__(sample_threads)
     const random_key key{task.seed, rng_stream::sampling, task.forward, task.position};
     const int bans = task.banned;
     // The host's detail::divide_by_temperature: where a logit over the temperature would overflow
-    // float, the row is divided shifted by its largest finite logit (the greedy limit). Only a
-    // temperature below 1e-30 can overflow logits under 3e8: a pre-pass finds the row's top and reach.
+    // float, the row is divided shifted by its largest finite logit (the greedy limit). Any temperature
+    // below 1 can overflow a large enough logit (1e38 at 0.5): a pre-pass finds the row's top and reach.
     __shared__ float shift_by;
     __shared__ bool shifted;
-    if (tempered && sp.temperature < 1e-30f) {
+    if (tempered && sp.temperature < 1.0f) {
         using reduce_f = cub::BlockReduce<float, sample_threads>;
         __shared__ typename reduce_f::TempStorage ftemp;
         float top = ni, reach = 0.0f;
