@@ -10,8 +10,9 @@
 // problem (mean, p50, p95) and tokens/s; --json writes the same figures. A problem's latency is the
 // wall time of the batched decode that produced it (with --batch 1, its own decode). SIGINT or SIGTERM
 // stops the run after the current forward: the figures and files cover the problems finished by then
-// (a second signal ends the program at once).
-// Exit status: 0 success, 1 a dlm error, 2 a bad flag or value, 130 interrupted (files written).
+// (a second signal, SIGINT or SIGTERM, ends the program at once).
+// Exit status: 0 success, 1 a dlm error (a file that could not be written too, interrupted or not),
+// 2 a bad flag or value, 130 interrupted with the files written.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -43,9 +44,10 @@ using namespace dlm;
 /// Set by SIGINT / SIGTERM: the decode stops after the forward under way (on_interrupt).
 volatile std::sig_atomic_t interrupted = 0;
 
-extern "C" void on_interrupt(int signal) {
+extern "C" void on_interrupt(int) {
     interrupted = 1;
-    std::signal(signal, SIG_DFL);  // a second one ends the program at once
+    std::signal(SIGINT, SIG_DFL);  // a second signal, of either kind, ends the program at once
+    std::signal(SIGTERM, SIG_DFL);
 }
 
 struct outcome {
@@ -235,7 +237,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
                {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
                 {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
                results, problems.size(), t);
-    return done < problems.size() ? 130 : written ? 0 : 1;
+    return !written ? 1 : done < problems.size() ? 130 : 0;
 }
 
 int run(const cli::options& o) {

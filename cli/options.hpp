@@ -133,10 +133,9 @@ T option_value(std::string_view flag, std::string_view v, registry::option o) {
         return to_integer<T>(flag, v, static_cast<T>(b.lo), static_cast<T>(b.hi));
     } else {
         const double x = in_range(flag, v, b.lo, b.hi, b.open_lo, b.open_hi);
-        const auto held = static_cast<double>(static_cast<T>(x));  // --top-p 1e-50 is 0 as a float
-        if (!((b.open_lo ? held > b.lo : held >= b.lo) && (b.open_hi ? held < b.hi : held <= b.hi)))
-            bad(flag, "is " + std::string(v) + ", which the sampler's float holds as " + std::to_string(held) + ", outside the range of " +
-                          std::string(flag) + " (use a value a float can tell from its bound)");
+        if (std::is_same_v<T, float> && !float_keeps_range(x, b.lo, b.hi, b.open_lo, b.open_hi))  // --top-p 1e-50 is 0 as a float
+            bad(flag, "is " + std::string(v) + ", which the sampler's float holds as " + std::to_string(static_cast<float>(x)) +
+                          ", outside the range of " + std::string(flag) + " (use a value a float can tell from its bound)");
         return static_cast<T>(x);
     }
 }

@@ -4,8 +4,6 @@
 // encoded blocks) within f32 tolerance of the reference.
 #include <doctest/doctest.h>
 
-#include <optional>
-
 #include <algorithm>
 #include <array>
 #include <chrono>

@@ -192,6 +192,20 @@ TEST_CASE("engine: per-sequence sampler, schedule and block length decode as a d
     }
 }
 
+TEST_CASE("engine: check_batch refuses what add_batch refuses, naming the prompt, and queues nothing") {
+    scripted_model m = hashed();
+    presets::cdlm<scripted_model> d(m, block_causal_mask{4});
+    engine eng(d);
+    const std::vector<tvec> bad = {{1, 2}, {}}, good = {{1, 2}, {3}};
+    CHECK_THROWS_WITH_AS(eng.check_batch(bad, {.gen_length = 8}), doctest::Contains("prompts[1]"), invalid_parameter);
+    CHECK_THROWS_WITH_AS((void)eng.add_batch(bad, {.gen_length = 8}), doctest::Contains("prompts[1]"), invalid_parameter);
+    CHECK_THROWS_WITH_AS(eng.check_batch(good, {.gen_length = 0}), doctest::Contains("gen_length"), invalid_parameter);
+    eng.check_batch(good, {.gen_length = 8});
+    CHECK(eng.idle());
+    CHECK(eng.active() == 0);
+    CHECK(m.log().empty());
+}
+
 TEST_CASE("engine: a sequence's own schedule must cut sub-blocks as the decoder's cache does, as the decoder's constructor checks") {
     scripted_model m = hashed(true);  // Fast-dLLM v2 reads a block's first slot from the row before it
     presets::fast_dllm_v2_block_cache<scripted_model> d(m, aligned_block_diffusion_mask{8}, sub_block_cache{4}, sub_block_threshold_schedule{0.9, 4});

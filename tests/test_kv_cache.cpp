@@ -68,6 +68,10 @@ TEST_CASE("test comparisons: a NaN on either side is an infinite difference, and
     CHECK(dlm_test::max_rel_diff({nan}, {nan}) == std::numeric_limits<double>::infinity());
     CHECK(scaled_diff({1.f, 2.f}, {1.f, 2.f}) == 0.0);
     CHECK(scaled_diff({-0.f}, {0.f}) == 0.0);
+    const float inf = std::numeric_limits<float>::infinity();
+    CHECK(scaled_diff({-inf, 1.f}, {-inf, 1.f}) == 0.0);  // a banned (-inf) logit equal on both sides
+    CHECK(scaled_diff({-inf, 0.5f}, {-inf, 1.f}) == doctest::Approx(0.5));  // and it does not hide the rest (scale 1)
+    CHECK(scaled_diff({inf}, {1.f}) == std::numeric_limits<double>::infinity());
     CHECK_FALSE(dlm_test::bitwise_equal({-0.f}, {0.f}));
 }
 

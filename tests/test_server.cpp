@@ -106,6 +106,9 @@ TEST_CASE("server request: every refusal names the field, and another model is 4
     CHECK(refused(R"({"prompt": "x", "temperature": 0.7})") == "temperature");  // cdlm samples greedily
     CHECK(refused(R"({"prompt": "x", "temperature": 0})").empty());            // a neutral value passes
     CHECK(refused(R"({"prompt": "x", "top_p": 0})") == "top_p");
+    CHECK(refused(R"({"prompt": "x", "top_p": 1e-50})") == "top_p");  // in (0, 1] as a double, 0 as the sampler's float
+    CHECK_THROWS_WITH((void)parse_request(R"({"prompt": "x", "top_p": 1e-50})", endpoint::completions, cdlm_rules()),
+                      doctest::Contains("which the sampler's float holds as 0.000000"));
     CHECK(refused(R"({"prompt": "x", "steps": 8})") == "steps");  // cdlm's schedule has no steps
     CHECK(refused(R"({"prompt": "x", "threshold": 1.5})") == "threshold");
     CHECK(refused(R"({"prompt": "x", "seed": 18446744073709551616})") == "seed");  // past 64 bits

@@ -148,18 +148,21 @@ class Engine:
         if isinstance(prompts, str):
             _args.refuse("prompts", "must be a list of prompts; one text is one prompt: add(text), or add_batch([text])", prompts)
         _args.not_a_prompt_list("prompts", prompts, "must be a list of prompts (text or token ids)")
-        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
-        seed, cfg = _args.seed(seed), _args.cfg(cfg)
+        lists, seed, cfg = self._batch_args(prompts, seed, cfg, chat, think)
         ids = _as_cfg(lambda: self._engine.add_batch(lists, seed, cfg))
         self._prompts.update(zip(ids, lists))
         return ids
+
+    def _batch_args(self, prompts: Sequence[Prompt], seed: Optional[int], cfg: float, chat: bool, think: Optional[bool]) -> tuple:
+        """A batch's token lists, seed and guidance scale, each checked by type (add_batch, _feed)."""
+        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
+        return lists, _args.seed(seed), _args.cfg(cfg)
 
     def _feed(self, prompts: Sequence[Prompt], seed: Optional[int], cfg: float, chat: bool, think: Optional[bool],
               limit: int) -> "_Feed":
         """The prompts checked as add_batch checks them, all before any decodes, to be added at most
         `limit` running at once (_Feed)."""
-        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
-        seed, cfg = _args.seed(seed), _args.cfg(cfg)
+        lists, seed, cfg = self._batch_args(prompts, seed, cfg, chat, think)
         _as_cfg(lambda: self._engine.check_batch(lists, seed, cfg))
         return _Feed(self, lists, self.settings.seed if seed is None else seed, cfg, limit)
 
@@ -241,8 +244,7 @@ class LLM:
     def __init__(self, model: Union[str, os.PathLike, None] = None, *, dtype: Optional[str] = None, threads: Optional[int] = None,
                  progress: Optional[Callable[[int, int], None]] = None, kv: Optional[str] = None, max_batch: int = 16):
         dtype = _args.choice("dtype", dtype, ("f32", "bf16", "f16"), "as the checkpoint stores them")
-        # generate() and stream() decode at most this many prompts at once; the rest wait their turn.
-        self.max_batch = _args.max_batch(max_batch)
+        self.max_batch = max_batch
         kv = _args.choice("kv", kv, ("f32", "bf16"), "f32")
         # OpenMP's thread count is the calling thread's: each call that runs forwards sets this LLM's.
         self.threads = _dlm.default_threads if threads is None else _args.threads(threads)
@@ -251,6 +253,16 @@ class LLM:
         if not isinstance(path, str):
             _args.refuse("model", "must be a path as str or os.PathLike of str (a folder or a .gguf file)", model)
         self.model = _dlm.load(path, dtype, progress, kv)
+
+    @property
+    def max_batch(self) -> int:
+        """How many prompts generate() and stream() decode at once; the rest wait their turn. An
+        integer in [1, 4096], checked wherever it is set."""
+        return self._max_batch
+
+    @max_batch.setter
+    def max_batch(self, value: int) -> None:
+        self._max_batch = _args.max_batch(value)
 
     def use_threads(self) -> None:
         """Sets this LLM's CPU threads in the calling thread (OpenMP's setting is per thread); the

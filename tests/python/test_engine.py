@@ -248,17 +248,32 @@ def test_generate_runs_at_most_max_batch_sequences_and_answers_as_one_batch(mode
     assert streamed == [o.text for o in outs]
 
 
-def test_generate_checks_every_prompt_before_any_decodes(llm, monkeypatch):
-    steps = []
-    monkeypatch.setattr(dlm.llm.Engine, "step", lambda self: steps.append(1))
-    with pytest.raises(dlm.InvalidParameter, match="empty"):
+def test_generate_checks_every_prompt_before_any_decodes(models, monkeypatch):
+    """The bad prompt is the sixth, past max_batch: without the whole list checked first, the first two would
+    start decoding (and the patched step would raise) before it was ever added."""
+    llm = dlm.LLM(models / "cdlm", max_batch=2)
+
+    def step(self):
+        raise AssertionError("a forward ran before every prompt was checked")
+    monkeypatch.setattr(dlm.llm.Engine, "step", step)
+    with pytest.raises(dlm.InvalidParameter, match=r"prompts\[5\].*empty"):
         llm.generate(LIST + [""], "cdlm")
-    with pytest.raises(dlm.InvalidParameter, match="empty"):
+    with pytest.raises(dlm.InvalidParameter, match=r"prompts\[5\].*empty"):
         next(llm.stream(LIST + [""], "cdlm"))
-    assert steps == []
+
+
+def test_check_batch_refuses_what_add_batch_refuses_and_queues_nothing(llm):
+    eng = llm.engine("cdlm")
+    with pytest.raises(dlm.InvalidParameter, match=r"prompts\[1\]"):
+        eng._engine.check_batch([[5, 6], []])
+    eng._engine.check_batch([[5, 6], [7]])
+    assert eng.idle and eng.active == 0
 
 
 @pytest.mark.parametrize("value", [0, -1, 4097, 2.5, "8", True])
-def test_max_batch_outside_its_range_is_refused_by_name(models, value):
+def test_max_batch_outside_its_range_is_refused_by_name(models, llm, value):
     with pytest.raises(dlm.InvalidParameter, match="max_batch"):
         dlm.LLM(models / "cdlm", max_batch=value)
+    with pytest.raises(dlm.InvalidParameter, match="max_batch"):
+        llm.max_batch = value  # checked wherever it is set
+    assert llm.max_batch == 16

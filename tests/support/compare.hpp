@@ -18,8 +18,10 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// |a - b| as a double, +inf when either is NaN.
+/// |a - b| as a double: 0 for equal values (equal infinities too), +inf when either is NaN or only
+/// one is infinite.
 inline double abs_diff(float a, float b) {
+    if (a == b) return 0;
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::infinity();
     return std::abs(static_cast<double>(a) - static_cast<double>(b));
 }
@@ -32,10 +34,13 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
     return worst;
 }
 
-/// max |a - b| / max(1, max |b|): the error relative to the logits' scale; +inf when either holds a NaN.
+/// max |a - b| / max(1, max finite |b|): the error relative to the logits' scale; +inf when either
+/// holds a NaN or an infinity the other does not (an infinite logit of b does not set the scale, so it
+/// cannot hide the other differences).
 inline double scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double scale = 1;
-    for (float v : b) scale = std::max(scale, std::abs(static_cast<double>(v)));
+    for (float v : b)
+        if (std::isfinite(v)) scale = std::max(scale, std::abs(static_cast<double>(v)));
     return max_abs_diff(a, b) / scale;
 }
 

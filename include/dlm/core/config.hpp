@@ -19,4 +19,12 @@ using index_t = std::int32_t;
 
 inline constexpr token_id no_token = -1;
 
+/// Whether `x`, inside [lo, hi] (open ends as given) as a double, stays inside once held as the float
+/// a sampler keeps (temperature, top_p): a user's 1e-50 is 0 as a float, outside top_p's (0, 1]. The
+/// programs, the server and the Python package refuse such a value saying so.
+[[nodiscard]] constexpr bool float_keeps_range(double x, double lo, double hi, bool open_lo, bool open_hi) noexcept {
+    const auto held = static_cast<double>(static_cast<float>(x));
+    return (open_lo ? held > lo : held >= lo) && (open_hi ? held < hi : held <= hi);
+}
+
 }  // namespace dlm

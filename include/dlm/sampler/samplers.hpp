@@ -120,15 +120,15 @@ private:
     // Dream's top_p_logits: sort descending, drop every token whose preceding cumulative probability
     // already exceeds top_p (the token that crosses it stays).
     void keep_nucleus(std::vector<float>& z) const {
-        std::vector<std::int32_t> order(z.size());
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return z[static_cast<std::size_t>(a)] > z[static_cast<std::size_t>(b)]; });
-        const float m = z[static_cast<std::size_t>(order[0])];
+        std::vector<std::int32_t> ranked(z.size());
+        std::iota(ranked.begin(), ranked.end(), 0);
+        std::stable_sort(ranked.begin(), ranked.end(), [&](auto a, auto b) { return z[static_cast<std::size_t>(a)] > z[static_cast<std::size_t>(b)]; });
+        const float m = z[static_cast<std::size_t>(ranked[0])];
         double sum = 0.0;
         for (float v : z) sum += v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m);
         double cumulative = 0.0;
-        for (std::size_t r = 0; r < order.size(); ++r) {
-            float& v = z[static_cast<std::size_t>(order[r])];
+        for (std::size_t r = 0; r < ranked.size(); ++r) {
+            float& v = z[static_cast<std::size_t>(ranked[r])];
             const double p = v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m) / sum;
             if (r > 0 && cumulative > static_cast<double>(top_p)) v = detail::neg_inf;
             cumulative += p;

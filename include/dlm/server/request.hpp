@@ -251,10 +251,13 @@ namespace detail {
 inline bool read_sampling_field(const std::string& key, const nlohmann::json& v, completion_request& r) {
     if (key != "temperature" && key != "top_p" && key != "top_k" && key != "seed") return false;
     if (v.is_null()) return true;
-    if (key == "temperature") {
-        r.temperature = number_in(key, v, 0, 2, false);
-    } else if (key == "top_p") {
-        r.top_p = number_in(key, v, 0, 1, true);
+    if (key == "temperature" || key == "top_p") {
+        const bool top_p = key == "top_p";
+        const double x = number_in(key, v, 0, top_p ? 1 : 2, top_p);
+        if (!float_keeps_range(x, 0, top_p ? 1 : 2, top_p, false))  // top_p 1e-50 is 0 as the sampler's float
+            refuse(key, "is " + io::detail::json_quote(v) + ", which the sampler's float holds as " + std::to_string(static_cast<float>(x)) +
+                            ", outside its range (use a value a float can tell from its bound)");
+        (top_p ? r.top_p : r.temperature) = x;
     } else if (key == "top_k") {  // -1 is vLLM's "no top-k", as 0 is dlm's
         r.top_k = static_cast<index_t>(std::max<std::int64_t>(0, integer_in(key, v, -1, std::numeric_limits<index_t>::max())));
     } else if (v.is_number_unsigned()) {
