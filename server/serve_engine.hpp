@@ -22,6 +22,7 @@ int serve_engine(const cli::options& o, registry::any_engine& eng, Loaded& m, co
                  http::server& http) {
     metrics stats;
     stats.model_name = model_id;
+    stats.batch_capacity = static_cast<std::size_t>(o.parallel);  // vllm:kv_cache_usage_perc: the batch's occupancy
     scheduler<registry::any_engine> sched(eng, {static_cast<std::size_t>(o.parallel), static_cast<std::size_t>(o.queue)}, &stats,
                                 [threads = o.threads] { cli::set_threads(threads); });
     const bool steps_given = o.was_given("--steps");

@@ -377,6 +377,10 @@ TEST_CASE("server metrics: vLLM's names, types, bucket bounds and model_name lab
     has("dlm_queue_length 2\n");  // dlm's own stay
     has("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{" + l + "} 5\n");
     has("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{" + l + "} 2\n");
+    CHECK(t.find("vllm:kv_cache_usage_perc") == std::string::npos);  // no batch bound given: no gauge
+    m.batch_capacity = 8;
+    CHECK(m.render(2, 5).find("# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{" + l + "} 0.625\n") != std::string::npos);
+    CHECK(m.render(0, 8).find("vllm:kv_cache_usage_perc{" + l + "} 1\n") != std::string::npos);  // the next request waits
     has("# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{" + l + "} 7\n");
     has("# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{" + l + "} 5\n");
     has("vllm:request_success_total{" + l + ",finished_reason=\"stop\"} 2\n");

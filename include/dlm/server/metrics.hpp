@@ -12,6 +12,7 @@
 // (scheduler.hpp), at forward boundaries.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -150,6 +151,7 @@ struct metrics {
     vllm_stats vllm;                                  ///< vLLM's names (the scheduler records them)
     prompt_cache_figures prompt_cache;                ///< the prompt cache's, when the server keeps one
     std::string model_name = "dlm";                   ///< the model_name label of the vllm: metrics (dlm-server: the model's id)
+    std::size_t batch_capacity = 0;                   ///< sequences the batch holds at most (-np); 0: no vllm:kv_cache_usage_perc
 
     /// Counts one answered request by route and HTTP status.
     void request(const std::string& route, int status) {
@@ -197,6 +199,14 @@ struct metrics {
         sample("vllm:num_requests_running", "", active_sequences);
         head("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge");
         sample("vllm:num_requests_waiting", "", queue_length);
+        if (batch_capacity > 0) {
+            // dlm keeps no block pool: a sequence's K/V is allocated with it, and what makes a request
+            // wait is the batch's bound (-np). Its occupancy is the usage a router balances on: 1 when
+            // the next request waits, as vLLM's is when no KV block is free.
+            head("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge");
+            out += "vllm:kv_cache_usage_perc{" + labels + "} " +
+                   histogram::number(static_cast<double>(std::min(active_sequences, batch_capacity)) / static_cast<double>(batch_capacity)) + "\n";
+        }
         head("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter");
         sample("vllm:prompt_tokens_total", "", vllm.prompt_tokens);
         head("vllm:generation_tokens_total", "Number of generation tokens processed.", "counter");
