@@ -2,9 +2,11 @@
 // a question, and the final number after "####", extracted exactly as tools/score.py does.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -15,6 +17,9 @@
 
 #include <dlm/core/error.hpp>
 #include <dlm/io/json_util.hpp>
+#include <dlm/io/unicode.hpp>
+
+#include "python_unicode.hpp"
 
 namespace dlm::cli {
 
@@ -121,29 +126,45 @@ namespace detail {
     return out;
 }
 
+namespace detail {
+
+/// The value of a Python decimal digit (str.isdecimal: Unicode's Nd, ٣ and ３ as 3), or -1.
+[[nodiscard]] inline int python_digit(char32_t c) {
+    const auto* zeros = python_unicode::decimal_zeros;
+    const auto* end = zeros + std::size(python_unicode::decimal_zeros);
+    const auto* z = std::upper_bound(zeros, end, static_cast<std::uint32_t>(c));
+    return z != zeros && c - *(z - 1) < 10 ? static_cast<int>(c - *(z - 1)) : -1;
+}
+
+/// Whether Python's str.isspace is true for `c` (what the re module's \s matches).
+[[nodiscard]] inline bool python_space(char32_t c) {
+    return std::binary_search(std::begin(python_unicode::spaces), std::end(python_unicode::spaces), static_cast<std::uint32_t>(c));
+}
+
+}  // namespace detail
+
 /// The number after the last "####" in `text`, normalized as tools/score.py normalizes it (the
-/// regex ####\s*(-?[\d,]*\.?\d+); commas removed; an integral value without ".0"), or nothing.
+/// regex ####\s*(-?[\d,]*\.?\d+) over code points, \d and \s as Python reads them: any Unicode
+/// decimal digit and whitespace; float() then reads the digits: ٣ is 3; commas removed; an integral
+/// value without ".0"), or nothing. Bytes that are not UTF-8 read as U+FFFD, as score.py reads
+/// --predictions.
 [[nodiscard]] inline std::optional<std::string> extract_final(std::string_view text) {
-    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    const std::u32string cps = io::detail::decode_utf8(text);
+    const auto digit = [&](std::size_t i) { return i < cps.size() && detail::python_digit(cps[i]) >= 0; };
     std::optional<std::string> found;
-    for (std::size_t at = text.find("####"); at != std::string_view::npos;) {
+    for (std::size_t at = 0; at + 4 <= cps.size(); ++at) {
+        if (cps.compare(at, 4, U"####") != 0) continue;
         std::size_t i = at + 4;
-        while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
-        std::string m;
-        if (i < text.size() && text[i] == '-') m += text[i++];
+        while (i < cps.size() && detail::python_space(cps[i])) ++i;
+        std::string m;  // the match, its digits as ASCII (float()'s reading)
+        if (i < cps.size() && cps[i] == U'-') m += '-', ++i;
         const std::size_t body = m.size();
-        while (i < text.size() && (digit(text[i]) || text[i] == ',')) m += text[i++];
-        if (i + 1 < text.size() && text[i] == '.' && digit(text[i + 1])) {
-            m += text[i++];
-            while (i < text.size() && digit(text[i])) m += text[i++];
-        }
-        while (m.size() > body && !digit(m.back())) m.pop_back();  // the match ends in a digit
-        const std::size_t next = text.find("####", at + 1);
-        if (m.size() > body) {
-            found = m;
-            // A later "####" inside this match cannot exist (a match holds no '#'), so scanning resumes after it.
-        }
-        at = next;
+        for (; i < cps.size() && (digit(i) || cps[i] == U','); ++i) m += cps[i] == U',' ? ',' : static_cast<char>('0' + detail::python_digit(cps[i]));
+        if (i < cps.size() && cps[i] == U'.' && digit(i + 1))
+            for (m += '.', ++i; digit(i); ++i) m += static_cast<char>('0' + detail::python_digit(cps[i]));
+        while (m.size() > body && (m.back() < '0' || m.back() > '9')) m.pop_back();  // the match ends in a digit
+        if (m.size() > body) found = m;
+        // A match holds no '#', so the next "####" starts after it or inside this one's hashes (#####5).
     }
     if (!found) return std::nullopt;
     return normalize_number(*found);

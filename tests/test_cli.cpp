@@ -329,6 +329,28 @@ TEST_CASE("cli: a data line that is not a JSON object is refused with the parser
     std::filesystem::remove(path);
 }
 
+TEST_CASE("cli: Unicode digits and spaces after #### are read as tools/score.py reads them") {
+    // The files of the test "tools: score.py reads Unicode digits and spaces as dlm-eval does", where
+    // score.py finds every answer right: Arabic-Indic, full-width and mathematical digits, a no-break
+    // space, U+3000, U+2028 and U+001C (Python's str.isspace), the last #### of several.
+    const auto problems = cli::read_problems(DLM_TEST_DATA "/cli/unicode_final.jsonl");
+    std::vector<std::string> answers;
+    std::ifstream in(DLM_TEST_DATA "/cli/unicode_final_pred.jsonl");
+    for (std::string line; std::getline(in, line);) answers.push_back(nlohmann::json::parse(line)["answer"].get<std::string>());
+    REQUIRE(problems.size() == 8);
+    REQUIRE(answers.size() == problems.size());
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+        CAPTURE(i);
+        CHECK(cli::extract_final(answers[i]) == problems[i].final);
+    }
+    CHECK(cli::extract_final("####\xff 5") == std::nullopt);  // U+FFFD is not a space
+    CHECK(cli::extract_final("#### 5\xff") == "5");
+    CHECK(cli::detail::python_digit(U'\u0669') == 9);
+    CHECK(cli::detail::python_digit(U'\u00b2') == -1);  // superscript two: a digit, not decimal (float() refuses it)
+    CHECK(cli::detail::python_space(U'\u001f'));
+    CHECK_FALSE(cli::detail::python_space(U'\u200b'));  // zero-width space is not whitespace to Python
+}
+
 TEST_CASE("cli: a numeric final scores as tools/score.py scores it") {
     // The files of the test "tools: score.py scores a numeric final as dlm-eval does": finals 40, 40.0,
     // 2.5 and "40"; every prediction right.

@@ -26,6 +26,12 @@ if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
              COMMAND ${Python3_EXECUTABLE} tools/score.py --ref tests/data/cli/numeric_final.jsonl --pred tests/data/cli/numeric_final_pred.jsonl
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties("tools: score.py scores a numeric final as dlm-eval does" PROPERTIES PASS_REGULAR_EXPRESSION "exact match: 4/4 ")
+    # Unicode digits and spaces (٣, ４２.５, 𝟗, a no-break space, U+001C) read as Python's \d, \s and float()
+    # read them; test_cli's "cli: Unicode digits and spaces ..." checks dlm-eval's extraction on the same files.
+    add_test(NAME "tools: score.py reads Unicode digits and spaces as dlm-eval does"
+             COMMAND ${Python3_EXECUTABLE} tools/score.py --ref tests/data/cli/unicode_final.jsonl --pred tests/data/cli/unicode_final_pred.jsonl
+             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties("tools: score.py reads Unicode digits and spaces as dlm-eval does" PROPERTIES PASS_REGULAR_EXPRESSION "exact match: 8/8 ")
     add_test(NAME "tools: ncu_kernels.py refuses a file that holds no capture"
              COMMAND ${Python3_EXECUTABLE} tools/ncu_kernels.py README.md WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties("tools: ncu_kernels.py refuses a file that holds no capture" PROPERTIES
