@@ -30,7 +30,7 @@ struct option_bounds {
     constexpr double inf = std::numeric_limits<double>::infinity();
     switch (o) {
         case O::gen_length:
-        case O::block_length: return {1, 1 << 20, false, false, true};
+        case O::block_length: return {1, static_cast<double>(max_slots), false, false, true};
         case O::steps: return {1, 1 << 24, false, false, true};
         case O::top_k: return {0, std::numeric_limits<index_t>::max(), false, false, true};
         case O::threshold:

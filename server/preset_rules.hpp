@@ -10,6 +10,7 @@
 // (the policies' own checks), so a request is refused exactly where the flags are.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -71,7 +72,8 @@ inline void check_steps_reachable(const registry::settings& s, const completion_
     r.preset = std::string(registry::builtin.name_of(base.preset));
     r.has_blocks = registry::builtin.accepts(base.preset).takes(registry::option::block_length);
     r.default_max_tokens = base.gen_length;
-    r.max_max_tokens = max_context;
+    r.max_context = max_context;
+    r.max_max_tokens = std::min(max_context, max_slots);  // the programs' bound too (cli/bounds.hpp)
     r.block_length = base.block_length;
     r.check_options = [base, steps_given](const completion_request& q) {
         const registry::settings s = request_settings(base, steps_given, q);

@@ -143,7 +143,7 @@ void count_request(Service& svc, const std::string& route, clock::time_point rec
 template <class Service>
 void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_t prompt_length) {
     const request_rules& rules = svc.rules;
-    const index_t room = rules.max_max_tokens - prompt_length;
+    const index_t room = std::min(rules.max_context - prompt_length, rules.max_max_tokens);
     if (r.gen_length <= room) return;
     const index_t block = detail::canvas_block(r, rules);
     const index_t fits = room > 0 ? room / block * block : 0;
@@ -151,7 +151,7 @@ void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_
     if (fits < 1)
         throw request_error(kind == endpoint::chat ? "messages" : "prompt",
                             "is " + std::to_string(prompt_length) + " tokens, which leave no room for an answer" + blocks + " in the model's context of " +
-                                std::to_string(rules.max_max_tokens));
+                                std::to_string(rules.max_context));
     if (r.max_tokens_field.empty()) {
         // The largest canvas of whole blocks that fits and that the options allow: steps fixed by the
         // server's --steps must suit it (llada: a multiple of its blocks, at most its slots). The
@@ -173,7 +173,7 @@ void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_
     }
     const std::string canvas = r.gen_length != r.max_tokens ? " (a canvas of " + std::to_string(r.gen_length) + " slots" + blocks + ")" : "";
     throw request_error(r.max_tokens_field, "is " + std::to_string(r.max_tokens) + canvas + "; beside the prompt's " + std::to_string(prompt_length) +
-                                                " tokens the model's context of " + std::to_string(rules.max_max_tokens) + " holds " + std::to_string(fits) +
+                                                " tokens the model's context of " + std::to_string(rules.max_context) + " holds " + std::to_string(fits) +
                                                 " at most");
 }
 

@@ -4,9 +4,17 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
+
+#if defined(__unix__)
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/engine.hpp>
@@ -333,6 +341,87 @@ TEST_CASE("engine: a batch larger than one forward group of the CPU transformer 
         CAPTURE(i);
         check_same(d.generate(prompts[i], {.gen_length = 16, .seed = sequence_seed(5, i)}), batch.sequences[i]);
     }
+}
+
+TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused with memory_error before anything is allocated, summed with those added before the step; check_batch weighs each alone") {
+    // A vocabulary of 2^30: a block of 65536 rows of logits is 2^48 bytes (256 TiB), which no machine
+    // has; the script must never run.
+    constexpr index_t vocab = index_t{1} << 30;
+    scripted_model huge(vocab, vocab - 1, {vocab - 2}, false, [](const testing::script_view&, std::span<float>) { FAIL("a forward ran"); });
+    using decoder_t = decoder<scripted_model, semi_ar_mask, no_cache, threshold_schedule, greedy_sampler>;
+    decoder_t wide(huge, semi_ar_mask{65536}, {}, threshold_schedule{0.9});
+    try {
+        (void)wide.generate(tvec{1, 2}, {.gen_length = 65536});
+        FAIL("no memory_error");
+    } catch (const memory_error& e) {
+        CHECK(e.needed() > (std::uint64_t{1} << 47));
+        CHECK(std::string(e.what()).find("the decoding state and logits rows of 1 sequence(s) (gen_length 65536 in blocks of 65536, a vocabulary of 1073741824)") !=
+              std::string::npos);
+    }
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("the sum is checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    // Two sequences of 8 rows, each needing 60 % of what a child limited to 1 GiB more address space
+    // than it maps may allocate: either fits alone (check_batch, which a caller adding a few at a time
+    // asks), both together do not (add_batch, or add twice before a step). The limit, not the
+    // machine, sets the figure.
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        rlimit limit{};
+        getrlimit(RLIMIT_AS, &limit);
+        const std::uint64_t room = std::uint64_t{1} << 30;
+        const std::uint64_t vm = [] {
+            std::ifstream in("/proc/self/status");
+            std::string line;
+            while (std::getline(in, line))
+                if (line.rfind("VmSize:", 0) == 0) return static_cast<std::uint64_t>(std::stoull(line.substr(7))) * 1024;
+            return std::uint64_t{0};
+        }();
+        limit.rlim_cur = static_cast<rlim_t>(vm + room);
+        setrlimit(RLIMIT_AS, &limit);
+        const std::uint64_t avail = available_memory();
+        if (avail > room || avail < room / 2) _exit(7);  // the machine has less than the limit: nothing to measure
+        const auto v = static_cast<index_t>(avail / 10 * 6 / (8 * sizeof(float)));
+        scripted_model big(v, v - 1, {v - 2}, false, [](const testing::script_view&, std::span<float>) { std::abort(); });
+        decoder_t d(big, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+        engine<decoder_t> eng(d);
+        const std::vector<tvec> two{{1, 2}, {3, 4}};
+        try {
+            eng.check_batch(two, {.gen_length = 8});
+        } catch (...) {
+            _exit(2);
+        }
+        try {
+            (void)eng.add_batch(two, {.gen_length = 8});
+            _exit(3);
+        } catch (const memory_error&) {
+            if (!eng.idle()) _exit(4);
+        } catch (...) {
+            _exit(5);
+        }
+        // One at a time before a step: the first's rows are promised (not yet allocated), so the
+        // second is weighed beside them and refused.
+        try {
+            (void)eng.add(two[0], {.gen_length = 8});
+        } catch (...) {
+            _exit(6);
+        }
+        try {
+            (void)eng.add(two[1], {.gen_length = 8});
+            _exit(8);
+        } catch (const memory_error&) {
+            _exit(eng.active() == 1 ? 0 : 9);
+        } catch (...) {
+            _exit(10);
+        }
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 7) MESSAGE("skipped the sum: less than 1 GiB available");
+    else CHECK(WEXITSTATUS(status) == 0);
+#endif
 }
 
 }  // namespace test_engine

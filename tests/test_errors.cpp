@@ -436,6 +436,44 @@ TEST_CASE("errors: a KV cache capacity past the canvas index type is invalid_par
     expect_error<invalid_parameter>([&] { (void)m.make_kv_cache(-1); }, {"'capacity'"});
 }
 
+TEST_CASE("errors: a hidden size the tensors do not hold is refused by the embedding before the rotary table is allocated") {
+#if defined(DLM_TEST_SANITIZER)
+    MESSAGE("skipped under AddressSanitizer and ThreadSanitizer: they reserve terabytes of address space (shadow memory, allocator), past the limit the test sets");
+#elif !defined(__unix__)
+    MESSAGE("skipped: needs fork and setrlimit");
+#else
+    // d_model 2^30 over one head: a head of 2^30 dims, whose rotary table (2^29 floats, 2 GiB) the
+    // constructor built before any tensor was read. In a child limited to 2 GiB of address space
+    // that allocation fails (std::bad_alloc); now the embedding's shape is refused first.
+    temp_dir dir;
+    auto config = tiny_config();
+    config["d_model"] = 1 << 30;
+    config["n_heads"] = 1;
+    config["n_kv_heads"] = 1;
+    write_model(dir, config, tiny_tensors());
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const rlimit limit{rlim_t{2} << 30, rlim_t{2} << 30};
+        setrlimit(RLIMIT_AS, &limit);
+        try {
+            (void)cpu::transformer::load(dir.path());
+            _exit(2);
+        } catch (const tensor_error& e) {
+            _exit(std::string(e.what()).find("model.transformer.wte.weight") != std::string::npos ? 0 : 4);
+        } catch (const std::bad_alloc&) {
+            _exit(5);  // allocated before the shapes were checked
+        } catch (...) {
+            _exit(3);
+        }
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+#endif
+}
+
 TEST_CASE("errors: a KV cache larger than memory is memory_error, from make_kv_cache and from generate") {
 #if defined(DLM_TEST_SANITIZER)
     MESSAGE("skipped under AddressSanitizer and ThreadSanitizer: they reserve terabytes of address space (shadow memory, allocator), past the limit the test sets");

@@ -442,6 +442,9 @@ TEST_CASE("decoding keys: dlm_gen_length, dlm_block_length, where mask and EOS i
     expect_refused(j, {"key 'dlm_block_length'", "0 must be a positive number of slots"});
     j["dlm_block_length"] = "8";
     expect_refused(j, {"key 'dlm_block_length'", "expected an integer"});
+    j["dlm_block_length"] = 8;
+    j["dlm_gen_length"] = 1073741824;  // a hostile file's hint: 16 GB of state before any other check
+    expect_refused(j, {"key 'dlm_gen_length'", "1073741824 slots is more than the 1048576 any program takes"});
     json q = fixture("qwen2-0.5b-instruct");
     CHECK(parse_config(q, "cfg.json").decoding.mask_id_origin.find("last embedding row") != std::string::npos);
 

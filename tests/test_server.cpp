@@ -214,6 +214,29 @@ TEST_CASE("server request: max_completion_tokens wins over max_tokens whatever t
     CHECK(refused(R"({"prompt": "x", "max_completion_tokens": 8})") == "max_completion_tokens");  // chat's only, as OpenAI's
 }
 
+TEST_CASE("server request: max_tokens is bounded by max_slots on a model of huge context, and its rounding to blocks never wraps") {
+    const registry::preset_id id = registry::builtin.find("cdlm").value();
+    const request_rules huge = rules_for(registry::resolve(registry::builtin, id, {}, {48, 8}), false, 2147483647, "cdlm");
+    CHECK(huge.max_context == 2147483647);
+    CHECK(huge.max_max_tokens == max_slots);
+    const std::string m = R"({"messages": [{"role": "user", "content": "x"}], )";
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 2147483641})", endpoint::completions, huge) == "max_tokens");
+    CHECK(refused(m + R"("max_completion_tokens": 2147483647})", endpoint::chat, huge) == "max_completion_tokens");
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 1048576})", endpoint::completions, huge).empty());
+    CHECK(refused(R"({"prompt": "x", "max_tokens": 1048577})", endpoint::completions, huge) == "max_tokens");
+    // Rules a library user sets by hand, past max_slots: 2^31 - 7 rounded up to blocks of 8 is 2^31,
+    // which wrapped to -2^31 in 32 bits and was refused as "must be >= 1, got -2147483648".
+    request_rules wide = huge;
+    wide.max_max_tokens = 2147483647;
+    try {
+        (void)parse_request(R"({"prompt": "x", "max_tokens": 2147483641})", endpoint::completions, wide);
+        FAIL("accepted");
+    } catch (const request_error& e) {
+        CHECK(e.parameter() == "max_tokens");
+        CHECK(std::string(e.what()).find("is 2147483648 slots") != std::string::npos);
+    }
+}
+
 TEST_CASE("server request: a prompt of token ids, vLLM's top_k -1 and signed seeds, and text parts joined by newlines") {
     const auto ids = parse_request(R"({"prompt": [5, 0, 7]})", endpoint::completions, cdlm_rules());
     CHECK(ids.prompt_ids == std::vector<token_id>{5, 0, 7});

@@ -112,7 +112,7 @@ public:
             throw invalid_parameter("prompt_cache_bytes",
                                     "a prompt cache reuses exact K/V across requests, which needs an exact KV cache that stores K/V "
                                     "(prefix_cache) under a causal, block-causal or block-diffusion mask and a model with copy_kv; this "
-                                    "decoder recomputes or approximates them (use the autoregressive, cdlm, sdar, llada2 or fast_dllm_v2 preset)");
+                                    "decoder recomputes or approximates them (use the autoregressive, cdlm, cdlm-edit, sdar, llada2, llada21, llada21-s or fast-dllm-v2 preset)");
     }
 
     /// Checks a sequence like decoder::generate checks a batch of one (dlm::invalid_parameter names
@@ -169,6 +169,7 @@ public:
         if (!batch_.empty()) {
             const auto t_forward = clock::now();
             stepper_.forward(std::span<const forward_request<kv_type>>(requests_), std::span<const input>(inputs_), rows);
+            pending_bytes_ = 0;  // every running sequence's rows are in the stepper's buffer now
             stats_.model_seconds += seconds_since(t_forward);
             ++stats_.forwards;
             if constexpr (detail::supports_prompt_cache<Decoder>)  // the prompt blocks this forward made final go into it
@@ -243,13 +244,35 @@ private:
     template <bool Storage = true>
     std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
                                   std::span<const std::vector<token_id>> prompts, const generation_options& o) {
+        const detail::memory_account account{Storage, logits_on_host, Storage ? pending_bytes_ : 0, Storage ? spare_logits_bytes() : 0};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
-            dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>());
+            dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>(), account);
         for (sequence& s : states) {
             stepper_.admit(s, schedule, sampler);
             if constexpr (Storage && uniform_state_schedule<schedule_type>) fill_noise(s);  // the first block starts as noise
         }
+        if constexpr (Storage)  // their logits are allocated at their first step; until then, promised
+            for (const sequence& s : states) pending_bytes_ += detail::stepping_bytes(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
         return states;
+    }
+
+    /// Whether the stepper keeps the logits rows in host memory (a stepper that does not say: yes).
+    static constexpr bool logits_on_host = [] {
+        if constexpr (requires { stepper_type::host_logits; }) return static_cast<bool>(stepper_type::host_logits);
+        else return true;
+    }();
+
+    /// The bytes of the stepper's logits buffer beyond the rows the running sequences take: a joining
+    /// sequence's rows fit there without a new allocation.
+    [[nodiscard]] std::uint64_t spare_logits_bytes() const {
+        if constexpr (requires(const stepper_type& s) { s.held_logits_bytes(); }) {
+            std::uint64_t used = 0;
+            for (const auto& e : running_) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
+            const std::uint64_t held = stepper_.held_logits_bytes();
+            return held > used ? held - used : 0;
+        } else {
+            return 0;
+        }
     }
 
     sequence_id enqueue(sequence&& s, const generation_options& o, const schedule_type& schedule, const sampler_type& sampler) {
@@ -451,6 +474,7 @@ private:
     std::vector<std::unique_ptr<entry>> running_, finished_;
     decode_stats stats_;
     bool in_step_ = false;
+    std::uint64_t pending_bytes_ = 0;  // stepping bytes of sequences added since the last forward (prepare)
     stepper_type stepper_;
     // Scratch of step(): the sequences of this step's batch, their step inputs, their requests.
     std::vector<entry*> batch_;

@@ -1,4 +1,4 @@
-// python/src/errors.hpp — dlm's typed C++ errors (dlm/core/error.hpp, dlm/cpu/memory.hpp) as the Python
+// python/src/errors.hpp — dlm's typed C++ errors (dlm/core/error.hpp, dlm/core/memory.hpp) as the Python
 // exception classes of dlm/errors.py, carrying what the C++ error names: InvalidParameter.parameter
 // and .rule, FileError.path, TensorError.tensor, NumericError.sequence/.forward/.row,
 // MemoryError_.needed/.available.
@@ -9,7 +9,7 @@
 #include <nanobind/nanobind.h>
 
 #include <dlm/core/error.hpp>
-#include <dlm/cpu/memory.hpp>
+#include <dlm/core/memory.hpp>
 
 namespace dlm::python {
 

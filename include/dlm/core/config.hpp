@@ -19,6 +19,11 @@ using index_t = std::int32_t;
 
 inline constexpr token_id no_token = -1;
 
+/// The most slots (gen_length, block_length) a program, the server, the Python package or a model
+/// file's decoding hint may ask for: 2^20. The library's own generate() is bounded by the model's
+/// context and the memory its states need (engine/prepare.hpp).
+inline constexpr index_t max_slots = index_t{1} << 20;
+
 /// Whether `x`, inside [lo, hi] (open ends as given) as a double, stays inside once held as the float
 /// a sampler keeps (temperature, top_p): a user's 1e-50 is 0 as a float, outside top_p's (0, 1]. The
 /// programs, the server and the Python package refuse such a value saying so.

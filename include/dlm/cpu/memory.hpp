@@ -1,122 +1,14 @@
-// dlm/cpu/memory.hpp — how much memory a model needs, how much the machine has, and how much the
-// process holds: so that a model that cannot fit is refused with the numbers, before the
-// allocation that would bring in the OOM killer.
+// dlm/cpu/memory.hpp — the memory queries of core/memory.hpp under the CPU backend's names (they
+// moved to core so that the engine checks its own buffers too).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <fstream>
-#include <limits>
-#include <sstream>
-#include <string>
+#include "../core/memory.hpp"
 
-#include "../core/error.hpp"
+namespace dlm::cpu {
 
-#if __has_include(<sys/resource.h>)
-#include <sys/resource.h>
-#define DLM_CPU_HAVE_RUSAGE 1
-#endif
+using dlm::available_memory;
+using dlm::check_fits;
+using dlm::peak_resident_memory;
+using dlm::resident_memory;
 
-namespace dlm {
-
-/// A model (or a buffer) needs more memory than the machine has available: says how many bytes,
-/// for what, and how many are available.
-class memory_error : public error {
-public:
-    memory_error(const std::string& what_for, std::uint64_t needed, std::uint64_t available, const std::string& hint)
-        : error("not enough memory for " + what_for + ": " + std::to_string(needed) + " bytes (" + gib(needed) + ") needed, " +
-                std::to_string(available) + " bytes (" + gib(available) + ") available" + (hint.empty() ? std::string() : "; " + hint)),
-          needed_(needed), available_(available) {}
-    [[nodiscard]] std::uint64_t needed() const noexcept { return needed_; }
-    [[nodiscard]] std::uint64_t available() const noexcept { return available_; }
-
-    /// "12.3 GiB"
-    [[nodiscard]] static std::string gib(std::uint64_t bytes) {
-        std::ostringstream s;
-        s.precision(3);
-        s << static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB";
-        return s.str();
-    }
-
-private:
-    std::uint64_t needed_, available_;
-};
-
-namespace cpu {
-
-namespace detail {
-/// The first number in `path` (a cgroup file), or max for "max" or an unreadable file.
-inline std::uint64_t read_limit(const char* path) {
-    std::ifstream in(path);
-    std::string word;
-    if (!(in >> word) || word == "max") return std::numeric_limits<std::uint64_t>::max();
-    try {
-        return std::stoull(word);
-    } catch (...) {
-        return std::numeric_limits<std::uint64_t>::max();
-    }
-}
-/// A "Key: N kB" line of a /proc file, in bytes; 0 if absent.
-inline std::uint64_t proc_kib(const char* path, const std::string& key) {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line))
-        if (line.compare(0, key.size(), key) == 0 && line.size() > key.size() && line[key.size()] == ':') {
-            try {
-                return std::stoull(line.substr(key.size() + 1)) * 1024;
-            } catch (...) {
-                return 0;
-            }
-        }
-    return 0;
-}
-}  // namespace detail
-
-/// Bytes this process can still allocate without swapping: MemAvailable (free memory plus the page
-/// cache the kernel can drop), lowered to the room left under a cgroup (v2 or v1) memory limit and
-/// under the process's address-space limit (RLIMIT_AS). max() where none can be read.
-[[nodiscard]] inline std::uint64_t available_memory() {
-    std::uint64_t avail = detail::proc_kib("/proc/meminfo", "MemAvailable");
-    if (avail == 0) avail = std::numeric_limits<std::uint64_t>::max();
-#if defined(DLM_CPU_HAVE_RUSAGE)
-    rlimit as{};
-    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-        const std::uint64_t mapped = detail::proc_kib("/proc/self/status", "VmSize");
-        const auto limit = static_cast<std::uint64_t>(as.rlim_cur);
-        avail = std::min(avail, limit > mapped ? limit - mapped : 0);
-    }
-#endif
-    const std::uint64_t v2_max = detail::read_limit("/sys/fs/cgroup/memory.max");
-    if (v2_max != std::numeric_limits<std::uint64_t>::max()) {
-        const std::uint64_t used = detail::read_limit("/sys/fs/cgroup/memory.current");
-        if (used != std::numeric_limits<std::uint64_t>::max()) avail = std::min(avail, v2_max > used ? v2_max - used : 0);
-    }
-    const std::uint64_t v1_max = detail::read_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-    if (v1_max < (std::uint64_t{1} << 60)) {
-        const std::uint64_t used = detail::read_limit("/sys/fs/cgroup/memory/memory.usage_in_bytes");
-        if (used != std::numeric_limits<std::uint64_t>::max()) avail = std::min(avail, v1_max > used ? v1_max - used : 0);
-    }
-    return avail;
-}
-
-/// The process's resident memory now (VmRSS), in bytes; 0 where unknown.
-[[nodiscard]] inline std::uint64_t resident_memory() { return detail::proc_kib("/proc/self/status", "VmRSS"); }
-
-/// The process's peak resident memory so far (VmHWM, else getrusage), in bytes; 0 where unknown.
-[[nodiscard]] inline std::uint64_t peak_resident_memory() {
-    if (const std::uint64_t hwm = detail::proc_kib("/proc/self/status", "VmHWM"); hwm != 0) return hwm;
-#if defined(DLM_CPU_HAVE_RUSAGE)
-    rusage u{};
-    if (getrusage(RUSAGE_SELF, &u) == 0) return static_cast<std::uint64_t>(u.ru_maxrss) * 1024;
-#endif
-    return 0;
-}
-
-/// Throws memory_error unless `needed` bytes (for `what_for`) fit in available_memory().
-inline void check_fits(const std::string& what_for, std::uint64_t needed, const std::string& hint = {}) {
-    const std::uint64_t avail = available_memory();
-    if (needed > avail) throw memory_error(what_for, needed, avail, hint);
-}
-
-}  // namespace cpu
-}  // namespace dlm
+}  // namespace dlm::cpu

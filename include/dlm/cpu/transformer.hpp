@@ -264,10 +264,7 @@ private:
     };
     using buffer = std::vector<float, aligned_allocator<float>>;
 
-    explicit transformer(io::model_config c) : config_(std::move(c)) {
-        check_config();
-        rope_ = rotary(config_.head_dim, config_.rope_theta, config_.rotary_dim);
-    }
+    explicit transformer(io::model_config c) : config_(std::move(c)) { check_config(); }
 
     void check_config() const { io::check_model_config(config_); }
 
@@ -371,6 +368,9 @@ private:
                        types.contains("f32") ? "hold them in a narrower type (load_options::weight_dtype, dlm-generate --dtype bf16) or free memory"
                                              : "free memory, or load a quantized GGUF file of the model (docs/models.md, \"GGUF files\")");
         check_rows_fit(q + 2 * kv, 2 * f);
+        // The rotary table (head_dim / 2 floats) once the tensors have vouched for the head size: a
+        // config's d_model of 2^31 - 2 over 1 head took 4 GB here before its embedding was refused.
+        rope_ = rotary(config_.head_dim, config_.rope_theta, config_.rotary_dim);
         build_layers(src, opt, t_emb, t_head, t_qkv, t_o, t_gu, t_down);
     }
 
@@ -467,6 +467,12 @@ private:
         const head_geometry hg = geometry();
         const auto rows = static_cast<std::size_t>(m);
         const auto h = static_cast<std::size_t>(config_.hidden_size), f = static_cast<std::size_t>(config_.intermediate_size);
+        const std::size_t floats = rows * (3 * h + static_cast<std::size_t>(hg.qkv_ld + hg.out_ld) + 3 * f);
+        if (floats > x_.capacity() + xn_.capacity() + tmp_.capacity() + qkv_.capacity() + att_.capacity() + gu_.capacity() + act_.capacity()) {
+            for (buffer* b : {&x_, &xn_, &tmp_, &qkv_, &att_, &gu_, &act_}) buffer().swap(*b);  // scratch: freed before the larger ones
+            if (floats * sizeof(float) > (std::size_t{64} << 20))
+                check_fits("the activations of a forward of " + std::to_string(m) + " rows", floats * sizeof(float), "fewer or shorter sequences at once");
+        }
         x_.resize(rows * h);
         xn_.resize(rows * h);
         tmp_.resize(rows * h);

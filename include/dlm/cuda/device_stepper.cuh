@@ -102,6 +102,9 @@ inline constexpr bool graph_capable =
 template <class Decoder>
 class device_stepper {
 public:
+    /// The logits rows stay in device memory: the engine's host memory check leaves them out.
+    static constexpr bool host_logits = false;
+
     using model_type = typename Decoder::model_type;
     using kv_type = typename model_type::kv_cache;
     using schedule_type = typename Decoder::schedule_type;

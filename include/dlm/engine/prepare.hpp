@@ -2,7 +2,9 @@
 // library) and the checked per-sequence states of a batch.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
@@ -11,6 +13,7 @@
 
 #include "../core/defaults.hpp"
 #include "../core/error.hpp"
+#include "../core/memory.hpp"
 #include "../core/result.hpp"
 #include "../mask/masks.hpp"
 #include "../model/concept.hpp"
@@ -174,22 +177,85 @@ template <class KvCache>
     return s;
 }
 
+/// The host bytes of a sequence's logits rows in the stepper's buffer at a step: a block's rows at
+/// most, the prompt's share of an aligned first block included (the shipped caches' plans return no
+/// more), over the vocabulary, twice with guidance.
+template <class Model>
+[[nodiscard]] std::uint64_t logits_rows_bytes(const Model& model, const canvas_layout& l, bool cfg) {
+    const auto rows = static_cast<std::uint64_t>(std::min<std::int64_t>(l.block_length, std::int64_t{l.lead} + l.gen_length));
+    return (cfg ? 2 : 1) * rows * static_cast<std::uint64_t>(model.vocab_size()) * sizeof(float);
+}
+
+/// The host bytes a sequence's logits take once it steps, where the stepper keeps them on the host:
+/// its rows in the stepper's buffer, and one more copy where the model reads them back
+/// (self-conditioning).
+template <class Model>
+[[nodiscard]] std::uint64_t stepping_bytes(const Model& model, const canvas_layout& l, bool cfg, bool host_logits) {
+    if (!host_logits) return 0;
+    const std::uint64_t rows = logits_rows_bytes(model, l, cfg);
+    return model_self_conditions<Model> ? rows + rows / (cfg ? 2 : 1) : rows;
+}
+
+/// The host bytes a sequence of layout `l` adds to an engine: its canvas (twice with guidance) and
+/// per-slot results, allocated when it is added, and its stepping_bytes, when it first steps. The
+/// model's own K/V are its make_kv_cache's to check.
+template <class Model>
+[[nodiscard]] std::uint64_t sequence_bytes(const Model& model, const canvas_layout& l, bool cfg, bool host_logits = true) {
+    const std::uint64_t copies = cfg ? 2 : 1, gen = static_cast<std::uint64_t>(l.gen_length);
+    return copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)) +
+           stepping_bytes(model, l, cfg, host_logits);
+}
+
+/// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
+struct memory_account {
+    bool together = true;       ///< the batch joins at once; false: check_batch, each prompt alone (its caller adds a few at a time)
+    bool host_logits = true;    ///< the stepper keeps the logits rows in host memory
+    std::uint64_t pending = 0;  ///< stepping bytes of sequences added since the last step: promised, not yet allocated
+    std::uint64_t spare = 0;    ///< bytes of the stepper's buffer beyond what the running sequences' rows use
+};
+
+/// Refuses (dlm::memory_error) sequences whose sequence_bytes, with what is pending, less what the
+/// stepper holds spare, do not fit in the available memory (core/memory.hpp), before any is
+/// allocated. Under 64 MiB nothing is measured.
+template <class Model>
+void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
+    std::uint64_t own = 0;
+    for (const canvas_layout& l : layouts) {
+        const std::uint64_t b = sequence_bytes(model, l, cfg, a.host_logits);
+        own = a.together ? own + b : std::max(own, b);
+    }
+    const std::uint64_t gross = own + a.pending;
+    if (gross <= (std::uint64_t{64} << 20)) return;
+    const canvas_layout& first = layouts.front();
+    check_fits("the decoding state and logits rows of " + std::string(a.together ? std::to_string(layouts.size()) + " sequence(s)" : "a sequence") +
+                   " (gen_length " + std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
+                   std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
+                   (a.pending > 0 ? " beside " + std::to_string(a.pending) + " bytes promised to sequences added since the last step" : ""),
+               gross > a.spare ? gross - a.spare : 0, "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
+}
+
 /// Checks the batch, the options and every policy's options (dlm::invalid_parameter naming the one
-/// that is wrong) and builds one state per prompt, each holding the settings it decodes with.
-/// Nothing runs on the model. `cfg_refusal`: why this decoder cannot run classifier-free guidance
-/// ("" when it can).
+/// that is wrong), and that its states and logits rows fit in memory as `account` weighs them
+/// (dlm::memory_error, check_batch_memory), and builds one state per prompt, each holding the
+/// settings it decodes with. Nothing runs on the model. `cfg_refusal`: why this decoder cannot run
+/// classifier-free guidance ("" when it can).
 template <class KvCache, bool NeedsStorage, class Model, class Mask, class Schedule>
 std::vector<sequence_state<KvCache>> prepare_batch(Model& model, const Mask& mask, const Schedule& schedule,
                                                    std::span<const std::vector<token_id>> prompts, const generation_options& o,
-                                                   const std::string& cfg_refusal = "this decoder does not implement classifier-free guidance") {
+                                                   const std::string& cfg_refusal = "this decoder does not implement classifier-free guidance",
+                                                   const memory_account& account = {}) {
     check_batch_options(prompts, o, cfg_refusal);
     const bool cfg = o.cfg_scale > 0.0;
     const decoding_settings settings = resolve_settings(model, mask, o);
+    std::vector<canvas_layout> layouts;
+    layouts.reserve(prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+        layouts.push_back(checked_layout(model, mask, prompts[i], i, settings.gen_length.value, settings.block_length.value));
+    check_batch_memory(model, std::span<const canvas_layout>(layouts), cfg, account);
     std::vector<sequence_state<KvCache>> seqs;
     seqs.reserve(prompts.size());
     for (std::size_t i = 0; i < prompts.size(); ++i) {
-        const canvas_layout l = checked_layout(model, mask, prompts[i], i, settings.gen_length.value, settings.block_length.value);
-        seqs.push_back(initial_state<KvCache>(prompts[i], l, settings, cfg));
+        seqs.push_back(initial_state<KvCache>(prompts[i], layouts[i], settings, cfg));
         seqs.back().result.settings.seed = seed_of(o, i);
     }
     // Policy options are checked once every prompt is known to be well formed.

@@ -26,12 +26,13 @@ inline constexpr std::string_view end_of_turn_tokens[] = {"<|eot_id|>", "<|im_en
 
 namespace detail {
 
-/// dlm_gen_length and dlm_block_length of a config, when present: positive integers.
+/// dlm_gen_length and dlm_block_length of a config, when present: integers in [1, max_slots].
 inline void read_length_hints(const config_reader& r, decoding_hints& h) {
     const auto read = [&](const char* key, model_hint<index_t>& out) {
         if (!r.has(key)) return;
         const index_t v = r.integer(key);
         if (v < 1) r.fail(key, std::to_string(v) + " must be a positive number of slots");
+        if (v > max_slots) r.fail(key, std::to_string(v) + " slots is more than the " + std::to_string(max_slots) + " any program takes");
         out = {v, r.source() + " key '" + key + "'"};
     };
     read("dlm_gen_length", h.gen_length);

@@ -220,7 +220,7 @@ inline void read_gguf_decoding(const gguf_header& h, const std::string& arch, mo
         if (!ids.empty()) c.decoding.end_of_turn_ids = {std::move(ids), origin + "tokenizer.ggml.tokens' " + names};
     }
     for (const auto& [key, hint] : {std::pair{"dlm.gen_length", &c.decoding.gen_length}, std::pair{"dlm.block_length", &c.decoding.block_length}})
-        if (h.has(key)) *hint = {static_cast<index_t>(h.integer(key, 1)), origin + key + "'"};
+        if (h.has(key)) *hint = {static_cast<index_t>(h.integer(key, 1, max_slots)), origin + key + "'"};
 }
 
 }  // namespace detail

@@ -57,7 +57,8 @@ struct request_rules {
     std::string preset = "cdlm";  ///< named in refusals
     bool has_blocks = false;      ///< the mask has blocks whose length a request may choose (the canvas is whole blocks)
     index_t default_max_tokens = 128;  ///< the model's dlm_gen_length, else 128
-    index_t max_max_tokens = 4096;     ///< the model's context
+    index_t max_context = 4096;        ///< the model's context: prompt and canvas together
+    index_t max_max_tokens = 4096;     ///< a canvas's slots at most: the model's context, at most max_slots
     index_t block_length = 32;         ///< the server's block length (used when a request gives none)
     std::size_t max_stop = 16;         ///< stop strings per request (OpenAI's limit is 4; lm-eval's until lists may hold more, vLLM has none)
     std::size_t max_stop_bytes = 256;
@@ -208,8 +209,8 @@ inline void prompt_of(const nlohmann::json& v, const request_rules& rules, compl
     const nlohmann::json& ids = one ? v[0] : v;
     const std::string field = one ? "prompt[0]" : "prompt";
     if (ids.empty()) refuse(field, "is an empty list of token ids; a prompt needs at least one token");
-    if (ids.size() > static_cast<std::size_t>(rules.max_max_tokens))
-        refuse(field, "holds " + std::to_string(ids.size()) + " token ids, more than the model's context of " + std::to_string(rules.max_max_tokens));
+    if (ids.size() > static_cast<std::size_t>(rules.max_context))
+        refuse(field, "holds " + std::to_string(ids.size()) + " token ids, more than the model's context of " + std::to_string(rules.max_context));
     std::vector<token_id> out;
     out.reserve(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i)
@@ -299,12 +300,14 @@ inline bool read_dlm_field(const std::string& key, const nlohmann::json& v, comp
 inline void size_canvas(completion_request& r, index_t max_tokens, const request_rules& rules) {
     r.max_tokens = max_tokens;
     const index_t block = canvas_block(r, rules);
-    r.gen_length = (r.max_tokens + block - 1) / block * block;
+    const std::int64_t slots = (std::int64_t{r.max_tokens} + block - 1) / block * block;  // in 64 bits: no wrap
     const std::string max_tokens_field = r.max_tokens_field.empty() ? "max_tokens" : r.max_tokens_field;
-    if (r.gen_length > rules.max_max_tokens)
+    if (slots > rules.max_max_tokens)
         refuse(r.block_length ? "block_length" : max_tokens_field, max_tokens_field + " " + std::to_string(r.max_tokens) + " rounded up to whole blocks of " +
-                                                                   std::to_string(block) + " is " + std::to_string(r.gen_length) +
-                                                                   " slots, more than the model's " + std::to_string(rules.max_max_tokens));
+                                                                   std::to_string(block) + " is " + std::to_string(slots) +
+                                                                   " slots, more than the " + std::to_string(rules.max_max_tokens) +
+                                                                   " the server takes (the model's context, at most " + std::to_string(max_slots) + ")");
+    r.gen_length = static_cast<index_t>(slots);
 }
 
 /// Reads `stream`, `stream_options` (noting in `has_stream_options` that it was given) and, on chat,

@@ -33,6 +33,7 @@
 
 #include <dlm/core/defaults.hpp>
 #include <dlm/core/error.hpp>
+#include <dlm/core/memory.hpp>
 #include <dlm/core/result.hpp>
 #include <dlm/server/metrics.hpp>
 
@@ -207,6 +208,8 @@ private:
                 }
             } catch (const invalid_parameter& e) {
                 finish(*j, job_end::refused, e.parameter(), e.rule());
+            } catch (const memory_error& e) {  // its canvas and logits rows do not fit (engine/prepare.hpp): this request alone is refused
+                finish(*j, job_end::refused, "gen_length", e.what());  // a 400 naming max_tokens
             } catch (const std::exception& e) {
                 finish(*j, job_end::failed, {}, e.what());
             }
