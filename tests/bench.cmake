@@ -28,6 +28,11 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
            COMMAND dlm-bench-quant --k 256 --n 48 --rows 1,5 --matrices 2 --reps 1 --no-peak --bandwidth-mib 16)
   set_tests_properties("bench: dlm-bench-quant times every block type's product and rates it against the floor" PROPERTIES
                        LABELS bench PASS_REGULAR_EXPRESSION "Q8_0: .*Q4_0: .*Q4_K: .*Q5_K: .*Q6_K: .* 5 rows: .* ms .* floor x")
+  # dlm-bench-sampling: a step's draws in turn and side by side, on a small vocabulary; it checks the tokens agree.
+  add_test(NAME "bench: dlm-bench-sampling times a step's draws on 1 and 2 threads and gets the same tokens"
+           COMMAND dlm-bench-sampling --vocab 4096 --slots 32 --threads 1,2 --reps 1)
+  set_tests_properties("bench: dlm-bench-sampling times a step's draws on 1 and 2 threads and gets the same tokens" PROPERTIES
+                       LABELS bench PASS_REGULAR_EXPRESSION "greedy .* 2 thread\\(s\\): .*T 1 .* 2 thread\\(s\\): .*top-p 0.95 .* 2 thread\\(s\\): .* ms a step")
   # --amx-vector-side: the same products on the AMX kernels with no-op tile instructions (their vector
   # side alone), on any CPU with AVX-512 BF16; skipped, saying why, on one without.
   add_test(NAME "bench: dlm-bench-quant --amx-vector-side times the AMX kernels' vector side alone, every block type"

@@ -1,6 +1,9 @@
 // One concept per policy axis: a minimal archetype models each; a type missing a hook does not.
 #include <doctest/doctest.h>
 
+#include <span>
+#include <vector>
+
 #include <dlm/dlm.hpp>
 #include <dlm/testing/scripted_model.hpp>
 
@@ -120,6 +123,12 @@ struct sampler_with_misspelled_hook : archetype::sampler {
 struct sampler_with_mistyped_hook : archetype::sampler {
     void validate(int) const {}  // validate() takes nothing
 };
+struct sampler_with_member_opt_in : archetype::sampler {
+    static constexpr bool concurrent = true;  // the opt-in is dlm::enable_concurrent_sampling<S>, outside the class
+};
+struct sampler_with_misspelled_trait : archetype::sampler {
+    static constexpr bool thread_safe = true;
+};
 struct model_with_misspelled_hook : archetype::model {
     index_t max_context_length() const { return 16; }  // max_context
 };
@@ -173,6 +182,8 @@ TEST_CASE("a policy with a misspelled or mistyped optional hook models no concep
     static_assert(sampler_hooks_known<archetype::sampler> && sampler_hooks_known<categorical_sampler>);
     static_assert(!token_sampler<broken::sampler_with_misspelled_hook>);
     static_assert(!token_sampler<broken::sampler_with_mistyped_hook>);
+    static_assert(!token_sampler<broken::sampler_with_misspelled_trait> && sampler_hook_misnamed<broken::sampler_with_misspelled_trait>);
+    static_assert(!token_sampler<broken::sampler_with_member_opt_in> && sampler_hook_misnamed<broken::sampler_with_member_opt_in>);
     static_assert(model_hooks_known<archetype::model> && model_hooks_known<dlm::testing::scripted_model>);
     static_assert(!language_model<broken::model_with_misspelled_hook>);
     static_assert(!language_model<broken::model_with_mistyped_hook>);
@@ -185,6 +196,20 @@ TEST_CASE("shipped policies model their concepts") {
     static_assert(unmask_schedule<llada_schedule> && unmask_schedule<dream_schedule> && unmask_schedule<cd4lm_schedule>);
     static_assert(unmask_schedule<presets::cdlm_schedule>);
     static_assert(token_sampler<greedy_sampler> && token_sampler<presets::llada_sampler>);
+    // Every shipped sampler may draw a step's slots side by side; the archetype (a user's) may not.
+    static_assert(sampler_is_concurrent<greedy_sampler> && sampler_is_concurrent<presets::llada_sampler>);
+    static_assert(sampler_is_concurrent<sdar_sampler> && sampler_is_concurrent<llada2_sampler>);
+    static_assert(!sampler_is_concurrent<archetype::sampler>);
+    // Not inherited: a sampler derived from a shipped one, with a sample() (and state) of its own, is
+    // drawn in turn until it opts in itself.
+    struct stateful : presets::llada_sampler {
+        mutable std::vector<float> buffer;
+        slot_choice sample(std::span<const float> z, const random_key& k, std::span<const token_id> b) const {
+            buffer.assign(z.begin(), z.end());
+            return presets::llada_sampler::sample(buffer, k, b);
+        }
+    };
+    static_assert(token_sampler<stateful> && !sampler_is_concurrent<stateful>);
     CHECK(true);
 }
 

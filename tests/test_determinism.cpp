@@ -3,15 +3,21 @@
 // gives other tokens. docs/determinism.md says what is guaranteed and what may differ on a GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/presets.hpp>
+
+#include "support/scripts.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -63,6 +69,81 @@ struct decoders {
     }
 };
 
+
+/// Categorical sampling (temperature 0.9, top-p 0.95) that notes the threads it draws on, marked
+/// concurrent or not; with `fail_at`, it returns a token outside the vocabulary at those positions.
+template <bool Concurrent>
+struct noting_sampler : categorical_sampler {
+    std::shared_ptr<std::mutex> lock = std::make_shared<std::mutex>();
+    std::shared_ptr<std::set<std::thread::id>> threads = std::make_shared<std::set<std::thread::id>>();
+    std::vector<index_t> fail_at;
+
+    noting_sampler() : categorical_sampler{0.9f, 0, 0.95f} {}
+    [[nodiscard]] slot_choice sample(std::span<const float> z, const random_key& key, std::span<const token_id> banned) const {
+        {
+            const std::lock_guard<std::mutex> hold(*lock);
+            threads->insert(std::this_thread::get_id());
+        }
+        slot_choice c = categorical_sampler::sample(z, key, banned);
+        if (std::find(fail_at.begin(), fail_at.end(), key.position) != fail_at.end()) c.token = static_cast<token_id>(z.size());
+        return c;
+    }
+};
+
+}  // namespace
+}  // namespace test_determinism
+
+namespace dlm {
+// The opt-in of the concurrent noting sampler (dlm/sampler/concept.hpp).
+template <bool Concurrent>
+inline constexpr bool enable_concurrent_sampling<test_determinism::noting_sampler<Concurrent>> = Concurrent;
+}  // namespace dlm
+
+namespace test_determinism {
+namespace {
+
+constexpr index_t wide_vocab = 4096;  // a block of 32 slots: 2^17 logits, past engine/parallel.hpp's 2^16
+
+template <bool Concurrent>
+using noting_decoder = decoder<testing::scripted_model, semi_ar_mask, no_cache, llada_schedule, noting_sampler<Concurrent>>;
+
+testing::scripted_model& wide() {
+    static testing::scripted_model m(wide_vocab, wide_vocab - 1, {wide_vocab - 2}, false, dlm_test::context_hash());
+    return m;
+}
+
+#if defined(_OPENMP)
+/// Restores OpenMP's thread count when the test ends, passed or not.
+struct omp_threads_restored {
+    int before = omp_get_max_threads();
+    ~omp_threads_restored() { omp_set_num_threads(before); }
+};
+#endif
+
+/// Token editing over the same model: the filled slots of a block are drawn again each step (revise).
+template <bool Concurrent>
+using noting_editor = decoder<testing::scripted_model, block_causal_mask, prefix_cache, cdlm_editing_schedule, noting_sampler<Concurrent>>;
+
+/// Two prompts decoded (64 slots in blocks of 32; llada: 8 steps a block) on `threads` OpenMP
+/// threads, by LLaDA's decoder or (`editing`) one that revises its blocks; the threads the sampler
+/// drew on.
+template <bool Concurrent>
+std::pair<decode_result, std::size_t> decode_wide(int threads, bool editing = false) {
+#if defined(_OPENMP)
+    omp_set_num_threads(threads);
+#endif
+    const noting_sampler<Concurrent> s;
+    const prompts_t prompts{{5, 17, 42, 7, 99, 3}, {11, 12}};
+    if (editing) {
+        noting_editor<Concurrent> d(wide(), block_causal_mask{32}, {}, {}, s);
+        decode_result r = d.generate(prompts, {64, 21});
+        return {std::move(r), s.threads->size()};
+    }
+    noting_decoder<Concurrent> d(wide(), semi_ar_mask{32}, {}, llada_schedule{16}, s);
+    decode_result r = d.generate(prompts, {64, 21});
+    return {std::move(r), s.threads->size()};
+}
+
 }  // namespace
 
 TEST_CASE("determinism: the same seed gives the same tokens across runs, other seeds other tokens") {
@@ -97,6 +178,44 @@ TEST_CASE("determinism: the same tokens on 1, 2 and 3 OpenMP threads") {
         }
     });
     omp_set_num_threads(threads_before);
+#endif
+}
+
+TEST_CASE("determinism: a step's slots drawn side by side on 2 threads give the tokens drawn in turn, filled slots revised too; a sampler not marked concurrent draws on one thread") {
+#if !defined(_OPENMP)
+    MESSAGE("skipped: built without OpenMP");
+#else
+    const omp_threads_restored restore;  // whatever CHECK fails
+    for (const bool editing : {false, true}) {  // choose()'s draws of masked slots; and revise()'s of filled ones
+        CAPTURE(editing);
+        const auto [one, one_threads] = decode_wide<true>(1, editing);
+        CHECK(one_threads == 1);
+        const auto [side_by_side, side_threads] = decode_wide<true>(2, editing);
+        CHECK(side_threads == 2);  // the parallel path ran
+        const auto [in_turn, turn_threads] = decode_wide<false>(2, editing);
+        CHECK(turn_threads == 1);
+        for (std::size_t i = 0; i < one.sequences.size(); ++i) {
+            CAPTURE(i);
+            check_identical(one.sequences[i], side_by_side.sequences[i]);
+            check_identical(one.sequences[i], in_turn.sequences[i]);
+        }
+    }
+#endif
+}
+
+TEST_CASE("determinism: a sampler's broken draws on 2 threads are reported at the first position, as drawing in turn reports them") {
+#if !defined(_OPENMP)
+    MESSAGE("skipped: built without OpenMP");
+#else
+    const omp_threads_restored restore;
+    for (const int threads : {1, 2}) {
+        CAPTURE(threads);
+        omp_set_num_threads(threads);
+        noting_sampler<true> s;
+        s.fail_at = {36, 11, 23};  // the prompt holds positions 0-5
+        noting_decoder<true> d(wide(), semi_ar_mask{32}, {}, llada_schedule{16}, s);
+        CHECK_THROWS_WITH_AS(d.generate(tvec{5, 17, 42, 7, 99, 3}, {64, 21}), doctest::Contains("for position 11 of sequence 0"), contract_error);
+    }
 #endif
 }
 
@@ -168,17 +287,20 @@ TEST_CASE("determinism: experts run side by side, or in turn with each product s
         return y;
     };
     const std::vector<float> one = run(1, rows, x.data());
+    CHECK_FALSE(moe.last_ran_side_by_side());
     std::set<index_t> busy(moe.last_picks().begin(), moe.last_picks().end());
     REQUIRE(busy.size() >= 12);  // enough experts for the side-by-side path on 3 threads
     for (const int threads : {2, 3}) {
         CAPTURE(threads);
         CHECK(std::memcmp(run(threads, rows, x.data()).data(), one.data(), one.size() * sizeof(float)) == 0);
+        CHECK(moe.last_ran_side_by_side());  // the path under test ran
     }
     for (const index_t r : {0, 17, 63}) {
         CAPTURE(r);
         const float* row = one.data() + r * h;
         // alone: 4 experts of 1 row, run in turn
         const std::vector<float> alone = run(2, 1, x.data() + r * h);
+        CHECK_FALSE(moe.last_ran_side_by_side());
         CHECK(std::memcmp(alone.data(), row, static_cast<std::size_t>(h) * sizeof(float)) == 0);
         // repeated: 4 experts of 16 rows, run in turn, each product split on 2 and 3 threads
         std::vector<float> repeated;
@@ -187,6 +309,7 @@ TEST_CASE("determinism: experts run side by side, or in turn with each product s
             CAPTURE(threads);
             const std::vector<float> y = run(threads, copies, repeated.data());
             REQUIRE(std::set<index_t>(moe.last_picks().begin(), moe.last_picks().end()).size() == 4);  // < 4 a thread: in turn
+            CHECK_FALSE(moe.last_ran_side_by_side());
             for (index_t i = 0; i < copies; ++i) CHECK(std::memcmp(y.data() + i * h, row, static_cast<std::size_t>(h) * sizeof(float)) == 0);
         }
     }

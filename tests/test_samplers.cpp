@@ -1,8 +1,13 @@
 // Samplers: tokens and confidences on hand-computed distributions; reproducible randomness.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
 #include <dlm/presets.hpp>
 #include <dlm/sampler/samplers.hpp>
 
@@ -103,6 +108,58 @@ TEST_CASE("categorical: top-p keeps the nucleus, including the token that crosse
     CHECK(narrow.sample(row, key, {}).probability == doctest::Approx(1.0));
     categorical_sampler hot{1.f, 0, 0.5f};
     for (index_t pos = 0; pos < 200; ++pos) CHECK(hot.sample(row, {3, rng_stream::sampling, 0, pos}, {}).token >= 2);
+}
+
+TEST_CASE("categorical: top-p's partial sorts keep the nucleus a full stable sort keeps, ties, banned tokens and flat rows included") {
+    // The reference is the filter as Dream's top_p_logits reads: every token ranked by a stable sort,
+    // the cumulative probability summed in rank order, every token after the crossing dropped. The
+    // sampler then draws from what is left; drawing from the reference's row at temperature 1
+    // (which divides by 1: the same bits) must give the same token and the same confidences' bits.
+    const auto reference = [](std::vector<float> z, float top_p) {
+        std::vector<std::int32_t> ranked(z.size());
+        std::iota(ranked.begin(), ranked.end(), 0);
+        std::stable_sort(ranked.begin(), ranked.end(), [&](auto a, auto b) { return z[static_cast<std::size_t>(a)] > z[static_cast<std::size_t>(b)]; });
+        const float m = z[static_cast<std::size_t>(ranked[0])];
+        double sum = 0.0;
+        for (float v : z) sum += v == -INFINITY ? 0.0 : std::exp(static_cast<double>(v) - m);
+        double cumulative = 0.0;
+        for (std::size_t r = 0; r < ranked.size(); ++r) {
+            float& v = z[static_cast<std::size_t>(ranked[r])];
+            const double p = v == -INFINITY ? 0.0 : std::exp(static_cast<double>(v) - m) / sum;
+            if (r > 0 && cumulative > static_cast<double>(top_p)) v = -INFINITY;
+            cumulative += p;
+        }
+        return z;
+    };
+    std::mt19937 rng(11);
+    int rows = 0;
+    for (const std::size_t n : {1u, 2u, 7u, 64u, 65u, 300u, 5000u})
+        for (const int levels : {0, 3, 40})  // 0: continuous logits; else that many distinct values (ties)
+            for (const float top_p : {1e-3f, 0.3f, 0.9f, 0.999f})
+                for (const float temperature : {0.f, 0.7f, 1.f}) {
+                    std::vector<float> z(n);
+                    std::normal_distribution<float> spread(0.f, n > 1000 ? 0.3f : 2.f);  // a flat row: thousands of ranks to cross 0.9
+                    for (float& v : z) v = levels == 0 ? spread(rng) : static_cast<float>(static_cast<int>(rng() % static_cast<unsigned>(levels))) * 0.25f;
+                    std::vector<token_id> banned;
+                    if (n > 2) banned = {static_cast<token_id>(rng() % n), static_cast<token_id>(rng() % n)};
+                    std::vector<float> tempered(z);
+                    for (token_id t : banned) tempered[static_cast<std::size_t>(t)] = -INFINITY;
+                    if (temperature > 0.f) detail::divide_by_temperature(tempered, temperature);
+                    const std::vector<float> filtered = reference(tempered, top_p);
+                    const random_key k{5, rng_stream::sampling, 0, static_cast<index_t>(rows)};
+                    const slot_choice got = categorical_sampler{temperature, 0, top_p}.sample(z, k, banned);
+                    const slot_choice want = temperature > 0.f ? categorical_sampler{1.f}.sample(filtered, k, {}) : categorical_sampler{}.sample(filtered, k, {});
+                    CAPTURE(n);
+                    CAPTURE(levels);
+                    CAPTURE(top_p);
+                    CAPTURE(temperature);
+                    CHECK(got.token == want.token);
+                    CHECK(std::memcmp(&got.probability, &want.probability, sizeof(float)) == 0);
+                    CHECK(std::memcmp(&got.margin, &want.margin, sizeof(float)) == 0);
+                    CHECK(std::memcmp(&got.neg_entropy, &want.neg_entropy, sizeof(float)) == 0);
+                    ++rows;
+                }
+    CHECK(rows == 7 * 3 * 4 * 3);
 }
 
 TEST_CASE("top-k and top-p together: Dream's order (nucleus first), SDAR's and LLaDA2's (top-k first)") {

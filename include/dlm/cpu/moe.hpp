@@ -382,6 +382,8 @@ public:
 
     /// The experts picked for the rows of the last forward (row-major, k per row), in pick order.
     [[nodiscard]] const std::vector<index_t>& last_picks() const noexcept { return picks_; }
+    /// Whether the last forward ran whole experts side by side on the threads (run_experts), not in turn.
+    [[nodiscard]] bool last_ran_side_by_side() const noexcept { return side_by_side_; }
 
 private:
     explicit moe_mlp(const io::model_config& c) : m_(*c.moe), hidden_(c.hidden_size) {}
@@ -465,6 +467,7 @@ private:
     /// depends on the number of threads that computes it (tasks.hpp).
     void run_experts(index_t rows) {
         const index_t h = hidden_;
+        side_by_side_ = false;
         active_.clear();
         index_t largest = 0;
         for (index_t e = 0; e < m_.num_experts; ++e) {
@@ -482,6 +485,7 @@ private:
         const auto count = static_cast<long>(active_.size());
         // Enough experts to balance (4 a thread), none holding more than a thread's share of the rows.
         if (threads > 1 && count >= 4 * threads && largest * threads <= rows) {
+            side_by_side_ = true;
 #pragma omp parallel for schedule(dynamic)
             for (long i = 0; i < count; ++i) one(active_[static_cast<std::size_t>(i)]);
             return;
@@ -526,6 +530,7 @@ private:
     // Work buffers, reused across forwards.
     std::vector<float, aligned_allocator<float>> logits_, gathered_, out_, shared_;
     std::vector<index_t> picks_, slot_, offsets_, active_;
+    bool side_by_side_ = false;  // run_experts' last choice
     std::vector<float> weights_;
 };
 

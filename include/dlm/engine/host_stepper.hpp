@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
@@ -14,11 +15,13 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/memory.hpp"
 #include "../model/concept.hpp"
 #include "../sampler/concept.hpp"
 #include "../sampler/describe.hpp"
 #include "../sampler/temperature.hpp"
 #include "../schedule/concept.hpp"
+#include "parallel.hpp"
 #include "step.hpp"
 
 namespace dlm::detail {
@@ -29,14 +32,27 @@ public:
     using kv_type = typename Decoder::model_type::kv_cache;
     using input = step_input<kv_type, typename Decoder::schedule_type, typename Decoder::sampler_type>;
 
+    /// The logits rows live in host memory, the engine weighs them when a batch joins (engine/prepare.hpp).
+    static constexpr bool host_logits = true;
+
     explicit host_stepper(Decoder& d) : dec_(&d) {}
+
+    /// The bytes of the logits buffer, which the next forward reuses without allocating up to this.
+    [[nodiscard]] std::uint64_t held_logits_bytes() const noexcept { return logits_.capacity() * sizeof(float); }
 
     /// Every policy runs on the host: nothing to refuse.
     void admit(const sequence_state<kv_type>&, const typename Decoder::schedule_type&, const typename Decoder::sampler_type&) const noexcept {}
 
     /// The batched forward: `rows` logits rows, each sequence's at its first_row.
     void forward(std::span<const forward_request<kv_type>> requests, std::span<const input>, std::size_t rows) {
-        logits_.resize(rows * vocab());
+        const std::size_t need = rows * vocab();
+        if (need > logits_.capacity()) {  // every forward rewrites the rows: free the old ones first, then ask for exactly these
+            std::vector<float>().swap(logits_);
+            if (need * sizeof(float) > (std::size_t{64} << 20))
+                check_fits("the logits of a step (" + std::to_string(rows) + " rows of a vocabulary of " + std::to_string(vocab()) + ")",
+                           need * sizeof(float), "fewer or shorter sequences at once");
+        }
+        logits_.resize(need);
         dec_->model().forward(requests, dec_->mask(), std::span<float>(logits_));
     }
 
@@ -66,12 +82,14 @@ public:
         const std::size_t v = vocab();
         const std::span<const float> logits(logits_.data() + in.first_row * v, static_cast<std::size_t>(in.plan.logits_rows()) * v);
         const token_id mask_id = s.result.settings.mask_id.value;
+        slots_.clear();
+        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p)
+            if (s.canvas[static_cast<std::size_t>(p)] != mask_id) slots_.push_back(p);
+        draw_slots(in, logits);
         filled_.clear();
-        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
-            const token_id now = s.canvas[static_cast<std::size_t>(p)];
-            if (now == mask_id) continue;
-            if (const auto c = draw(in, logits, p)) filled_.push_back({{p, c->token, c->probability, c->margin, c->neg_entropy}, now});
-        }
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+            if (const auto& c = drawn_[i])
+                filled_.push_back({{slots_[i], c->token, c->probability, c->margin, c->neg_entropy}, s.canvas[static_cast<std::size_t>(slots_[i])]});
         chosen_.clear();
         in.schedule->revise(in.ctx, std::span<const filled_candidate>(filled_), chosen_);
         write_chosen(std::span<const filled_candidate>(filled_), "chose to edit filled slot", out);
@@ -94,19 +112,29 @@ public:
         for (std::size_t r = 0; r < rows; ++r) detail::divide_by_temperature(tempered.subspan(r * v, v), t);
         banned_.clear();
         if (schedule_suppresses_eos(*in.schedule, in.ctx)) banned_.assign(in.ctx.eos_ids.begin(), in.ctx.eos_ids.end());
-        cands_.clear();
+        slots_.clear();
+        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) slots_.push_back(p);
+        cands_.resize(slots_.size());
         out.accepted.clear();
-        out.draft.clear();
-        double entropy = 0.0;
-        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p) {
+        out.draft.resize(slots_.size());
+        for_each_slot(slots_.size(), v, sampler_is_concurrent<typename Decoder::sampler_type>, [&](std::size_t i) {
+            const index_t p = slots_[i];
             const auto c = draw(in, tempered, p);
             if (!c) throw contract_error("dlm::decoder: a uniform-state schedule reads every slot of its block, but the plan returned no logits row for position " + std::to_string(p));
             const std::span<const float> row = tempered.subspan(static_cast<std::size_t>(s.layout.row_for_slot(p) - in.plan.logits_begin) * v, v);
-            const float neg_entropy = detail::describe(row, c->token, banned_).neg_entropy;
-            cands_.push_back({p, c->token, c->probability, c->margin, neg_entropy});
-            out.draft.push_back(top_of(row, p));
-            entropy -= static_cast<double>(neg_entropy);
-        }
+            float neg_entropy = 0.f;
+            if (banned_.empty()) {  // the draft's argmax and probability from the entropy's own passes
+                const row_summary r = summarize(row, c->token);
+                neg_entropy = r.choice.neg_entropy;
+                out.draft[i] = std::isnan(r.sum) ? top_of(row, p) : slot_commit{p, static_cast<token_id>(r.top), static_cast<float>(1.0 / r.sum)};
+            } else {
+                neg_entropy = describe(row, c->token, banned_).neg_entropy;
+                out.draft[i] = top_of(row, p);
+            }
+            cands_[i] = {p, c->token, c->probability, c->margin, neg_entropy};
+        });
+        double entropy = 0.0;
+        for (const candidate& c : cands_) entropy -= static_cast<double>(c.neg_entropy);
         out.mean_entropy = cands_.empty() ? 0.0 : entropy / static_cast<double>(cands_.size());
         chosen_.clear();
         in.schedule->select(in.ctx, std::span<const candidate>(cands_), chosen_);
@@ -180,10 +208,20 @@ private:
         // generate.py, Dream's _sample); dlm bans it from every draw (a fill or an edit never writes it).
         banned_.assign(1, mask_id);
         if (schedule_suppresses_eos(*in.schedule, in.ctx)) banned_.insert(banned_.end(), eos.begin(), eos.end());
+        slots_.clear();
+        for_each_masked_slot(s, mask_id, [&](index_t p) { slots_.push_back(p); });
+        draw_slots(in, logits);
         cands_.clear();
-        for_each_masked_slot(s, mask_id, [&](index_t p) {
-            if (const auto c = draw(in, logits, p)) cands_.push_back({p, c->token, c->probability, c->margin, c->neg_entropy});
-        });
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+            if (const auto& c = drawn_[i]) cands_.push_back({slots_[i], c->token, c->probability, c->margin, c->neg_entropy});
+    }
+
+    /// drawn_[i]: draw() of slots_[i], side by side on the threads where the sampler allows it
+    /// (engine/parallel.hpp; the same draws either way).
+    void draw_slots(const input& in, std::span<const float> logits) {
+        drawn_.assign(slots_.size(), std::nullopt);
+        for_each_slot(slots_.size(), vocab(), sampler_is_concurrent<typename Decoder::sampler_type>,
+                      [&](std::size_t i) { drawn_[i] = draw(in, logits, slots_[i]); });
     }
 
     Decoder* dec_;
@@ -192,6 +230,8 @@ private:
     std::vector<token_id> banned_;  // the tokens no draw may return at this step: the mask id, EOS when suppressed
     std::vector<index_t> chosen_;
     std::vector<filled_candidate> filled_;  // a revising schedule's edit candidates
+    std::vector<index_t> slots_;                   // the positions this step draws, in order
+    std::vector<std::optional<slot_choice>> drawn_;  // their draws (draw_slots)
 };
 
 }  // namespace dlm::detail

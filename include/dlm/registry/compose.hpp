@@ -83,6 +83,16 @@ struct sampler_choice {
     }
 };
 
+}  // namespace dlm::registry
+
+namespace dlm {
+/// A run-time choice of concurrent samplers is concurrent.
+template <class... S>
+inline constexpr bool enable_concurrent_sampling<registry::sampler_choice<S...>> = (sampler_is_concurrent<S> && ...);
+}  // namespace dlm
+
+namespace dlm::registry {
+
 namespace detail {
 
 /// Out<T...> with the T of `Tuple` whose revising_schedule is `Revising` (never a uniform-state

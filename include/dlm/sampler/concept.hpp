@@ -34,10 +34,25 @@ concept sampler_has_sample =
 template <class S>
 concept sampler_has_validate = requires(const S& s) { s.validate(); };
 
-#define DLM_SAMPLER_HOOKS "`void validate() const`"
-
+/// Opt-in, outside the class: `template <> inline constexpr bool dlm::enable_concurrent_sampling<S> = true;`
+/// — sampler S may be called from several threads at once (for different slots of a step): it keeps
+/// no shared mutable state (scratch is thread_local or on the stack). The host stepper then draws a
+/// step's slots on OpenMP's threads, where the program is built with OpenMP; the tokens are the same
+/// either way (each slot's draw is its own). Without it, slots are drawn one after another on the
+/// calling thread. A variable template, not a member, so that it is not inherited: a sampler derived
+/// from a shipped one, with a sample() and state of its own, is drawn in turn unless it opts in itself.
 template <class S>
-concept sampler_hook_misnamed = DLM_HAS_MEMBER_NAMED(S, validates) || DLM_HAS_MEMBER_NAMED(S, validate_options);
+inline constexpr bool enable_concurrent_sampling = false;
+template <class S>
+concept sampler_is_concurrent = enable_concurrent_sampling<S>;
+
+#define DLM_SAMPLER_HOOKS "`void validate() const`, and outside the class `dlm::enable_concurrent_sampling<S>`"
+
+/// A member spelled like the opt-in (which is a variable template outside the class) is refused.
+template <class S>
+concept sampler_hook_misnamed = DLM_HAS_MEMBER_NAMED(S, validates) || DLM_HAS_MEMBER_NAMED(S, validate_options) ||
+                                DLM_HAS_MEMBER_NAMED(S, concurrent) || DLM_HAS_MEMBER_NAMED(S, thread_safe) ||
+                                DLM_HAS_MEMBER_NAMED(S, enable_concurrent_sampling);
 template <class S>
 concept sampler_hook_mistyped = DLM_HAS_MEMBER_NAMED(S, validate) && !sampler_has_validate<S>;
 /// Every member named like a sampler hook is one, in its known form.

@@ -117,21 +117,38 @@ private:
         if (top_p < 1.f) keep_nucleus(z);
         if (k && order == filter_order::top_p_first) keep_top_k(z);
     }
-    // Dream's top_p_logits: sort descending, drop every token whose preceding cumulative probability
-    // already exceeds top_p (the token that crosses it stays).
+    // Dream's top_p_logits: rank the tokens by logit, descending (ties in index order, as its stable
+    // sort leaves them), and drop every token whose preceding cumulative probability already exceeds
+    // top_p (the token that crosses it stays). Only the ranks up to the crossing are sorted, 64, then
+    // 256, 1024, ... at a time: a partial sort's first ranks are a full sort's, so the cumulative sums
+    // are the same bits in the same order, at a fraction of a whole vocabulary's sort.
     void keep_nucleus(std::vector<float>& z) const {
-        std::vector<std::int32_t> ranked(z.size());
+        if (std::any_of(z.begin(), z.end(), [](float v) { return std::isnan(v); })) return;  // no order; the draw reports the row
+        const std::size_t n = z.size();
+        std::vector<std::int32_t> ranked(n);
         std::iota(ranked.begin(), ranked.end(), 0);
-        std::stable_sort(ranked.begin(), ranked.end(), [&](auto a, auto b) { return z[static_cast<std::size_t>(a)] > z[static_cast<std::size_t>(b)]; });
-        const float m = z[static_cast<std::size_t>(ranked[0])];
+        const auto before = [&](std::int32_t a, std::int32_t b) {
+            const float x = z[static_cast<std::size_t>(a)], y = z[static_cast<std::size_t>(b)];
+            return x > y || (x == y && a < b);
+        };
+        const float m = *std::max_element(z.begin(), z.end());
         double sum = 0.0;
         for (float v : z) sum += v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m);
         double cumulative = 0.0;
-        for (std::size_t r = 0; r < ranked.size(); ++r) {
-            float& v = z[static_cast<std::size_t>(ranked[r])];
-            const double p = v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m) / sum;
-            if (r > 0 && cumulative > static_cast<double>(top_p)) v = detail::neg_inf;
-            cumulative += p;
+        for (std::size_t r = 0, sorted = 0; r < n; ++r) {
+            if (r == sorted) {
+                sorted = std::min(n, std::max<std::size_t>(64, 4 * sorted));
+                std::partial_sort(ranked.begin() + static_cast<std::ptrdiff_t>(r), ranked.begin() + static_cast<std::ptrdiff_t>(sorted), ranked.end(), before);
+            }
+            if (r > 0 && cumulative > static_cast<double>(top_p)) {  // ranks r and after are dropped
+                std::vector<unsigned char> kept(n, 0);
+                for (std::size_t i = 0; i < r; ++i) kept[static_cast<std::size_t>(ranked[i])] = 1;
+                for (std::size_t i = 0; i < n; ++i)
+                    if (!kept[i]) z[i] = detail::neg_inf;
+                return;
+            }
+            const float v = z[static_cast<std::size_t>(ranked[r])];
+            cumulative += v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m) / sum;
         }
     }
     // Dream's top_k_logits: drop every logit below the k-th largest (ties with it stay).
@@ -182,5 +199,17 @@ struct llada2_sampler : categorical_sampler {
 static_assert(token_sampler<llada_sampler>);
 static_assert(token_sampler<sdar_sampler>);
 static_assert(token_sampler<llada2_sampler>);
+
+// Every shipped sampler keeps its scratch thread_local (detail::scratch) and its filters' on the stack.
+template <>
+inline constexpr bool enable_concurrent_sampling<greedy_sampler> = true;
+template <>
+inline constexpr bool enable_concurrent_sampling<categorical_sampler> = true;
+template <>
+inline constexpr bool enable_concurrent_sampling<llada_sampler> = true;
+template <>
+inline constexpr bool enable_concurrent_sampling<sdar_sampler> = true;
+template <>
+inline constexpr bool enable_concurrent_sampling<llada2_sampler> = true;
 
 }  // namespace dlm
