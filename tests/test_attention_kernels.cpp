@@ -203,6 +203,25 @@ TEST_CASE("kernels: the softmax's exp_shifted_sum takes each exp and sums them i
     }
 }
 
+TEST_CASE("attention: a row whose allowed scores are all NaN (a NaN weight upstream) gets a NaN sum, never the zeros of a row with no key") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    // Row 0: NaN at every key of its range; then a row whose range is empty (no key allowed); a row
+    // with one NaN among finite scores; and a row whose one allowed key (a predicate) scores NaN.
+    std::vector<float> s = {nan, nan, nan, nan, 1.f, nan, 2.f, 3.f, 1.f, 2.f, 3.f, 4.f, 1.f, nan, 2.f, 3.f};
+    float inv[4] = {};
+    const kernel_table& kt = kernels();
+    masked_exp_rows(s.data(), 4, 2, 4, 0.5f, [](index_t) { return key_range{0, 4}; }, kt, inv, [](index_t) {});
+    masked_exp_rows(s.data() + 8, 4, 1, 4, 0.5f, [](index_t) { return key_range{2, 2}; }, kt, inv + 2, [](index_t) {});
+    masked_exp_rows(s.data() + 12, 4, 1, 4, 0.5f, [](index_t) { return key_range{0, 4}; }, kt, inv + 3, [](index_t) {});
+    CHECK(std::isnan(inv[0]));
+    CHECK(std::isnan(inv[3]));
+    CHECK(inv[2] == 0.f);  // no key: its weights are zeros and so is its output
+    float row1[4] = {1.f, nan, 2.f, 3.f};
+    float inv1 = 0.f;
+    masked_exp_rows(row1, 4, 1, 4, 0.5f, [](index_t) { return [](index_t k) { return k == 1; }; }, kt, &inv1, [](index_t) {});
+    CHECK(std::isnan(inv1));
+}
+
 TEST_CASE("attention: attend_run gives a row the bits it gets alone among rows whose keys start elsewhere (sliding windows)") {
     // 32 query rows, row r at position 40 + r attending a window of 21 keys ending at itself, so
     // the task's keys start at 20 and row r's own at 20 + r: alone, its scores start 0 to 31 places

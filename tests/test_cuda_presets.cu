@@ -92,6 +92,24 @@ TEST_SUITE("presets") {
         check_same_tokens(P(g, semi_ar_mask{8}, no_cache{}, llada_schedule{32}, hot).generate(std::span<const tvec>(prompts), o), seeded);
     }
 
+    TEST_CASE("a NaN query weight fails every sequence on the device as on the host (a head's NaN scores are never read as no key)") {
+        const auto cfg = random_config(4, 2, 16, false, false);
+        auto w = cpu::random_weights(cfg, 4);
+        std::fill_n(w.layers[0].q_proj.data(), w.layers[0].q_proj.cols(), std::numeric_limits<float>::quiet_NaN());  // q[0] of head 0
+        gpu32 g(cfg, w);
+        const std::vector<tvec> prompts{{5, 6, 8}, {9, 10}};
+        using P = presets::fast_dllm<gpu32>;
+        const auto host = decode<P>(g, prompts, 16, semi_ar_mask{8});
+        const auto device = decode<dlm::cuda::device_decoder_t<P>>(g, prompts, 16, semi_ar_mask{8});
+        REQUIRE(device.sequences.size() == 2);
+        for (std::size_t i = 0; i < 2; ++i) {
+            CAPTURE(i);
+            CHECK(host.sequences[i].failed());
+            CHECK(device.sequences[i].failed());
+            CHECK(device.sequences[i].message.find("NaN") != std::string::npos);
+        }
+    }
+
     TEST_CASE("a NaN in one sequence ends that sequence alone, with status failed, on the device as on the host") {
         const auto cfg = random_config(4, 2, 16, false, false);
         auto w = cpu::random_weights(cfg, 4);

@@ -420,6 +420,29 @@ TEST_CASE("errors: NaN weights in a GGUF model held in Q8_0 blocks surface as a 
     CHECK(e->forward() == 0);
 }
 
+TEST_CASE("errors: a NaN block scale in a GGUF model's query or key weights surfaces as a numeric_error, not as finite logits") {
+    // The first Q8_0 block's f16 scale of blk.0.attn_q (or attn_k) set to NaN: a head's scores are then
+    // NaN at every key, which the softmax used to read as a row with no key allowed (its output zeros,
+    // the logits finite and wrong). Now such a row's output is NaN, and the first forward says so.
+    const std::filesystem::path src = std::filesystem::path(DLM_TEST_DATA) / "gguf" / "llada_q.q8_0.gguf";
+    for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_k.weight"}) {
+        CAPTURE(name);
+        std::string bytes = read_bytes(src);
+        {
+            const io::gguf_file f = io::gguf_file::open(src);
+            const io::gguf_tensor& t = f.header().tensor(name);
+            REQUIRE(t.type == io::gguf_type::q8_0);
+            const std::uint16_t nan_half = 0x7e00;  // a Q8_0 block opens with its f16 scale
+            std::memcpy(bytes.data() + f.header().data_offset() + t.offset, &nan_half, sizeof nan_half);
+        }
+        temp_dir dir;
+        dlm_test::write_text(dir / "nan.q8_0.gguf", bytes);
+        const auto e = cdlm_numeric_error(cpu::transformer::load(dir / "nan.q8_0.gguf"));
+        REQUIRE_MESSAGE(e.has_value(), "no numeric_error");
+        CHECK(e->forward() == 0);
+    }
+}
+
 // ---- allocation: sizes that cannot be allocated ----
 
 TEST_CASE("errors: a header claiming a huge tensor is refused without allocating it") {

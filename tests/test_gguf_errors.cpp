@@ -216,6 +216,25 @@ TEST_CASE("model errors: architecture, required keys, inconsistent sizes, tensor
     CHECK(has(load_error({.drop_key = "tokenizer.ggml.mask_token_id",
                           .more_keys = [](io::gguf_writer& w) { w.add_u32("tokenizer.ggml.mask_token_id", 300); }}),
               "key 'tokenizer.ggml.mask_token_id': token id 300 is outside the vocabulary [0, 300)"));
+    CHECK(has(load_error({.more_keys = [](io::gguf_writer& w) { w.add_u32("dlm.gen_length", 1073741824); }}),
+              "key 'dlm.gen_length': 1073741824 is outside [1, 1048576]"));
+    // llama.cpp divides every position by rope.scaling.factor (or the older rope.scale_linear) whatever
+    // rope.scaling.type says; 0 and 1 scale nothing.
+    for (const char* key : {"llada.rope.scaling.factor", "llada.rope.scale_linear"}) {
+        CAPTURE(key);
+        CHECK(has(load_error({.more_keys = [key](io::gguf_writer& w) { w.add_f32(key, 4.0f); }}),
+                  std::string("key '") + key + "': 4.000000 is not supported: llama.cpp divides every position by it"));
+    }
+    {
+        const auto path = std::filesystem::temp_directory_path() / "dlm_test_rope_factor_one.gguf";
+        test::f32_gguf_writer(data / "models" / "llada_tiny", {.more_keys = [](io::gguf_writer& w) {
+                                  w.add_string("llada.rope.scaling.type", "none");
+                                  w.add_f32("llada.rope.scaling.factor", 1.0f);
+                                  w.add_f32("llada.rope.scale_linear", 2.0f);  // unread: the factor is there
+                              }}).write(path);
+        CHECK_NOTHROW((void)cpu::transformer::load(path));
+        std::filesystem::remove(path);
+    }
     CHECK(has(load_error<tensor_error>({.drop_tensor = "blk.1.ffn_up.weight"}), "tensor 'blk.1.ffn_up.weight': missing from the file"));
     CHECK(has(load_error<tensor_error>({.reshape_tensor = "blk.0.ffn_down.weight", .new_shape = {48, 80}}),
               "tensor 'blk.0.ffn_down.weight': shape [48, 80] (ggml order, row length first) does not fit the metadata, which needs [80, 48]"));

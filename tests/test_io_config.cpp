@@ -408,6 +408,14 @@ TEST_CASE("rope: a missing theta takes the default of the family's configuration
     CHECK(c.rope_theta_source.find("configuration_llada.py") != std::string::npos);
 }
 
+TEST_CASE("llada2: a config without use_qk_norm norms q and k, as LLaDA2MoeConfig's default") {
+    json j = json::parse(detail::read_text_file(std::filesystem::path(DLM_TEST_DATA) / "families" / "llada2_tiny" / "config.json"));
+    j.erase("use_qk_norm");
+    CHECK(parse_config(j, "cfg.json").qk_norm);
+    j["use_qk_norm"] = false;
+    CHECK_FALSE(parse_config(j, "cfg.json").qk_norm);
+}
+
 TEST_CASE("load_config: file errors name the file") {
     temp_dir dir;
     expect_error<dlm::file_error>([&] { (void)load_config(dir.path()); }, {(dir / "config.json").string(), "no such file"});

@@ -66,10 +66,11 @@ void masked_exp_row(float* sr, index_t n, float scale, Keys keys, const kernel_t
     } else {
         for (index_t k = 0; k < n; ++k) sr[k] = keys(k) ? sr[k] : masked;  // a select, not a branch
     }
-    const float mx = kt.scale_max(sr + b, e - b, scale);  // masked stays -inf
+    const float mx = kt.scale_max(sr + b, e - b, scale);  // masked stays -inf; the max skips NaN
     if (mx == masked) {                                   // no key allowed: output zero
+        const bool poisoned = std::any_of(sr + b, sr + e, [](float x) { return std::isnan(x); });
         std::fill(sr + b, sr + e, 0.0f);
-        inv = 0.0f;
+        inv = poisoned ? std::numeric_limits<float>::quiet_NaN() : 0.0f;  // NaN scores (a NaN weight) stay NaN in the output
         return;
     }
     inv = 1.0f / kt.exp_shifted_sum(sr + b, e - b, mx);

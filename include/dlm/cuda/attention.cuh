@@ -254,7 +254,10 @@ __device__ __forceinline__ void softmax_step(bool allowed, const float* q, const
         score = dot * scale;
     }
     const float tile_max = warp_max(score);
-    if (tile_max == neg_inf) return;
+    if (tile_max == neg_inf) {  // fmaxf skips NaN: a tile of NaN scores (a NaN weight) poisons the sum, as on the host
+        if (__any_sync(0xffffffffu, isnan(score))) l = CUDART_NAN_F;
+        return;
+    }
     const float m_new = fmaxf(m, tile_max);
     const float correction = m == neg_inf ? 0.0f : expf(m - m_new);
     const float pr = score == neg_inf ? 0.0f : expf(score - m_new);
@@ -284,7 +287,7 @@ __device__ __forceinline__ void write_pair(T* __restrict__ out, float* __restric
                                            index_t z, index_t splits, float m, float l, const float* acc_i, int lane) {
     const index_t D = s.head_dim;
     if (splits == 1) {
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no key allowed: output zero, as on the CPU
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;  // no key allowed: output zero, as on the CPU (a NaN sum stays NaN)
         T* o = out + row * s.q_dim() + head * D;
 #pragma unroll
         for (int j = 0; j < DPL; ++j) {
@@ -396,8 +399,9 @@ __global__ void attention_combine(const float* __restrict__ partial, index_t spl
         w[z] = __shfl_sync(0xffffffffu, w_lane, z);
         used[z] = z < splits && mz != neg_inf;
         if (used[z]) l += lz * w[z];
+        if (z < splits && isnan(lz)) l = CUDART_NAN_F;  // a split that met NaN scores (softmax_step) poisons the row
     }
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no key allowed: output zero, as on the CPU
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;  // no key allowed: output zero, as on the CPU (a NaN sum stays NaN)
     T* o = out + static_cast<std::size_t>(row) * s.q_dim() + static_cast<std::size_t>(head) * D;
     for (index_t d = lane; d < D; d += 32) {
         float v[max_attention_splits];

@@ -170,7 +170,7 @@ __device__ __forceinline__ void tc_write(const attention_args<KV, T>& a, const t
         if (!pr.q[h]) continue;
         const auto row = static_cast<std::size_t>(pr.row[h]), head = static_cast<std::size_t>(pr.head[h]);
         if (a.splits == 1) {
-            const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;  // no key allowed: output zero, as on the CPU
+            const float inv = l[h] == 0.0f ? 0.0f : 1.0f / l[h];  // no key allowed: output zero, as on the CPU (a NaN sum stays NaN)
             T* out = a.out + row * static_cast<std::size_t>(s.q_dim()) + head * static_cast<std::size_t>(s.head_dim);
 #pragma unroll
             for (int n = 0; n < 4 * DPL; ++n) {

@@ -153,6 +153,12 @@ inline void read_gguf_geometry(const gguf_header& h, model_config& c) {
     if (c.head_dim % 2 != 0) h.fail_key(k.key("attention.head_count"), "the head size " + std::to_string(c.head_dim) + " is odd; RoPE needs an even one");
     if (h.has(k.key("rope.scaling.type")) && h.string(k.key("rope.scaling.type")) != "none")
         h.fail_key(k.key("rope.scaling.type"), "'" + std::string(h.string(k.key("rope.scaling.type"))) + "' is not supported (dlm runs plain RoPE)");
+    // llama.cpp scales every position by 1 / factor whatever the type says ("none" included), reading
+    // the older rope.scale_linear only where rope.scaling.factor is absent; 0 and 1 scale nothing.
+    const char* factor = h.has(k.key("rope.scaling.factor")) ? "rope.scaling.factor" : "rope.scale_linear";
+    if (h.has(k.key(factor)) && h.number(k.key(factor)) != 0.0 && h.number(k.key(factor)) != 1.0)
+        h.fail_key(k.key(factor), std::to_string(h.number(k.key(factor))) +
+                                      " is not supported: llama.cpp divides every position by it, and dlm runs plain RoPE (0 or 1 scale nothing)");
     if (h.has(k.key("rope.freq_base"))) {
         c.rope_theta = h.number(k.key("rope.freq_base"));
         if (const std::string why = rope_theta_problem(c.rope_theta); !why.empty()) h.fail_key(k.key("rope.freq_base"), why);

@@ -368,7 +368,7 @@ inline void parse_llada2(const config_reader& r, model_config& c) {
     c.max_context = r.integer_or("max_position_embeddings", 16384);
     c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
     c.qkv_bias = r.boolean_or("use_qkv_bias", false);
-    c.qk_norm = r.boolean_or("use_qk_norm", false);
+    c.qk_norm = r.boolean_or("use_qk_norm", true);  // LLaDA2MoeConfig's default
     c.mask_id = r.has("mask_token_id") ? r.single_token("mask_token_id") : llada2_default_mask_id;
     c.eos_ids = r.token_list("eos_token_id");
     c.logits_shift = false;  // generate() samples the block's own rows
