@@ -172,8 +172,8 @@ struct flag {
         {"General", "-h, --help", "", "print this help and exit", B, [](options& o, auto, auto) { o.help = true; }},
         {"General", "--no-progress", "", "no progress bars (the weights' load; dlm-eval's problems): drawn only when stderr is a terminal", B,
          [](options& o, auto, auto) { o.progress = false; }},
-        {"Model and prompt", "-m, --model", "DIR",
-         "model folder (config.json, *.safetensors, tokenizer.json); default: $DLM_MODEL, else the shipped CDLM student", B,
+        {"Model and prompt", "-m, --model", "PATH",
+         "model folder (config.json, *.safetensors, tokenizer.json) or .gguf file; default: $DLM_MODEL, else the shipped CDLM student", B,
          [](options& o, auto f, auto v) { o.model = as_path(f, v); }},
         {"Model and prompt", "-p, --prompt", "TEXT", "the prompt", G, [](options& o, auto, auto v) { o.prompt = std::string(v); }},
         {"Model and prompt", "--chat", "", "wrap the prompt in the model folder's chat template (LLaDA, ChatML, Qwen3 or Gemma 4)", G | E,
@@ -277,7 +277,7 @@ struct flag {
          [](options& o, auto f, auto v) { o.limit = to_integer<index_t>(f, v, 1, max_index); }},
         {"Evaluation", "--json", "FILE", "also write the figures as a JSON object", E,
          [](options& o, auto f, auto v) { o.json = as_path(f, v); }},
-        {"Evaluation", "--predictions", "FILE", "write each completion as a JSONL line {\"answer\": ...} (for tools/score.py)", E,
+        {"Evaluation", "--predictions", "FILE", "write each completion as a JSONL line {\"prompt\": ..., \"answer\": ...}, with \"failure\" for a problem that failed (for tools/score.py)", E,
          [](options& o, auto f, auto v) { o.predictions = as_path(f, v); }},
         {"Server", "--host", "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)", S,
          [](options& o, auto f, auto v) { o.host = non_empty(f, v, "an address"); }},
@@ -307,7 +307,7 @@ struct flag {
          [](options& o, auto f, auto v) { o.prompt_cache_mib = to_integer<std::size_t>(f, v, 0, std::size_t{1} << 20); }},
         {"Server", "--device", "cpu|cuda",
          "where the model runs (default cpu); cuda: on the GPU, the presets with a device step (autoregressive, llada, dream, "
-         "fast-dllm, cdlm, cd4lm) sampling and selecting there too (a dlm-server built with a CUDA compiler)", S,
+         "fast-dllm, fast-dllm-dual, cdlm, cd4lm) sampling and selecting there too (a dlm-server built with a CUDA compiler)", S,
          [](options& o, auto f, auto v) {
              if (v != "cpu" && v != "cuda") throw invalid_parameter(std::string(f), "must be cpu or cuda, got '" + std::string(v) + "'");
              o.device = std::string(v);
@@ -489,16 +489,16 @@ inline void check_compared_flags(const options& o) {
 [[nodiscard]] inline std::string help_text(program prog) {
     std::string out;
     if (prog == program::generate)
-        out += "usage: dlm-generate [-m MODEL_DIR] -p PROMPT [options]\n\n"
+        out += "usage: dlm-generate [-m MODEL] -p PROMPT [options]\n\n"
                "Decodes one prompt with one of dlm's decoders and prints the answer.\n";
     else if (prog == program::server)
-        out += "usage: dlm-server [-m MODEL_DIR] [--preset NAME] [--host ADDR] [--port N] [options]\n\n"
+        out += "usage: dlm-server [-m MODEL] [--preset NAME] [--host ADDR] [--port N] [options]\n\n"
                "Serves one model with one preset over HTTP: OpenAI's /v1/completions and /v1/chat/completions (streamed\n"
                "with \"stream\": true), /v1/models, /health (liveness), /ready (readiness) and /metrics (docs/server.md).\n"
                "The decoding flags set the defaults a request may override where the preset allows it. SIGTERM drains:\n"
                "new requests get 503, those in flight get --drain-timeout seconds, then the server exits 0.\n";
     else
-        out += "usage: dlm-eval [-m MODEL_DIR] [--data FILE.jsonl] [options]\n\n"
+        out += "usage: dlm-eval [-m MODEL] [--data FILE.jsonl] [options]\n\n"
                "Decodes every problem of a JSONL set with one preset and prints accuracy (the number after \"####\"),\n"
                "forwards per problem, tokens per forward, latency per problem (mean, p50, p95) and tokens/s.\n";
     std::string_view section;

@@ -72,6 +72,17 @@ def _model_arg_int(name: str, value) -> int:
     _args.refuse(name, "must be an integer", value)
 
 
+def _batch_size(value) -> int:
+    """--batch_size: a positive integer, or lm-eval's "auto" / "auto:N", which searches for the largest
+    batch that fits a GPU: dlm decodes on the CPU and takes 1 there. Anything else is refused by name."""
+    text = str(value).strip()
+    if text.startswith("auto"):
+        return 1
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    _args.refuse("batch_size", "must be a positive integer, or auto (which is 1)", value)
+
+
 def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """log p(target) of each row (float64)."""
     rows = logits.astype(np.float64)
@@ -94,9 +105,11 @@ class HarnessModel(LM):
         self.seed = _model_arg_int("seed", seed)
         self.options = options
         self.mc_num, self.mc_batch = _model_arg_int("mc_num", mc_num), _model_arg_int("mc_batch", mc_batch)
-        if self.mc_num < 1 or self.mc_batch < 1 or self.mc_num % self.mc_batch:
-            raise ValueError(f"mc_num ({mc_num}) must be a positive multiple of mc_batch ({mc_batch})")
-        self.batch = int(batch_size) if str(batch_size).isdigit() and int(batch_size) > 0 else 1
+        if self.mc_batch < 1:
+            _args.refuse("mc_batch", "must be a positive integer", mc_batch)
+        if self.mc_num < 1 or self.mc_num % self.mc_batch:
+            _args.refuse("mc_num", f"must be a positive multiple of mc_batch ({self.mc_batch})", mc_num)
+        self.batch = _batch_size(batch_size)
         self.llm.max_batch = min(self.batch, 4096)  # generate_until's chunks decode as one batch each
         self.llm.settings(self.preset, seed=self.seed, **options)  # refuses a bad option now, naming it
 

@@ -138,7 +138,11 @@ class Engine:
         ids = self._llm._tokens(prompt, chat, think, "prompt")
         own = self._llm.settings(**{**self._options, **options}) if options else None
         seed, cfg = _args.seed(seed), _args.cfg(cfg)
-        seq = _as_cfg(lambda: self._engine.add(ids, seed, cfg, own))
+        return _as_cfg(lambda: self._add_ids(ids, seed, cfg, own))
+
+    def _add_ids(self, ids: list, seed: Optional[int], cfg: float, own: Optional[_dlm.Settings] = None) -> int:
+        """Queues a token list already checked by type (add, and _Feed's admissions); returns its id."""
+        seq = self._engine.add(ids, seed, cfg, own)
         self._prompts[seq] = ids
         return seq
 
@@ -215,8 +219,7 @@ class _Feed:
         """Adds prompts while fewer than `limit` run; they join at the next step."""
         while self._next < len(self._lists) and self._engine.active < self._limit:
             i = self._next
-            seq = self._engine._engine.add(self._lists[i], _dlm.sequence_seed(self._seed, i), self._cfg, None)
-            self._engine._prompts[seq] = self._lists[i]
+            seq = self._engine._add_ids(self._lists[i], _dlm.sequence_seed(self._seed, i), self._cfg)
             self.index[seq] = i
             self._next += 1
 

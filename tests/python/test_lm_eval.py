@@ -203,10 +203,14 @@ def test_model_args_are_read_strictly_and_a_mask_token_in_scored_text_is_refused
     import dlm
     from dlm.harness import HarnessModel
 
-    for kwargs, name in ((dict(chat="no"), "chat"), (dict(think="off"), "think"), (dict(seed=1.5), "seed"), (dict(mc_num="x"), "mc_num")):
+    for kwargs, name in ((dict(chat="no"), "chat"), (dict(think="off"), "think"), (dict(seed=1.5), "seed"), (dict(mc_num="x"), "mc_num"),
+                         (dict(mc_num=30, mc_batch=8), "mc_num"), (dict(mc_batch=0), "mc_batch"), (dict(batch_size="x"), "batch_size"),
+                         (dict(batch_size=0), "batch_size")):
         with pytest.raises(dlm.InvalidParameter) as e:
             HarnessModel(pretrained=str(models / "cdlm"), preset="cdlm", **kwargs)
         assert e.value.parameter == name
+    assert HarnessModel(pretrained=str(models / "cdlm"), preset="cdlm", batch_size="auto:4").batch == 1  # lm-eval's GPU search
+    assert HarnessModel(pretrained=str(models / "cdlm"), preset="cdlm", batch_size="8").batch == 8
     m = HarnessModel(pretrained=str(models / "teacher"), preset="llada", chat=False, seed=3)
     with pytest.raises(ValueError, match="request 0: its text holds the mask token"):
         m.loglikelihood([SimpleNamespace(args=("Q: 3 + 4 =", " <|mdm_mask|>"))])
