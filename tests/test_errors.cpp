@@ -12,6 +12,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -400,22 +401,30 @@ TEST_CASE("errors: NaN weights in a checkpoint surface as a numeric_error at the
     CHECK(e->row() == 3);  // the first slot (LLaDA: unshifted)
 }
 
-TEST_CASE("errors: NaN weights in a GGUF model held in Q8_0 blocks surface as a numeric_error at the first forward, not as quants that dropped them") {
-    // The f32 output norm of a copy of the Q8_0 fixture gets a NaN: every row's input to the head,
-    // a Q8_0 product, then holds one. Its quantized activations used to drop it (finite logits, a
-    // silent garbage decode); now the block's scale is NaN and the logits are.
+namespace {
+/// The numeric_error of a cdlm decode of the Q8_0 fixture (tests/data/gguf/llada_q.q8_0.gguf) whose
+/// tensor `name`, of type `type`, opens with `value` instead of its own bytes; none if it decodes.
+std::optional<numeric_error> poisoned_q8_0_error(const char* name, io::gguf_type type, std::span<const std::byte> value) {
     const std::filesystem::path src = std::filesystem::path(DLM_TEST_DATA) / "gguf" / "llada_q.q8_0.gguf";
     std::string bytes = read_bytes(src);
     {
         const io::gguf_file f = io::gguf_file::open(src);
-        const io::gguf_tensor& norm = f.header().tensor("output_norm.weight");
-        REQUIRE(norm.type == io::gguf_type::f32);
-        const float nan = std::numeric_limits<float>::quiet_NaN();
-        std::memcpy(bytes.data() + f.header().data_offset() + norm.offset, &nan, sizeof nan);
+        const io::gguf_tensor& t = f.header().tensor(name);
+        REQUIRE(t.type == type);
+        std::memcpy(bytes.data() + f.header().data_offset() + t.offset, value.data(), value.size());
     }
     temp_dir dir;
     dlm_test::write_text(dir / "nan.q8_0.gguf", bytes);
-    const auto e = cdlm_numeric_error(cpu::transformer::load(dir / "nan.q8_0.gguf"));
+    return cdlm_numeric_error(cpu::transformer::load(dir / "nan.q8_0.gguf"));
+}
+}  // namespace
+
+TEST_CASE("errors: NaN weights in a GGUF model held in Q8_0 blocks surface as a numeric_error at the first forward, not as quants that dropped them") {
+    // The f32 output norm of a copy of the Q8_0 fixture gets a NaN: every row's input to the head,
+    // a Q8_0 product, then holds one. Its quantized activations used to drop it (finite logits, a
+    // silent garbage decode); now the block's scale is NaN and the logits are.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const auto e = poisoned_q8_0_error("output_norm.weight", io::gguf_type::f32, std::as_bytes(std::span(&nan, 1)));
     REQUIRE_MESSAGE(e.has_value(), "no numeric_error");
     CHECK(e->forward() == 0);
 }
@@ -424,20 +433,10 @@ TEST_CASE("errors: a NaN block scale in a GGUF model's query or key weights surf
     // The first Q8_0 block's f16 scale of blk.0.attn_q (or attn_k) set to NaN: a head's scores are then
     // NaN at every key, which the softmax used to read as a row with no key allowed (its output zeros,
     // the logits finite and wrong). Now such a row's output is NaN, and the first forward says so.
-    const std::filesystem::path src = std::filesystem::path(DLM_TEST_DATA) / "gguf" / "llada_q.q8_0.gguf";
+    const std::uint16_t nan_half = 0x7e00;  // a Q8_0 block opens with its f16 scale
     for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_k.weight"}) {
         CAPTURE(name);
-        std::string bytes = read_bytes(src);
-        {
-            const io::gguf_file f = io::gguf_file::open(src);
-            const io::gguf_tensor& t = f.header().tensor(name);
-            REQUIRE(t.type == io::gguf_type::q8_0);
-            const std::uint16_t nan_half = 0x7e00;  // a Q8_0 block opens with its f16 scale
-            std::memcpy(bytes.data() + f.header().data_offset() + t.offset, &nan_half, sizeof nan_half);
-        }
-        temp_dir dir;
-        dlm_test::write_text(dir / "nan.q8_0.gguf", bytes);
-        const auto e = cdlm_numeric_error(cpu::transformer::load(dir / "nan.q8_0.gguf"));
+        const auto e = poisoned_q8_0_error(name, io::gguf_type::q8_0, std::as_bytes(std::span(&nan_half, 1)));
         REQUIRE_MESSAGE(e.has_value(), "no numeric_error");
         CHECK(e->forward() == 0);
     }
