@@ -4,22 +4,16 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
-#if defined(__unix__)
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
-
 #include <dlm/cpu/transformer.hpp>
 #include <dlm/engine.hpp>
 #include <dlm/presets.hpp>
 
+#include "support/child.hpp"
 #include "support/scripts.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -365,23 +359,10 @@ TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused
     // than it maps may allocate: either fits alone (check_batch, which a caller adding a few at a time
     // asks), both together do not (add_batch, or add twice before a step). The limit, not the
     // machine, sets the figure.
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        rlimit limit{};
-        getrlimit(RLIMIT_AS, &limit);
-        const std::uint64_t room = std::uint64_t{1} << 30;
-        const std::uint64_t vm = [] {
-            std::ifstream in("/proc/self/status");
-            std::string line;
-            while (std::getline(in, line))
-                if (line.rfind("VmSize:", 0) == 0) return static_cast<std::uint64_t>(std::stoull(line.substr(7))) * 1024;
-            return std::uint64_t{0};
-        }();
-        limit.rlim_cur = static_cast<rlim_t>(vm + room);
-        setrlimit(RLIMIT_AS, &limit);
+    const std::uint64_t room = std::uint64_t{1} << 30;
+    const int code = dlm_test::in_limited_child(dlm::detail::proc_kib("/proc/self/status", "VmSize") + room, [&] {
         const std::uint64_t avail = available_memory();
-        if (avail > room || avail < room / 2) _exit(7);  // the machine has less than the limit: nothing to measure
+        if (avail > room || avail < room / 2) return 7;  // the machine has less than the limit: nothing to measure
         const auto v = static_cast<index_t>(avail / 10 * 6 / (8 * sizeof(float)));
         scripted_model big(v, v - 1, {v - 2}, false, [](const testing::script_view&, std::span<float>) { std::abort(); });
         decoder_t d(big, semi_ar_mask{8}, {}, threshold_schedule{0.9});
@@ -390,37 +371,34 @@ TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused
         try {
             eng.check_batch(two, {.gen_length = 8});
         } catch (...) {
-            _exit(2);
+            return 2;
         }
         try {
             (void)eng.add_batch(two, {.gen_length = 8});
-            _exit(3);
+            return 3;
         } catch (const memory_error&) {
-            if (!eng.idle()) _exit(4);
+            if (!eng.idle()) return 4;
         } catch (...) {
-            _exit(5);
+            return 5;
         }
         // One at a time before a step: the first's rows are promised (not yet allocated), so the
         // second is weighed beside them and refused.
         try {
             (void)eng.add(two[0], {.gen_length = 8});
         } catch (...) {
-            _exit(6);
+            return 6;
         }
         try {
             (void)eng.add(two[1], {.gen_length = 8});
-            _exit(8);
+            return 8;
         } catch (const memory_error&) {
-            _exit(eng.active() == 1 ? 0 : 9);
+            return eng.active() == 1 ? 0 : 9;
         } catch (...) {
-            _exit(10);
+            return 10;
         }
-    }
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 7) MESSAGE("skipped the sum: less than 1 GiB available");
-    else CHECK(WEXITSTATUS(status) == 0);
+    });
+    if (code == 7) MESSAGE("skipped the sum: less than 1 GiB available");
+    else CHECK(code == 0);
 #endif
 }
 

@@ -27,11 +27,7 @@
 #include "io_test_util.hpp"
 #include "support/scripts.hpp"
 
-#if defined(__unix__)
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
+#include "support/child.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define DLM_TEST_SANITIZER 1
@@ -473,26 +469,16 @@ TEST_CASE("errors: a hidden size the tensors do not hold is refused by the embed
     config["n_heads"] = 1;
     config["n_kv_heads"] = 1;
     write_model(dir, config, tiny_tensors());
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        const rlimit limit{rlim_t{2} << 30, rlim_t{2} << 30};
-        setrlimit(RLIMIT_AS, &limit);
-        try {
-            (void)cpu::transformer::load(dir.path());
-            _exit(2);
-        } catch (const tensor_error& e) {
-            _exit(std::string(e.what()).find("model.transformer.wte.weight") != std::string::npos ? 0 : 4);
-        } catch (const std::bad_alloc&) {
-            _exit(5);  // allocated before the shapes were checked
-        } catch (...) {
-            _exit(3);
-        }
-    }
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(dlm_test::in_limited_child(std::uint64_t{2} << 30, [&] {
+              try {
+                  (void)cpu::transformer::load(dir.path());
+                  return 2;
+              } catch (const tensor_error& e) {
+                  return std::string(e.what()).find("model.transformer.wte.weight") != std::string::npos ? 0 : 4;
+              } catch (const std::bad_alloc&) {
+                  return 5;  // allocated before the shapes were checked
+              }
+          }) == 0);
 #endif
 }
 
@@ -510,28 +496,18 @@ TEST_CASE("errors: a KV cache larger than memory is memory_error, from make_kv_c
     c.max_context = 1 << 27;
     const cpu::transformer m(c, cpu::random_weights(c, 1));
     const auto in_child = [](auto&& body) {
-        const pid_t pid = fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            const rlimit limit{rlim_t{2} << 30, rlim_t{2} << 30};
-            setrlimit(RLIMIT_AS, &limit);
+        return dlm_test::in_limited_child(std::uint64_t{2} << 30, [&] {
             try {
                 body();
-                _exit(2);  // allocated: the limit did not hold
+                return 2;  // allocated: the limit did not hold
             } catch (const dlm::memory_error& e) {
-                _exit(e.needed() > (std::uint64_t{16} << 30) && e.available() < (std::uint64_t{2} << 30) ? 0 : 4);
+                return e.needed() > (std::uint64_t{16} << 30) && e.available() < (std::uint64_t{2} << 30) ? 0 : 4;
             } catch (const std::bad_alloc&) {
-                _exit(5);  // allocated before checking
+                return 5;  // allocated before checking
             } catch (const dlm::error&) {
-                _exit(1);
-            } catch (...) {
-                _exit(3);
+                return 1;
             }
-        }
-        int status = 0;
-        REQUIRE(waitpid(pid, &status, 0) == pid);
-        REQUIRE(WIFEXITED(status));
-        return WEXITSTATUS(status);
+        });
     };
     CHECK(in_child([&] { (void)m.make_kv_cache(1 << 26); }) == 0);
     CHECK(in_child([&] {

@@ -1,0 +1,41 @@
+// tests/support/child.hpp — a test body run in a forked child whose address space is limited
+// (RLIMIT_AS): a size no machine can give is refused there, and an allocation the check should
+// have prevented fails there, not in the test process. Unix only (fork, setrlimit).
+#pragma once
+
+#if defined(__unix__)
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include <doctest/doctest.h>
+
+namespace dlm_test {
+
+/// The exit status of `body()` (an int) run in a child limited to `address_space` bytes; 3 when the
+/// body throws.
+template <class Body>
+int in_limited_child(std::uint64_t address_space, Body&& body) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const rlimit limit{static_cast<rlim_t>(address_space), static_cast<rlim_t>(address_space)};
+        setrlimit(RLIMIT_AS, &limit);
+        int code = 3;
+        try {
+            code = body();
+        } catch (...) {
+            code = 3;
+        }
+        _exit(code);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+}  // namespace dlm_test
+#endif
