@@ -169,7 +169,7 @@ TEST_CASE("diffusion_gemma_tiny: prompts and canvases of several 32-row attentio
     CHECK(std::set<float>(runs[0].begin(), runs[0].end()).size() > 1000);
 }
 
-TEST_CASE("diffusion_gemma_tiny: a context holds sliding_window - 1 positions on a sliding layer, every position on a full one") {
+TEST_CASE("diffusion_gemma_tiny: a context holds sliding_window - 1 positions on a sliding layer, every position on a full one, as kv_cache_bytes says") {
     const diffusion_gemma m = diffusion_gemma::load(tiny);
     const auto& c = m.config();
     const auto ctx = m.new_context(4096);
@@ -177,7 +177,9 @@ TEST_CASE("diffusion_gemma_tiny: a context holds sliding_window - 1 positions on
     for (const io::gemma_layer& g : c.layers)
         want += 2ull * sizeof(float) * static_cast<std::uint64_t>(g.kv_heads) * g.head_dim * (g.sliding ? c.sliding_window - 1 : 4096);
     CHECK(ctx.bytes() == want);
+    CHECK(m.kv_cache_bytes(4096) == want);  // what the engine weighs before a batch's contexts are made
     CHECK(m.new_context(5).bytes() < want);  // a context shorter than the window holds its own length
+    CHECK(m.kv_cache_bytes(5) == m.new_context(5).bytes());
 }
 
 TEST_CASE("diffusion_gemma: bad input is refused by name") {
@@ -414,6 +416,29 @@ TEST_CASE("diffusion_gemma: random weights decode finitely in bf16, Q8_0 and Q4_
     }
     CHECK(bytes[0] > bytes[1]);  // bf16 > Q8_0 > Q4_K_M
     CHECK(bytes[1] > bytes[2]);
+}
+
+TEST_CASE("diffusion_gemma preset: a canvas's draws side by side on the threads give the same tokens as on one, sampled and greedy") {
+    nlohmann::json j = read_json(tiny / "config.json");
+    j["text_config"]["vocab_size"] = 8192;  // a step's 16 rows of 8192 logits: enough to draw them on the threads
+    const io::diffusion_gemma_config c = io::parse_diffusion_gemma_config(j, "wide");
+    REQUIRE(static_cast<std::size_t>(c.canvas_length) * static_cast<std::size_t>(c.vocab_size) >= dlm::detail::parallel_slot_logits);
+    diffusion_gemma model = diffusion_gemma::random(c, 5, cpu::weight_spec{io::dtype::f32}, 1.f);
+    for (const float temperature : {1.f, 0.f}) {
+        std::vector<sequence_result> runs;
+        for (const int threads : {1, 2}) {
+            dlm_test::omp_threads t(threads);
+            entropy_bound_schedule schedule;
+            schedule.steps = 6;
+            presets::diffusion_gemma<diffusion_gemma> dec(model, block_causal_mask{}, prefix_cache{}, schedule, sdar_sampler(temperature));
+            runs.push_back(dec.generate(std::vector<token_id>{5, 6, 7, 8, 9}, {.gen_length = 32, .seed = 17}));
+        }
+        CAPTURE(temperature);
+        CHECK(runs[0].tokens == runs[1].tokens);
+        CHECK(runs[0].stats.steps_per_block == runs[1].stats.steps_per_block);
+        CHECK(dlm_test::same_bits(runs[0].commit_confidence, runs[1].commit_confidence));
+        CHECK(std::set<token_id>(runs[0].tokens.begin(), runs[0].tokens.end()).size() > 4);  // drawn, not one token
+    }
 }
 
 TEST_CASE("diffusion_gemma: llama.cpp's block types for Q4_K_M, and its fallback where K-quant blocks do not tile a row") {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -396,6 +397,72 @@ TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused
         } catch (...) {
             return 10;
         }
+    });
+    if (code == 7) MESSAGE("skipped the sum: less than 1 GiB available");
+    else CHECK(code == 0);
+#endif
+}
+
+/// A scripted model whose K/V stores say they hold `claimed` bytes each (the store made is the
+/// scripted one), and which counts the stores it makes.
+struct claiming_model : scripted_model {
+    claiming_model(std::uint64_t bytes, index_t vocab_size = 32)
+        : scripted_model(vocab_size, vocab_size - 1, {vocab_size - 2}, false, dlm_test::context_hash()), claimed(bytes) {}
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t) const noexcept { return claimed; }
+    [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
+        ++*made;
+        return scripted_model::make_kv_cache(capacity);
+    }
+    std::uint64_t claimed;
+    std::shared_ptr<int> made = std::make_shared<int>(0);
+};
+
+TEST_CASE("engine: a batch whose K/V stores cannot fit is refused before any store is made, the stores of all its sequences summed, twice with guidance") {
+    using cached_t = decoder<claiming_model, block_causal_mask, prefix_cache, threshold_schedule, greedy_sampler>;
+    claiming_model huge(std::uint64_t{1} << 50);  // a petabyte a store: no machine has one
+    cached_t d(huge, block_causal_mask{4}, {}, threshold_schedule{0.9});
+    try {
+        (void)d.generate(tvec{1, 2}, {.gen_length = 8});
+        FAIL("no memory_error");
+    } catch (const memory_error& e) {
+        CHECK(e.needed() >= (std::uint64_t{1} << 50));
+        CHECK(std::string(e.what()).find("the decoding state, K/V stores and logits rows of 1 sequence(s)") != std::string::npos);
+    }
+    CHECK(*huge.made == 0);
+    // A cache that keeps no K/V makes no store, so the model's claim is not weighed.
+    decoder<claiming_model, semi_ar_mask, no_cache, threshold_schedule, greedy_sampler> uncached(huge, semi_ar_mask{4}, {}, threshold_schedule{0.9});
+    CHECK(uncached.generate(tvec{1, 2}, {.gen_length = 8}).tokens.size() == 8);
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("the sum is checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    // Stores claiming 60 % of what a child limited to 1 GiB more address space than it maps may
+    // allocate: one sequence fits (its one store; check_batch weighs each prompt alone), two together
+    // do not, nor one with guidance (a second store for the unconditional pass).
+    const std::uint64_t room = std::uint64_t{1} << 30;
+    const int code = dlm_test::in_limited_child(dlm::detail::proc_kib("/proc/self/status", "VmSize") + room, [&] {
+        const std::uint64_t avail = available_memory();
+        if (avail > room || avail < room / 2) return 7;  // the machine has less than the limit: nothing to measure
+        claiming_model big(avail / 10 * 6);
+        decoder<claiming_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> dec(big, semi_ar_mask{4}, {}, threshold_schedule{0.9});
+        engine eng(dec);
+        const std::vector<tvec> two{{1, 2}, {3, 4}};
+        try {
+            eng.check_batch(two, {.gen_length = 8});
+            (void)eng.add(two[0], {.gen_length = 8});
+        } catch (...) {
+            return 2;
+        }
+        for (const bool guided : {false, true}) {
+            try {
+                if (guided) (void)eng.add(two[1], {.gen_length = 8, .cfg_scale = 1.0});
+                else (void)eng.add_batch(two, {.gen_length = 8});
+                return 3;
+            } catch (const memory_error&) {
+            } catch (...) {
+                return 4;
+            }
+        }
+        return *big.made == 1 && eng.active() == 1 ? 0 : 5;
     });
     if (code == 7) MESSAGE("skipped the sum: less than 1 GiB available");
     else CHECK(code == 0);

@@ -244,7 +244,11 @@ private:
     template <bool Storage = true>
     std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
                                   std::span<const std::vector<token_id>> prompts, const generation_options& o) {
-        const detail::memory_account account{Storage, logits_on_host, Storage ? pending_bytes_ : 0, Storage ? spare_logits_bytes() : 0};
+        const detail::memory_account account{.together = Storage,
+                                             .host_logits = logits_on_host,
+                                             .kv_stores = decoder_type::cache_type::needs_storage,
+                                             .pending = Storage ? pending_bytes_ : 0,
+                                             .spare = Storage ? spare_logits_bytes() : 0};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
             dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>(), account);
         for (sequence& s : states) {
@@ -308,6 +312,7 @@ private:
                 plan = plan_forward(dec_->cache(), dec_->mask(), s.layout, s.cursor, canvas_view{s.canvas, s.result.settings.mask_id.value});
                 if (pcache_) plan = use_prompt_cache(*e, plan);
                 detail::check_plan(plan, s.layout, who);
+                detail::check_plan_reaches_masked(plan, s.layout, s.cursor, s.canvas, s.result.settings.mask_id.value, who);
             } catch (const error& x) {
                 fail(*e, x);
                 continue;

@@ -44,6 +44,15 @@ private:
 };
 
 namespace detail {
+/// a·b and a + b, or the largest 64-bit number when they would pass it (byte counts of shapes too
+/// large to hold are refused by the memory check, never wrapped around to a small one).
+[[nodiscard]] constexpr std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
+    return a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a ? std::numeric_limits<std::uint64_t>::max() : a * b;
+}
+[[nodiscard]] constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+    return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max() : a + b;
+}
+
 /// The first number in `path` (a cgroup file), or max for "max" or an unreadable file.
 inline std::uint64_t read_limit(const char* path) {
     std::ifstream in(path);
@@ -129,6 +138,10 @@ inline std::uint64_t cgroup_working_set(const char* usage, const char* stat, con
 #endif
     return 0;
 }
+
+/// Buffers of at most this many bytes are allocated without weighing them alone: reading /proc for
+/// each costs more than it saves. A batch's small buffers are weighed summed (engine/prepare.hpp).
+inline constexpr std::uint64_t weighed_above = std::uint64_t{64} << 20;
 
 /// Throws memory_error unless `needed` bytes (for `what_for`) fit in available_memory().
 inline void check_fits(const std::string& what_for, std::uint64_t needed, const std::string& hint = {}) {

@@ -154,20 +154,25 @@ public:
         }
     }
 
+    /// The bytes new_context(capacity) holds: K and V of every layer, a sliding layer's window only.
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
+        std::uint64_t floats = 0;
+        for (const io::gemma_layer& g : c_.layers)
+            floats += 2ull * static_cast<std::uint64_t>(g.kv_heads) * static_cast<std::uint64_t>(g.head_dim) * static_cast<std::uint64_t>(context_slots(g, capacity));
+        return floats * sizeof(float);
+    }
+
     /// An empty context for up to `capacity` positions (prompt and every block). Throws
     /// invalid_parameter past max_position_embeddings, memory_error when it does not fit.
     [[nodiscard]] gemma_context new_context(index_t capacity) const {
         if (capacity <= 0 || capacity > c_.max_context)
             throw invalid_parameter("capacity", std::to_string(capacity) + " is outside [1, max_position_embeddings " + std::to_string(c_.max_context) + "]");
-        const auto slots = [&](const io::gemma_layer& g) { return g.sliding ? std::clamp<index_t>(c_.sliding_window - 1, 1, capacity) : capacity; };
-        std::uint64_t floats = 0;
-        for (const io::gemma_layer& g : c_.layers) floats += 2ull * static_cast<std::uint64_t>(g.kv_heads) * g.head_dim * static_cast<std::uint64_t>(slots(g));
-        check_fits("a DiffusionGemma context of " + std::to_string(capacity) + " positions", floats * sizeof(float));
+        check_fits("a DiffusionGemma context of " + std::to_string(capacity) + " positions", kv_cache_bytes(capacity));
         gemma_context ctx;
         ctx.capacity = capacity;
         for (const io::gemma_layer& g : c_.layers) {
-            ctx.slots.push_back(slots(g));
-            const auto n = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim) * static_cast<std::size_t>(slots(g));
+            ctx.slots.push_back(context_slots(g, capacity));
+            const auto n = static_cast<std::size_t>(g.kv_heads) * static_cast<std::size_t>(g.head_dim) * static_cast<std::size_t>(ctx.slots.back());
             ctx.keys.emplace_back(n, 0.f);
             ctx.values.emplace_back(n, 0.f);
         }
@@ -220,6 +225,12 @@ private:
     }
 
     [[nodiscard]] float eps() const noexcept { return static_cast<float>(c_.rms_norm_eps); }
+
+    /// Positions a layer's K/V keep in a context of `capacity`: a sliding layer its window (less the
+    /// query's own position), a full layer every one.
+    [[nodiscard]] index_t context_slots(const io::gemma_layer& g, index_t capacity) const noexcept {
+        return g.sliding ? std::min(std::max<index_t>(c_.sliding_window - 1, 1), capacity) : capacity;
+    }
 
     /// Adds the elapsed time to *sink, if not null, when it goes out of scope.
     struct phase_timer {

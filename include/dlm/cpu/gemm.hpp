@@ -32,6 +32,7 @@
 
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../core/memory.hpp"
 #include "../io/dtype.hpp"
 #include "dispatch.hpp"
 #include "quant/matrix.hpp"
@@ -41,14 +42,8 @@
 namespace dlm::cpu {
 
 namespace detail {
-/// a·b and a + b, or the largest 64-bit number when they would pass it (byte counts of shapes too
-/// large to hold are refused by the memory check, never wrapped around to a small one).
-[[nodiscard]] constexpr std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
-    return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
-}
-[[nodiscard]] constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
-    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
-}
+using dlm::detail::saturating_add;  // byte counts (core/memory.hpp)
+using dlm::detail::saturating_mul;
 
 /// Sixteen bytes of a packed panel: four 32-bit words (two bf16 each, or one f32), or eight f16.
 using words4 = std::uint32_t __attribute__((vector_size(16)));

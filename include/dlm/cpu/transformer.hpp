@@ -125,7 +125,7 @@ public:
         if (capacity < 0 || capacity > most)
             throw invalid_parameter("capacity", "must be in [0, " + std::to_string(most) + "], got " + std::to_string(capacity));
         const std::uint64_t bytes = kv_cache_bytes(capacity);
-        if (bytes > (std::uint64_t{64} << 20)) check_fits("a KV cache of " + std::to_string(capacity) + " positions", bytes);
+        if (bytes > weighed_above) check_fits("a KV cache of " + std::to_string(capacity) + " positions", bytes);
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, kv_dtype_);
     }
 
@@ -470,7 +470,7 @@ private:
         const std::size_t floats = rows * (3 * h + static_cast<std::size_t>(hg.qkv_ld + hg.out_ld) + 3 * f);
         if (floats > x_.capacity() + xn_.capacity() + tmp_.capacity() + qkv_.capacity() + att_.capacity() + gu_.capacity() + act_.capacity()) {
             for (buffer* b : {&x_, &xn_, &tmp_, &qkv_, &att_, &gu_, &act_}) buffer().swap(*b);  // scratch: freed before the larger ones
-            if (floats * sizeof(float) > (std::size_t{64} << 20))
+            if (floats * sizeof(float) > weighed_above)
                 check_fits("the activations of a forward of " + std::to_string(m) + " rows", floats * sizeof(float), "fewer or shorter sequences at once");
         }
         x_.resize(rows * h);

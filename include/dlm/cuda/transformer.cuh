@@ -58,6 +58,8 @@ public:
     /// the inputs of products with weights: docs/determinism.md); bf16 halves the KV cache.
     using kv_element = KV;
     using kv_cache = cuda::kv_cache<kv_element>;
+    /// Its K/V stores are device memory: the engine does not weigh them against the host's (model/concept.hpp).
+    static constexpr bool kv_on_device = true;
 
     /// From in-memory f32 weights (tests): converted to T on the device. Throws invalid_parameter naming
     /// the config field or the weight that does not fit.

@@ -48,7 +48,7 @@ public:
         const std::size_t need = rows * vocab();
         if (need > logits_.capacity()) {  // every forward rewrites the rows: free the old ones first, then ask for exactly these
             std::vector<float>().swap(logits_);
-            if (need * sizeof(float) > (std::size_t{64} << 20))
+            if (need * sizeof(float) > weighed_above)
                 check_fits("the logits of a step (" + std::to_string(rows) + " rows of a vocabulary of " + std::to_string(vocab()) + ")",
                            need * sizeof(float), "fewer or shorter sequences at once");
         }

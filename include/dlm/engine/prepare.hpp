@@ -196,42 +196,48 @@ template <class Model>
     return model_self_conditions<Model> ? rows + rows / (cfg ? 2 : 1) : rows;
 }
 
-/// The host bytes a sequence of layout `l` adds to an engine: its canvas (twice with guidance) and
-/// per-slot results, allocated when it is added, and its stepping_bytes, when it first steps. The
-/// model's own K/V are its make_kv_cache's to check.
-template <class Model>
-[[nodiscard]] std::uint64_t sequence_bytes(const Model& model, const canvas_layout& l, bool cfg, bool host_logits = true) {
-    const std::uint64_t copies = cfg ? 2 : 1, gen = static_cast<std::uint64_t>(l.gen_length);
-    return copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)) +
-           stepping_bytes(model, l, cfg, host_logits);
-}
-
 /// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
 struct memory_account {
     bool together = true;       ///< the batch joins at once; false: check_batch, each prompt alone (its caller adds a few at a time)
     bool host_logits = true;    ///< the stepper keeps the logits rows in host memory
+    bool kv_stores = false;     ///< the cache keeps K/V: each sequence makes a store (two with guidance) as it joins
     std::uint64_t pending = 0;  ///< stepping bytes of sequences added since the last step: promised, not yet allocated
     std::uint64_t spare = 0;    ///< bytes of the stepper's buffer beyond what the running sequences' rows use
 };
 
+/// The host bytes a sequence of layout `l` adds to an engine: its canvas (twice with guidance) and
+/// per-slot results, and its K/V stores where the cache keeps them (model/concept.hpp,
+/// host_kv_cache_bytes), allocated when it is added; its stepping_bytes, when it first steps.
+template <class Model>
+[[nodiscard]] std::uint64_t sequence_bytes(const Model& model, const canvas_layout& l, bool cfg, const memory_account& a) {
+    const std::uint64_t copies = cfg ? 2 : 1, gen = static_cast<std::uint64_t>(l.gen_length);
+    const std::uint64_t kv = a.kv_stores ? saturating_mul(copies, host_kv_cache_bytes(model, l.size())) : 0;  // a model's claim may be huge
+    return saturating_add(copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)) +
+                              stepping_bytes(model, l, cfg, a.host_logits),
+                          kv);
+}
+
 /// Refuses (dlm::memory_error) sequences whose sequence_bytes, with what is pending, less what the
 /// stepper holds spare, do not fit in the available memory (core/memory.hpp), before any is
-/// allocated. Under 64 MiB nothing is measured.
+/// allocated. A sum of at most weighed_above bytes is not measured.
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
     std::uint64_t own = 0;
     for (const canvas_layout& l : layouts) {
-        const std::uint64_t b = sequence_bytes(model, l, cfg, a.host_logits);
-        own = a.together ? own + b : std::max(own, b);
+        const std::uint64_t b = sequence_bytes(model, l, cfg, a);
+        own = a.together ? saturating_add(own, b) : std::max(own, b);
     }
-    const std::uint64_t gross = own + a.pending;
-    if (gross <= (std::uint64_t{64} << 20)) return;
+    const std::uint64_t gross = saturating_add(own, a.pending);
+    if (gross <= weighed_above) return;
     const canvas_layout& first = layouts.front();
-    check_fits("the decoding state and logits rows of " + std::string(a.together ? std::to_string(layouts.size()) + " sequence(s)" : "a sequence") +
-                   " (gen_length " + std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
+    const bool kv = a.kv_stores && host_kv_cache_bytes(model, first.size()) > 0;
+    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " +
+                   std::string(a.together ? std::to_string(layouts.size()) + " sequence(s)" : "a sequence") + " (gen_length " +
+                   std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
                    std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
                    (a.pending > 0 ? " beside " + std::to_string(a.pending) + " bytes promised to sequences added since the last step" : ""),
-               gross > a.spare ? gross - a.spare : 0, "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
+               gross > a.spare ? gross - a.spare : 0,
+               "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
 }
 
 /// Checks the batch, the options and every policy's options (dlm::invalid_parameter naming the one

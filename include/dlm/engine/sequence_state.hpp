@@ -58,6 +58,25 @@ inline void check_plan(const forward_plan& p, const canvas_layout& l, const char
     }
 }
 
+/// Throws dlm::contract_error when the active block holds a masked slot and the plan returns the
+/// logits row of none of them: no step could commit one, so the block would never close (found at
+/// once, not after the step bound of advance()).
+inline void check_plan_reaches_masked(const forward_plan& p, const canvas_layout& l, const block_cursor& c, std::span<const token_id> canvas,
+                                      token_id mask_id, const char* who) {
+    bool masked = false;
+    for (index_t q = l.first_slot(c.block); q < l.block_end(c.block); ++q) {
+        if (canvas[static_cast<std::size_t>(q)] != mask_id) continue;
+        const index_t row = l.row_for_slot(q);
+        if (row >= p.logits_begin && row < p.logits_end) return;
+        masked = true;
+    }
+    if (masked)
+        throw contract_error(std::string(who) + ": the cache policy planned logits rows [" + std::to_string(p.logits_begin) + ", " +
+                             std::to_string(p.logits_end) + "), which predict no masked slot of block " + std::to_string(c.block) + " (slots [" +
+                             std::to_string(l.first_slot(c.block)) + ", " + std::to_string(l.block_end(c.block)) +
+                             ")): no step could commit one (a plan's logits must cover a masked slot of the active block)");
+}
+
 /// After a step: close the block when the schedule says it is final (schedule_block_done: for a
 /// schedule that never revises, when no slot is left masked), then stop (last block, or the
 /// schedule's stop_after_block: the rest becomes EOS) or move to the next block.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstdint>
 #include <span>
 
 #include "../core/plan.hpp"
@@ -51,6 +52,24 @@ concept model_has_kv_cache = requires(const M& m, index_t capacity) {
     typename M::kv_cache;
     { m.make_kv_cache(capacity) } -> std::same_as<typename M::kv_cache>;
 };
+
+/// Optional hooks of the K/V store: `std::uint64_t kv_cache_bytes(capacity) const`, the bytes
+/// make_kv_cache(capacity) holds (the prompt cache's bound counts them too: cache/prompt_cache.hpp,
+/// a layer below, states the same requirement), and `static constexpr bool kv_on_device = true`
+/// where they are device memory. The engine weighs a joining batch's host stores before it makes any.
+template <class M>
+concept model_has_kv_bytes = requires(const M& m, index_t capacity) {
+    { m.kv_cache_bytes(capacity) } -> std::convertible_to<std::uint64_t>;
+};
+
+/// The host bytes of one make_kv_cache(capacity): its kv_cache_bytes; 0 where the stores are device
+/// memory (`kv_on_device`) or the model does not say.
+template <class M>
+[[nodiscard]] std::uint64_t host_kv_cache_bytes(const M& m, index_t capacity) {
+    if constexpr (requires { requires M::kv_on_device; }) return 0;
+    else if constexpr (model_has_kv_bytes<M>) return static_cast<std::uint64_t>(m.kv_cache_bytes(capacity));
+    else return 0;
+}
 
 /// Hook: `forward(requests, mask, logits)` — run one batched forward, templated on the mask, and
 /// write the logits of each request's rows [logits_begin, logits_end), requests in order, rows of
