@@ -23,6 +23,7 @@
 
 #include "gguf_test_util.hpp"
 #include "io_test_util.hpp"
+#include "tokenizer_test_util.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_gguf {
@@ -253,7 +254,7 @@ namespace {
 /// A GGUF tokenizer as llama.cpp's converter writes one: the 256 byte-level symbols (in code point
 /// order, ids 0-255), merges "a b" (256) and "Ġ x" (257), two tokens no merge reaches, "abc" (258)
 /// and "Ġxyz" (259), and a control token <|begin_of_text|> (260) named as BOS; `keys` adds more.
-io::tokenizer small_gguf_tokenizer(std::string_view pre, const std::function<void(io::gguf_writer&)>& keys = {}) {
+std::vector<std::byte> small_gguf_bytes(std::string_view pre, const std::function<void(io::gguf_writer&)>& keys = {}) {
     std::vector<std::string> tokens;
     for (int b = 0; b < 256; ++b) tokens.push_back(io::detail::byte_level_map::get().encode(static_cast<unsigned char>(b)));
     std::sort(tokens.begin(), tokens.end());  // UTF-8 byte order is code point order
@@ -269,8 +270,20 @@ io::tokenizer small_gguf_tokenizer(std::string_view pre, const std::function<voi
     w.add_strings("tokenizer.ggml.merges", merges);
     w.add_u32("tokenizer.ggml.bos_token_id", 260);
     if (keys) keys(w);
-    const std::vector<std::byte> b = w.bytes();
+    return w.bytes();
+}
+
+io::tokenizer small_gguf_tokenizer(std::string_view pre, const std::function<void(io::gguf_writer&)>& keys = {}) {
+    const std::vector<std::byte> b = small_gguf_bytes(pre, keys);
     return io::gguf_tokenizer(io::gguf_header::parse(b, "t.gguf"));
+}
+
+/// The pre-tokens of `text` under `steps`, as io::tokenizer cuts a text it encodes.
+std::vector<std::string> pre_tokens(const std::vector<io::detail::pre_tokenizer_step>& steps, std::string_view text) {
+    std::vector<std::string> words;
+    auto add = [&](std::string_view w) { words.emplace_back(w); };
+    io::detail::for_each_word(steps, 0, text, add);
+    return words;
 }
 
 }  // namespace
@@ -301,6 +314,45 @@ TEST_CASE("a llama-bpe GGUF tokenizer takes whole-vocabulary pre-tokens as they 
     } catch (const file_error& e) {
         CHECK(std::string(e.what()).find("key 'tokenizer.ggml.add_eos_token': is true, but the file names no tokenizer.ggml.eos_token_id") != std::string::npos);
     }
+}
+
+// The reference is llama.cpp's regex for these names (src/llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_BAILINGMOE)
+// run by PyPI's regex module (tools/make_tokenizer_fixtures.py, tests/data/tokenizer/gguf_pretokenizers.json,
+// which also names the texts Ling's own tokenizer.json regex splits otherwise: a case-folded "'ſ").
+TEST_CASE("a GGUF tokenizer named bailingmoe, bailingmoe2 or llada-moe cuts text into llama.cpp's pre-tokens") {
+    const nlohmann::json fixture = dlm_test::read_json(data / "tokenizer" / "gguf_pretokenizers.json");
+    const io::detail::byte_level_map& bytes = io::detail::byte_level_map::get();
+    std::size_t names = 0;
+    for (const nlohmann::json& pipeline : fixture.at("pipelines")) {
+        for (const std::string name : pipeline.at("names")) {
+            CAPTURE(name);
+            ++names;
+            const std::vector<std::byte> b = small_gguf_bytes(name);
+            const io::gguf_header h = io::gguf_header::parse(b, "t.gguf");
+            const nlohmann::json j = io::gguf_tokenizer_json(h);
+            CHECK_FALSE(j.contains("normalizer"));  // llama.cpp normalizes no BPE text
+            CHECK(j.at("model").at("ignore_merges") == false);
+            std::vector<io::detail::pre_tokenizer_step> steps;
+            const std::string source = "t.gguf";
+            io::detail::parse_pre_tokenizer(j.at("pre_tokenizer"), {source, "pre_tokenizer"}, steps);
+            const io::tokenizer tok = io::gguf_tokenizer(h);
+            std::size_t checked = 0, wrong = 0;
+            for (const nlohmann::json& c : pipeline.at("cases")) {
+                const std::string text = c.at("text");
+                std::vector<std::string> want;
+                for (const std::string w : c.at("words")) want.push_back(bytes.encode_all(w));
+                ++checked;
+                if (pre_tokens(steps, text) != want && ++wrong <= 4) MESSAGE("pre-tokens differ: " << nlohmann::json(text).dump());
+                CHECK(tok.decode(tok.encode(text)) == text);  // and nothing normalized on the way
+            }
+            CHECK(checked > 200);
+            CHECK(wrong == 0);
+            CHECK(tok.encode("abc xyz") == tvec{256, static_cast<token_id>(*tok.token_to_id("c")), 257,
+                                                static_cast<token_id>(*tok.token_to_id("y")), static_cast<token_id>(*tok.token_to_id("z"))});
+            CHECK(tok.encode("abc", true) == tok.encode("abc"));  // no BOS unless the file asks
+        }
+    }
+    CHECK(names == 3);
 }
 
 TEST_CASE("the shipped teacher as an F32 GGUF decodes the tokens of the safetensors teacher under every preset") {

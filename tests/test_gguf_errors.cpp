@@ -270,7 +270,8 @@ TEST_CASE("tokenizer errors: SentencePiece vocabularies and unknown pre-tokenize
                   w.add_string("tokenizer.ggml.model", "gpt2");
                   w.add_string("tokenizer.ggml.pre", "deepseek-coder");
               }),
-              "key 'tokenizer.ggml.pre': pre-tokenizer 'deepseek-coder' is not one dlm knows the regex of"));
+              "key 'tokenizer.ggml.pre': pre-tokenizer 'deepseek-coder' is not one dlm knows the regex of; it reads 'qwen2', "
+              "'llama-bpe', 'llama3', 'gpt-2', 'bailingmoe', 'bailingmoe2', 'llada-moe'"));
     CHECK(has(tok_error([](io::gguf_writer& w) { w.add_string("tokenizer.ggml.model", "gpt2"); }), "key 'tokenizer.ggml.pre'"));
     // A GGUF string need not be UTF-8: a bad merge is still named, its bad bytes quoted as U+FFFD
     // (found by fuzz: gguf, which saw the error path itself throw).

@@ -13,12 +13,21 @@ library (the reference):
                                         ids, "special": add_special, and decode(ids) when it differs from the
                                         text: "nfc": 1 if it is the text's NFC, else "decoded": it}; or
                                         {"v", "decode": ids, "out": decode(ids), "out_skip": the same
-                                        skipping special tokens}.
+                                        skipping special tokens};
+  tests/data/tokenizer/gguf_pretokenizers.json   for GGUF pre-tokenizer names dlm reads (tests/test_gguf.cpp),
+                                        the pre-tokens of sample texts as llama.cpp splits them: its regex
+                                        for the name (src/llama-vocab.cpp) run by PyPI's `regex`, cross-checked
+                                        against the tokenizers library running the source tokenizer.json's
+                                        own regex ("hf": its pre-tokens where they differ). Checked once
+                                        (2026-12-07) against llama.cpp's own way of running such a regex, by a
+                                        throwaway program: libstdc++'s std::regex over the text with each code
+                                        point past ASCII collapsed to one byte for its category: the same
+                                        pre-tokens for all 230 texts.
 
 Invalid UTF-8 inputs ("hex") are encoded as the reference encodes bytes.decode("utf-8", "replace");
 decode cases draw random ids whose bytes are often invalid UTF-8. Deterministic (fixed seeds).
-Run (these write the committed fixtures byte for byte; checked 2026-12-04):
-     PYTHON=/usr/bin/python3 scripts/setup-venv.sh build/venv-tokenizers tokenizers==0.19.1
+Run (these write the committed fixtures byte for byte; checked 2026-12-07, regex 2026.12.2):
+     PYTHON=/usr/bin/python3 scripts/setup-venv.sh build/venv-tokenizers tokenizers==0.19.1 regex
      build/venv-tokenizers/bin/python tools/make_tokenizer_fixtures.py tests/data/tokenizer
 """
 import copy
@@ -28,10 +37,31 @@ import random
 import sys
 import unicodedata
 
+import regex
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 QWEN2 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 LLAMA3 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+# GGUF pre-tokenizer names -> (llama.cpp's regex for them, src/llama-vocab.cpp; the source tokenizer.json's regex).
+# Ling's (inclusionAI/Ling-lite, Ling-mini-base-2.0): llama.cpp made its possessive quantifiers greedy and
+# spelled (?i:...) as character classes (ggml-org/llama.cpp#12677).
+GGUF_PRE = {
+    ("bailingmoe", "bailingmoe2", "llada-moe"): (
+        r"""'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""),
+}
+# Hand-written texts for them: letters, digit runs, CJK, punctuation, contractions (a long s: llama.cpp's
+# regex is not case-folding), newlines and whitespace runs; random lines follow.
+PRE_TEXTS = ["Hello world", "  leading and trailing  ", "12345678901234567890 and 3.14 or 1,000", "一二三四五六七八九十",
+             "我想在apple工作1314151天～", "こんにちは、世界！", "한국어 텍스트", "Hello, world! (yes?) ...!!!",
+             "I'm, you're, we've, they'll, she'd, it's, DON'T, I'M, We'Ve, THEY'LL, SHE'D, IT'S",
+             "'s 't 're 've 'm 'll 'd 'x", "x'ſx it'ſ 'ſ", "rock'n'roll o'clock", "line one\nline two\n\nline four",
+             "a\r\nb\r\n\r\nc", "\n\n\n", " \n \n  \n", "tabs\tand\t\ttabs \t x", "word   \n   word",
+             "trailing spaces   ", "   ", "\u3000全角\u3000スペース", "nbsp\u00a0here\u00a0\u00a0x", "e\u0301 cafe\u0301 café",
+             "🦙🦙 emoji 😀👍🏽", "def f(x):\n    return x ** 2\n", "$100 + 5% = <tag> {a: [1, 2]} #!/bin",
+             "---====***", "Ελληνικά русский عربي עברית हिन्दी", "x\x1cy\x85z\u2028w", "½ ² ٣ ⅻ ①"]
+
+
 SPECIAL = ["<|endoftext|>", "<|startoftext|>", "<|im_start|>", "<|im_end|>", "<|mdm_mask|>"]
 
 WORDS = ("the of and to in is you that it he was for on are as with his they at be this have from or one had by "
@@ -202,6 +232,27 @@ def variants(base):
     return out
 
 
+def gguf_pretokenizer_cases():
+    """{"pipelines": [{"names", "regex", "cases": [{"text", "words", and "hf" where the source's own regex differs}]}]}."""
+    rng = random.Random(3)
+    texts = PRE_TEXTS + [line(rng) for _ in range(200)]
+    pipelines = []
+    for names, (ours, source) in GGUF_PRE.items():
+        hf = pre_tokenizers.Split(Regex(source), behavior="isolated", invert=False)
+        cases = []
+        for t in texts:
+            words = [m.group() for m in regex.finditer(ours, t)]
+            assert "".join(words) == t, "the regex leaves no gap"
+            case = {"text": t, "words": words}
+            theirs = [w for w, _ in hf.pre_tokenize_str(t)]
+            if theirs != words:
+                case["hf"] = theirs
+            cases.append(case)
+        print(f"{names[0]}: {len(cases)} texts, {sum('hf' in c for c in cases)} split otherwise by the source's own regex")
+        pipelines.append({"names": list(names), "regex": ours, "cases": cases})
+    return {"pipelines": pipelines}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -259,7 +310,10 @@ def main():
             add(v=name, decode=ids, out=ref.decode(ids, skip_special_tokens=False), out_skip=ref.decode(ids, skip_special_tokens=True))
     with open(os.path.join(folder, "cases.jsonl"), "w", encoding="utf-8") as f:
         f.write("\n".join(cases) + "\n")
-    total = sum(os.path.getsize(os.path.join(folder, n)) for n in ("tokenizer.json", "variants.json", "cases.jsonl"))
+    with open(os.path.join(folder, "gguf_pretokenizers.json"), "w", encoding="utf-8") as f:
+        json.dump(gguf_pretokenizer_cases(), f, ensure_ascii=False, separators=(",", ":"))
+    total = sum(os.path.getsize(os.path.join(folder, n))
+                for n in ("tokenizer.json", "variants.json", "cases.jsonl", "gguf_pretokenizers.json"))
     print(f"{folder}: {len(cases)} cases, {total} bytes in all")
 
 

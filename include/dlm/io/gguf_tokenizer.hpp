@@ -20,6 +20,17 @@
 // lstrip / rstrip / normalized flags of added tokens: dlm matches them as written, unstripped and
 // unnormalized (how tokenizers treats special tokens by default). SentencePiece
 // vocabularies ("llama") and pre-tokenizer names outside the table below are refused by name.
+//
+// The Ling / Bailing tokenizer (llama.cpp's LLAMA_VOCAB_PRE_TYPE_BAILINGMOE) has three names: the
+// converter writes "bailingmoe" for Ling 1.x and "bailingmoe2" for Ling 2.0 (LLaDA2.x files carry it
+// too), and llama.cpp also reads "llada-moe" (its converter has no hash of its own for LLaDA-MoE's
+// tokenizer: a file carries the name that tokenizer hashes to). dlm reads the three as llama.cpp does
+// (src/llama-vocab.cpp): its regex, which is Ling's tokenizer.json regex with the possessive
+// quantifiers made greedy (they match the same there) and the case-insensitive contractions spelled
+// as character classes (so "'ſ" with a long s is no contraction there, where Hugging Face's case
+// folding makes it one: "x'ſx" is "x", "'ſx" for llama.cpp and "x", "'ſ", "x" for Hugging Face), no
+// normalizer (llama.cpp normalizes no BPE text), merges applied (no ignore_merges), no BOS unless the
+// file asks (add_bos_token), and no detokenizer space cleaning (clean_spaces false, as dlm never does).
 #pragma once
 
 #include <string>
@@ -34,19 +45,35 @@
 
 namespace dlm::io {
 
+/// The regexes of the pre-tokenizers below (GPT-2's is detail::gpt2_pattern). Qwen2's and Llama 3's
+/// are their tokenizer.json Split patterns; Ling's is the one llama.cpp's llama-vocab.cpp applies for
+/// LLAMA_VOCAB_PRE_TYPE_BAILINGMOE (see the top).
+inline constexpr std::string_view qwen2_regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view llama3_regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view bailingmoe_regex =
+    R"('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+
 /// A pre-tokenizer name of llama.cpp's converter and the Hugging Face pipeline it stands for.
 struct gguf_pretokenizer {
     std::string_view name;
-    std::string_view regex;  ///< the Split pattern of the source tokenizer.json
+    std::string_view regex;  ///< the Split pattern
     bool nfc;                ///< the source normalizes to NFC first
     bool ignore_merges;      ///< a pre-token that is one vocabulary entry is that token (llama.cpp's flag of that name)
     bool add_bos;            ///< llama.cpp adds a BOS when the file does not say (tokenizer.ggml.add_bos_token)
 };
 
+/// One row a name; names llama.cpp reads as one pipeline share its regex and flags (llama-bpe and
+/// llama3; bailingmoe, bailingmoe2 and llada-moe).
 inline constexpr gguf_pretokenizer gguf_pretokenizers[] = {
-    {"qwen2", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", true, false, false},
-    {"llama-bpe", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)", false, true, true},
-    {"gpt-2", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", false, false, false},
+    {"qwen2", qwen2_regex, true, false, false},
+    {"llama-bpe", llama3_regex, false, true, true},
+    {"llama3", llama3_regex, false, true, true},
+    {"gpt-2", detail::gpt2_pattern, false, false, false},
+    {"bailingmoe", bailingmoe_regex, false, false, false},
+    {"bailingmoe2", bailingmoe_regex, false, false, false},
+    {"llada-moe", bailingmoe_regex, false, false, false},
 };
 
 /// GGUF token types (llama.cpp's llama_token_type / gguf-py TokenType).
@@ -94,7 +121,7 @@ namespace detail {
     const gguf_pretokenizer* p = nullptr;
     std::string known;
     for (const gguf_pretokenizer& x : gguf_pretokenizers) {
-        if (x.name == pre || (pre == "llama3" && x.name == "llama-bpe")) p = &x;
+        if (x.name == pre) p = &x;
         known += (known.empty() ? "'" : ", '") + std::string(x.name) + "'";
     }
     if (!p) h.fail_key("tokenizer.ggml.pre", "pre-tokenizer '" + pre + "' is not one dlm knows the regex of; it reads " + known);

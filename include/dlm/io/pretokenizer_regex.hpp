@@ -1,7 +1,7 @@
 // dlm/io/pretokenizer_regex.hpp — the small regex engine behind tokenizer.json's Split pre-tokenizer.
 //
 // It implements the part of Oniguruma's syntax that byte-level BPE pre-tokenizers use (Qwen2, Llama 3,
-// GPT-2, LLaDA): literals and escapes, character classes with \p{L} \p{N} \s and their negations,
+// GPT-2, LLaDA, Ling): literals and escapes, character classes with \p{L} \p{N} \s and their negations,
 // `.`, alternation, groups ((?:...), (?i:...), (?>...), named and plain), lookahead (?=...) (?!...),
 // and the quantifiers ? * + {n} {n,} {n,m} in their greedy, lazy and possessive forms. Matching is
 // leftmost-first with backtracking, as in Oniguruma. Anything else — anchors, back-references,
