@@ -422,7 +422,11 @@ TEST_CASE("server scheduler: a request refused for memory while another runs wai
         CHECK(eng.taken() == std::vector<token_id>{1});
         CHECK_FALSE(has_ended(*big));
         CHECK(sched.queue_length() == 2);
+        CHECK(stats.waiting_for_memory == 1);
+        CHECK(stats.memory_deferrals == 1);
         const std::string t = stats.render(sched.queue_length(), sched.active());
+        CHECK(t.find("dlm_requests_waiting_for_memory 1\n") != std::string::npos);
+        CHECK(t.find("dlm_memory_deferrals_total 1\n") != std::string::npos);
         CHECK(t.find("vllm:num_requests_waiting{model_name=\"dlm\"} 2\n") != std::string::npos);  // both count as waiting
         gate.pass(3);  // two more admissions while running holds its slots: big is not tried again, small does not overtake it
         CHECK(eng.refusals == 1);
@@ -437,6 +441,8 @@ TEST_CASE("server scheduler: a request refused for memory while another runs wai
     for (const auto& j : {running, big, small}) REQUIRE(j->end == job_end::finished);
     CHECK(big->result->tokens == d.generate(big->prompt, {.gen_length = 16, .seed = sequence_seed(7, 1)}).tokens);
     CHECK(small->result->tokens == d.generate(small->prompt, {.gen_length = 8, .seed = 3}).tokens);
+    CHECK(stats.waiting_for_memory == 0);
+    CHECK(stats.memory_deferrals == 1);
     CHECK(stats.vllm.queue_time.count() == 3);
 }
 
@@ -453,6 +459,8 @@ TEST_CASE("server scheduler: a request refused for memory with nothing running c
     CHECK(big->error_param == "gen_length");  // the server's 400 names max_tokens
     CHECK(big->error_message.find("not enough memory") != std::string::npos);
     CHECK(eng.refusals == 1);
+    CHECK(stats.memory_deferrals == 0);
+    CHECK(stats.waiting_for_memory == 0);
     auto fits = bounded_job({1, 2}, 2, 8);  // the scheduler still serves
     REQUIRE(sched.submit(fits));
     wait_end(*fits);
@@ -480,22 +488,26 @@ TEST_CASE("server scheduler: a request waiting for memory ends as a queued one d
         wait_end(*left);
         CHECK(left->end == job_end::failed);
         CHECK(left->error_message == "left the queue before joining the batch");
+        CHECK(stats.waiting_for_memory == 0);
         // The deadline must not pass before one admission has run: it runs as soon as forward 2 ends.
         late->deadline = clock::now() + std::chrono::milliseconds(300);
         REQUIRE(sched.submit(late));
         gate.pass(3);
         REQUIRE(eng.refusals == 2);
         REQUIRE_FALSE(has_ended(*late));
+        CHECK(stats.waiting_for_memory == 1);
         std::this_thread::sleep_until(late->deadline);
         gate.pass(4);
         wait_end(*late);
         CHECK(late->end == job_end::timed_out);
+        CHECK(stats.waiting_for_memory == 0);
         CHECK_FALSE(has_ended(*running));  // it ran throughout, unaffected
         gate.open();
         wait_end(*running);
     }
     CHECK(running->end == job_end::finished);
     CHECK(eng.taken() == std::vector<token_id>{1});
+    CHECK(stats.memory_deferrals == 2);
 }
 
 }  // namespace test_server_scheduler

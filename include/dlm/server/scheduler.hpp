@@ -190,6 +190,7 @@ private:
                 defer(std::span(joining).subspan(i));
                 break;
             }
+        if (metrics_) metrics_->waiting_for_memory = memory_wait_.head ? 1 : 0;
     }
 
     /// Takes the cancelled and late jobs out of the queue into `dropped`, and the jobs that may join
@@ -256,6 +257,7 @@ private:
         memory_wait_ = {rest.front().get(), running_.size()};
         queue_.insert(queue_.begin(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
         running_count_ = running_.size();
+        if (metrics_) ++metrics_->memory_deferrals;
     }
 
     /// Publishes each running job's committed prefix (and canvas), and hands back finished results.
@@ -389,6 +391,7 @@ private:
         }
         for (auto& j : left) finish(*j, job_end::failed, {}, "the server is stopping");
         memory_wait_ = {};
+        if (metrics_) metrics_->waiting_for_memory = 0;
         for (auto& [id, j] : running_) {
             engine_.cancel(id);
             finish(*j, job_end::failed, {}, "the server is stopping");
