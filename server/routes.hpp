@@ -200,9 +200,26 @@ void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Se
     if (!r.stop.empty()) j.billed = [&svc, stop = r.stop](std::span<const token_id> answer) { return svc.stop_cut(answer, stop); };
 }
 
+/// Waits until job `j` has joined the batch or ended. A queued job may wait long (for a place, or for
+/// memory: scheduler.hpp), so every `heartbeat` the worker asks the socket whether its client has gone,
+/// as reply_whole does; then it cancels the job (the scheduler drops it from the queue) and returns false.
+template <class Service, class Job>
+bool wait_joined(Service& svc, http::exchange& ex, Job& j) {
+    for (;;) {
+        {
+            std::unique_lock lock(j.m);
+            if (j.cv.wait_until(lock, clock::now() + heartbeat, [&] { return j.joined || j.ended(); })) return true;
+        }
+        if (ex.peer_gone()) {
+            detail::cancel(svc, j);
+            return false;
+        }
+    }
+}
+
 /// Parses, checks and tokenizes a completion request into job `j`, submits it and waits until it has
 /// joined the batch. A refusal (the request's own, a full queue, the engine's) is answered here with
-/// its status; then it returns false.
+/// its status, a client that left while it waited is counted 499; then it returns false.
 template <class Service>
 bool admit_completion(Service& svc, endpoint kind, const http::request& req, http::exchange& ex, completion_request& r,
                       const std::shared_ptr<typename Service::job>& j, const std::string& route, clock::time_point received) {
@@ -216,9 +233,13 @@ bool admit_completion(Service& svc, endpoint kind, const http::request& req, htt
                                         std::to_string(svc.sched.limits().max_queue) + " waiting places (--parallel, --queue) are taken; retry later",
                                 429, "rate_limit_error", "queue_full");
         // Wait until it joins the batch (or is refused), so that a refusal still gets its status.
+        if (!wait_joined(svc, ex, *j)) {  // its client left while it waited
+            ex.abandon(499);
+            count_request(svc, route, received, 499);
+            return false;
+        }
         {
-            std::unique_lock lock(j->m);
-            j->cv.wait(lock, [&] { return j->joined || j->ended(); });
+            const std::lock_guard lock(j->m);
             if (auto e = detail::refusal_of(*j, kind)) throw *e;
         }
     } catch (const request_error& e) {

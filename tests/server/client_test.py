@@ -219,17 +219,31 @@ def case_disconnect_whole(args):
 
 
 def case_full_queue(args):
+    """--parallel 1 --queue 1: with one request running and one queued, the next gets 429. A queued
+    request whose client leaves frees its place without joining the batch (its worker watches the
+    socket while it waits, as for the answer: a request waiting for memory may wait long), counted 499;
+    the request queued next completes."""
     with Server(args.server, args.model, *LONG, "-np", "1", "--queue", "1", env=SLOW) as s:
         first = open_stream(s, {"prompt": PROMPT})
-        queued = {}
-        t = threading.Thread(target=lambda: queued.update(r=s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "steps": 8}, 60)))
-        t.start()
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPT}).encode(), headers={"Content-Type": "application/json"})
         wait_for("the second request waits in the queue", lambda: s.metric("dlm_queue_length") == 1)
         st, headers, text = s.post("/v1/completions", {"prompt": PROMPT})
         check(st == 429, f"a full queue answered {st}")
         check(headers.get("Retry-After") == "1", f"no Retry-After: {headers}")
         err = json.loads(text)["error"]
         check(err["type"] == "rate_limit_error" and err["code"] == "queue_full", err)
+        leave(c)
+        wait_for("the queued request whose client left frees its place", lambda: s.metric("dlm_queue_length") == 0, 5)
+        wait_for("the queued request whose client left is counted 499",
+                 lambda: s.metric('dlm_requests_total{route="/v1/completions",status="499"}') == 1, 5)
+        # It left the queue without joining the batch: no sequence was decoded for it, none cancelled.
+        check(s.metric("dlm_queue_wait_seconds_count") == 1, f"{s.metric('dlm_queue_wait_seconds_count')} requests joined the batch, not 1")
+        check(s.metric("dlm_sequences_cancelled_total") == 0, "the request whose client left joined the batch before it was cancelled")
+        queued = {}
+        t = threading.Thread(target=lambda: queued.update(r=s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "steps": 8}, 60)))
+        t.start()
+        wait_for("the next request waits in the queue", lambda: s.metric("dlm_queue_length") == 1)
         leave(first)
         t.join(60)
         check(queued.get("r", (0,))[0] == 200, f"the queued request: {queued}")

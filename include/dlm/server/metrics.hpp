@@ -145,6 +145,8 @@ struct metrics {
     std::atomic<std::uint64_t> completion_tokens{0};  ///< answer tokens sent
     std::atomic<std::uint64_t> forwards{0};           ///< batched model forwards the engine ran
     std::atomic<std::uint64_t> sequences_cancelled{0};  ///< freed early: client gone, timeout, stop string
+    std::atomic<std::uint64_t> memory_deferrals{0};   ///< joins the engine refused for memory while others ran: the request waited
+    std::atomic<std::size_t> waiting_for_memory{0};   ///< 1 while the queue's head waits for a running sequence to free memory
     histogram latency{latency_buckets()};             ///< request received to last byte queued
     histogram first_text{latency_buckets()};          ///< request received to the first streamed text
     histogram queue_wait{latency_buckets()};          ///< request received to joining the batch
@@ -179,6 +181,11 @@ struct metrics {
         counter("dlm_sequences_cancelled_total", "Sequences freed before the end (client gone, timeout, stop string).", sequences_cancelled);
         gauge("dlm_queue_length", "Requests waiting to join the batch.", queue_length);
         gauge("dlm_active_sequences", "Sequences in the running batch.", active_sequences);
+        gauge("dlm_requests_waiting_for_memory",
+              "Requests at the head of the queue waiting for a running sequence to free memory (0 or 1: those behind it wait in order).",
+              waiting_for_memory);
+        counter("dlm_memory_deferrals_total", "Times a request's join was deferred because memory was short while other sequences ran.",
+                memory_deferrals);
         out += latency.render("dlm_request_duration_seconds", "Time from receiving a request to its last byte.");
         out += first_text.render("dlm_time_to_first_text_seconds", "Time from receiving a streamed request to its first text.");
         out += queue_wait.render("dlm_queue_wait_seconds", "Time a request waited before joining the batch.");

@@ -11,6 +11,12 @@
 // The engine is single-threaded; only the scheduler's thread touches it. A job's `cancel` (set by
 // its HTTP thread when the client leaves) and its deadline end its sequence at the next forward
 // boundary, without touching any other sequence.
+//
+// Jobs join in the order they came (FIFO). One the engine refuses for memory (dlm::memory_error:
+// its canvas and logits rows beside what the running sequences hold) while others run waits at the
+// queue's head, and the jobs behind it wait for it, until a running sequence ends; then it is tried
+// again. Refused for memory with nothing running, it can never fit: it is refused (a 400 naming
+// max_tokens). A waiting job's cancel and deadline end it as they end any queued job.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +27,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -171,49 +178,86 @@ private:
         j.cv.notify_all();
     }
 
-    /// Moves queued jobs into the engine while the batch has room; drops those cancelled or late.
+    /// Moves queued jobs into the engine, in order, while the batch has room; drops those cancelled or
+    /// late. A job the engine refuses for memory while other sequences run goes back to the queue's
+    /// head with those taken behind it, and none joins until a running sequence has ended (defer).
     void admit(clock::time_point now) {
         std::vector<std::shared_ptr<job>> joining, dropped;
-        {
-            const std::lock_guard lock(m_);
-            std::erase_if(queue_, [&](std::shared_ptr<job>& j) {
-                if (!j->cancel && now < j->deadline) return false;
-                dropped.push_back(std::move(j));
-                return true;
-            });
-            while (!queue_.empty() && running_.size() + joining.size() < limits_.max_active) {
-                joining.push_back(std::move(queue_.front()));
-                queue_.pop_front();
-            }
-            running_count_ = running_.size() + joining.size();
-        }
+        take_queued(now, joining, dropped);
         for (auto& j : dropped) finish(*j, j->cancel ? job_end::failed : job_end::timed_out, {}, "left the queue before joining the batch");
-        for (auto& j : joining) {
-            try {
-                if (j->draw_seed) j->options.seed = sequence_seed(j->options.seed, unseeded_);
-                const sequence_id id = engine_.add(j->prompt, j->options, j->policies);
-                unseeded_ += j->draw_seed;
-                running_.emplace(id, j);
-                {
-                    const std::lock_guard lock(j->m);
-                    j->joined = true;
-                    ++j->version;
-                }
-                j->cv.notify_all();
-                if (metrics_) {
-                    const double waited = std::chrono::duration<double>(now - j->received).count();
-                    metrics_->queue_wait.observe(waited);
-                    metrics_->vllm.queue_time.observe(waited);
-                    metrics_->vllm.prompt_tokens += j->prompt.size();
-                }
-            } catch (const invalid_parameter& e) {
-                finish(*j, job_end::refused, e.parameter(), e.rule());
-            } catch (const memory_error& e) {  // its canvas and logits rows do not fit (engine/prepare.hpp): this request alone is refused
-                finish(*j, job_end::refused, "gen_length", e.what());  // a 400 naming max_tokens
-            } catch (const std::exception& e) {
-                finish(*j, job_end::failed, {}, e.what());
+        for (std::size_t i = 0; i < joining.size(); ++i)
+            if (!join(joining[i], now)) {
+                defer(std::span(joining).subspan(i));
+                break;
             }
+        if (metrics_) metrics_->waiting_for_memory = memory_wait_.head ? 1 : 0;
+    }
+
+    /// Takes the cancelled and late jobs out of the queue into `dropped`, and the jobs that may join
+    /// now from its head into `joining`: none while the head waits for memory and no sequence has
+    /// ended since it was deferred.
+    void take_queued(clock::time_point now, std::vector<std::shared_ptr<job>>& joining, std::vector<std::shared_ptr<job>>& dropped) {
+        const std::lock_guard lock(m_);
+        std::erase_if(queue_, [&](std::shared_ptr<job>& j) {
+            if (!j->cancel && now < j->deadline) return false;
+            dropped.push_back(std::move(j));
+            return true;
+        });
+        if (memory_wait_.head) {
+            const bool still_waits = !queue_.empty() && queue_.front().get() == memory_wait_.head;
+            if (still_waits && running_.size() >= memory_wait_.running) return;  // nothing freed its memory yet
+            memory_wait_ = {};  // it left the queue, or a sequence ended: the head is tried again
         }
+        while (!queue_.empty() && running_.size() + joining.size() < limits_.max_active) {
+            joining.push_back(std::move(queue_.front()));
+            queue_.pop_front();
+        }
+        running_count_ = running_.size() + joining.size();
+    }
+
+    /// Adds `j` to the engine. False when the engine refuses it for memory while other sequences run:
+    /// it may fit once one of them ends, so it waits (the caller defers it). Refused for memory with
+    /// nothing running, it never fits: refused naming gen_length (the server's 400 naming max_tokens).
+    /// Any other refusal or failure ends it too.
+    bool join(const std::shared_ptr<job>& j, clock::time_point now) {
+        try {
+            generation_options options = j->options;  // a deferred job draws its seed when it joins, not before
+            if (j->draw_seed) options.seed = sequence_seed(j->options.seed, unseeded_);
+            const sequence_id id = engine_.add(j->prompt, options, j->policies);
+            unseeded_ += j->draw_seed;
+            running_.emplace(id, j);
+            {
+                const std::lock_guard lock(j->m);
+                j->joined = true;
+                ++j->version;
+            }
+            j->cv.notify_all();
+            if (metrics_) {
+                const double waited = std::chrono::duration<double>(now - j->received).count();
+                metrics_->queue_wait.observe(waited);
+                metrics_->vllm.queue_time.observe(waited);
+                metrics_->vllm.prompt_tokens += j->prompt.size();
+            }
+        } catch (const invalid_parameter& e) {
+            finish(*j, job_end::refused, e.parameter(), e.rule());
+        } catch (const memory_error& e) {  // engine/prepare.hpp weighs its canvas and logits rows beside what the running sequences hold
+            if (!engine_.idle()) return false;
+            finish(*j, job_end::refused, "gen_length", e.what());
+        } catch (const std::exception& e) {
+            finish(*j, job_end::failed, {}, e.what());
+        }
+        return true;
+    }
+
+    /// Puts `rest` back at the queue's head, in order: its first job, which the engine refused for
+    /// memory while the running sequences held it, then those taken behind it. They wait there (their
+    /// cancel and deadline still apply) until a running sequence ends.
+    void defer(std::span<std::shared_ptr<job>> rest) {
+        const std::lock_guard lock(m_);
+        memory_wait_ = {rest.front().get(), running_.size()};
+        queue_.insert(queue_.begin(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+        running_count_ = running_.size();
+        if (metrics_) ++metrics_->memory_deferrals;
     }
 
     /// Publishes each running job's committed prefix (and canvas), and hands back finished results.
@@ -346,6 +390,8 @@ private:
             left.swap(queue_);
         }
         for (auto& j : left) finish(*j, job_end::failed, {}, "the server is stopping");
+        memory_wait_ = {};
+        if (metrics_) metrics_->waiting_for_memory = 0;
         for (auto& [id, j] : running_) {
             engine_.cancel(id);
             finish(*j, job_end::failed, {}, "the server is stopping");
@@ -365,6 +411,13 @@ private:
     // Engine thread only.
     std::map<sequence_id, std::shared_ptr<job>> running_;
     std::set<sequence_id> timed_out_;
+    /// The queue's head, refused for memory while `running` sequences ran: neither it nor any job
+    /// behind it joins until fewer run (none joins meanwhile, so only an end makes them fewer).
+    struct memory_wait {
+        const job* head = nullptr;  ///< null: no job waits for memory
+        std::size_t running = 0;
+    };
+    memory_wait memory_wait_;
     std::uint64_t unseeded_ = 0;  ///< jobs with draw_seed the engine has accepted
     std::thread thread_;
 };
