@@ -13,7 +13,7 @@
 // boundary, without touching any other sequence.
 //
 // Jobs join in the order they came (FIFO). One the engine refuses for memory (dlm::memory_error:
-// its canvas and logits rows beside what the running sequences hold) while others run waits at the
+// its canvas, K/V stores and logits rows beside what the running sequences hold) while others run waits at the
 // queue's head, and the jobs behind it wait for it, until a running sequence ends; then it is tried
 // again. Refused for memory with nothing running, it can never fit: it is refused (a 400 naming
 // max_tokens). A waiting job's cancel and deadline end it as they end any queued job.
@@ -240,7 +240,7 @@ private:
             }
         } catch (const invalid_parameter& e) {
             finish(*j, job_end::refused, e.parameter(), e.rule());
-        } catch (const memory_error& e) {  // engine/prepare.hpp weighs its canvas and logits rows beside what the running sequences hold
+        } catch (const memory_error& e) {  // engine/prepare.hpp weighs its canvas, K/V stores and logits rows beside what the running sequences hold
             if (!engine_.idle()) return false;
             finish(*j, job_end::refused, "gen_length", e.what());
         } catch (const std::exception& e) {
