@@ -5,7 +5,8 @@
 //   pick     the k best experts by score (+ expert_bias when the config has one), among the
 //            `top_groups` groups whose two best experts score highest
 //   weights  the picked (unbiased) scores, divided by their sum + 1e-20 when k > 1 (LLaDA2), by their
-//            plain sum (SDAR-MoE's norm_topk_prob) or not at all (LLaDA-MoE), × routed_scaling
+//            plain sum (SDAR-MoE's norm_topk_prob), by the sum clamped below at 6.1e-5 (llama.cpp's
+//            llada2 graph) or not at all (LLaDA-MoE), × routed_scaling
 //   y        Σ_j weight_j · expert_j(x)  (+ the shared experts' MLP of x)
 //
 // Each expert is a SiLU-gated MLP held as packed_matrix in its checkpoint's element type (gate|up
@@ -449,6 +450,7 @@ private:
             using norm_rule = io::moe_config::normalization;
             const float norm = m_.normalize == norm_rule::always               ? sum
                                : m_.normalize == norm_rule::several && k > 1 ? sum + 1e-20f
+                               : m_.normalize == norm_rule::clamped          ? std::max(sum, 6.103515625e-5f)
                                                                              : 1.f;
             for (index_t j = 0; j < k; ++j) {
                 const index_t e = order[static_cast<std::size_t>(j)];
