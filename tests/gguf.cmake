@@ -1,6 +1,6 @@
 # GGUF files (dlm/io/gguf*.hpp, dlm/cpu/gguf_source.hpp): the reader's errors, parity with the
 # safetensors models (fixtures from tools/make_gguf_fixtures.py), the tokenizer from the metadata.
-dlm_test(test_gguf test_gguf.cpp test_gguf_errors.cpp CPU)
+dlm_test(test_gguf test_gguf.cpp test_gguf_errors.cpp test_gguf_llada2.cpp CPU)
 
 # The programs take -m x.gguf: dlm-generate needs the file's tokenizer (the tiny fixture has none, and
 # the refusal names the key), dlm-bench-forward runs the model.
