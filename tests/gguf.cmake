@@ -17,6 +17,10 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
            COMMAND dlm-bench-forward -m ${DLM_TEST_DATA}/gguf/lladamoe_tiny.q8_0.gguf --reps 1 --no-peak --canvas 24 --block 8 --cache 16 --threads 1)
   set_tests_properties("bench: dlm-bench-forward runs a llada-moe GGUF file with Q8_0 experts" PROPERTIES LABELS bench
                        PASS_REGULAR_EXPRESSION "weights q8_0.*experts: [0-9.]+ % of the forward")
+  add_test(NAME "bench: dlm-bench-forward runs a llada2 GGUF file with Q8_0 weights and a shared expert"
+           COMMAND dlm-bench-forward -m ${DLM_TEST_DATA}/gguf/llada2_tiny.q8_0.gguf --reps 1 --no-peak --canvas 24 --block 8 --cache 16 --threads 1)
+  set_tests_properties("bench: dlm-bench-forward runs a llada2 GGUF file with Q8_0 weights and a shared expert" PROPERTIES LABELS bench
+                       PASS_REGULAR_EXPRESSION "weights q8_0.*experts: [0-9.]+ % of the forward")
 endif()
 
 # dlm-make-checkpoint --format gguf (bench/gguf_checkpoint.hpp) on the tiny-k shape (rows of 256, so
