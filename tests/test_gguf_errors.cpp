@@ -88,9 +88,9 @@ std::string load_error(const test::gguf_edit& e) {
     return m;
 }
 
-/// The message of reading the config of a llada2 file's metadata (the llada2_tiny fixture's keys, with
-/// u32 `key` set to `value`, or left out when `value` is negative); empty when it is accepted.
-std::string llada2_config_error(const std::string& key = "", std::int64_t value = 0) {
+/// A llada2 file's metadata: the llada2_tiny fixture's keys, with u32 `key` set to `value` (or left out
+/// when `value` is negative).
+io::gguf_writer llada2_keys(const std::string& key = "", std::int64_t value = 0) {
     std::vector<std::pair<std::string, std::int64_t>> keys = {
         {"block_count", 3}, {"embedding_length", 64}, {"feed_forward_length", 96}, {"attention.head_count", 4},
         {"attention.head_count_kv", 2}, {"attention.key_length", 16}, {"rope.dimension_count", 8}, {"expert_count", 8},
@@ -109,6 +109,12 @@ std::string llada2_config_error(const std::string& key = "", std::int64_t value 
     w.add_f32("llada2.expert_weights_scale", 2.5f);
     w.add_bool("llada2.expert_weights_norm", true);
     w.add_u32("tokenizer.ggml.mask_token_id", 299);
+    return w;
+}
+
+/// The message of reading the config of llada2_keys(key, value) with an embedding; empty when it is accepted.
+std::string llada2_config_error(const std::string& key = "", std::int64_t value = 0) {
+    io::gguf_writer w = llada2_keys(key, value);
     const std::vector<float> emb(64 * 300, 0.5f);
     const std::int64_t shape[] = {64, 300};
     w.add_tensor("token_embd.weight", shape, emb);
@@ -346,6 +352,28 @@ TEST_CASE("a llada2 file whose routing or attention llama.cpp's llada2 graph doe
     // One group (or none) is no group, as in llama.cpp.
     CHECK(llada2_config_error("llada2.expert_group_count", 1).empty());
     CHECK(llada2_config_error("llada2.expert_group_count", -1).empty());
+}
+
+TEST_CASE("a llada2 file with a qkv or attention output bias, which llama.cpp's llada2 graph does not add, is refused by tensor") {
+    const io::gguf_file fixture = io::gguf_file::open(data / "gguf" / "llada2_tiny.bf16.gguf");
+    const auto path = std::filesystem::temp_directory_path() / "dlm_test_llada2_bias.gguf";
+    for (const auto& [name, rows] : {std::pair{"blk.0.attn_qkv.bias", 128}, std::pair{"blk.2.attn_output.bias", 64}}) {
+        CAPTURE(name);
+        io::gguf_writer w = llada2_keys();
+        for (const io::gguf_tensor& t : fixture.header().tensors()) w.add_tensor(t.name, t.type, t.shape, t.bytes);
+        const std::vector<float> bias(static_cast<std::size_t>(rows), 0.0f);
+        const std::int64_t shape[] = {rows};
+        w.add_tensor(name, shape, bias);
+        w.write(path);
+        CHECK_NOTHROW((void)io::gguf_model_config(io::gguf_file::open(path).header()));
+        try {
+            (void)cpu::transformer::load(path);
+            FAIL("accepted");
+        } catch (const tensor_error& e) {
+            CHECK(has(e.what(), std::string("tensor '") + name + "': not a tensor of the llada2_moe model the metadata describes"));
+        }
+    }
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("corrupted bytes of a model file give dlm::error and nothing else") {
