@@ -1,6 +1,6 @@
 # GGUF files (dlm/io/gguf*.hpp, dlm/cpu/gguf_source.hpp): the reader's errors, parity with the
 # safetensors models (fixtures from tools/make_gguf_fixtures.py), the tokenizer from the metadata.
-dlm_test(test_gguf test_gguf.cpp test_gguf_errors.cpp CPU)
+dlm_test(test_gguf test_gguf.cpp test_gguf_errors.cpp test_gguf_llada2.cpp CPU)
 
 # The programs take -m x.gguf: dlm-generate needs the file's tokenizer (the tiny fixture has none, and
 # the refusal names the key), dlm-bench-forward runs the model.
@@ -16,6 +16,10 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
   add_test(NAME "bench: dlm-bench-forward runs a llada-moe GGUF file with Q8_0 experts"
            COMMAND dlm-bench-forward -m ${DLM_TEST_DATA}/gguf/lladamoe_tiny.q8_0.gguf --reps 1 --no-peak --canvas 24 --block 8 --cache 16 --threads 1)
   set_tests_properties("bench: dlm-bench-forward runs a llada-moe GGUF file with Q8_0 experts" PROPERTIES LABELS bench
+                       PASS_REGULAR_EXPRESSION "weights q8_0.*experts: [0-9.]+ % of the forward")
+  add_test(NAME "bench: dlm-bench-forward runs a llada2 GGUF file with Q8_0 weights and a shared expert"
+           COMMAND dlm-bench-forward -m ${DLM_TEST_DATA}/gguf/llada2_tiny.q8_0.gguf --reps 1 --no-peak --canvas 24 --block 8 --cache 16 --threads 1)
+  set_tests_properties("bench: dlm-bench-forward runs a llada2 GGUF file with Q8_0 weights and a shared expert" PROPERTIES LABELS bench
                        PASS_REGULAR_EXPRESSION "weights q8_0.*experts: [0-9.]+ % of the forward")
 endif()
 

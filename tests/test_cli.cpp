@@ -160,6 +160,13 @@ TEST_CASE("cli: without --preset the model's architecture picks it, and the flag
     CHECK(cli::default_preset(A::llada, "general.architecture of the GGUF file").reason ==
           "the default for LLaDAModelLM (general.architecture of the GGUF file), dlm's CDLM students' preset; --preset llada runs the family's reference decoder");
     CHECK(cli::default_preset(A::dream, "config.json architectures").reason.find("--preset dream runs the family's reference decoder") != std::string::npos);
+    {  // A llada2 GGUF file carries nothing that tells LLaDA 2.1 from 2.0 (docs/families.md): llada2.
+        const dlm::io::gguf_file f = dlm::io::gguf_file::open(DLM_TEST_DATA "/gguf/llada2_tiny.bf16.gguf");
+        const dlm::io::model_config g = dlm::io::gguf_model_config(f.header());
+        const cli::preset_choice c = cli::default_preset(g.arch, "general.architecture of the GGUF file", g.decoding.token_editing);
+        CHECK(c.preset == cli::preset_named("llada2"));
+        CHECK(c.reason == "the default for LLaDA2MoeModelLM (general.architecture of the GGUF file)");
+    }
     const cli::preset_choice llada = cli::default_preset(A::llada, "config.json architectures");
     // An explicit --preset wins, and says so.
     const cli::preset_choice given = cli::choose_preset(parse({"-p", "x", "--preset", "llada"}), sdar);

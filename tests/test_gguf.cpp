@@ -156,7 +156,8 @@ TEST_CASE("a GGUF source hands out rows as stored, in Hugging Face order, and re
 }
 
 TEST_CASE("a load reports its progress: the bytes held so far after the embedding and each layer, ending at weight_bytes()") {
-    for (const std::filesystem::path& path : {data / "models" / "llada_tiny", gguf_dir / "llada_tiny.bf16.gguf", gguf_dir / "lladamoe_tiny.bf16.gguf"}) {
+    for (const std::filesystem::path& path : {data / "models" / "llada_tiny", gguf_dir / "llada_tiny.bf16.gguf", gguf_dir / "lladamoe_tiny.bf16.gguf",
+                                              gguf_dir / "llada2_tiny.bf16.gguf", gguf_dir / "llada2_tiny.q8_0.gguf"}) {
         CAPTURE(path.filename().string());
         std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
         cpu::load_options opt;

@@ -2,6 +2,7 @@
 // naming the file and the key or tensor, before anything is allocated for it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -85,6 +86,45 @@ std::string load_error(const test::gguf_edit& e) {
     std::filesystem::remove(path);
     REQUIRE_MESSAGE(!m.empty(), "no error");
     return m;
+}
+
+/// A llada2 file's metadata: the llada2_tiny fixture's keys, with u32 `key` set to `value` (or left out
+/// when `value` is negative).
+io::gguf_writer llada2_keys(const std::string& key = "", std::int64_t value = 0) {
+    std::vector<std::pair<std::string, std::int64_t>> keys = {
+        {"block_count", 3}, {"embedding_length", 64}, {"feed_forward_length", 96}, {"attention.head_count", 4},
+        {"attention.head_count_kv", 2}, {"attention.key_length", 16}, {"rope.dimension_count", 8}, {"expert_count", 8},
+        {"expert_used_count", 2}, {"expert_group_count", 4}, {"expert_group_used_count", 2}, {"expert_gating_func", 2},
+        {"leading_dense_block_count", 1}, {"expert_feed_forward_length", 32}, {"expert_shared_feed_forward_length", 32},
+        {"expert_shared_count", 1}};
+    if (std::find_if(keys.begin(), keys.end(), [&](const auto& kv) { return "llada2." + kv.first == key; }) == keys.end() && !key.empty())
+        keys.emplace_back(key.substr(7), value);
+    io::gguf_writer w;
+    w.add_string("general.architecture", "llada2");
+    for (const auto& [k, v] : keys) {
+        const std::string name = "llada2." + k;
+        const std::int64_t set = name == key ? value : v;
+        if (set >= 0) w.add_u32(name, static_cast<std::uint32_t>(set));
+    }
+    w.add_f32("llada2.expert_weights_scale", 2.5f);
+    w.add_bool("llada2.expert_weights_norm", true);
+    w.add_u32("tokenizer.ggml.mask_token_id", 299);
+    return w;
+}
+
+/// The message of reading the config of llada2_keys(key, value) with an embedding; empty when it is accepted.
+std::string llada2_config_error(const std::string& key = "", std::int64_t value = 0) {
+    io::gguf_writer w = llada2_keys(key, value);
+    const std::vector<float> emb(64 * 300, 0.5f);
+    const std::int64_t shape[] = {64, 300};
+    w.add_tensor("token_embd.weight", shape, emb);
+    const bytes b = w.bytes();
+    try {
+        (void)io::gguf_model_config(io::gguf_header::parse(b, "l.gguf"));
+    } catch (const file_error& e) {
+        return e.what();
+    }
+    return {};
 }
 
 }  // namespace
@@ -283,6 +323,57 @@ TEST_CASE("tokenizer errors: SentencePiece vocabularies and unknown pre-tokenize
                   w.add_strings("tokenizer.ggml.merges", merges);
               }),
               "expected \"left right\", got \"a\xef\xbf\xbd\xef\xbf\xbd" "b\""));
+}
+
+TEST_CASE("a llada2 file whose routing or attention llama.cpp's llada2 graph does not compute is refused by key") {
+    REQUIRE(llada2_config_error().empty());  // the fixture's keys themselves are read
+    // `key` set to `value` is refused naming `named` (the key itself unless given).
+    const auto refused = [](const std::string& key, std::int64_t value, const std::string& why, const std::string& named = "") {
+        CAPTURE(key);
+        CAPTURE(value);
+        const std::string m = llada2_config_error(key, value);
+        CHECK(has(m, "key '" + (named.empty() ? key : named) + "'"));
+        CHECK(has(m, why));
+    };
+    refused("llada2.expert_gating_func", 1, "1 is not sigmoid (2)");
+    refused("llada2.expert_gating_func", -1, "missing (a required key)");
+    refused("llada2.expert_shared_count", 0, "llama.cpp's llada2 graph, which dlm computes, always adds a shared expert");
+    refused("llada2.expert_shared_feed_forward_length", -1, "missing (a required key)");
+    refused("llada2.leading_dense_block_count", 4, "4 is outside [0, 3]");
+    refused("llada2.nextn_predict_layers", 1, "multi-token-prediction layers");
+    refused("llada2.expert_group_count", 3, "3 is not fewer than and a divisor of llada2.expert_count 8 (llama.cpp asserts both)");
+    refused("llada2.expert_group_count", 8, "8 is not fewer than and a divisor of");
+    refused("llada2.expert_group_used_count", 4, "4 is not fewer than llada2.expert_group_count 4 (llama.cpp asserts it)");
+    refused("llada2.expert_used_count", 5, "5 is more than the experts of the 2 groups kept");
+    refused("llada2.attention.key_length", 8, "4 heads of 8 are not llada2.embedding_length 64: llama.cpp's llada2 graph splits the fused attn_qkv",
+            "llada2.attention.head_count");
+    refused("llada2.rope.dimension_count", 7, "7 rotated dims of a head of 16; dlm needs an even number no larger than the head");
+    refused("llada2.rope.dimension_count", 18, "18 rotated dims");
+    // One group (or none) is no group, as in llama.cpp.
+    CHECK(llada2_config_error("llada2.expert_group_count", 1).empty());
+    CHECK(llada2_config_error("llada2.expert_group_count", -1).empty());
+}
+
+TEST_CASE("a llada2 file with a qkv or attention output bias, which llama.cpp's llada2 graph does not add, is refused by tensor") {
+    const io::gguf_file fixture = io::gguf_file::open(data / "gguf" / "llada2_tiny.bf16.gguf");
+    const auto path = std::filesystem::temp_directory_path() / "dlm_test_llada2_bias.gguf";
+    for (const auto& [name, rows] : {std::pair{"blk.0.attn_qkv.bias", 128}, std::pair{"blk.2.attn_output.bias", 64}}) {
+        CAPTURE(name);
+        io::gguf_writer w = llada2_keys();
+        for (const io::gguf_tensor& t : fixture.header().tensors()) w.add_tensor(t.name, t.type, t.shape, t.bytes);
+        const std::vector<float> bias(static_cast<std::size_t>(rows), 0.0f);
+        const std::int64_t shape[] = {rows};
+        w.add_tensor(name, shape, bias);
+        w.write(path);
+        CHECK_NOTHROW((void)io::gguf_model_config(io::gguf_file::open(path).header()));
+        try {
+            (void)cpu::transformer::load(path);
+            FAIL("accepted");
+        } catch (const tensor_error& e) {
+            CHECK(has(e.what(), std::string("tensor '") + name + "': not a tensor of the llada2_moe model the metadata describes"));
+        }
+    }
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("corrupted bytes of a model file give dlm::error and nothing else") {

@@ -38,6 +38,23 @@ own converter uses), never with dlm's code.
                                   the q8_0 file's tensors dequantized by the gguf package, in F32:
                                   the reference the Q8_0 experts are checked against
   lladamoe_tiny.json              input ids of those checks
+  llada2_tiny.{bf16,q8_0}.gguf    tests/data/families/llada2_tiny (tools/make_family_fixtures.py; f32,
+                                  with transformers' logits) as llama.cpp's LLaDA2MoeModel converter
+                                  (pull request #17454, a BailingMoeV2Model) writes it with --outtype
+                                  bf16 / q8_0: keys llada2.* (expert_count, expert_used_count,
+                                  expert_group_count, expert_group_used_count, expert_gating_func 2,
+                                  expert_feed_forward_length, expert_shared_feed_forward_length,
+                                  expert_shared_count, expert_weights_scale, expert_weights_norm,
+                                  leading_dense_block_count, rope.dimension_count = head_dim ·
+                                  partial_rotary_factor, rope.scaling.type none, key/value_length),
+                                  diffusion.shift_logits false, the pad id; tensors blk.N.attn_qkv
+                                  (query_key_value as it is, q, k and v rows stacked, not permuted),
+                                  attn_q_norm, attn_k_norm, attn_output, dense ffn_gate/up/down,
+                                  ffn_gate_inp, exp_probs_b.bias, stacked ffn_{gate,up,down}_exps,
+                                  ffn_{gate,up,down}_shexp; the router and the vectors F32, every
+                                  other matrix BF16 or Q8_0. The converter's diffusion decoding keys
+                                  (gguf-py Keys.Diffusion BATCH_STRATEGY, EOS_EARLY_STOP, THRESHOLD,
+                                  HYBRID_DIFFUSION, which dlm does not read) are not written
 
 The names, keys and LLaDA's q/k permutation are tools/write_gguf.py's (for a head of d rows, GGUF row
 2j + s holds Hugging Face row s*d/2 + j).
@@ -45,7 +62,7 @@ The names, keys and LLaDA's q/k permutation are tools/write_gguf.py's (for a hea
 Set up once (CPU wheels from PyPI):
     python3 -m venv build/venv && build/venv/bin/pip install gguf numpy safetensors torch transformers
 Usage:
-    build/venv/bin/python tools/make_gguf_fixtures.py [--llama-cpp /path/to/llama.cpp] [--only lladamoe] [output_dir]
+    build/venv/bin/python tools/make_gguf_fixtures.py [--llama-cpp /path/to/llama.cpp] [--only lladamoe|llada2] [output_dir]
 """
 import argparse
 import importlib.metadata
@@ -275,6 +292,88 @@ def lladamoe(out_dir):
                    "input_ids": ids.tolist()}, f, indent=2)
 
 
+def llada2_tensors(hf, cfg):
+    """LLaDA2MoeModel's tensors of a LLaDA2MoeModelLM state dict (BailingMoeV2's names; the experts of
+    a layer stacked per matrix as [experts, rows, cols]; nothing permuted)."""
+    names = {"input_layernorm": "attn_norm", "attention.query_key_value": "attn_qkv", "attention.query_layernorm": "attn_q_norm",
+             "attention.key_layernorm": "attn_k_norm", "attention.dense": "attn_output", "post_attention_layernorm": "ffn_norm",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate": "ffn_gate_inp",
+             "mlp.shared_experts.gate_proj": "ffn_gate_shexp", "mlp.shared_experts.up_proj": "ffn_up_shexp",
+             "mlp.shared_experts.down_proj": "ffn_down_shexp"}
+    out = {"token_embd.weight": hf["model.word_embeddings.weight"]}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        for part, stem in names.items():
+            if p + part + ".weight" in hf:
+                out[f"blk.{l}.{stem}.weight"] = hf[p + part + ".weight"]
+        if p + "mlp.gate.expert_bias" in hf:  # the converter renames it .expert_bias.bias: exp_probs_b
+            out[f"blk.{l}.exp_probs_b.bias"] = hf[p + "mlp.gate.expert_bias"]
+        if p + "mlp.experts.0.gate_proj.weight" in hf:
+            for part, stem in (("down_proj", "ffn_down_exps"), ("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps")):
+                out[f"blk.{l}.{stem}.weight"] = np.stack([hf[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(cfg["num_experts"])])
+    out["output_norm.weight"] = hf["model.norm.weight"]
+    out["output.weight"] = hf["lm_head.weight"]
+    return out
+
+
+def llada2(out_dir):
+    """The LLaDA2 fixtures (see the top)."""
+    from safetensors.numpy import load_file as load_numpy
+    folder = os.path.join(ROOT, "tests", "data", "families", "llada2_tiny")
+    with open(os.path.join(folder, "config.json")) as f:
+        c = json.load(f)
+    tensors = llada2_tensors(load_numpy(os.path.join(folder, "model.safetensors")), c)
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+
+    def write_llada2(path, kind, ftype):
+        w = gguf.GGUFWriter(path, "llada2")
+        # TextModel.set_gguf_parameters
+        w.add_block_count(c["num_hidden_layers"])
+        w.add_context_length(c["max_position_embeddings"])
+        w.add_embedding_length(c["hidden_size"])
+        w.add_feed_forward_length(c["intermediate_size"])
+        w.add_head_count(c["num_attention_heads"])
+        w.add_head_count_kv(c["num_key_value_heads"])
+        w.add_rope_freq_base(c["rope_theta"])
+        w.add_layer_norm_rms_eps(c["rms_norm_eps"])
+        w.add_expert_used_count(c["num_experts_per_tok"])
+        w.add_expert_group_count(c["n_group"])
+        w.add_expert_group_used_count(c["topk_group"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)  # score_function "sigmoid"
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+        w.add_file_type(ftype)
+        # BailingMoeV2Model.set_gguf_parameters
+        w.add_rope_dimension_count(int(head_dim * c.get("partial_rotary_factor", 0.5)))
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+        w.add_leading_dense_block_count(c["first_k_dense_replace"])
+        w.add_vocab_size(c["vocab_size"])
+        w.add_expert_feed_forward_length(c["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(c.get("moe_shared_expert_intermediate_size", c["moe_intermediate_size"] * c["num_shared_experts"]))
+        w.add_expert_weights_scale(c["routed_scaling_factor"])
+        w.add_expert_count(c["num_experts"])
+        w.add_expert_shared_count(c["num_shared_experts"])
+        w.add_expert_weights_norm(c["norm_topk_prob"])
+        # LLaDA2MoeModel.set_gguf_parameters (its diffusion decoding keys aside) and the tokenizer's ids
+        w.add_pad_token_id(c["pad_token_id"])
+        w.add_diffusion_shift_logits(False)
+        w.add_mask_token_id(c["mask_token_id"])  # the converter takes LLaDA2's 156895 from the tokenizer; the tiny vocabulary has 300
+        w.add_eos_token_id(c["eos_token_id"])
+        for name, t in tensors.items():
+            t = kind(name, t)
+            if isinstance(t, tuple):
+                w.add_tensor(name, t[0], raw_dtype=t[1])
+            else:
+                w.add_tensor(name, t)
+        finish(w)
+
+    def as_type(qtype):  # the converter's choice: vectors and the router F32, every other matrix qtype
+        return lambda name, t: t.astype(np.float32) if t.ndim == 1 or "ffn_gate_inp" in name else (gguf.quants.quantize(t, qtype), qtype)
+
+    write_llada2(os.path.join(out_dir, "llada2_tiny.bf16.gguf"), as_type(T.BF16), gguf.LlamaFileType.MOSTLY_BF16)
+    write_llada2(os.path.join(out_dir, "llada2_tiny.q8_0.gguf"), as_type(T.Q8_0), gguf.LlamaFileType.MOSTLY_Q8_0)
+
+
 def tokenizer_fixture(out_dir):
     with open(os.path.join(ROOT, "tests", "data", "tokenizer", "tokenizer.json"), encoding="utf-8") as f:
         tok = json.load(f)
@@ -286,17 +385,20 @@ def tokenizer_fixture(out_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", help="a llama.cpp checkout with build/bin/llama-quantize, for the K-quant fixtures")
-    ap.add_argument("--only", choices=["lladamoe"], help="write only these fixtures")
+    ap.add_argument("--only", choices=["lladamoe", "llada2"], help="write only these fixtures")
     ap.add_argument("out_dir", nargs="?", default=os.path.join(ROOT, "tests", "data", "gguf"))
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
     if a.only == "lladamoe":
         return lladamoe(a.out_dir)
+    if a.only == "llada2":
+        return llada2(a.out_dir)
     tiny("llada_tiny", "llada", (("f32", T.F32), ("f16", T.F16), ("bf16", T.BF16)), a.out_dir)
     tiny("dream_tiny", "dream", (("f32", T.F32), ("bf16", T.BF16)), a.out_dir)
     tokenizer_fixture(a.out_dir)
     llada_q(a.out_dir, a.llama_cpp)
     lladamoe(a.out_dir)
+    llada2(a.out_dir)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,15 @@ for name, shape in (("attn_norm", [H]), ("attn_q", [H, H]), ("attn_k", [H, H // 
         n *= d
     model_tensors.append((f"blk.0.{name}.weight", shape, 0, f32(n)))
 put(t, "llada_model_tokenizer", gguf(model_kvs, model_tensors))
+# llada2 (LLaDA2.x as llama.cpp pull request #17454 writes it): the expert, group and partial-RoPE keys
+llada2_kvs = [("general.architecture", 8, gguf_str("llada2"))] + [u32("llada2." + k, v) for k, v in (
+    ("block_count", 2), ("embedding_length", H), ("feed_forward_length", F), ("attention.head_count", 2),
+    ("attention.head_count_kv", 1), ("attention.key_length", 4), ("rope.dimension_count", 2), ("expert_count", 4),
+    ("expert_used_count", 2), ("expert_group_count", 2), ("expert_group_used_count", 1), ("expert_gating_func", 2),
+    ("leading_dense_block_count", 1), ("expert_feed_forward_length", 8), ("expert_shared_feed_forward_length", 8),
+    ("expert_shared_count", 1))] + [("llada2.expert_weights_scale", 6, struct.pack("<f", 2.5)),
+                                    ("llada2.expert_weights_norm", 7, struct.pack("<?", True)), u32("tokenizer.ggml.mask_token_id", V - 1)]
+put(t, "llada2_config", gguf(llada2_kvs, [("token_embd.weight", [H, V], 0, f32(H * V))]))
 put(t, "q8_0_and_f16", gguf([u32("general.alignment", 64)], [("q", [32, 2], 8, bytes(68)), ("h", [4], 1, bytes(8))], alignment=64))
 put(t, "arrays_of_every_type", gguf([(f"k{i}", 9, struct.pack("<IQ", i, 2) + bytes(2 * w)) for i, w in
                                      ((0, 1), (1, 1), (2, 2), (3, 2), (4, 4), (5, 4), (6, 4), (7, 1), (10, 8), (11, 8), (12, 8))], []))

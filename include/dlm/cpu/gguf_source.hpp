@@ -5,8 +5,9 @@
 //   use_blocks(role, layer, row0, rows, use)    use(const byte*): rows [row0, row0 + rows) as the
 //                                               file stores them, gguf_row_bytes(type, cols) each
 // Rows come in Hugging Face order: a LLaDA file's attn_q/attn_k rows (and biases) are un-permuted
-// (io::llada_gguf_row_of), whole rows at a time, so raw blocks survive it. Every tensor's shape is
-// checked against the config at its first read; tensor_error names it.
+// (io::llada_gguf_row_of), whole rows at a time, so raw blocks survive it; a llada2 file's q, k and v
+// are row ranges of its fused attn_qkv (stored_slice_of, as the folder's query_key_value). Every
+// tensor's shape is checked against the config at its first read; tensor_error names it.
 #pragma once
 
 #include <cstring>
@@ -30,9 +31,13 @@
 
 namespace dlm::cpu {
 
-/// The GGUF name of a tensor role ("blk.3.attn_q.weight").
-[[nodiscard]] inline std::string gguf_tensor_name(tensor_role role, index_t layer = 0) {
+/// The GGUF name of a tensor role ("blk.3.attn_q.weight"); a llada2 file's q, k and v are rows of
+/// one fused tensor, attn_qkv.
+[[nodiscard]] inline std::string gguf_tensor_name(tensor_role role, index_t layer = 0, io::architecture arch = io::architecture::llada) {
     const auto blk = [&](const char* stem) { return io::gguf_tensor_name(stem, layer, true); };
+    const bool fused = arch == io::architecture::llada2_moe;
+    if (fused && (role == tensor_role::q_proj || role == tensor_role::k_proj || role == tensor_role::v_proj)) return blk("attn_qkv.weight");
+    if (fused && (role == tensor_role::q_bias || role == tensor_role::k_bias || role == tensor_role::v_bias)) return blk("attn_qkv.bias");
     switch (role) {
         case tensor_role::embedding: return "token_embd.weight";
         case tensor_role::attn_norm: return blk("attn_norm.weight");
@@ -55,10 +60,14 @@ namespace dlm::cpu {
     return "?";
 }
 
-/// The GGUF tensors of a mixture-of-experts layer (llada-moe, io/gguf_model.hpp): the router and
-/// the experts' stacked matrices, gate and up either apart or fused.
+/// The GGUF tensors of a mixture-of-experts layer (llada-moe, llada2: io/gguf_model.hpp): the router,
+/// the experts' stacked matrices (gate and up either apart or fused), llada2's selection bias and
+/// shared expert.
 struct gguf_expert_tensors {
     const io::gguf_tensor* router = nullptr;   ///< ffn_gate_inp: experts rows of hidden
+    const io::gguf_tensor* bias = nullptr;     ///< exp_probs_b.bias: one per expert (nullptr: none)
+    const io::gguf_tensor* shared_gate = nullptr, *shared_up = nullptr;  ///< ffn_{gate,up}_shexp: shared width rows of hidden
+    const io::gguf_tensor* shared_down = nullptr;                        ///< ffn_down_shexp: hidden rows of the shared width
     const io::gguf_tensor* gate = nullptr;     ///< ffn_gate_exps: experts × width rows of hidden (nullptr when fused)
     const io::gguf_tensor* up = nullptr;       ///< ffn_up_exps, as gate
     const io::gguf_tensor* gate_up = nullptr;  ///< ffn_gate_up_exps: experts × 2·width rows (gate rows, then up rows, per expert)
@@ -86,7 +95,8 @@ public:
         const io::gguf_tensor& t = tensor(r, l);
         const std::int64_t cols = width(t);
         const std::size_t row_bytes = io::gguf_row_bytes(t.type, cols);
-        for_rows(r, t, row0, rows, [&](std::int64_t i, std::int64_t from) {
+        check_rows(r, t, row0, rows);
+        for_rows(r, t, static_cast<index_t>(first_row(r, l) + row0), rows, [&](std::int64_t i, std::int64_t from) {
             row_to_f32(t, t.bytes.subspan(static_cast<std::size_t>(from) * row_bytes, row_bytes), dst + i * cols, cols);
         });
     }
@@ -97,13 +107,13 @@ public:
         const io::gguf_tensor& t = tensor(r, l);
         const auto d = io::gguf_plain_dtype(t.type);
         if (!d) throw contract_error("cpu::gguf_source::use_stored: " + t.name + " is stored in blocks (use_blocks hands them out)");
-        with_stored(r, t, row0, rows, [&](std::span<const std::byte> b) { use(b, *d); });
+        with_stored(r, t, l, row0, rows, [&](std::span<const std::byte> b) { use(b, *d); });
     }
     /// Rows [row0, row0 + rows) as the file stores them (a quantized tensor's blocks), handed to
     /// `use(const std::byte*)` and then released.
     template <class Use>
     void use_blocks(tensor_role r, index_t l, index_t row0, index_t rows, Use&& use) const {
-        with_stored(r, tensor(r, l), row0, rows, [&](std::span<const std::byte> b) { use(b.data()); });
+        with_stored(r, tensor(r, l), l, row0, rows, [&](std::span<const std::byte> b) { use(b.data()); });
     }
 
     /// Layer `l`'s expert tensors, their ggml shapes checked against the config (tensor_error names
@@ -128,7 +138,17 @@ public:
             x.up = &get("ffn_up_exps.weight", {h, f, e});
         }
         x.down = &get("ffn_down_exps.weight", {f, h, e});
-        for (const io::gguf_tensor* t : {x.router, x.gate, x.up, x.gate_up, x.down})
+        if (m.selection_bias && f_.header().find_tensor(io::gguf_tensor_name("exp_probs_b.bias", l, true))) {
+            x.bias = &get("exp_probs_b.bias", {e});
+            if (!io::gguf_plain_dtype(x.bias->type))
+                throw tensor_error(f_.path(), x.bias->name, "a vector stored as " + std::string(io::gguf_type_name(x.bias->type)) + "; dlm reads vectors as F32, F16 or BF16");
+        }
+        if (const std::int64_t s = m.shared_intermediate_size; s > 0) {
+            x.shared_gate = &get("ffn_gate_shexp.weight", {h, s});
+            x.shared_up = &get("ffn_up_shexp.weight", {h, s});
+            x.shared_down = &get("ffn_down_shexp.weight", {s, h});
+        }
+        for (const io::gguf_tensor* t : {x.router, x.gate, x.up, x.gate_up, x.down, x.shared_gate, x.shared_up, x.shared_down})
             if (t && !io::gguf_plain_dtype(t->type)) check_quantized(*t);
         return x;
     }
@@ -159,11 +179,12 @@ public:
                 throw tensor_error(f_.path(), first, "missing from the file, whose metadata's block_count gives " + std::to_string(c_.num_layers) + " layers");
         }
         std::set<std::string> used{"rope_freqs.weight"};
-        for (const auto& [role, layer] : weight_order(c_)) used.insert(gguf_tensor_name(role, layer));
+        for (const auto& [role, layer] : weight_order(c_)) used.insert(gguf_tensor_name(role, layer, c_.arch));
         for (index_t l = 0; l < c_.num_layers; ++l)
             if (c_.moe && c_.moe->is_moe_layer(l))
-                for (const char* stem : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight"})
-                    used.insert(io::gguf_tensor_name(stem, l, true));
+                for (const char* stem : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight",
+                                         "exp_probs_b.bias", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"})
+                    if (uses_expert_tensor(stem)) used.insert(io::gguf_tensor_name(stem, l, true));
         for (const io::gguf_tensor& t : f_.header().tensors())
             if (!used.contains(t.name))
                 throw tensor_error(f_.path(), t.name, "not a tensor of the " + std::string(io::architecture_name(c_.arch)) + " model the metadata describes (" +
@@ -171,6 +192,16 @@ public:
     }
 
 private:
+    /// Whether this config's expert layers read `stem`: the selection bias and the shared expert only
+    /// where it has them (llada2).
+    [[nodiscard]] bool uses_expert_tensor(std::string_view stem) const noexcept {
+        if (stem.starts_with("exp_probs_b")) return c_.moe->selection_bias;
+        if (stem.find("_shexp") != std::string_view::npos) return c_.moe->shared_intermediate_size > 0;
+        return true;
+    }
+    /// The first row of `role`'s rows in its tensor: q, k and v sit one after the other in a llada2
+    /// file's attn_qkv (as in the folder's query_key_value), every other role starts at row 0.
+    [[nodiscard]] std::int64_t first_row(tensor_role r, index_t l) const { return stored_slice_of(c_, r, l).row_offset; }
     /// Elements per row: a vector's elements are its rows (as weight_sources.hpp reads them).
     [[nodiscard]] static std::int64_t width(const io::gguf_tensor& t) noexcept { return t.shape.size() == 1 ? 1 : t.cols(); }
     /// Whether `role`'s rows are stored permuted (LLaDA q and k, see io/gguf_model.hpp).
@@ -188,17 +219,24 @@ private:
             f_.release(t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes));
     }
 
-    /// Calls use(bytes) with the stored rows [row0, row0 + rows) of `t` in Hugging Face order: the
-    /// mapped bytes themselves, or (permuted rows) a reordered copy; then drops their pages.
-    template <class Use>
-    void with_stored(tensor_role r, const io::gguf_tensor& t, index_t row0, index_t rows, Use&& use) const {
-        const std::int64_t count = t.shape.size() == 1 ? t.shape[0] : t.rows();
+    /// Refuses rows [row0, row0 + rows) outside role `r`'s rows of `t` (all of them, or its part of a fused tensor).
+    void check_rows(tensor_role r, const io::gguf_tensor& t, index_t row0, index_t rows) const {
+        const std::int64_t count = tensor_shape(c_, r)[0];
         if (row0 < 0 || rows < 0 || row0 + rows > count)
             throw tensor_error(f_.path(), t.name, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") outside the tensor's " +
-                                                      std::to_string(count) + " rows");
+                                                      std::to_string(count) + " rows" + (stored_slice_of(c_, r, 0).shape[0] != count ? " for its role" : ""));
+    }
+
+    /// Calls use(bytes) with the stored rows [row0, row0 + rows) of layer `l`'s role `r` (in `t`) in
+    /// Hugging Face order: the mapped bytes themselves, or (permuted rows) a reordered copy; then
+    /// drops their pages.
+    template <class Use>
+    void with_stored(tensor_role r, const io::gguf_tensor& t, index_t l, index_t row0, index_t rows, Use&& use) const {
+        check_rows(r, t, row0, rows);
         const std::size_t row_bytes = io::gguf_row_bytes(t.type, width(t));
         if (!permuted(r)) {
-            const std::span<const std::byte> b = t.bytes.subspan(static_cast<std::size_t>(row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes);
+            const std::size_t at = static_cast<std::size_t>(first_row(r, l) + row0) * row_bytes;
+            const std::span<const std::byte> b = t.bytes.subspan(at, static_cast<std::size_t>(rows) * row_bytes);
             use(b);
             f_.release(b);
             return;
@@ -229,11 +267,11 @@ private:
                                                   (DLM_CPU_GGUF_HAVE_QUANT ? ", Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)" : ")"));
     }
 
-    /// The tensor of `role`, its shape checked against the config.
+    /// The tensor of `role` (a llada2 file's fused attn_qkv for q, k and v), its shape checked against the config.
     [[nodiscard]] const io::gguf_tensor& tensor(tensor_role r, index_t l) const {
-        const std::string name = gguf_tensor_name(r, l);
+        const std::string name = gguf_tensor_name(r, l, c_.arch);
         const io::gguf_tensor& t = f_.header().tensor(name);
-        const std::vector<std::int64_t> want = tensor_shape(c_, r);
+        const std::vector<std::int64_t> want = stored_slice_of(c_, r, l).shape;
         const bool ok = want.size() == 2 ? t.shape.size() == 2 && t.shape[0] == want[1] && t.shape[1] == want[0]
                                          : t.shape.size() == 1 && t.shape[0] == want[0];
         if (!ok)

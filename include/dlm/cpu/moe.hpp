@@ -5,7 +5,8 @@
 //   pick     the k best experts by score (+ expert_bias when the config has one), among the
 //            `top_groups` groups whose two best experts score highest
 //   weights  the picked (unbiased) scores, divided by their sum + 1e-20 when k > 1 (LLaDA2), by their
-//            plain sum (SDAR-MoE's norm_topk_prob) or not at all (LLaDA-MoE), × routed_scaling
+//            plain sum (SDAR-MoE's norm_topk_prob), by the sum clamped below at 6.1e-5 (llama.cpp's
+//            llada2 graph) or not at all (LLaDA-MoE), × routed_scaling
 //   y        Σ_j weight_j · expert_j(x)  (+ the shared experts' MLP of x)
 //
 // Each expert is a SiLU-gated MLP held as packed_matrix in its checkpoint's element type (gate|up
@@ -66,6 +67,9 @@ struct gguf_part {
 [[nodiscard]] inline std::vector<gguf_part> down_parts(const gguf_expert_tensors& t, index_t x, index_t h) {
     return {{t.down, std::int64_t{x} * h, h}};
 }
+/// A llada2 file's shared expert (width s): its gate then up rows, and its down rows.
+[[nodiscard]] inline std::vector<gguf_part> shared_gate_up_parts(const gguf_expert_tensors& t, index_t s) { return {{t.shared_gate, 0, s}, {t.shared_up, 0, s}}; }
+[[nodiscard]] inline std::vector<gguf_part> shared_down_parts(const gguf_expert_tensors& t, index_t h) { return {{t.shared_down, 0, h}}; }
 /// How an expert's matrix stacked from `parts` is held: in GGUF blocks when every part is blocks and
 /// no type was requested; else the requested type, else the parts' common plain type, else f32.
 [[nodiscard]] inline weight_layout gguf_held_layout(const std::vector<gguf_part>& parts, std::optional<io::dtype> type) {
@@ -160,10 +164,10 @@ public:
         if (m.shared_intermediate_size > 0) expert(at.shared, m.shared_intermediate_size);
     }
 
-    /// Layer `layer`'s experts from a llada-moe GGUF file (io/gguf_model.hpp): each expert's
-    /// matrices held as the file stores them (GGUF blocks of a type dlm multiplies, or F32/F16/BF16)
-    /// unless `type` converts them; the router in f32. Expert x of a stacked tensor is its rows
-    /// [x · rows, (x + 1) · rows).
+    /// Layer `layer`'s experts from a llada-moe or llada2 GGUF file (io/gguf_model.hpp): each expert's
+    /// matrices (llada2's shared expert too) held as the file stores them (GGUF blocks of a type dlm
+    /// multiplies, or F32/F16/BF16) unless `type` converts them; the router and llada2's selection
+    /// bias in f32. Expert x of a stacked tensor is its rows [x · rows, (x + 1) · rows).
     static moe_mlp load_gguf(const gguf_source& src, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
         moe_mlp e(c);
         const gguf_expert_tensors t = src.expert_tensors(layer);
@@ -174,6 +178,7 @@ public:
         src.read_rows(*t.router, 0, n, buf.data());
         e.router_.set_rows(0, buf.data(), n);
         e.bias_.assign(static_cast<std::size_t>(n), 0.f);
+        if (t.bias) src.read_rows(*t.bias, 0, 1, e.bias_.data());  // exp_probs_b: one row of n
         // Every expert is held alike: the layouts of expert 0's parts.
         const weight_layout gu_layout = detail::gguf_held_layout(detail::gate_up_parts(t, 0, f), type),
                             down_layout = detail::gguf_held_layout(detail::down_parts(t, 0, h), type);
@@ -204,6 +209,10 @@ public:
             const auto ux = static_cast<std::size_t>(x);
             e.gate_up_[ux] = matrix(detail::gate_up_parts(t, x, f), h, gu_layout);
             e.down_[ux] = matrix(detail::down_parts(t, x, h), f, down_layout);
+        }
+        if (const index_t s = e.m_.shared_intermediate_size; t.shared_gate) {
+            e.shared_gate_up_ = matrix(detail::shared_gate_up_parts(t, s), h, detail::gguf_held_layout(detail::shared_gate_up_parts(t, s), type));
+            e.shared_down_ = matrix(detail::shared_down_parts(t, h), s, detail::gguf_held_layout(detail::shared_down_parts(t, h), type));
         }
         return e;
     }
@@ -449,6 +458,7 @@ private:
             using norm_rule = io::moe_config::normalization;
             const float norm = m_.normalize == norm_rule::always               ? sum
                                : m_.normalize == norm_rule::several && k > 1 ? sum + 1e-20f
+                               : m_.normalize == norm_rule::clamped          ? std::max(sum, 6.103515625e-5f)
                                                                              : 1.f;
             for (index_t j = 0; j < k; ++j) {
                 const index_t e = order[static_cast<std::size_t>(j)];
@@ -534,8 +544,8 @@ private:
     std::vector<float> weights_;
 };
 
-/// Layer `l`'s experts from the transformer's weight source: a safetensors checkpoint, a llada-moe
-/// GGUF file, or random weights (benchmarks). Weights in memory have no experts: invalid_parameter.
+/// Layer `l`'s experts from the transformer's weight source: a safetensors checkpoint, a llada-moe or
+/// llada2 GGUF file, or random weights (benchmarks). Weights in memory have no experts: invalid_parameter.
 template <class Source>
 [[nodiscard]] moe_mlp load_moe(Source& src, const io::model_config& c, index_t l, const load_options& opt) {
     if constexpr (requires { src.checkpoint(); }) {
@@ -569,6 +579,9 @@ template <class Source>
         b += static_cast<std::size_t>(m.num_experts) *
              (packed_matrix::bytes_for(2 * f, h, detail::gguf_held_layout(detail::gate_up_parts(t, 0, f), opt.weight_dtype)) +
               packed_matrix::bytes_for(h, f, detail::gguf_held_layout(detail::down_parts(t, 0, h), opt.weight_dtype)));
+        if (const index_t s = m.shared_intermediate_size; t.shared_gate)
+            b += packed_matrix::bytes_for(2 * s, h, detail::gguf_held_layout(detail::shared_gate_up_parts(t, s), opt.weight_dtype)) +
+                 packed_matrix::bytes_for(h, s, detail::gguf_held_layout(detail::shared_down_parts(t, h), opt.weight_dtype));
         return b;
     }
     return moe_mlp::bytes_for(c, type);

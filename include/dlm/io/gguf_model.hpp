@@ -1,8 +1,8 @@
 // dlm/io/gguf_model.hpp — the model a GGUF file holds, as llama.cpp's converter writes it
-// (convert_hf_to_gguf.py: LLaDAModel, DreamModel, LLaDAMoEModel; gguf-py constants.py: keys and
-// tensor names).
+// (convert_hf_to_gguf.py: LLaDAModel, DreamModel, LLaDAMoEModel, LLaDA2MoeModel; gguf-py
+// constants.py: keys and tensor names).
 //
-//   general.architecture            "llada", "dream" or "llada-moe" (anything else is refused by name)
+//   general.architecture            "llada", "dream", "llada-moe" or "llada2" (anything else is refused by name)
 //   {arch}.block_count              layers                  {arch}.embedding_length     hidden size
 //   {arch}.feed_forward_length      MLP width               {arch}.context_length       max context
 //   {arch}.attention.head_count     heads                   {arch}.attention.head_count_kv   KV heads
@@ -27,6 +27,22 @@
 // router, ggml {hidden, experts}), ffn_gate_exps and ffn_up_exps ({hidden, expert width, experts};
 // or ffn_gate_up_exps, {hidden, 2 · width, experts}, gate rows first) and ffn_down_exps ({width,
 // hidden, experts}) in place of ffn_gate/ffn_up/ffn_down; not permuted (ggml's NEOX RoPE).
+//
+// llada2 (LLaDA2.0 / 2.1, LLaDA2MoeModelLM; llama.cpp's LLM_ARCH_LLADA2 as pull request #17454 adds it,
+// its LLaDA2MoeModel converter a BailingMoeV2Model): dlm's llada2_moe model (the folder's), read as
+// llama.cpp's graph computes it. Keys: expert_count, expert_used_count, expert_feed_forward_length,
+// leading_dense_block_count (dense layers first, of feed_forward_length), expert_shared_count and
+// expert_shared_feed_forward_length (the shared MLP's width: (that, else the experts' width) ·
+// expert_shared_count, as llama.cpp sizes it), expert_group_count / expert_group_used_count (a group
+// scores its two best biased experts; absent or 1: no groups), expert_gating_func (2, sigmoid;
+// required), expert_weights_norm (divide by the sum clamped at 6.1e-5; absent: false),
+// expert_weights_scale (0 or 1: none), rope.dimension_count (the leading dims of each head NEOX RoPE
+// rotates; absent: all). Tensors blk.N.attn_qkv (q, k and v rows stacked, not permuted), attn_q_norm,
+// attn_k_norm, attn_output; dense layers ffn_gate/ffn_up/ffn_down; expert layers ffn_gate_inp,
+// exp_probs_b.bias (the selection bias; absent: none), ffn_{gate,up,down}_exps and
+// ffn_{gate,up,down}_shexp. Refused by key: a gating function other than sigmoid, no shared expert,
+// nextn_predict_layers (llama.cpp's llada2 graph runs every layer), groups llama.cpp asserts against,
+// and heads · head size other than embedding_length (llama.cpp splits the fused qkv there).
 #pragma once
 
 #include <algorithm>
@@ -118,21 +134,93 @@ inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_co
     c.moe = m;
 }
 
+/// expert_group_count and expert_group_used_count into m (see the top), with llama.cpp's asserts
+/// (fewer groups than experts, dividing them, 0 < used < groups) and dlm's (a group of at least the two
+/// experts it scores, k no more than the kept groups hold).
+inline void read_gguf_expert_groups(const gguf_header& h, const gguf_keys& k, moe_config& m) {
+    m.groups = m.top_groups = 1;
+    const index_t groups = h.has(k.key("expert_group_count")) ? static_cast<index_t>(h.integer(k.key("expert_group_count"), 0)) : 0;
+    if (groups <= 1) return;  // llama.cpp groups only when there are more than one
+    const std::string key = k.key("expert_group_count"), count = " " + k.key("expert_count") + " " + std::to_string(m.num_experts);
+    if (groups >= m.num_experts || m.num_experts % groups != 0)
+        h.fail_key(key, std::to_string(groups) + " is not fewer than and a divisor of" + count + " (llama.cpp asserts both)");
+    if (m.num_experts / groups < 2) h.fail_key(key, std::to_string(groups) + " groups of one expert: a group scores its two best experts");
+    m.groups = groups;
+    m.top_groups = k.size("expert_group_used_count");
+    if (m.top_groups >= groups)
+        h.fail_key(k.key("expert_group_used_count"), std::to_string(m.top_groups) + " is not fewer than " + key + " " + std::to_string(groups) +
+                                                         " (llama.cpp asserts it)");
+    if (m.experts_per_token > m.top_groups * (m.num_experts / groups))
+        h.fail_key(k.key("expert_used_count"), std::to_string(m.experts_per_token) + " is more than the experts of the " +
+                                                   std::to_string(m.top_groups) + " groups kept");
+}
+
+/// A llada2 file's experts (see the top), as llama.cpp's llada2 graph routes them: c.moe, and
+/// c.intermediate_size (the leading dense layers' width).
+inline void read_gguf_llada2_experts(const gguf_header& h, const gguf_keys& k, model_config& c) {
+    moe_config m;
+    m.num_experts = k.size("expert_count");
+    m.experts_per_token = k.size("expert_used_count");
+    if (m.experts_per_token > m.num_experts)
+        h.fail_key(k.key("expert_used_count"), std::to_string(m.experts_per_token) + " is more than " + k.key("expert_count") + " " +
+                                                   std::to_string(m.num_experts));
+    m.expert_intermediate_size = k.size("expert_feed_forward_length");
+    m.first_dense_layers = static_cast<index_t>(h.integer(k.key("leading_dense_block_count"), 0, c.num_layers));
+    read_gguf_expert_groups(h, k, m);
+    const std::string graph = "; llama.cpp's llada2 graph, which dlm computes, ";
+    const std::int64_t shared = h.integer(k.key("expert_shared_count"), 0), shared_ff = h.integer(k.key("expert_shared_feed_forward_length"), 0);
+    if (shared == 0) h.fail_key(k.key("expert_shared_count"), "0" + graph + "always adds a shared expert");
+    const std::int64_t width = (shared_ff != 0 ? shared_ff : m.expert_intermediate_size) * shared;
+    if (width > std::numeric_limits<index_t>::max())
+        h.fail_key(k.key("expert_shared_count"), std::to_string(shared) + " shared experts of " + std::to_string(width / shared) + " make a width dlm cannot index");
+    m.shared_intermediate_size = static_cast<index_t>(width);
+    if (const std::int64_t gating = h.integer(k.key("expert_gating_func"), 0); gating != 2)
+        h.fail_key(k.key("expert_gating_func"), std::to_string(gating) + " is not sigmoid (2), which LLaDA2.x's converter writes and dlm reads");
+    m.score = moe_config::scoring::sigmoid;
+    m.selection_bias = true;  // blk.N.exp_probs_b.bias; absent: zero, as llama.cpp adds none
+    m.normalize = h.has(k.key("expert_weights_norm")) && h.boolean(k.key("expert_weights_norm")) ? moe_config::normalization::clamped
+                                                                                                : moe_config::normalization::none;
+    const double scale = h.number(k.key("expert_weights_scale"));
+    m.routed_scaling = scale == 0.0 ? 1.0 : scale;  // llama.cpp scales by neither 0 nor 1
+    if (h.has(k.key("nextn_predict_layers")) && h.integer(k.key("nextn_predict_layers"), 0) != 0)
+        h.fail_key(k.key("nextn_predict_layers"), "multi-token-prediction layers" + graph + "runs every layer as a transformer block");
+    c.intermediate_size = m.first_dense_layers > 0 || h.has(k.key("feed_forward_length")) ? k.size("feed_forward_length") : m.expert_intermediate_size;
+    c.moe = m;
+}
+
+/// llada2's attention (see the top): q of embedding_length rows first in the fused attn_qkv, and
+/// RoPE over the leading rope.dimension_count dims of each head (c.rotary_dim).
+inline void read_gguf_llada2_attention(const gguf_header& h, const gguf_keys& k, model_config& c) {
+    if (std::int64_t{c.num_heads} * c.head_dim != c.hidden_size)
+        h.fail_key(k.key("attention.head_count"), std::to_string(c.num_heads) + " heads of " + std::to_string(c.head_dim) + " are not " +
+                                                       k.key("embedding_length") + " " + std::to_string(c.hidden_size) +
+                                                       ": llama.cpp's llada2 graph splits the fused attn_qkv at embedding_length");
+    const index_t dims = k.size_or("rope.dimension_count", c.head_dim);
+    if (dims > c.head_dim || dims % 2 != 0)
+        h.fail_key(k.key("rope.dimension_count"), std::to_string(dims) + " rotated dims of a head of " + std::to_string(c.head_dim) +
+                                                      "; dlm needs an even number no larger than the head");
+    c.rotary_dim = dims;
+}
+
 /// The architecture and the block's geometry, RoPE and norm of a GGUF file's metadata.
 inline void read_gguf_geometry(const gguf_header& h, model_config& c) {
     const std::string arch = std::string(h.string("general.architecture"));
     if (arch == "llada") c.arch = architecture::llada;
     else if (arch == "dream") c.arch = architecture::dream;
     else if (arch == "llada-moe") c.arch = architecture::lladamoe;
+    else if (arch == "llada2") c.arch = architecture::llada2_moe;
     else
-        h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada', 'dream' "
-                                           "and 'llada-moe' (llama.cpp's LLaDAModel, DreamModel and LLaDAMoEModel converters)");
+        h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada', 'dream', "
+                                           "'llada-moe' and 'llada2' (llama.cpp's LLaDAModel, DreamModel, LLaDAMoEModel and "
+                                           "LLaDA2MoeModel converters)");
     const gguf_keys k{h, arch};
     const std::string origin = "GGUF key '";
     c.num_layers = k.size("block_count");
     c.hidden_size = k.size("embedding_length");
     if (c.arch == architecture::lladamoe) {
         read_gguf_experts(h, k, c);
+    } else if (c.arch == architecture::llada2_moe) {
+        read_gguf_llada2_experts(h, k, c);
     } else {
         c.intermediate_size = k.size("feed_forward_length");
     }
@@ -146,8 +234,9 @@ inline void read_gguf_geometry(const gguf_header& h, model_config& c) {
     if (!h.has(k.key("attention.key_length")) && c.hidden_size % c.num_heads != 0)
         h.fail_key(k.key("attention.head_count"), std::to_string(c.num_heads) + " does not divide " + k.key("embedding_length") + " " +
                                                        std::to_string(c.hidden_size));
-    for (const char* same : {"attention.value_length", "rope.dimension_count"})
-        if (h.has(k.key(same)) && k.size(same) != c.head_dim)
+    if (c.arch == architecture::llada2_moe) read_gguf_llada2_attention(h, k, c);
+    for (const std::string_view same : {"attention.value_length", "rope.dimension_count"})
+        if (h.has(k.key(same)) && k.size(same) != c.head_dim && !(c.arch == architecture::llada2_moe && same == "rope.dimension_count"))
             h.fail_key(k.key(same), std::to_string(k.size(same)) + " differs from the head size " + std::to_string(c.head_dim) +
                                         " (dlm rotates and attends over whole heads)");
     if (c.head_dim % 2 != 0) h.fail_key(k.key("attention.head_count"), "the head size " + std::to_string(c.head_dim) + " is odd; RoPE needs an even one");
@@ -187,10 +276,11 @@ inline void read_gguf_tensors_and_flags(const gguf_header& h, const std::string&
     c.tie_word_embeddings = h.find_tensor("output.weight") == nullptr;
     c.qkv_bias = h.find_tensor("blk.0.attn_q.bias") != nullptr;
     c.qk_norm = h.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
-    c.logits_shift = h.has("diffusion.shift_logits") ? h.boolean("diffusion.shift_logits") : c.arch != architecture::llada;
+    const bool own_rows = c.arch == architecture::llada || c.arch == architecture::llada2_moe;  // LLaDA's and LLaDA2's generate()
+    c.logits_shift = h.has("diffusion.shift_logits") ? h.boolean("diffusion.shift_logits") : !own_rows;
     c.causal = false;
     if (h.has(k.key("attention.causal")) && h.boolean(k.key("attention.causal")))
-        h.fail_key(k.key("attention.causal"), "true: a causal model; dlm reads the bidirectional diffusion models 'llada', 'dream' and 'llada-moe'");
+        h.fail_key(k.key("attention.causal"), "true: a causal model; dlm reads the diffusion models 'llada', 'dream', 'llada-moe' and 'llada2'");
 }
 
 /// The mask, EOS and end-of-turn ids and dlm's own decoding hints.
@@ -199,7 +289,7 @@ inline void read_gguf_decoding(const gguf_header& h, const std::string& arch, mo
     const bool mask_given = h.has("tokenizer.ggml.mask_token_id");
     c.mask_id = mask_given ? gguf_token(h, "tokenizer.ggml.mask_token_id", c.vocab_size)
                 : c.arch == architecture::llada    ? llada_default_mask_id
-                : c.arch == architecture::lladamoe ? llada2_default_mask_id  // 156895, as the converter writes
+                : c.arch == architecture::lladamoe || c.arch == architecture::llada2_moe ? llada2_default_mask_id  // 156895, as the converters write
                                                    : dream_default_mask_id;
     if (c.mask_id >= c.vocab_size)
         h.fail_key("tokenizer.ggml.mask_token_id", "missing, and the family's default mask id " + std::to_string(c.mask_id) +

@@ -47,8 +47,10 @@ struct moe_config {
     bool selection_bias = false;   ///< a per-expert bias added to the scores for picking only (expert_bias)
     bool bias_in_weights = false;  ///< the picked experts are weighted by score + bias (LLaDA-MoE), not the score alone
     /// How the picked weights are divided by their sum: never; by sum + 1e-20 when k > 1 (LLaDA2);
-    /// by the plain sum for any k (Qwen3-MoE's norm_topk_prob: SDAR-MoE).
-    enum class normalization { none, several, always };
+    /// by the plain sum for any k (Qwen3-MoE's norm_topk_prob: SDAR-MoE); by the sum clamped below
+    /// at 6.103515625e-5 (the smallest normal f16) for any k (llama.cpp's build_moe_ffn with
+    /// expert_weights_norm: a llada2 GGUF file).
+    enum class normalization { none, several, always, clamped };
     normalization normalize = normalization::several;
     double routed_scaling = 1.0;   ///< the routed experts' sum times this
     /// The experts' gate activation: SiLU (every family above) or GELU's tanh form (Gemma 4).
