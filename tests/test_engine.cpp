@@ -360,10 +360,7 @@ TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused
     // than it maps may allocate: either fits alone (check_batch, which a caller adding a few at a time
     // asks), both together do not (add_batch, or add twice before a step). The limit, not the
     // machine, sets the figure.
-    const std::uint64_t room = std::uint64_t{1} << 30;
-    const int code = dlm_test::in_limited_child(dlm::detail::proc_kib("/proc/self/status", "VmSize") + room, [&] {
-        const std::uint64_t avail = available_memory();
-        if (avail > room || avail < room / 2) return 7;  // the machine has less than the limit: nothing to measure
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
         const auto v = static_cast<index_t>(avail / 10 * 6 / (8 * sizeof(float)));
         scripted_model big(v, v - 1, {v - 2}, false, [](const testing::script_view&, std::span<float>) { std::abort(); });
         decoder_t d(big, semi_ar_mask{8}, {}, threshold_schedule{0.9});
@@ -398,7 +395,7 @@ TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused
             return 10;
         }
     });
-    if (code == 7) MESSAGE("skipped the sum: less than 1 GiB available");
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped the sum: less than 1 GiB available");
     else CHECK(code == 0);
 #endif
 }
@@ -438,10 +435,7 @@ TEST_CASE("engine: a batch whose K/V stores cannot fit is refused before any sto
     // Stores claiming 60 % of what a child limited to 1 GiB more address space than it maps may
     // allocate: one sequence fits (its one store; check_batch weighs each prompt alone), two together
     // do not, nor one with guidance (a second store for the unconditional pass).
-    const std::uint64_t room = std::uint64_t{1} << 30;
-    const int code = dlm_test::in_limited_child(dlm::detail::proc_kib("/proc/self/status", "VmSize") + room, [&] {
-        const std::uint64_t avail = available_memory();
-        if (avail > room || avail < room / 2) return 7;  // the machine has less than the limit: nothing to measure
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
         claiming_model big(avail / 10 * 6);
         decoder<claiming_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> dec(big, semi_ar_mask{4}, {}, threshold_schedule{0.9});
         engine eng(dec);
@@ -464,7 +458,36 @@ TEST_CASE("engine: a batch whose K/V stores cannot fit is refused before any sto
         }
         return *big.made == 1 && eng.active() == 1 ? 0 : 5;
     });
-    if (code == 7) MESSAGE("skipped the sum: less than 1 GiB available");
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped the sum: less than 1 GiB available");
+    else CHECK(code == 0);
+#endif
+}
+
+TEST_CASE("engine: the stepper's spare logits rows offset a joining sequence's rows, never its K/V stores") {
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    claiming_model m(0, index_t{1} << 16);
+    decoder<claiming_model, block_causal_mask, prefix_cache, threshold_schedule, greedy_sampler> dec(m, block_causal_mask{32}, {}, threshold_schedule{0.9});
+    engine eng(dec);
+    const auto ids = eng.add_batch(std::vector<tvec>(8, tvec{1, 2}), {.gen_length = 32});
+    (void)eng.step();  // 8 sequences' 32 rows of 2^16 logits: a buffer of 64 MiB, all of it spare once they leave
+    for (const auto id : ids) eng.cancel(id);
+    (void)eng.take_finished();
+    REQUIRE(eng.idle());
+    // In a child (forked after the forward: it runs none, so OpenMP's threads are not needed there).
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
+        m.claimed = avail + (std::uint64_t{32} << 20);  // a store 32 MiB larger than there is
+        try {
+            (void)eng.add(tvec{1, 2}, {.gen_length = 32});  // its 8 MiB of rows fit in the buffer; its store does not fit anywhere
+            return 3;
+        } catch (const memory_error&) {
+            return *m.made == 8 ? 0 : 4;
+        } catch (...) {
+            return 5;
+        }
+    });
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped: less than 1 GiB available");
     else CHECK(code == 0);
 #endif
 }

@@ -20,6 +20,7 @@
 #include <dlm/presets.hpp>
 
 #include "io_test_util.hpp"
+#include "support/compare.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_families {
@@ -39,14 +40,7 @@ nlohmann::json read_json(const std::filesystem::path& p) {
     return nlohmann::json::parse(in);
 }
 
-/// max |a - b| / max(1, |b|)
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
-    return worst;
-}
+using dlm_test::max_rel_diff;  // support/compare.hpp: NaN-aware
 
 /// The logits of every row of a fixture's canvas under `mask`, one full forward.
 template <class Mask>

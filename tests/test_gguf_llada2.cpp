@@ -19,6 +19,7 @@
 
 #include "gguf_test_util.hpp"
 #include "io_test_util.hpp"
+#include "support/compare.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_gguf_llada2 {
@@ -53,14 +54,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// max |a - b| / max(1, |b|), test_families' measure.
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
-    return worst;
-}
+using dlm_test::max_rel_diff;  // support/compare.hpp: NaN-aware
 
 /// The median over rows (of `vocab` logits) of each row's max |a - b|.
 double median_row_deviation(const std::vector<float>& a, const std::vector<float>& b, index_t vocab) {

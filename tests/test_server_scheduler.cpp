@@ -118,6 +118,12 @@ public:
     void cancel(sequence_id id) { inner_.cancel(id); }
     decltype(auto) step() { return inner_.step(); }
     [[nodiscard]] bool idle() const noexcept { return inner_.idle(); }
+    /// The slots' bytes the sequences it holds would give back as they end.
+    [[nodiscard]] std::uint64_t held_bytes() const {
+        index_t held = 0;
+        for (const auto& [id, n] : held_) held += n;
+        return slot_bytes * static_cast<std::uint64_t>(held);
+    }
     [[nodiscard]] auto committed_prefix(sequence_id id) const { return inner_.committed_prefix(id); }
     [[nodiscard]] auto canvas(sequence_id id) const { return inner_.canvas(id); }
     [[nodiscard]] auto prompt_cache() const noexcept { return inner_.prompt_cache(); }
@@ -465,6 +471,34 @@ TEST_CASE("server scheduler: a request refused for memory with nothing running c
     REQUIRE(sched.submit(fits));
     wait_end(*fits);
     CHECK(fits->end == job_end::finished);
+}
+
+TEST_CASE("server scheduler: a request short of more memory than the running ones hold is refused at once, not held at the queue's head") {
+    turnstile gate;
+    scripted_model m(32, mask_id, {eos_id}, false, gate.wrap(dlm_test::context_hash()));
+    decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{}, presets::llada_sampler(1.0f));
+    memory_bound_engine eng(d, 24);
+    metrics stats;
+    auto running = bounded_job({1, 2, 3}, 1, 16), huge = bounded_job({2, 3, 4}, 2, 32), small = bounded_job({3, 4, 5}, 3, 8);
+    {
+        bounded_scheduler sched(eng, {.max_active = 4, .max_queue = 4}, &stats);
+        const open_on_exit release{gate};
+        REQUIRE(sched.submit(running));
+        gate.pass(0);  // it joined and holds 16 slots; its first forward waits
+        REQUIRE(sched.submit(huge));  // 32 slots beside 16, of 24: short by 24, more than the 16 running holds
+        REQUIRE(sched.submit(small));
+        gate.pass(1);  // one admission: huge refused, small joins beside running
+        wait_end(*huge);
+        CHECK(huge->end == job_end::refused);
+        CHECK(huge->error_param == "gen_length");
+        CHECK(stats.memory_deferrals == 0);
+        CHECK(stats.waiting_for_memory == 0);
+        CHECK(eng.taken() == std::vector<token_id>{1, 3});
+        gate.open();
+        for (const auto& j : {running, small}) wait_end(*j);
+    }
+    CHECK(running->end == job_end::finished);
+    CHECK(small->end == job_end::finished);
 }
 
 TEST_CASE("server scheduler: a request waiting for memory ends as a queued one does when its client leaves or its deadline passes") {

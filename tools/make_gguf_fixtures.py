@@ -100,6 +100,17 @@ def from_gguf_tensors(tensors, arch, head_dim):
     return out
 
 
+def write_tensors(w, tensors, kind):
+    """Adds every tensor as kind(name, t) gives it (an array, or (bytes, raw GGUF type)), then writes the file."""
+    for name, t in tensors.items():
+        t = kind(name, t)
+        if isinstance(t, tuple):
+            w.add_tensor(name, t[0], raw_dtype=t[1])
+        else:
+            w.add_tensor(name, t)
+    finish(w)
+
+
 def read_tensors(path):
     """Every tensor of a GGUF file, dequantized by the gguf package, in [rows, cols] order."""
     r = gguf.GGUFReader(path)
@@ -264,13 +275,7 @@ def lladamoe(out_dir):
         w.add_causal_attention(False)
         w.add_diffusion_shift_logits(False)
         w.add_eos_token_id(config["eos_token_id"])
-        for name, t in tensors.items():
-            t = kind(name, t)
-            if isinstance(t, tuple):
-                w.add_tensor(name, t[0], raw_dtype=t[1])
-            else:
-                w.add_tensor(name, t)
-        finish(w)
+        write_tensors(w, tensors, kind)
 
     def bf16(name, t):
         return t.astype(np.float32) if t.ndim == 1 else (gguf.quants.quantize(t, T.BF16), T.BF16)
@@ -359,13 +364,7 @@ def llada2(out_dir):
         w.add_diffusion_shift_logits(False)
         w.add_mask_token_id(c["mask_token_id"])  # the converter takes LLaDA2's 156895 from the tokenizer; the tiny vocabulary has 300
         w.add_eos_token_id(c["eos_token_id"])
-        for name, t in tensors.items():
-            t = kind(name, t)
-            if isinstance(t, tuple):
-                w.add_tensor(name, t[0], raw_dtype=t[1])
-            else:
-                w.add_tensor(name, t)
-        finish(w)
+        write_tensors(w, tensors, kind)
 
     def as_type(qtype):  # the converter's choice: vectors and the router F32, every other matrix qtype
         return lambda name, t: t.astype(np.float32) if t.ndim == 1 or "ffn_gate_inp" in name else (gguf.quants.quantize(t, qtype), qtype)

@@ -177,8 +177,11 @@ public:
                     for (std::size_t i = 0; i < batch_.size(); ++i)
                         pcache_->after_forward(batch_[i]->cached, inputs_[i].plan, batch_[i]->st.canvas, *batch_[i]->st.kv);
             in_step_ = true;
+            struct step_done {  // whatever step_all throws, cancel() sweeps again after it
+                bool& flag;
+                ~step_done() { flag = false; }
+            } done{in_step_};
             step_all(on_step);
-            in_step_ = false;
         }
         sweep();
         stats_.overhead_seconds += std::max(0.0, seconds_since(t0) - (stats_.model_seconds - model_before));
@@ -212,6 +215,21 @@ public:
     [[nodiscard]] std::size_t active() const noexcept { return running_.size(); }
     /// Nothing to step: no sequence running or queued (finished ones may await take_finished).
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
+    /// The bytes the running sequences hold, host and device (their canvases, per-slot results and K/V
+    /// stores: what their ends give back), with the logits rows promised to those added since the last
+    /// step. A joining sequence refused (dlm::memory_error) for more than the memory available and
+    /// these together cannot fit once they end: dlm-server refuses it at once rather than wait.
+    [[nodiscard]] std::uint64_t held_bytes() const {
+        using detail::saturating_add;
+        std::uint64_t held = pending_bytes_;
+        for (const auto& e : running_) {
+            const sequence& s = e->st;
+            const std::uint64_t kv = kv_cache_bytes_of(dec_->model(), s.layout.size());
+            held = saturating_add(held, detail::sequence_bytes(dec_->model(), s.layout, e->cfg_factor > 0.f, {}).held);  // canvas, results
+            held = saturating_add(held, (s.kv ? kv : 0) + (s.uncond_kv ? kv : 0));
+        }
+        return held;
+    }
     /// Batched forwards, time in the model and time in the engine's own steps, since construction.
     [[nodiscard]] const decode_stats& stats() const noexcept { return stats_; }
     /// The prompt cache (its counters, bytes and blocks held, bound), or null when the engine keeps none.
@@ -271,7 +289,8 @@ private:
     [[nodiscard]] std::uint64_t spare_logits_bytes() const {
         if constexpr (requires(const stepper_type& s) { s.held_logits_bytes(); }) {
             std::uint64_t used = 0;
-            for (const auto& e : running_) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
+            for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_bytes_ holds their rows
+                if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
             const std::uint64_t held = stepper_.held_logits_bytes();
             return held > used ? held - used : 0;
         } else {

@@ -12,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include <dlm/core/memory.hpp>
+
 namespace dlm_test {
 
 /// The exit status of `body()` (an int) run in a child limited to `address_space` bytes; 3 when the
@@ -35,6 +37,22 @@ int in_limited_child(std::uint64_t address_space, Body&& body) {
     REQUIRE(waitpid(pid, &status, 0) == pid);
     REQUIRE(WIFEXITED(status));
     return WEXITSTATUS(status);
+}
+
+/// in_child_with_room's status when the machine has less memory than the room: nothing to measure.
+inline constexpr int room_unmeasurable = 7;
+
+/// The exit status of `body(avail)` run in a child limited to `room` bytes more address space than
+/// this process maps now, `avail` being what dlm::available_memory() says there: the limit, not the
+/// machine, sets the figure. room_unmeasurable, without running the body, when the machine has less
+/// than half the room to give.
+template <class Body>
+int in_child_with_room(std::uint64_t room, Body&& body) {
+    return in_limited_child(dlm::detail::proc_kib("/proc/self/status", "VmSize") + room, [&] {
+        const std::uint64_t avail = dlm::available_memory();
+        if (avail > room || avail < room / 2) return room_unmeasurable;
+        return static_cast<int>(body(avail));
+    });
 }
 
 }  // namespace dlm_test

@@ -167,7 +167,8 @@ public:
     [[nodiscard]] gemma_context new_context(index_t capacity) const {
         if (capacity <= 0 || capacity > c_.max_context)
             throw invalid_parameter("capacity", std::to_string(capacity) + " is outside [1, max_position_embeddings " + std::to_string(c_.max_context) + "]");
-        check_fits("a DiffusionGemma context of " + std::to_string(capacity) + " positions", kv_cache_bytes(capacity));
+        if (const std::uint64_t bytes = kv_cache_bytes(capacity); bytes > weighed_above)
+            check_fits("a DiffusionGemma context of " + std::to_string(capacity) + " positions", bytes);
         gemma_context ctx;
         ctx.capacity = capacity;
         for (const io::gemma_layer& g : c_.layers) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/memory.hpp"
 #include "../io/model_config.hpp"
 #include "../io/safetensors.hpp"
 #include "../model/concept.hpp"
@@ -122,9 +123,17 @@ public:
     /// Not while a CUDA graph is being captured.
     void set_profiler(forward_profiler* p) noexcept { profiler_ = p; }
 
-    /// A device K/V store for `capacity` canvas positions.
+    /// A device K/V store for `capacity` canvas positions. One above dlm::weighed_above that the
+    /// device's free memory cannot hold is dlm::memory_error (so a server's request waits or is
+    /// refused as on the host), not a failed cudaMalloc.
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
         if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
+        if (const std::uint64_t bytes = kv_cache_bytes(capacity); bytes > weighed_above) {
+            std::size_t free = 0, total = 0;
+            check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+            if (bytes > free)
+                throw memory_error("a device KV cache of " + std::to_string(capacity) + " positions", bytes, free, "fewer or shorter sequences at once");
+        }
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, ctx_.stream());
     }
     /// The device bytes of make_kv_cache(capacity) (the prompt cache's bound counts them).

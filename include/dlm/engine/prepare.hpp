@@ -205,30 +205,37 @@ struct memory_account {
     std::uint64_t spare = 0;    ///< bytes of the stepper's buffer beyond what the running sequences' rows use
 };
 
-/// The host bytes a sequence of layout `l` adds to an engine: its canvas (twice with guidance) and
-/// per-slot results, and its K/V stores where the cache keeps them (model/concept.hpp,
-/// host_kv_cache_bytes), allocated when it is added; its stepping_bytes, when it first steps.
+/// The host bytes a sequence adds to an engine: `held`, allocated when it is added (its canvas, twice
+/// with guidance, per-slot results, and its K/V stores where the cache keeps them: model/concept.hpp,
+/// host_kv_cache_bytes), and `rows`, its stepping_bytes, when it first steps.
+struct sequence_memory {
+    std::uint64_t held = 0;
+    std::uint64_t rows = 0;
+    [[nodiscard]] std::uint64_t total() const noexcept { return saturating_add(held, rows); }
+};
+
 template <class Model>
-[[nodiscard]] std::uint64_t sequence_bytes(const Model& model, const canvas_layout& l, bool cfg, const memory_account& a) {
+[[nodiscard]] sequence_memory sequence_bytes(const Model& model, const canvas_layout& l, bool cfg, const memory_account& a) {
     const std::uint64_t copies = cfg ? 2 : 1, gen = static_cast<std::uint64_t>(l.gen_length);
     const std::uint64_t kv = a.kv_stores ? saturating_mul(copies, host_kv_cache_bytes(model, l.size())) : 0;  // a model's claim may be huge
-    return saturating_add(copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)) +
-                              stepping_bytes(model, l, cfg, a.host_logits),
-                          kv);
+    return {saturating_add(copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)), kv),
+            stepping_bytes(model, l, cfg, a.host_logits)};
 }
 
-/// Refuses (dlm::memory_error) sequences whose sequence_bytes, with what is pending, less what the
-/// stepper holds spare, do not fit in the available memory (core/memory.hpp), before any is
-/// allocated. A sum of at most weighed_above bytes is not measured.
+/// Refuses (dlm::memory_error) sequences whose sequence_bytes, with the rows pending, do not fit in
+/// the available memory (core/memory.hpp), before any is allocated. What the stepper's buffer holds
+/// spare offsets logits rows only: a store or a canvas cannot live there. A sum of at most
+/// weighed_above bytes is not measured.
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
-    std::uint64_t own = 0;
+    sequence_memory own;
     for (const canvas_layout& l : layouts) {
-        const std::uint64_t b = sequence_bytes(model, l, cfg, a);
-        own = a.together ? saturating_add(own, b) : std::max(own, b);
+        const sequence_memory b = sequence_bytes(model, l, cfg, a);
+        if (a.together) own = {saturating_add(own.held, b.held), saturating_add(own.rows, b.rows)};
+        else if (b.total() > own.total()) own = b;
     }
-    const std::uint64_t gross = saturating_add(own, a.pending);
-    if (gross <= weighed_above) return;
+    const std::uint64_t rows = saturating_add(own.rows, a.pending);
+    if (saturating_add(own.held, rows) <= weighed_above) return;
     const canvas_layout& first = layouts.front();
     const bool kv = a.kv_stores && host_kv_cache_bytes(model, first.size()) > 0;
     check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " +
@@ -236,7 +243,7 @@ void check_batch_memory(const Model& model, std::span<const canvas_layout> layou
                    std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
                    std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
                    (a.pending > 0 ? " beside " + std::to_string(a.pending) + " bytes promised to sequences added since the last step" : ""),
-               gross > a.spare ? gross - a.spare : 0,
+               saturating_add(own.held, rows > a.spare ? rows - a.spare : 0),
                "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
 }
 

@@ -98,16 +98,23 @@ struct gguf_keys {
     return static_cast<token_id>(id);
 }
 
-/// A llada-moe file's experts (see the top): c.moe, and c.intermediate_size (feed_forward_length,
-/// else the experts' width; no layer is dense). Refuses a gating function other than softmax and
-/// normalised or scaled expert weights, which llama.cpp's llada-moe graph does not compute.
-inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_config& c) {
+/// The experts and the number each token picks (expert_count, expert_used_count), the second no more
+/// than the first: what every MoE architecture's keys begin with.
+[[nodiscard]] inline moe_config read_gguf_expert_counts(const gguf_header& h, const gguf_keys& k) {
     moe_config m;
     m.num_experts = k.size("expert_count");
     m.experts_per_token = k.size("expert_used_count");
     if (m.experts_per_token > m.num_experts)
         h.fail_key(k.key("expert_used_count"), std::to_string(m.experts_per_token) + " is more than " + k.key("expert_count") + " " +
                                                    std::to_string(m.num_experts));
+    return m;
+}
+
+/// A llada-moe file's experts (see the top): c.moe, and c.intermediate_size (feed_forward_length,
+/// else the experts' width; no layer is dense). Refuses a gating function other than softmax and
+/// normalised or scaled expert weights, which llama.cpp's llada-moe graph does not compute.
+inline void read_gguf_experts(const gguf_header& h, const gguf_keys& k, model_config& c) {
+    moe_config m = read_gguf_expert_counts(h, k);
     if (h.has(k.key("expert_feed_forward_length"))) {
         m.expert_intermediate_size = k.size("expert_feed_forward_length");
     } else {
@@ -158,12 +165,7 @@ inline void read_gguf_expert_groups(const gguf_header& h, const gguf_keys& k, mo
 /// A llada2 file's experts (see the top), as llama.cpp's llada2 graph routes them: c.moe, and
 /// c.intermediate_size (the leading dense layers' width).
 inline void read_gguf_llada2_experts(const gguf_header& h, const gguf_keys& k, model_config& c) {
-    moe_config m;
-    m.num_experts = k.size("expert_count");
-    m.experts_per_token = k.size("expert_used_count");
-    if (m.experts_per_token > m.num_experts)
-        h.fail_key(k.key("expert_used_count"), std::to_string(m.experts_per_token) + " is more than " + k.key("expert_count") + " " +
-                                                   std::to_string(m.num_experts));
+    moe_config m = read_gguf_expert_counts(h, k);
     m.expert_intermediate_size = k.size("expert_feed_forward_length");
     m.first_dense_layers = static_cast<index_t>(h.integer(k.key("leading_dense_block_count"), 0, c.num_layers));
     read_gguf_expert_groups(h, k, m);

@@ -62,13 +62,20 @@ concept model_has_kv_bytes = requires(const M& m, index_t capacity) {
     { m.kv_cache_bytes(capacity) } -> std::convertible_to<std::uint64_t>;
 };
 
-/// The host bytes of one make_kv_cache(capacity): its kv_cache_bytes; 0 where the stores are device
-/// memory (`kv_on_device`) or the model does not say.
+/// The bytes of one make_kv_cache(capacity), host or device: its kv_cache_bytes; 0 where the model
+/// does not say.
+template <class M>
+[[nodiscard]] std::uint64_t kv_cache_bytes_of(const M& m, index_t capacity) {
+    if constexpr (model_has_kv_bytes<M>) return static_cast<std::uint64_t>(m.kv_cache_bytes(capacity));
+    else return 0;
+}
+
+/// The host bytes of one make_kv_cache(capacity): 0 where the stores are device memory
+/// (`kv_on_device`), else kv_cache_bytes_of.
 template <class M>
 [[nodiscard]] std::uint64_t host_kv_cache_bytes(const M& m, index_t capacity) {
     if constexpr (requires { requires M::kv_on_device; }) return 0;
-    else if constexpr (model_has_kv_bytes<M>) return static_cast<std::uint64_t>(m.kv_cache_bytes(capacity));
-    else return 0;
+    else return kv_cache_bytes_of(m, capacity);
 }
 
 /// Hook: `forward(requests, mask, logits)` — run one batched forward, templated on the mask, and

@@ -69,6 +69,8 @@ public:
     [[nodiscard]] virtual bool idle() const = 0;
     [[nodiscard]] virtual std::size_t active() const = 0;
     [[nodiscard]] virtual decode_stats stats() const = 0;
+    /// What the running sequences hold (dlm::engine::held_bytes).
+    [[nodiscard]] virtual std::uint64_t held_bytes() const = 0;
     /// The prompt cache's figures as of this call, or null when the engine keeps none.
     [[nodiscard]] virtual const prompt_cache_view* prompt_cache() const = 0;
 };
@@ -115,6 +117,7 @@ public:
     [[nodiscard]] bool idle() const override { return eng_.idle(); }
     [[nodiscard]] std::size_t active() const override { return eng_.active(); }
     [[nodiscard]] decode_stats stats() const override { return eng_.stats(); }
+    [[nodiscard]] std::uint64_t held_bytes() const override { return eng_.held_bytes(); }
     [[nodiscard]] const prompt_cache_view* prompt_cache() const override {
         const auto* pc = eng_.prompt_cache();
         if (!pc) return nullptr;

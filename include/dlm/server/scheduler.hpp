@@ -15,7 +15,8 @@
 // Jobs join in the order they came (FIFO). One the engine refuses for memory (dlm::memory_error:
 // its canvas, K/V stores and logits rows beside what the running sequences hold) while others run waits at the
 // queue's head, and the jobs behind it wait for it, until a running sequence ends; then it is tried
-// again. Refused for memory with nothing running, it can never fit: it is refused (a 400 naming
+// again. Refused for memory with nothing running, or for more than the running sequences hold and the
+// memory available together, it is not expected to fit: it is refused (a 400 naming
 // max_tokens). A waiting job's cancel and deadline end it as they end any queued job.
 #pragma once
 
@@ -215,10 +216,9 @@ private:
         running_count_ = running_.size() + joining.size();
     }
 
-    /// Adds `j` to the engine. False when the engine refuses it for memory while other sequences run:
-    /// it may fit once one of them ends, so it waits (the caller defers it). Refused for memory with
-    /// nothing running, it never fits: refused naming gen_length (the server's 400 naming max_tokens).
-    /// Any other refusal or failure ends it too.
+    /// Adds `j` to the engine. False when the engine refuses it for memory while other sequences run
+    /// and may_fit_later: it waits (the caller defers it). Otherwise refused for memory naming
+    /// gen_length (the server's 400 naming max_tokens). Any other refusal or failure ends it too.
     bool join(const std::shared_ptr<job>& j, clock::time_point now) {
         try {
             generation_options options = j->options;  // a deferred job draws its seed when it joins, not before
@@ -241,12 +241,21 @@ private:
         } catch (const invalid_parameter& e) {
             finish(*j, job_end::refused, e.parameter(), e.rule());
         } catch (const memory_error& e) {  // engine/prepare.hpp weighs its canvas, K/V stores and logits rows beside what the running sequences hold
-            if (!engine_.idle()) return false;
+            if (may_fit_later(e)) return false;
             finish(*j, job_end::refused, "gen_length", e.what());
         } catch (const std::exception& e) {
             finish(*j, job_end::failed, {}, e.what());
         }
         return true;
+    }
+
+    /// Whether a job refused for `e` may fit once running sequences end: some run (the scheduler's and
+    /// the engine's), and what they hold would cover the shortfall. Otherwise waiting would only hold
+    /// the queue behind a job that cannot fit.
+    [[nodiscard]] bool may_fit_later(const memory_error& e) const {
+        if (running_.empty() || engine_.idle()) return false;
+        const std::uint64_t short_by = e.needed() > e.available() ? e.needed() - e.available() : 0;
+        return short_by <= engine_.held_bytes();
     }
 
     /// Puts `rest` back at the queue's head, in order: its first job, which the engine refused for
