@@ -80,15 +80,19 @@ TEST_CASE("batch: a policy that breaks its contract fails its own sequence") {
     CHECK_THROWS_AS(r.sequences[1].rethrow_if_failed(), contract_error);
 }
 
+namespace {
+// At namespace scope: a local class may not declare a member template (GCC refuses it).
+struct blind_cache : no_cache {  // for prompts of length 1, the logits of the prompt's row only
+    template <attention_mask Mask>
+    [[nodiscard]] forward_plan plan(const Mask& mask, const canvas_layout& l, const block_cursor& cur) const noexcept {
+        forward_plan p = no_cache::plan(mask, l, cur);
+        if (l.prompt_length == 1) p.logits_begin = 0, p.logits_end = 1;
+        return p;
+    }
+};
+}  // namespace
+
 TEST_CASE("batch: a cache whose plan reads no masked slot's row fails its own sequence at its first forward, not at the step bound") {
-    struct blind_cache : no_cache {  // for prompts of length 1, the logits of the prompt's row only
-        template <attention_mask Mask>
-        [[nodiscard]] forward_plan plan(const Mask& mask, const canvas_layout& l, const block_cursor& cur) const noexcept {
-            forward_plan p = no_cache::plan(mask, l, cur);
-            if (l.prompt_length == 1) p.logits_begin = 0, p.logits_end = 1;
-            return p;
-        }
-    };
     auto m = hashed();
     decoder<scripted_model, semi_ar_mask, blind_cache, threshold_schedule, greedy_sampler> d(m, {4}, {}, threshold_schedule{0.9});
     const auto r = d.generate(prompts_t{{1, 2}, {3}}, {8, 0});
