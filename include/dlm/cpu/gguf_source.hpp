@@ -63,6 +63,7 @@ struct gguf_expert_tensors {
     const io::gguf_tensor* up = nullptr;       ///< ffn_up_exps, as gate
     const io::gguf_tensor* gate_up = nullptr;  ///< ffn_gate_up_exps: experts × 2·width rows (gate rows, then up rows, per expert)
     const io::gguf_tensor* down = nullptr;     ///< ffn_down_exps: experts × hidden rows of width
+    const io::gguf_tensor* scale = nullptr;    ///< ffn_down_exps.scale: one factor per expert's output (Gemma 4's per_expert_scale; moe_config::per_expert_scale)
 };
 
 class gguf_source {
@@ -128,6 +129,11 @@ public:
             x.up = &get("ffn_up_exps.weight", {h, f, e});
         }
         x.down = &get("ffn_down_exps.weight", {f, h, e});
+        if (m.per_expert_scale) {
+            x.scale = &get("ffn_down_exps.scale", {e});
+            if (!io::gguf_plain_dtype(x.scale->type))
+                throw tensor_error(f_.path(), x.scale->name, "a vector stored as " + std::string(io::gguf_type_name(x.scale->type)) + "; dlm reads vectors as F32, F16 or BF16");
+        }
         for (const io::gguf_tensor* t : {x.router, x.gate, x.up, x.gate_up, x.down})
             if (t && !io::gguf_plain_dtype(t->type)) check_quantized(*t);
         return x;
