@@ -43,6 +43,8 @@ cli_case("generate --kv bf16 on a DiffusionGemma folder is refused, naming the f
 if(DLM_BUILD_BENCH)
   cli_case("eval: a DiffusionGemma folder is scored with diffusion-gemma" dlm-eval
            ARGS "-m|${_dg}|--limit|2|-n|16|--steps|4|--no-progress" EXPECT "preset: diffusion-gemma%%accuracy +[0-9.]+ % \\(")
+  cli_case("eval: a diffusion-gemma GGUF file is scored with diffusion-gemma" dlm-eval
+           ARGS "-m|${DLM_TEST_DATA}/gguf/diffusion_gemma_tiny.q8_0.gguf|--limit|2|-n|16|--steps|4|--no-progress" EXPECT "preset: diffusion-gemma%%accuracy +[0-9.]+ % \\(")
 endif()
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(DLM_HAVE_SERVER AND Python3_Interpreter_FOUND)

@@ -123,6 +123,7 @@ fs::path config_file(const std::string& tag, const std::function<void(io::gguf_w
     u32(a + "attention.key_length_swa", 16);
     u32(a + "attention.sliding_window", 8);
     w.add_bools(a + "attention.sliding_window_pattern", {true, false});
+    u32(a + "attention.value_length_swa", 16);
     w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
     u32(a + "expert_count", 4);
     u32(a + "expert_used_count", 2);
@@ -265,6 +266,7 @@ TEST_CASE("gguf diffusion-gemma: keys dlm does not compute as llama.cpp's graph 
     CHECK(has(config_error("logit_scale", [&](io::gguf_writer& w) { w.add_f32(a + "logit_scale", 2.f); }), "'diffusion-gemma.logit_scale'"));
     CHECK(has(config_error("value", [&](io::gguf_writer& w) { w.add_u32(a + "attention.value_length", 16); }), "'diffusion-gemma.attention.value_length': 16 differs"));
     CHECK(has(config_error("no_canvas", nullptr, "diffusion.canvas_length"), "key 'diffusion.canvas_length': missing"));
+    CHECK(has(config_error("no_swa_length", nullptr, a + "attention.key_length_swa"), "key 'diffusion-gemma.attention.key_length_swa': missing"));
     CHECK(has(config_error("freqs", nullptr), "tensor 'rope_freqs.weight': not a proportional rope's table"));
     CHECK(has(config_error("ffn", [&](io::gguf_writer& w) { w.add_i32s(a + "feed_forward_length", std::vector<std::int32_t>{96, 192}); }, a + "feed_forward_length"),
               "'diffusion-gemma.feed_forward_length': differs between layers"));

@@ -5,8 +5,9 @@
 //
 //   diffusion-gemma.block_count, .embedding_length, .feed_forward_length (the dense and the
 //     self-conditioning MLPs), .context_length, .attention.head_count
-//   .attention.head_count_kv             per layer (an array; a scalar for every layer)
-//   .attention.key_length / value_length full layers' head size; ..._swa the sliding layers'
+//   .attention.head_count_kv             per layer (an array; a scalar for every layer; absent: head_count)
+//   .attention.key_length / value_length full layers' head size (absent: embedding_length / head_count);
+//                                        ..._swa the sliding layers' (required, as llama.cpp)
 //   .attention.sliding_window, .attention.sliding_window_pattern (true: sliding; an array per layer)
 //   .rope.freq_base / .rope.freq_base_swa  full / sliding theta (absent: 10000 / freq_base, llama.cpp's)
 //   .rope.dimension_count(_swa)          must be the layer type's whole head (ggml's NEOX rotation over
@@ -95,15 +96,18 @@ inline void refuse_gemma_gguf_keys(const gguf_header& h, const gguf_keys& k) {
 inline void read_gemma_gguf_layers(const gguf_header& h, const gguf_keys& k, diffusion_gemma_config& c) {
     const index_t n = c.num_layers;
     const std::string pat = k.key("attention.sliding_window_pattern");
-    std::vector<bool> sliding;
-    if (h.has(pat) && h.required(pat).type == gguf_value_type::array) sliding = h.boolean_array(pat);
-    else sliding.assign(static_cast<std::size_t>(n), h.has(pat) && h.boolean(pat));
+    std::vector<bool> sliding;  // required, as llama.cpp reads it (get_key_or_arr)
+    if (h.required(pat).type == gguf_value_type::array) sliding = h.boolean_array(pat);
+    else sliding.assign(static_cast<std::size_t>(n), h.boolean(pat));
     if (sliding.size() != static_cast<std::size_t>(n)) h.fail_key(pat, "holds " + std::to_string(sliding.size()) + " flags for " + std::to_string(n) + " layers");
-    const index_t full_dim = k.size("attention.key_length"), swa_dim = k.size_or("attention.key_length_swa", full_dim);
+    // llama.cpp: key_length defaults to embedding_length / head_count; the _swa lengths are required.
+    const index_t full_dim = k.size_or("attention.key_length", c.hidden_size / c.num_heads), swa_dim = k.size("attention.key_length_swa");
+    (void)k.size("attention.value_length_swa");
     for (const auto& [v, d] : {std::pair{"attention.value_length", full_dim}, std::pair{"attention.value_length_swa", swa_dim}})
         if (h.has(k.key(v)) && k.size(v) != d)
             h.fail_key(k.key(v), std::to_string(k.size(v)) + " differs from the key length " + std::to_string(d) + " (llama.cpp requires them equal)");
-    const std::vector<std::int64_t> kv = gguf_per_layer(h, k.key("attention.head_count_kv"), n);
+    const std::string kv_key = k.key("attention.head_count_kv");  // absent: as many as the heads (llama.cpp's default)
+    const std::vector<std::int64_t> kv = h.has(kv_key) ? gguf_per_layer(h, kv_key, n) : std::vector<std::int64_t>(static_cast<std::size_t>(n), c.num_heads);
     c.layers.assign(static_cast<std::size_t>(n), {});
     for (index_t l = 0; l < n; ++l) {
         gemma_layer& g = c.layers[static_cast<std::size_t>(l)];
