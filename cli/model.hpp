@@ -73,10 +73,12 @@ using loaded_model = basic_loaded_model<cpu::transformer>;
 /// DiffusionGemma's (uniform-state diffusion: its own model class and preset).
 using gemma_model = basic_loaded_model<cpu::diffusion_gemma>;
 
-/// Whether `dir` is a DiffusionGemma folder (config.json model_type "diffusion_gemma").
+/// Whether `dir` is a DiffusionGemma folder (config.json model_type "diffusion_gemma") or a GGUF file
+/// of llama.cpp's diffusion-gemma architecture (general.architecture).
 [[nodiscard]] inline bool is_diffusion_gemma(const std::filesystem::path& dir) {
     std::error_code ec;
-    if (io::is_gguf_path(dir) || !std::filesystem::is_regular_file(dir / "config.json", ec)) return false;
+    if (io::is_gguf_path(dir)) return std::filesystem::is_regular_file(dir, ec) && io::is_diffusion_gemma_gguf(io::gguf_file::open(dir).header());
+    if (!std::filesystem::is_regular_file(dir / "config.json", ec)) return false;
     const std::string source = (dir / "config.json").string();
     const nlohmann::json j = io::detail::parse_json_strict(io::detail::read_text_file(dir / "config.json"), source, "config");
     // Anything but the string "diffusion_gemma" (another type too) is the transformer's to read, whose
@@ -136,16 +138,22 @@ template <class Model>
     return m;
 }
 
-/// Loads a DiffusionGemma folder (is_diffusion_gemma) with its tokenizer and chat format.
+/// Loads a DiffusionGemma folder or diffusion-gemma GGUF file (is_diffusion_gemma) with its tokenizer
+/// and chat format (a GGUF file's from its metadata).
 [[nodiscard]] inline gemma_model load_diffusion_gemma(const std::filesystem::path& dir, const load_choice& choice = {},
                                                       cpu::load_progress progress = {}) {
     if (choice.kv == "bf16")
         throw invalid_parameter(choice.kv_name, "DiffusionGemma's contexts hold f32 K/V; a bf16 KV cache is the transformer's");
     const auto start = std::chrono::steady_clock::now();
-    io::tokenizer tok = io::tokenizer::load(dir);  // before the weights: a missing tokenizer is refused at once
+    std::optional<io::gguf_file> file;
+    if (io::is_gguf_path(dir)) file.emplace(io::gguf_file::open(dir));
+    // The tokenizer before the weights: a missing or unread one is refused at once.
+    io::tokenizer tok = file ? io::gguf_tokenizer(file->header()) : io::tokenizer::load(dir);
+    const io::chat_format chat = file ? io::gguf_chat_format(file->header()) : io::detect_chat_format(dir);
+    file.reset();
     cpu::diffusion_gemma model = cpu::diffusion_gemma::load(dir, load_options_of(choice, std::move(progress)));
     const model_hints hints = hints_of(model);
-    return loaded_since(start, gemma_model{dir, std::move(model), std::move(tok), io::detect_chat_format(dir), hints});
+    return loaded_since(start, gemma_model{dir, std::move(model), std::move(tok), chat, hints});
 }
 
 /// The name a model goes by in the programs' output (dlm-eval's "model", the trace's subtitle,
@@ -231,8 +239,9 @@ struct preset_choice {
                           m.model.config().decoding.token_editing);
 }
 /// DiffusionGemma's: diffusion-gemma, the only preset a uniform-state model runs (registry::preset_fits_model).
-[[nodiscard]] inline preset_choice model_preset(const gemma_model&) {
-    return {preset_named("diffusion-gemma"), "the default for DiffusionGemmaForBlockDiffusion (config.json model_type), its reference generate()"};
+[[nodiscard]] inline preset_choice model_preset(const gemma_model& m) {
+    const char* from = io::is_gguf_path(m.dir) ? "general.architecture diffusion-gemma of the GGUF file" : "config.json model_type";
+    return {preset_named("diffusion-gemma"), std::string("the default for DiffusionGemmaForBlockDiffusion (") + from + "), its reference generate()"};
 }
 
 /// The preset of a run: --preset when given, else `model_default` (model_preset). Throws

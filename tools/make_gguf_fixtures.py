@@ -55,6 +55,21 @@ own converter uses), never with dlm's code.
                                   other matrix BF16 or Q8_0. The converter's diffusion decoding keys
                                   (gguf-py Keys.Diffusion BATCH_STRATEGY, EOS_EARLY_STOP, THRESHOLD,
                                   HYBRID_DIFFUSION, which dlm does not read) are not written
+  diffusion_gemma_tiny.{bf16,q8_0}.gguf
+                                  tests/data/families/diffusion_gemma_tiny as llama.cpp's
+                                  DiffusionGemmaModel converter writes it (architecture
+                                  "diffusion-gemma", ggml-org/llama.cpp 15ad8f42): Gemma 4's keys
+                                  (per-layer head_count_kv, sliding_window_pattern, key_length /
+                                  key_length_swa, rope.freq_base / freq_base_swa), diffusion.canvas_length,
+                                  the decoder's tensors under Gemma 4's names, self_cond_*,
+                                  enc_layer_output_scale, rope_freqs (1 for the rotated pairs, 1e30 for
+                                  the rest), no attn_v on the full layer, norms unshifted, a placeholder
+                                  "gemma4" vocabulary of 512 tokens (Gemma 4's first four, its 256 byte
+                                  tokens, "▁", "▁▁" and their merge); bf16: matrices BF16, vectors and the
+                                  router F32 (as the converter's --outtype bf16); q8_0: matrices Q8_0 but
+                                  the router (F32) and ffn_down_exps (rows of 24, not whole blocks: BF16),
+                                  and tests/data/cli/tokenizer.json's byte-level BPE in place of the
+                                  placeholder, so dlm-generate runs the file (the CLI tests)
 
 The names, keys and LLaDA's q/k permutation are tools/write_gguf.py's (for a head of d rows, GGUF row
 2j + s holds Hugging Face row s*d/2 + j).
@@ -373,6 +388,104 @@ def llada2(out_dir):
     write_llada2(os.path.join(out_dir, "llada2_tiny.q8_0.gguf"), as_type(T.Q8_0), gguf.LlamaFileType.MOSTLY_Q8_0)
 
 
+def diffusion_gemma(out_dir):
+    """tests/data/families/diffusion_gemma_tiny as llama.cpp's DiffusionGemmaModel converter
+    (conversion/diffusion_gemma.py on Gemma4Model, ggml-org/llama.cpp 15ad8f42) writes it (see the top)."""
+    folder = os.path.join(ROOT, "tests", "data", "families", "diffusion_gemma_tiny")
+    with open(os.path.join(folder, "config.json")) as f:
+        c = json.load(f)
+    t = c["text_config"]
+    hf = {k: v.float().numpy() for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
+    n, types = t["num_hidden_layers"], t["layer_types"]
+    swa = [x == "sliding_attention" for x in types]
+    full = [i for i in range(n) if not swa[i]][0]
+    plc = t.get("per_layer_config", {})
+    dim = [plc.get(str(i), {}).get("head_dim", t["head_dim"]) for i in range(n)]
+    kv = [plc.get(str(i), {}).get("num_key_value_heads", t["num_key_value_heads"]) for i in range(n)]
+    # Gemma 4's tensor map on the decoder's names (model.decoder.* -> model.*); norms as they are (no +1)
+    names = {"input_layernorm.weight": "attn_norm", "self_attn.q_proj.weight": "attn_q", "self_attn.k_proj.weight": "attn_k",
+             "self_attn.v_proj.weight": "attn_v", "self_attn.o_proj.weight": "attn_output", "self_attn.q_norm.weight": "attn_q_norm",
+             "self_attn.k_norm.weight": "attn_k_norm", "post_attention_layernorm.weight": "post_attention_norm",
+             "pre_feedforward_layernorm.weight": "ffn_norm", "post_feedforward_layernorm.weight": "post_ffw_norm",
+             "pre_feedforward_layernorm_2.weight": "pre_ffw_norm_2", "post_feedforward_layernorm_1.weight": "post_ffw_norm_1",
+             "post_feedforward_layernorm_2.weight": "post_ffw_norm_2", "mlp.gate_proj.weight": "ffn_gate",
+             "mlp.up_proj.weight": "ffn_up", "mlp.down_proj.weight": "ffn_down", "router.proj.weight": "ffn_gate_inp",
+             "router.scale": "ffn_gate_inp.scale", "router.per_expert_scale": "ffn_down_exps.scale",
+             "experts.gate_up_proj": "ffn_gate_up_exps", "experts.down_proj": "ffn_down_exps", "layer_scalar": "layer_output_scale"}
+    tensors = {"token_embd.weight": hf["model.decoder.embed_tokens.weight"], "output_norm.weight": hf["model.decoder.norm.weight"]}
+    for part, stem in (("pre_norm", "self_cond_pre_norm"), ("gate_proj", "self_cond_gate"), ("up_proj", "self_cond_up"),
+                       ("down_proj", "self_cond_down")):
+        tensors[stem + ".weight"] = hf[f"model.decoder.self_conditioning.{part}.weight"]
+    pairs = int(dim[full] * t["rope_parameters"]["full_attention"]["partial_rotary_factor"] / 2)
+    tensors["rope_freqs.weight"] = np.array([1.0] * pairs + [1e30] * (dim[full] // 2 - pairs), dtype=np.float32)
+    for l in range(n):
+        for part, stem in names.items():
+            if (k := f"model.decoder.layers.{l}.{part}") in hf:
+                tensors[f"blk.{l}.{stem}" + ("" if stem.endswith(".scale") else ".weight")] = hf[k]
+        tensors[f"blk.{l}.enc_layer_output_scale.weight"] = hf[f"model.encoder.language_model.layers.{l}.layer_scalar"]
+
+    def write_dg(path, kind, tokenizer=None):
+        w = gguf.GGUFWriter(path, "diffusion-gemma")
+        w.add_block_count(n)
+        w.add_context_length(t["max_position_embeddings"])
+        w.add_embedding_length(t["hidden_size"])
+        w.add_feed_forward_length(t["intermediate_size"])
+        w.add_head_count(t["num_attention_heads"])
+        w.add_head_count_kv(kv)
+        w.add_causal_attention(False)
+        w.add_rope_freq_base(t["rope_parameters"]["full_attention"]["rope_theta"])
+        w.add_rope_freq_base_swa(t["rope_parameters"]["sliding_attention"]["rope_theta"])
+        w.add_layer_norm_rms_eps(t["rms_norm_eps"])
+        w.add_expert_count(t["num_experts"])
+        w.add_expert_used_count(t["top_k_experts"])
+        w.add_final_logit_softcapping(t["final_logit_softcapping"])
+        w.add_sliding_window(t["sliding_window"])
+        w.add_shared_kv_layers(0)
+        w.add_embedding_length_per_layer_input(0)
+        w.add_sliding_window_pattern(swa)
+        w.add_key_length(dim[full])
+        w.add_value_length(dim[full])
+        w.add_key_length_swa(t["head_dim"])
+        w.add_value_length_swa(t["head_dim"])
+        w.add_expert_feed_forward_length(t["moe_intermediate_size"])
+        w.add_rope_dimension_count(dim[full])
+        w.add_rope_dimension_count_swa(t["head_dim"])
+        w.add_uint32("diffusion.canvas_length", c["canvas_length"])
+        vocab = t["vocab_size"]
+        if tokenizer:  # a byte-level BPE dlm reads, so the programs can run the file
+            add_tokenizer(w, tokenizer, vocab)
+        else:  # the tiny model has no tokenizer: Gemma 4's first ids, its 256 byte tokens, then placeholders
+            w.add_tokenizer_model("gemma4")
+            tokens = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + ["\u2581", "\u2581\u2581"]
+            types = [3, 3, 3, 2] + [6] * 256 + [1, 1]
+            w.add_token_list(tokens + [f"<unused{i}>" for i in range(len(tokens), vocab)])
+            w.add_token_scores([0.0] * vocab)
+            w.add_token_types(types + [1] * (vocab - len(types)))
+            w.add_token_merges(["\u2581 \u2581"])
+        w.add_bos_token_id(t["bos_token_id"])
+        w.add_eos_token_id(t["eos_token_id"])
+        w.add_pad_token_id(t["pad_token_id"])
+        w.add_add_space_prefix(False)
+        w.add_add_bos_token(True)
+        write_tensors(w, tensors, kind)
+
+    def plain(name, a):  # the converter keeps vectors and the router (FFN_GATE_INP) in F32
+        return a.ndim == 1 or "ffn_gate_inp" in name
+
+    def bf16(name, a):
+        return a.astype(np.float32) if plain(name, a) else (gguf.quants.quantize(a, T.BF16), T.BF16)
+
+    def q8_0(name, a):  # ffn_down_exps' rows of 24 are not whole Q8_0 blocks of 32: kept BF16
+        if plain(name, a):
+            return a.astype(np.float32)
+        return (gguf.quants.quantize(a, T.BF16), T.BF16) if a.shape[-1] % 32 else (gguf.quants.quantize(a, T.Q8_0), T.Q8_0)
+
+    write_dg(os.path.join(out_dir, "diffusion_gemma_tiny.bf16.gguf"), bf16)
+    with open(os.path.join(ROOT, "tests", "data", "cli", "tokenizer.json"), encoding="utf-8") as f:
+        cli_tokenizer = json.load(f)
+    write_dg(os.path.join(out_dir, "diffusion_gemma_tiny.q8_0.gguf"), q8_0, cli_tokenizer)
+
+
 def tokenizer_fixture(out_dir):
     with open(os.path.join(ROOT, "tests", "data", "tokenizer", "tokenizer.json"), encoding="utf-8") as f:
         tok = json.load(f)
@@ -384,7 +497,7 @@ def tokenizer_fixture(out_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", help="a llama.cpp checkout with build/bin/llama-quantize, for the K-quant fixtures")
-    ap.add_argument("--only", choices=["lladamoe", "llada2"], help="write only these fixtures")
+    ap.add_argument("--only", choices=["lladamoe", "llada2", "diffusion-gemma"], help="write only these fixtures")
     ap.add_argument("out_dir", nargs="?", default=os.path.join(ROOT, "tests", "data", "gguf"))
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
@@ -392,12 +505,15 @@ def main():
         return lladamoe(a.out_dir)
     if a.only == "llada2":
         return llada2(a.out_dir)
+    if a.only == "diffusion-gemma":
+        return diffusion_gemma(a.out_dir)
     tiny("llada_tiny", "llada", (("f32", T.F32), ("f16", T.F16), ("bf16", T.BF16)), a.out_dir)
     tiny("dream_tiny", "dream", (("f32", T.F32), ("bf16", T.BF16)), a.out_dir)
     tokenizer_fixture(a.out_dir)
     llada_q(a.out_dir, a.llama_cpp)
     lladamoe(a.out_dir)
     llada2(a.out_dir)
+    diffusion_gemma(a.out_dir)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@
 #include "../io/diffusion_gemma_config.hpp"
 #include "../mask/masks.hpp"
 #include "../model/concept.hpp"
+#include "diffusion_gemma_gguf.hpp"
 #include "diffusion_gemma_random.hpp"
 #include "diffusion_gemma_weights.hpp"
 #include "attention.hpp"
@@ -80,7 +81,8 @@ public:
     using config_type = io::diffusion_gemma_config;
 
     /// Loads a DiffusionGemma folder (config.json + model.safetensors or shards; or a path inside it
-    /// that io::resolve_model_paths accepts). Throws file_error
+    /// that io::resolve_model_paths accepts), or a .gguf file of llama.cpp's diffusion-gemma
+    /// architecture (cpu/diffusion_gemma_gguf.hpp). Throws file_error
     /// naming a config key, tensor_error naming a tensor, memory_error before allocating.
     [[nodiscard]] static diffusion_gemma load(const std::filesystem::path& folder, const load_options& opt = {});
 
@@ -489,6 +491,12 @@ private:
 
 #if DLM_SEPARATE_BODIES
 DLM_SEPARATE_INLINE diffusion_gemma diffusion_gemma::load(const std::filesystem::path& folder, const load_options& opt) {
+    if (io::is_gguf_path(folder)) {
+        const io::gguf_file f = io::gguf_file::open(folder);
+        diffusion_gemma m(io::gguf_diffusion_gemma_config(f.header()));
+        m.w_ = load_gemma_gguf_weights(f, m.c_, opt);
+        return m;
+    }
     const io::model_paths where = io::resolve_model_paths(folder);
     diffusion_gemma m(io::load_diffusion_gemma_config(where.folder));
     const io::checkpoint ck = io::checkpoint::open(where.checkpoint);

@@ -60,6 +60,13 @@ namespace dlm::cpu {
     return "?";
 }
 
+/// Throws tensor_error unless vector `t` of file `f` is stored F32, F16 or BF16: dlm reads no vector
+/// in GGUF blocks.
+inline void check_plain_vector(const io::gguf_file& f, const io::gguf_tensor& t) {
+    if (!io::gguf_plain_dtype(t.type))
+        throw tensor_error(f.path(), t.name, "a vector stored as " + std::string(io::gguf_type_name(t.type)) + "; dlm reads vectors as F32, F16 or BF16");
+}
+
 /// The GGUF tensors of a mixture-of-experts layer (llada-moe, llada2: io/gguf_model.hpp): the router,
 /// the experts' stacked matrices (gate and up either apart or fused), llada2's selection bias and
 /// shared expert.
@@ -72,6 +79,7 @@ struct gguf_expert_tensors {
     const io::gguf_tensor* up = nullptr;       ///< ffn_up_exps, as gate
     const io::gguf_tensor* gate_up = nullptr;  ///< ffn_gate_up_exps: experts × 2·width rows (gate rows, then up rows, per expert)
     const io::gguf_tensor* down = nullptr;     ///< ffn_down_exps: experts × hidden rows of width
+    const io::gguf_tensor* scale = nullptr;    ///< ffn_down_exps.scale: one factor per expert's output (Gemma 4's per_expert_scale; moe_config::per_expert_scale)
 };
 
 class gguf_source {
@@ -140,13 +148,16 @@ public:
         x.down = &get("ffn_down_exps.weight", {f, h, e});
         if (m.selection_bias && f_.header().find_tensor(io::gguf_tensor_name("exp_probs_b.bias", l, true))) {
             x.bias = &get("exp_probs_b.bias", {e});
-            if (!io::gguf_plain_dtype(x.bias->type))
-                throw tensor_error(f_.path(), x.bias->name, "a vector stored as " + std::string(io::gguf_type_name(x.bias->type)) + "; dlm reads vectors as F32, F16 or BF16");
+            check_plain_vector(f_, *x.bias);
         }
         if (const std::int64_t s = m.shared_intermediate_size; s > 0) {
             x.shared_gate = &get("ffn_gate_shexp.weight", {h, s});
             x.shared_up = &get("ffn_up_shexp.weight", {h, s});
             x.shared_down = &get("ffn_down_shexp.weight", {s, h});
+        }
+        if (m.per_expert_scale) {
+            x.scale = &get("ffn_down_exps.scale", {e});
+            check_plain_vector(f_, *x.scale);
         }
         for (const io::gguf_tensor* t : {x.router, x.gate, x.up, x.gate_up, x.down, x.shared_gate, x.shared_up, x.shared_down})
             if (t && !io::gguf_plain_dtype(t->type)) check_quantized(*t);
@@ -277,8 +288,7 @@ private:
         if (!ok)
             throw tensor_error(f_.path(), name, "shape " + io::shape_string(t.shape) + " (ggml order, row length first) does not fit the metadata, which needs " +
                                                     (want.size() == 2 ? io::shape_string(std::vector<std::int64_t>{want[1], want[0]}) : io::shape_string(want)));
-        if (want.size() == 1 && !io::gguf_plain_dtype(t.type))
-            throw tensor_error(f_.path(), name, "a vector stored as " + std::string(io::gguf_type_name(t.type)) + "; dlm reads vectors as F32, F16 or BF16");
+        if (want.size() == 1) check_plain_vector(f_, t);
         if (permuted(r) && want[0] % c_.head_dim != 0)
             throw tensor_error(f_.path(), name, "rows are not whole heads of " + std::to_string(c_.head_dim));
         return t;

@@ -100,6 +100,31 @@ inline void read_checkpoint_rows(const io::checkpoint& ck, const std::string& na
     }
 }
 
+/// One matrix of `k` columns from `parts` of a GGUF file (tensor, first row, rows), stacked in that
+/// order and held as `layout` says (detail::gguf_held_layout): blocks as stored, F32/F16/BF16 packed
+/// from the stored bytes, else dequantized through `buf`; each part's pages released once packed.
+[[nodiscard]] inline packed_matrix gguf_stacked_matrix(const gguf_source& src, const std::vector<detail::gguf_part>& parts, index_t k,
+                                                       const weight_layout& layout, std::vector<float>& buf) {
+    index_t total = 0;
+    for (const detail::gguf_part& p : parts) total += static_cast<index_t>(p.rows);
+    packed_matrix m(total, k, layout);
+    index_t at = 0;
+    for (const detail::gguf_part& p : parts) {
+        if (layout.quantized()) {
+            m.set_blocks(at, src.stored_rows(*p.t, p.row0, p.rows).data(), static_cast<index_t>(p.rows));
+        } else if (const auto d = io::gguf_plain_dtype(p.t->type)) {
+            m.set_stored(at, src.stored_rows(*p.t, p.row0, p.rows).data(), *d, static_cast<index_t>(p.rows));
+        } else {
+            buf.resize(static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(k));
+            src.read_rows(*p.t, p.row0, p.rows, buf.data());
+            m.set_rows(at, buf.data(), static_cast<index_t>(p.rows));
+        }
+        src.release_rows(*p.t, p.row0, p.rows);
+        at += static_cast<index_t>(p.rows);
+    }
+    return m;
+}
+
 class moe_mlp {
 public:
     moe_mlp() = default;
@@ -171,6 +196,10 @@ public:
     static moe_mlp load_gguf(const gguf_source& src, const io::model_config& c, index_t layer, std::optional<io::dtype> type) {
         moe_mlp e(c);
         const gguf_expert_tensors t = src.expert_tensors(layer);
+        if (t.scale) {  // Gemma 4's per-expert output scales (diffusion-gemma files)
+            e.expert_scale_.resize(static_cast<std::size_t>(e.m_.num_experts));
+            src.read_rows(*t.scale, 0, 1, e.expert_scale_.data());
+        }
         const index_t h = c.hidden_size, f = e.m_.expert_intermediate_size, n = e.m_.num_experts;
         std::vector<float> buf;
         e.router_ = packed_matrix(n, h, io::dtype::f32);
@@ -182,33 +211,12 @@ public:
         // Every expert is held alike: the layouts of expert 0's parts.
         const weight_layout gu_layout = detail::gguf_held_layout(detail::gate_up_parts(t, 0, f), type),
                             down_layout = detail::gguf_held_layout(detail::down_parts(t, 0, h), type);
-        // One expert's matrix from `parts` (tensor, first row, rows), stacked in that order.
-        auto matrix = [&](const std::vector<detail::gguf_part>& parts, index_t k, const weight_layout& layout) {
-            index_t total = 0;
-            for (const detail::gguf_part& p : parts) total += static_cast<index_t>(p.rows);
-            packed_matrix m(total, k, layout);
-            index_t at = 0;
-            for (const detail::gguf_part& p : parts) {
-                if (layout.quantized()) {
-                    m.set_blocks(at, src.stored_rows(*p.t, p.row0, p.rows).data(), static_cast<index_t>(p.rows));
-                } else if (const auto d = io::gguf_plain_dtype(p.t->type)) {  // F32/F16/BF16: packed from the stored bytes
-                    m.set_stored(at, src.stored_rows(*p.t, p.row0, p.rows).data(), *d, static_cast<index_t>(p.rows));
-                } else {
-                    buf.resize(static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(k));
-                    src.read_rows(*p.t, p.row0, p.rows, buf.data());
-                    m.set_rows(at, buf.data(), static_cast<index_t>(p.rows));
-                }
-                src.release_rows(*p.t, p.row0, p.rows);
-                at += static_cast<index_t>(p.rows);
-            }
-            return m;
-        };
         e.gate_up_.resize(static_cast<std::size_t>(n));
         e.down_.resize(static_cast<std::size_t>(n));
         for (index_t x = 0; x < n; ++x) {
             const auto ux = static_cast<std::size_t>(x);
-            e.gate_up_[ux] = matrix(detail::gate_up_parts(t, x, f), h, gu_layout);
-            e.down_[ux] = matrix(detail::down_parts(t, x, h), f, down_layout);
+            e.gate_up_[ux] = gguf_stacked_matrix(src, detail::gate_up_parts(t, x, f), h, gu_layout, buf);
+            e.down_[ux] = gguf_stacked_matrix(src, detail::down_parts(t, x, h), f, down_layout, buf);
         }
         if (const index_t s = e.m_.shared_intermediate_size; t.shared_gate) {
             e.shared_gate_up_ = matrix(detail::shared_gate_up_parts(t, s), h, detail::gguf_held_layout(detail::shared_gate_up_parts(t, s), type));

@@ -234,6 +234,13 @@ public:
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = *integer_at(kv.element_type, kv.offset + i * w);
         return out;
     }
+    /// An array of bools (llama.cpp's per-layer flags, e.g. attention.sliding_window_pattern).
+    [[nodiscard]] std::vector<bool> boolean_array(std::string_view key) const {
+        const gguf_kv& kv = array_of(key, gguf_value_type::boolean);
+        std::vector<bool> out(static_cast<std::size_t>(kv.count));
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = bytes_[kv.offset + i] != std::byte{0};
+        return out;
+    }
     /// A key's value type as a readable description ("array of float32").
     [[nodiscard]] std::string describe(const gguf_kv& kv) const {
         return kv.type == gguf_value_type::array ? "array of " + std::to_string(kv.count) + " " + std::string(gguf_value_type_name(kv.element_type))

@@ -211,6 +211,9 @@ inline void read_gguf_geometry(const gguf_header& h, model_config& c) {
     else if (arch == "dream") c.arch = architecture::dream;
     else if (arch == "llada-moe") c.arch = architecture::lladamoe;
     else if (arch == "llada2") c.arch = architecture::llada2_moe;
+    else if (arch == "diffusion-gemma")
+        h.fail_key("general.architecture", "'diffusion-gemma' is DiffusionGemma, a uniform-state model the transformer does not run: "
+                                           "dlm::cpu::diffusion_gemma::load reads the file");
     else
         h.fail_key("general.architecture", "architecture '" + arch + "' is not supported; dlm reads GGUF files of 'llada', 'dream', "
                                            "'llada-moe' and 'llada2' (llama.cpp's LLaDAModel, DreamModel, LLaDAMoEModel and "

@@ -21,6 +21,11 @@
 // unnormalized (how tokenizers treats special tokens by default). SentencePiece
 // vocabularies ("llama") and pre-tokenizer names outside the table below are refused by name.
 //
+// Gemma 4's vocabulary ("gemma4": Gemma 4 and DiffusionGemma files) is rebuilt as Gemma's own
+// tokenizer.json (detail::gemma4_tokenizer_json; tools/make_gemma_tokenizer_fixtures.py rebuilds it
+// the same way from llama.cpp's ggml-vocab-gemma-4.gguf and checks it against the ids transformers
+// wrote for llama.cpp's tokenizer test texts): tokens, types and merges from the file, pre is not read.
+//
 // The Ling / Bailing tokenizer (llama.cpp's LLAMA_VOCAB_PRE_TYPE_BAILINGMOE) has three names: the
 // converter writes "bailingmoe" for Ling 1.x and "bailingmoe2" for Ling 2.0 (LLaDA2.x files carry it
 // too), and llama.cpp also reads "llada-moe" (its converter has no hash of its own for LLaDA-MoE's
@@ -110,13 +115,91 @@ namespace detail {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The vocabulary (every token at its id) and the added tokens (control: special; user-defined: not)
+/// of tokenizer.ggml.tokens / token_type.
+struct gguf_vocab {
+    std::vector<std::string_view> tokens;
+    nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+};
+
+[[nodiscard]] inline gguf_vocab read_gguf_vocab(const gguf_header& h) {
+    gguf_vocab v;
+    v.tokens = h.string_array("tokenizer.ggml.tokens");
+    std::vector<std::int64_t> types(v.tokens.size(), static_cast<std::int64_t>(gguf_token_type::normal));
+    if (h.has("tokenizer.ggml.token_type")) {
+        types = h.integer_array("tokenizer.ggml.token_type");
+        if (types.size() != v.tokens.size())
+            h.fail_key("tokenizer.ggml.token_type", std::to_string(types.size()) + " types for " + std::to_string(v.tokens.size()) + " tokens");
+    }
+    for (std::size_t id = 0; id < v.tokens.size(); ++id) {
+        const std::string text(v.tokens[id]);
+        if (v.vocab.contains(text))
+            h.fail_key("tokenizer.ggml.tokens", "token '" + text + "' appears at ids " + std::to_string(v.vocab[text].get<std::int64_t>()) + " and " + std::to_string(id));
+        v.vocab[text] = id;
+        const auto t = static_cast<gguf_token_type>(types[id]);
+        if (t < gguf_token_type::normal || t > gguf_token_type::byte)
+            h.fail_key("tokenizer.ggml.token_type", "token " + std::to_string(id) + " has unknown type " + std::to_string(types[id]));
+        if (t == gguf_token_type::control || t == gguf_token_type::user_defined)
+            v.added.push_back({{"id", id}, {"content", text}, {"special", t == gguf_token_type::control}, {"single_word", false},
+                               {"lstrip", false}, {"rstrip", false}, {"normalized", false}});
+    }
+    return v;
+}
+
+/// Gemma 4's merges as [left, right] pairs: a merge string "a b" is cut at its first space whose two
+/// sides and their concatenation are tokens (a token may hold a space), as the vocabulary's own merges are.
+[[nodiscard]] inline nlohmann::json gemma4_merges(const gguf_header& h, const nlohmann::json& vocab) {
+    nlohmann::json merges = nlohmann::json::array();
+    for (const std::string_view m : h.string_array("tokenizer.ggml.merges")) {
+        bool cut = false;
+        for (std::size_t k = 1; k + 1 < m.size() && !cut; ++k) {
+            if (m[k] != ' ') continue;
+            const std::string left(m.substr(0, k)), right(m.substr(k + 1));
+            if (!vocab.contains(left) || !vocab.contains(right) || !vocab.contains(left + right)) continue;
+            merges.push_back({left, right});
+            cut = true;
+        }
+        if (!cut) h.fail_key("tokenizer.ggml.merges", "merge '" + std::string(m) + "' does not split into two tokens whose join is a token");
+    }
+    return merges;
+}
+
+/// Gemma 4's tokenizer.json (tokenizer.ggml.model "gemma4", what Gemma 4 and DiffusionGemma files
+/// carry), as Gemma's tokenizer.json is: spaces normalized to ▁ and no other split, BPE over the
+/// characters with byte fallback (<0x00>…<0xFF>), fuse_unk and <unk>; the decoder turns ▁ back into
+/// spaces, bytes into text; <bos> added as the file asks (add_bos_token; llama.cpp's default for it: yes).
+[[nodiscard]] inline nlohmann::json gemma4_tokenizer_json(const gguf_header& h) {
+    gguf_vocab v = read_gguf_vocab(h);
+    nlohmann::json merges = gemma4_merges(h, v.vocab);
+    const bool has_unk = v.vocab.contains("<unk>");
+    nlohmann::json j = {
+        {"model",
+         {{"type", "BPE"}, {"vocab", std::move(v.vocab)}, {"merges", std::move(merges)}, {"byte_fallback", true}, {"fuse_unk", true},
+          {"ignore_merges", false}}},
+        {"added_tokens", std::move(v.added)},
+        {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}},
+        {"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}}},
+        {"decoder",
+         {{"type", "Sequence"},
+          {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}}, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+    };
+    if (has_unk) j["model"]["unk_token"] = "<unk>";
+    if (auto post = gguf_post_processor(h, v.tokens, true); !post.is_null()) j["post_processor"] = std::move(post);
+    return j;
+}
+
+}  // namespace detail
+
 /// The tokenizer.json a GGUF file's tokenizer keys describe (see the top). Throws file_error naming
 /// the key that is missing, mistyped, inconsistent or not supported.
 [[nodiscard]] inline nlohmann::json gguf_tokenizer_json(const gguf_header& h) {
     const std::string_view model = h.string("tokenizer.ggml.model");
+    if (model == "gemma4") return detail::gemma4_tokenizer_json(h);
     if (model != "gpt2")
         h.fail_key("tokenizer.ggml.model", "'" + std::string(model) + "' is not supported; dlm reads byte-level BPE vocabularies ('gpt2')" +
-                                               (model == "llama" ? " (this is a SentencePiece vocabulary)" : ""));
+                                               (model == "llama" ? " (this is a SentencePiece vocabulary)" : "") + " and Gemma 4's ('gemma4')");
     const std::string pre = h.has("tokenizer.ggml.pre") ? std::string(h.string("tokenizer.ggml.pre")) : "(none)";
     const gguf_pretokenizer* p = nullptr;
     std::string known;
@@ -126,32 +209,13 @@ namespace detail {
     }
     if (!p) h.fail_key("tokenizer.ggml.pre", "pre-tokenizer '" + pre + "' is not one dlm knows the regex of; it reads " + known);
 
-    const std::vector<std::string_view> tokens = h.string_array("tokenizer.ggml.tokens");
-    std::vector<std::int64_t> types(tokens.size(), static_cast<std::int64_t>(gguf_token_type::normal));
-    if (h.has("tokenizer.ggml.token_type")) {
-        types = h.integer_array("tokenizer.ggml.token_type");
-        if (types.size() != tokens.size())
-            h.fail_key("tokenizer.ggml.token_type", std::to_string(types.size()) + " types for " + std::to_string(tokens.size()) + " tokens");
-    }
-    nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
-    for (std::size_t id = 0; id < tokens.size(); ++id) {
-        const std::string text(tokens[id]);
-        if (vocab.contains(text))
-            h.fail_key("tokenizer.ggml.tokens", "token '" + text + "' appears at ids " + std::to_string(vocab[text].get<std::int64_t>()) + " and " + std::to_string(id));
-        vocab[text] = id;
-        const auto t = static_cast<gguf_token_type>(types[id]);
-        if (t < gguf_token_type::normal || t > gguf_token_type::byte)
-            h.fail_key("tokenizer.ggml.token_type", "token " + std::to_string(id) + " has unknown type " + std::to_string(types[id]));
-        if (t == gguf_token_type::control || t == gguf_token_type::user_defined)
-            added.push_back({{"id", id}, {"content", text}, {"special", t == gguf_token_type::control}, {"single_word", false},
-                             {"lstrip", false}, {"rstrip", false}, {"normalized", false}});
-    }
+    detail::gguf_vocab v = detail::read_gguf_vocab(h);
     nlohmann::json merges = nlohmann::json::array();
     for (const std::string_view m : h.string_array("tokenizer.ggml.merges")) merges.push_back(std::string(m));
     const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
     nlohmann::json j = {
-        {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}, {"ignore_merges", p->ignore_merges}}},
-        {"added_tokens", std::move(added)},
+        {"model", {{"type", "BPE"}, {"vocab", std::move(v.vocab)}, {"merges", std::move(merges)}, {"ignore_merges", p->ignore_merges}}},
+        {"added_tokens", std::move(v.added)},
         {"pre_tokenizer",
          {{"type", "Sequence"},
           {"pretokenizers",
@@ -159,7 +223,7 @@ namespace detail {
         {"decoder", byte_level},
     };
     if (p->nfc) j["normalizer"] = {{"type", "NFC"}};
-    if (auto post = detail::gguf_post_processor(h, tokens, p->add_bos); !post.is_null()) j["post_processor"] = std::move(post);
+    if (auto post = detail::gguf_post_processor(h, v.tokens, p->add_bos); !post.is_null()) j["post_processor"] = std::move(post);
     return j;
 }
 

@@ -45,6 +45,10 @@ public:
         array_head(key, gguf_value_type::i32, v.size());
         for (const std::int32_t x : v) put(kv_, x);
     }
+    void add_bools(std::string_view key, const std::vector<bool>& v) {
+        array_head(key, gguf_value_type::boolean, v.size());
+        for (const bool x : v) put(kv_, static_cast<std::uint8_t>(x));
+    }
     void add_f32s(std::string_view key, std::span<const float> v) {
         array_head(key, gguf_value_type::f32, v.size());
         for (const float x : v) put(kv_, x);
