@@ -26,6 +26,7 @@
 
 #include "io_test_util.hpp"
 #include "support/compare.hpp"
+#include "support/drafts.hpp"
 #include "support/kernel_testing.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -281,13 +282,7 @@ void replay(const std::string& name, std::optional<sdar_sampler> sampler = std::
                                                   sampler.value_or(sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f)));
     std::vector<std::vector<index_t>> drafts;
     const sequence_result r = dec.generate(ids(t["prompt"]), {.gen_length = t["gen_length"].get<index_t>(), .seed = t["seed"].get<std::uint64_t>()},
-                                           [&](const step_event& ev) {
-                                               const auto first = static_cast<std::size_t>(ev.layout.first_slot(ev.cursor.block) - ev.layout.prompt_length);
-                                               const auto& tok = ev.result->tokens;
-                                               drafts.emplace_back(tok.begin() + static_cast<std::ptrdiff_t>(first),
-                                                                   tok.begin() + static_cast<std::ptrdiff_t>(first + 16));
-                                               return step_action::proceed;
-                                           });
+                                           dlm_test::record_drafts(drafts, 16));
     CAPTURE(name);
     CHECK(r.stats.forwards == t["forwards"].get<index_t>());
     CHECK(r.stats.steps_per_block == t["steps_per_block"].get<std::vector<index_t>>());

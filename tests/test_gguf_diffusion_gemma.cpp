@@ -25,6 +25,7 @@
 #include "io_test_util.hpp"
 #include "tokenizer_test_util.hpp"
 #include "support/compare.hpp"
+#include "support/drafts.hpp"
 #include "support/kernel_testing.hpp"
 
 namespace test_gguf_diffusion_gemma {
@@ -94,13 +95,7 @@ std::vector<std::vector<token_id>> decode_trajectory(diffusion_gemma& m, const s
     presets::diffusion_gemma<diffusion_gemma> dec(m, block_causal_mask{}, prefix_cache{}, schedule, sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f));
     std::vector<std::vector<token_id>> drafts;
     const sequence_result r = dec.generate(ids(t["prompt"]), {.gen_length = t["gen_length"].get<index_t>(), .seed = t["seed"].get<std::uint64_t>()},
-                                           [&](const step_event& ev) {
-                                               const auto first = static_cast<std::size_t>(ev.layout.first_slot(ev.cursor.block) - ev.layout.prompt_length);
-                                               const auto& tok = ev.result->tokens;
-                                               drafts.emplace_back(tok.begin() + static_cast<std::ptrdiff_t>(first),
-                                                                   tok.begin() + static_cast<std::ptrdiff_t>(first + 16));
-                                               return step_action::proceed;
-                                           });
+                                           dlm_test::record_drafts(drafts, 16));
     drafts.emplace_back(r.tokens.begin(), r.tokens.begin() + r.answer_length);
     return drafts;
 }

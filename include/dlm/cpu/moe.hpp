@@ -219,8 +219,9 @@ public:
             e.down_[ux] = gguf_stacked_matrix(src, detail::down_parts(t, x, h), f, down_layout, buf);
         }
         if (const index_t s = e.m_.shared_intermediate_size; t.shared_gate) {
-            e.shared_gate_up_ = matrix(detail::shared_gate_up_parts(t, s), h, detail::gguf_held_layout(detail::shared_gate_up_parts(t, s), type));
-            e.shared_down_ = matrix(detail::shared_down_parts(t, h), s, detail::gguf_held_layout(detail::shared_down_parts(t, h), type));
+            const auto gu = detail::shared_gate_up_parts(t, s), down = detail::shared_down_parts(t, h);
+            e.shared_gate_up_ = gguf_stacked_matrix(src, gu, h, detail::gguf_held_layout(gu, type), buf);
+            e.shared_down_ = gguf_stacked_matrix(src, down, s, detail::gguf_held_layout(down, type), buf);
         }
         return e;
     }
