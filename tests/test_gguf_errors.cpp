@@ -357,7 +357,9 @@ TEST_CASE("a llada2 file whose routing or attention llama.cpp's llada2 graph doe
 TEST_CASE("a llada2 file with a qkv or attention output bias, which llama.cpp's llada2 graph does not add, is refused by tensor") {
     const io::gguf_file fixture = io::gguf_file::open(data / "gguf" / "llada2_tiny.bf16.gguf");
     const auto path = std::filesystem::temp_directory_path() / "dlm_test_llada2_bias.gguf";
-    for (const auto& [name, rows] : {std::pair{"blk.0.attn_qkv.bias", 128}, std::pair{"blk.2.attn_output.bias", 64}}) {
+    for (const auto& bias_tensor : {std::pair{"blk.0.attn_qkv.bias", 128}, std::pair{"blk.2.attn_output.bias", 64}}) {
+        const char* const name = bias_tensor.first;  // not a structured binding: clang before 16 captures none (CAPTURE's lambda)
+        const int rows = bias_tensor.second;
         CAPTURE(name);
         io::gguf_writer w = llada2_keys();
         for (const io::gguf_tensor& t : fixture.header().tensors()) w.add_tensor(t.name, t.type, t.shape, t.bytes);
