@@ -271,13 +271,7 @@ namespace {
 void replay(const std::string& name, std::optional<sdar_sampler> sampler = std::nullopt) {
     const nlohmann::json t = read_json(tiny / ("trajectory_" + name + ".json"));
     diffusion_gemma model = diffusion_gemma::load(tiny);
-    const nlohmann::json& s = t["settings"];
-    entropy_bound_schedule schedule;
-    schedule.threshold = s.value("entropy_bound", 0.1);
-    schedule.steps = s.value("max_denoising_steps", 48);
-    schedule.t_min = s.value("t_min", 0.4);
-    schedule.t_max = s.value("t_max", 0.8);
-    schedule.confidence_threshold = s.value("confidence_threshold", 0.005);
+    const entropy_bound_schedule schedule = dlm_test::trajectory_schedule(t["settings"]);
     presets::diffusion_gemma<diffusion_gemma> dec(model, block_causal_mask{}, prefix_cache{}, schedule,
                                                   sampler.value_or(sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f)));
     std::vector<std::vector<index_t>> drafts;

@@ -85,13 +85,7 @@ std::vector<std::vector<float>> case_logits(diffusion_gemma& m) {
 /// forward, then the answer.
 std::vector<std::vector<token_id>> decode_trajectory(diffusion_gemma& m, const std::string& name) {
     const nlohmann::json t = read_json(folder / ("trajectory_" + name + ".json"));
-    const nlohmann::json& s = t["settings"];
-    entropy_bound_schedule schedule;
-    schedule.threshold = s.value("entropy_bound", 0.1);
-    schedule.steps = s.value("max_denoising_steps", 48);
-    schedule.t_min = s.value("t_min", 0.4);
-    schedule.t_max = s.value("t_max", 0.8);
-    schedule.confidence_threshold = s.value("confidence_threshold", 0.005);
+    const entropy_bound_schedule schedule = dlm_test::trajectory_schedule(t["settings"]);
     presets::diffusion_gemma<diffusion_gemma> dec(m, block_causal_mask{}, prefix_cache{}, schedule, sdar_sampler(t["greedy"].get<bool>() ? 0.f : 1.f));
     std::vector<std::vector<token_id>> drafts;
     const sequence_result r = dec.generate(ids(t["prompt"]), {.gen_length = t["gen_length"].get<index_t>(), .seed = t["seed"].get<std::uint64_t>()},
