@@ -74,11 +74,30 @@ void fail(outcome& x, totals& t, std::size_t i, const cli::problem& p, const std
     std::cerr << "dlm-eval: problem " << i << " (line " << p.line << ") failed: " << why << '\n';
 }
 
+/// Refuses (dlm::invalid_parameter naming --batch) a batch whose taken prompts' K/V stores, states
+/// and logits rows do not fit in memory together, before the first of them is added: added one at a
+/// time, such a batch would be refused only once its first stores had filled the memory.
+void check_batch_fits(const cli::options& o, registry::any_engine& eng, const std::vector<std::vector<token_id>>& prompts,
+                      const std::vector<std::size_t>& taken, std::size_t b, const generation_options& g) {
+    if (taken.size() < 2) return;  // one prompt was weighed alone
+    std::vector<std::vector<token_id>> together;
+    together.reserve(taken.size());
+    for (const std::size_t i : taken) together.push_back(prompts[i - b]);
+    try {
+        eng.check_batch(together, g, together.size());
+    } catch (const memory_error& x) {
+        throw invalid_parameter(o.spelling("--batch"), "is " + std::to_string(o.batch) + ", more sequences than fit in memory at once: " +
+                                                           std::string(x.what()));
+    }
+}
+
 /// Decodes problems [b, e) as one batch; false when a signal stopped it (nothing of it is counted).
-/// Each prompt is tokenized here, so that only one batch's tokens are held, and added on its own, seeded
-/// as add_batch seeds a batch (its index in the batch), so that a problem the engine refuses (an empty
-/// prompt, a prompt too long for the model's context) fails alone and the others decode as they would
-/// without it. A gen_length too long for any prompt is -n's fault, not a problem's: it ends the run (exit 2).
+/// Each prompt is tokenized here, so that only one batch's tokens are held, checked on its own and
+/// added on its own, seeded as add_batch seeds a batch (its index in the batch), so that a problem the
+/// engine refuses (an empty prompt, a prompt too long for the model's context) fails alone and the
+/// others decode as they would without it. A gen_length too long for any prompt is -n's fault, not a
+/// problem's, and a batch whose sequences do not fit in memory together is --batch's: either ends the
+/// run (exit 2) before any of the batch's K/V is made.
 template <class Model>
 bool decode_batch(const cli::options& o, const cli::settings& s, cli::basic_loaded_model<Model>& m, const std::vector<std::string>& texts,
                   const std::vector<cli::problem>& problems, std::size_t b, std::size_t e, std::vector<outcome>& results, totals& t) {
@@ -86,17 +105,21 @@ bool decode_batch(const cli::options& o, const cli::settings& s, cli::basic_load
     for (std::size_t i = b; i < e; ++i) prompts.push_back(m.tokenizer.encode(texts[i], cli::adds_special_tokens(m, o.chat)));
     const auto t0 = std::chrono::steady_clock::now();
     const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
-    std::vector<std::pair<std::uint64_t, std::size_t>> added;  // engine id, problem
+    const auto options = [&](std::size_t i) { return generation_options{.gen_length = s.gen_length, .seed = sequence_seed(s.seed, i - b)}; };
+    std::vector<std::size_t> taken;                            // problems whose prompts the engine takes
     std::vector<std::pair<std::size_t, std::string>> refused;  // problem, why: counted once the batch is done
     for (std::size_t i = b; i < e; ++i) {
         try {
-            const generation_options g{.gen_length = s.gen_length, .seed = sequence_seed(s.seed, i - b)};
-            added.emplace_back(eng->add(prompts[i - b], g), i);
+            eng->check_batch(std::span<const std::vector<token_id>>(&prompts[i - b], 1), options(i));
+            taken.push_back(i);
         } catch (const invalid_parameter& x) {
             if (x.parameter() == "gen_length") cli::refuse_gen_length(o, s, x);  // -n's or the model's: the run stops
             refused.emplace_back(i, x.rule());
         }
     }
+    check_batch_fits(o, *eng, prompts, taken, b, options(b));
+    std::vector<std::pair<std::uint64_t, std::size_t>> added;  // engine id, problem
+    for (const std::size_t i : taken) added.emplace_back(eng->add(prompts[i - b], options(i)), i);
     while (!eng->idle() && !interrupted) eng->step();
     if (interrupted) return false;
     for (const auto& [i, why] : refused) {

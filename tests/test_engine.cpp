@@ -400,17 +400,20 @@ TEST_CASE("engine: sequences whose states and logits rows cannot fit are refused
 #endif
 }
 
-/// A scripted model whose K/V stores say they hold `claimed` bytes each (the store made is the
-/// scripted one), and which counts the stores it makes.
+/// A scripted model whose K/V stores say they hold `claimed` bytes each (per slot of their capacity
+/// where `per_slot`; the store made is the scripted one), and which counts the stores it makes.
 struct claiming_model : scripted_model {
     claiming_model(std::uint64_t bytes, index_t vocab_size = 32)
         : scripted_model(vocab_size, vocab_size - 1, {vocab_size - 2}, false, dlm_test::context_hash()), claimed(bytes) {}
-    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t) const noexcept { return claimed; }
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
+        return per_slot ? claimed * static_cast<std::uint64_t>(capacity) : claimed;
+    }
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
         ++*made;
         return scripted_model::make_kv_cache(capacity);
     }
     std::uint64_t claimed;
+    bool per_slot = false;
     std::shared_ptr<int> made = std::make_shared<int>(0);
 };
 
@@ -463,6 +466,47 @@ TEST_CASE("engine: a batch whose K/V stores cannot fit is refused before any sto
 #endif
 }
 
+TEST_CASE("engine: check_batch weighs the at_once largest sequences of a list together, as a caller running that many at once needs") {
+    using cached_t = decoder<claiming_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler>;
+    claiming_model m(1);
+    cached_t d(m, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+    engine eng(d);
+    CHECK_THROWS_WITH_AS(eng.check_batch(std::vector<tvec>{{1, 2}}, {.gen_length = 8}, 0), doctest::Contains("at_once"), invalid_parameter);
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("the sum is checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    // Stores of 1/200 of a child's room per slot: a short prompt's (82 + 8 slots) is 45 % of it, a
+    // long one's (112 + 8) 60 %. Two short ones fit together, a long one and a short one do not.
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
+        m.claimed = avail / 200;
+        m.per_slot = true;
+        const tvec short_prompt(82, 1), long_prompt(112, 1);
+        const std::vector<tvec> list{short_prompt, short_prompt, long_prompt};
+        try {
+            eng.check_batch(list, {.gen_length = 8});  // each alone
+            eng.check_batch(list, {.gen_length = 8}, 1);
+            eng.check_batch(std::vector<tvec>{short_prompt, short_prompt}, {.gen_length = 8}, 2);
+        } catch (...) {
+            return 2;
+        }
+        for (const std::size_t at_once : {std::size_t{2}, std::size_t{3}, std::size_t{100}}) {
+            try {
+                eng.check_batch(list, {.gen_length = 8}, at_once);  // the long prompt and a short one, at least
+                return 3;
+            } catch (const memory_error& e) {
+                const std::string whose = at_once == 2 ? "the 2 largest of 3 sequences, as many as run at once" : "3 sequence(s)";
+                if (std::string(e.what()).find(whose) == std::string::npos) return 4;
+            } catch (...) {
+                return 5;
+            }
+        }
+        return *m.made == 0 && eng.idle() ? 0 : 6;
+    });
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped the sum: less than 1 GiB available");
+    else CHECK(code == 0);
+#endif
+}
+
 TEST_CASE("engine: the stepper's spare logits rows offset a joining sequence's rows, never its K/V stores") {
 #if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
     MESSAGE("checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
@@ -486,6 +530,50 @@ TEST_CASE("engine: the stepper's spare logits rows offset a joining sequence's r
         } catch (...) {
             return 5;
         }
+    });
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped: less than 1 GiB available");
+    else CHECK(code == 0);
+#endif
+}
+
+/// A claiming_model that reads back its last step's logits (model_self_conditions): each sequence
+/// keeps a copy of its rows beside the stepper's buffer.
+struct self_conditioning_claimer : claiming_model {
+    using claiming_model::claiming_model;
+    static constexpr bool self_conditioning = true;
+};
+
+TEST_CASE("engine: the stepper's spare logits rows never offset a self-conditioning sequence's own copy of its logits") {
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    static_assert(model_self_conditions<self_conditioning_claimer>, "the test model must read back its logits");
+    self_conditioning_claimer m(0, index_t{1} << 16);
+    decoder<self_conditioning_claimer, block_causal_mask, prefix_cache, threshold_schedule, greedy_sampler> dec(m, block_causal_mask{32}, {},
+                                                                                                             threshold_schedule{0.9});
+    engine eng(dec);
+    const auto ids = eng.add_batch(std::vector<tvec>(8, tvec{1, 2}), {.gen_length = 32});
+    (void)eng.step();  // a buffer of 64 MiB of rows, all of it spare once they leave
+    for (const auto id : ids) eng.cancel(id);
+    (void)eng.take_finished();
+    REQUIRE(eng.idle());
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
+        // A store leaving 4 MiB: the 8 MiB of rows fit in the spare buffer, the 8 MiB copy does not.
+        m.claimed = avail - (std::uint64_t{4} << 20);
+        try {
+            (void)eng.add(tvec{1, 2}, {.gen_length = 32});
+            return 3;
+        } catch (const memory_error&) {
+        } catch (...) {
+            return 4;
+        }
+        m.claimed = avail - (std::uint64_t{12} << 20);  // room for the copy too: it joins
+        try {
+            (void)eng.add(tvec{1, 2}, {.gen_length = 32});
+        } catch (...) {
+            return 5;
+        }
+        return eng.active() == 1 ? 0 : 6;
     });
     if (code == dlm_test::room_unmeasurable) MESSAGE("skipped: less than 1 GiB available");
     else CHECK(code == 0);

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -141,9 +142,11 @@ public:
     /// Checks a batch exactly as add_batch does (every prompt, option and policy option, and what the
     /// backend can run; dlm::invalid_parameter names what is wrong) without queueing it or allocating
     /// its K/V: a caller that adds a long list a few prompts at a time refuses a bad one before any
-    /// decodes.
-    void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
-        (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options);
+    /// decodes. Its memory (dlm::memory_error) is weighed as `at_once` of its sequences running
+    /// together, the largest ones: 1 (each alone) by default, prompts.size() for a batch added whole.
+    void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options, std::size_t at_once = 1) {
+        if (at_once == 0) throw invalid_parameter("at_once", "must be at least 1: the number of the batch's sequences that run together");
+        (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options, at_once);
     }
 
     /// Ends a sequence with status cancelled and the slots committed so far: at once between steps;
@@ -169,7 +172,7 @@ public:
         if (!batch_.empty()) {
             const auto t_forward = clock::now();
             stepper_.forward(std::span<const forward_request<kv_type>>(requests_), std::span<const input>(inputs_), rows);
-            pending_bytes_ = 0;  // every running sequence's rows are in the stepper's buffer now
+            pending_ = {};  // every running sequence's rows are in the stepper's buffer now
             stats_.model_seconds += seconds_since(t_forward);
             ++stats_.forwards;
             if constexpr (detail::supports_prompt_cache<Decoder>)  // the prompt blocks this forward made final go into it
@@ -221,11 +224,12 @@ public:
     /// these together cannot fit once they end: dlm-server refuses it at once rather than wait.
     [[nodiscard]] std::uint64_t held_bytes() const {
         using detail::saturating_add;
-        std::uint64_t held = pending_bytes_;
+        std::uint64_t held = pending_.rows;  // their copies of their logits are in what each holds
         for (const auto& e : running_) {
             const sequence& s = e->st;
             const std::uint64_t kv = kv_cache_bytes_of(dec_->model(), s.layout.size());
-            held = saturating_add(held, detail::sequence_bytes(dec_->model(), s.layout, e->cfg_factor > 0.f, {}).held);  // canvas, results
+            const detail::memory_account own{.host_logits = logits_on_host};  // canvas, results, a self-conditioning copy
+            held = saturating_add(held, detail::sequence_bytes(dec_->model(), s.layout, e->cfg_factor > 0.f, own).held);
             held = saturating_add(held, (s.kv ? kv : 0) + (s.uncond_kv ? kv : 0));
         }
         return held;
@@ -258,14 +262,16 @@ private:
 
     /// The checked states of a batch, each one also admitted by the stepper (a backend refuses, naming
     /// the option, what it cannot run) before any is queued; with Storage, their K/V allocated and the
-    /// first block of a uniform-state schedule filled with noise (check_batch: neither).
+    /// first block of a uniform-state schedule filled with noise (check_batch: neither, its memory
+    /// weighed as `at_once` of them running together).
     template <bool Storage = true>
     std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
-                                  std::span<const std::vector<token_id>> prompts, const generation_options& o) {
-        const detail::memory_account account{.together = Storage,
+                                  std::span<const std::vector<token_id>> prompts, const generation_options& o,
+                                  std::size_t at_once = std::numeric_limits<std::size_t>::max()) {
+        const detail::memory_account account{.at_once = at_once,
                                              .host_logits = logits_on_host,
                                              .kv_stores = decoder_type::cache_type::needs_storage,
-                                             .pending = Storage ? pending_bytes_ : 0,
+                                             .pending = Storage ? pending_ : detail::sequence_memory{},
                                              .spare = Storage ? spare_logits_bytes() : 0};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
             dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>(), account);
@@ -274,7 +280,7 @@ private:
             if constexpr (Storage && uniform_state_schedule<schedule_type>) fill_noise(s);  // the first block starts as noise
         }
         if constexpr (Storage)  // their logits are allocated at their first step; until then, promised
-            for (const sequence& s : states) pending_bytes_ += detail::stepping_bytes(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
+            for (const sequence& s : states) pending_ += detail::stepping_bytes(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
         return states;
     }
 
@@ -289,7 +295,7 @@ private:
     [[nodiscard]] std::uint64_t spare_logits_bytes() const {
         if constexpr (requires(const stepper_type& s) { s.held_logits_bytes(); }) {
             std::uint64_t used = 0;
-            for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_bytes_ holds their rows
+            for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_ holds their rows
                 if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
             const std::uint64_t held = stepper_.held_logits_bytes();
             return held > used ? held - used : 0;
@@ -498,7 +504,7 @@ private:
     std::vector<std::unique_ptr<entry>> running_, finished_;
     decode_stats stats_;
     bool in_step_ = false;
-    std::uint64_t pending_bytes_ = 0;  // stepping bytes of sequences added since the last forward (prepare)
+    detail::sequence_memory pending_;  // stepping bytes of sequences added since the last forward (prepare)
     stepper_type stepper_;
     // Scratch of step(): the sequences of this step's batch, their step inputs, their requests.
     std::vector<entry*> batch_;

@@ -165,9 +165,9 @@ class Engine:
     def _feed(self, prompts: Sequence[Prompt], seed: Optional[int], cfg: float, chat: bool, think: Optional[bool],
               limit: int) -> "_Feed":
         """The prompts checked as add_batch checks them, all before any decodes, to be added at most
-        `limit` running at once (_Feed)."""
+        `limit` running at once (_Feed): the memory of the `limit` largest together (dlm.OutOfMemory)."""
         lists, seed, cfg = self._batch_args(prompts, seed, cfg, chat, think)
-        _as_cfg(lambda: self._engine.check_batch(lists, seed, cfg))
+        _as_cfg(lambda: self._engine.check_batch(lists, seed, cfg, limit))
         return _Feed(self, lists, self.settings.seed if seed is None else seed, cfg, limit)
 
     def step(self) -> list:

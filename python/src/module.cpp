@@ -214,9 +214,9 @@ public:
         const auto lock = guard();
         return eng_->add_batch(prompts, options(seed, cfg));
     }
-    void check_batch(const std::vector<std::vector<token_id>>& prompts, std::optional<std::uint64_t> seed, double cfg) {
+    void check_batch(const std::vector<std::vector<token_id>>& prompts, std::optional<std::uint64_t> seed, double cfg, std::size_t at_once) {
         const auto lock = guard();
-        eng_->check_batch(prompts, options(seed, cfg));
+        eng_->check_batch(prompts, options(seed, cfg), at_once);
     }
     std::vector<step_report> step() {
         const auto lock = guard();
@@ -459,7 +459,7 @@ void bind_engine(nb::module_& m) {
              "stop_at_eos"_a = true)
         .def("add", &py_engine::add, "prompt"_a, "seed"_a = nb::none(), "cfg"_a = 0.0, "settings"_a = nb::none())
         .def("add_batch", &py_engine::add_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
-        .def("check_batch", &py_engine::check_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0)
+        .def("check_batch", &py_engine::check_batch, "prompts"_a, "seed"_a = nb::none(), "cfg"_a = 0.0, "at_once"_a = 1)
         .def("step", &py_engine::step)
         .def("cancel", &py_engine::cancel, "id"_a)
         .def("take_finished", &py_engine::take_finished)

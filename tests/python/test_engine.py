@@ -267,6 +267,9 @@ def test_check_batch_refuses_what_add_batch_refuses_and_queues_nothing(llm):
     with pytest.raises(dlm.InvalidParameter, match=r"prompts\[1\]"):
         eng._engine.check_batch([[5, 6], []])
     eng._engine.check_batch([[5, 6], [7]])
+    eng._engine.check_batch([[5, 6], [7]], at_once=2)  # weighed together: far below any machine's memory
+    with pytest.raises(dlm.InvalidParameter, match="at_once"):
+        eng._engine.check_batch([[5, 6], [7]], at_once=0)
     assert eng.idle and eng.active == 0
 
 

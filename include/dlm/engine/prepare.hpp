@@ -186,64 +186,80 @@ template <class Model>
     return (cfg ? 2 : 1) * rows * static_cast<std::uint64_t>(model.vocab_size()) * sizeof(float);
 }
 
-/// The host bytes a sequence's logits take once it steps, where the stepper keeps them on the host:
-/// its rows in the stepper's buffer, and one more copy where the model reads them back
-/// (self-conditioning).
-template <class Model>
-[[nodiscard]] std::uint64_t stepping_bytes(const Model& model, const canvas_layout& l, bool cfg, bool host_logits) {
-    if (!host_logits) return 0;
-    const std::uint64_t rows = logits_rows_bytes(model, l, cfg);
-    return model_self_conditions<Model> ? rows + rows / (cfg ? 2 : 1) : rows;
-}
-
-/// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
-struct memory_account {
-    bool together = true;       ///< the batch joins at once; false: check_batch, each prompt alone (its caller adds a few at a time)
-    bool host_logits = true;    ///< the stepper keeps the logits rows in host memory
-    bool kv_stores = false;     ///< the cache keeps K/V: each sequence makes a store (two with guidance) as it joins
-    std::uint64_t pending = 0;  ///< stepping bytes of sequences added since the last step: promised, not yet allocated
-    std::uint64_t spare = 0;    ///< bytes of the stepper's buffer beyond what the running sequences' rows use
-};
-
-/// The host bytes a sequence adds to an engine: `held`, allocated when it is added (its canvas, twice
-/// with guidance, per-slot results, and its K/V stores where the cache keeps them: model/concept.hpp,
-/// host_kv_cache_bytes), and `rows`, its stepping_bytes, when it first steps.
+/// Host bytes of a sequence, as what the stepper's spare logits buffer can (`rows`) and cannot
+/// (`held`) offset.
 struct sequence_memory {
     std::uint64_t held = 0;
     std::uint64_t rows = 0;
     [[nodiscard]] std::uint64_t total() const noexcept { return saturating_add(held, rows); }
+    sequence_memory& operator+=(const sequence_memory& o) noexcept {
+        held = saturating_add(held, o.held);
+        rows = saturating_add(rows, o.rows);
+        return *this;
+    }
 };
 
+/// The host bytes a sequence's logits take once it steps, where the stepper keeps them on the host:
+/// `rows` in the stepper's buffer, and `held`, one more copy the sequence keeps where the model reads
+/// them back (self-conditioning: the copy is the conditional pass's alone).
+template <class Model>
+[[nodiscard]] sequence_memory stepping_bytes(const Model& model, const canvas_layout& l, bool cfg, bool host_logits) {
+    if (!host_logits) return {};
+    const std::uint64_t rows = logits_rows_bytes(model, l, cfg);
+    return {model_self_conditions<Model> ? rows / (cfg ? 2 : 1) : 0, rows};
+}
+
+/// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
+struct memory_account {
+    /// How many of the batch's sequences run at once: the `at_once` largest are weighed together. All
+    /// of them when the batch joins (add, add_batch); check_batch's caller says how many it will run.
+    std::size_t at_once = std::numeric_limits<std::size_t>::max();
+    bool host_logits = true;     ///< the stepper keeps the logits rows in host memory
+    bool kv_stores = false;      ///< the cache keeps K/V: each sequence makes a store (two with guidance) as it joins
+    sequence_memory pending{};   ///< stepping bytes of sequences added since the last step: promised, not yet allocated
+    std::uint64_t spare = 0;     ///< bytes of the stepper's buffer beyond what the running sequences' rows use
+};
+
+/// The host bytes a sequence adds to an engine: `held`, what it keeps (its canvas, twice with
+/// guidance, per-slot results, its K/V stores where the cache keeps them: model/concept.hpp,
+/// host_kv_cache_bytes, from when it is added; a self-conditioning copy of its logits from its first
+/// step), and `rows`, its logits rows in the stepper's buffer from its first step (stepping_bytes).
 template <class Model>
 [[nodiscard]] sequence_memory sequence_bytes(const Model& model, const canvas_layout& l, bool cfg, const memory_account& a) {
     const std::uint64_t copies = cfg ? 2 : 1, gen = static_cast<std::uint64_t>(l.gen_length);
     const std::uint64_t kv = a.kv_stores ? saturating_mul(copies, host_kv_cache_bytes(model, l.size())) : 0;  // a model's claim may be huge
-    return {saturating_add(copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)), kv),
-            stepping_bytes(model, l, cfg, a.host_logits)};
+    sequence_memory b{saturating_add(copies * static_cast<std::uint64_t>(l.size()) * sizeof(token_id) + gen * (sizeof(token_id) + sizeof(index_t) + sizeof(float)), kv)};
+    b += stepping_bytes(model, l, cfg, a.host_logits);
+    return b;
 }
 
-/// Refuses (dlm::memory_error) sequences whose sequence_bytes, with the rows pending, do not fit in
-/// the available memory (core/memory.hpp), before any is allocated. What the stepper's buffer holds
-/// spare offsets logits rows only: a store or a canvas cannot live there. A sum of at most
+/// Refuses (dlm::memory_error) sequences whose sequence_bytes (the account's at_once largest,
+/// summed), with the bytes pending, do not fit in the available memory (core/memory.hpp), before any
+/// is allocated. What the stepper's buffer holds spare offsets logits rows only: a store, a canvas
+/// or a sequence's copy of its logits cannot live there. A sum of at most
 /// weighed_above bytes is not measured.
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
-    sequence_memory own;
-    for (const canvas_layout& l : layouts) {
-        const sequence_memory b = sequence_bytes(model, l, cfg, a);
-        if (a.together) own = {saturating_add(own.held, b.held), saturating_add(own.rows, b.rows)};
-        else if (b.total() > own.total()) own = b;
-    }
-    const std::uint64_t rows = saturating_add(own.rows, a.pending);
-    if (saturating_add(own.held, rows) <= weighed_above) return;
+    std::vector<sequence_memory> each;
+    each.reserve(layouts.size());
+    for (const canvas_layout& l : layouts) each.push_back(sequence_bytes(model, l, cfg, a));
+    const std::size_t together = std::min(a.at_once, each.size());
+    std::partial_sort(each.begin(), each.begin() + static_cast<std::ptrdiff_t>(together), each.end(),
+                      [](const sequence_memory& x, const sequence_memory& y) { return x.total() > y.total(); });
+    sequence_memory own = a.pending;
+    for (std::size_t i = 0; i < together; ++i) own += each[i];
+    if (own.total() <= weighed_above) return;
     const canvas_layout& first = layouts.front();
     const bool kv = a.kv_stores && host_kv_cache_bytes(model, first.size()) > 0;
-    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " +
-                   std::string(a.together ? std::to_string(layouts.size()) + " sequence(s)" : "a sequence") + " (gen_length " +
+    const std::string whose = together == each.size() ? std::to_string(together) + " sequence(s)"
+                              : together == 1         ? std::string("a sequence")
+                                                      : "the " + std::to_string(together) + " largest of " + std::to_string(each.size()) +
+                                                    " sequences, as many as run at once";
+    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + whose + " (gen_length " +
                    std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
                    std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
-                   (a.pending > 0 ? " beside " + std::to_string(a.pending) + " bytes promised to sequences added since the last step" : ""),
-               saturating_add(own.held, rows > a.spare ? rows - a.spare : 0),
+                   (a.pending.total() > 0 ? " beside " + std::to_string(a.pending.total()) + " bytes promised to sequences added since the last step" : ""),
+               saturating_add(own.held, own.rows > a.spare ? own.rows - a.spare : 0),
                "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
 }
 

@@ -57,7 +57,8 @@ public:
     [[nodiscard]] virtual policies make_policies(const settings& s) const = 0;
     virtual sequence_id add(std::vector<token_id> prompt, const generation_options& o, const policies& p = {}) = 0;
     virtual std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) = 0;
-    virtual void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) = 0;
+    /// engine::check_batch: memory weighed as `at_once` of the batch's sequences running together.
+    virtual void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o, std::size_t at_once = 1) = 0;
     /// One batched forward and each sequence's step, `on_step` called after each as dlm::engine::step
     /// calls it; the reports are valid until the next step.
     virtual const std::vector<step_report>& step(const step_callback& on_step) = 0;
@@ -107,7 +108,9 @@ public:
     std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) override {
         return eng_.add_batch(prompts, o);
     }
-    void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o) override { eng_.check_batch(prompts, o); }
+    void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& o, std::size_t at_once) override {
+        eng_.check_batch(prompts, o, at_once);
+    }
     using any_engine::step;
     const std::vector<step_report>& step(const step_callback& on_step) override { return eng_.step(on_step); }
     void cancel(sequence_id id) override { eng_.cancel(id); }
