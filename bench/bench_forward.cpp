@@ -12,7 +12,8 @@
 //              generated straight into --dtype (default bf16), no file needed; q8_0, q4_0, q4_k,
 //              q6_k and q4_k_m hold them in GGUF blocks typed as llama.cpp's file type of that name
 //              (quant/random_source.hpp: Q4_K_M's Q6_K head, attn_v and ffn_down)
-//   -m DIR     a model folder (config.json + safetensors) or a .gguf file, held as stored unless --dtype converts
+//   -m DIR     a model folder (config.json + safetensors) or a .gguf file, held as stored unless --dtype converts;
+//              a DiffusionGemma folder or diffusion-gemma file is loaded as dlm-generate loads it (with its tokenizer)
 //   --canvas   positions of the "full" case: the whole canvas recomputed, bidirectional, logits of
 //              every row (what llama.cpp's diffusion CLI computes per step) (default 256)
 //   --block    rows of the "block" case: one block of queries over --cache cached positions,
@@ -69,6 +70,7 @@
 
 #include "amx_vector_side.hpp"
 #include "../cli/files.hpp"
+#include "../cli/model.hpp"
 #include "args.hpp"
 #include "ceilings.hpp"
 #include "roofline.hpp"
@@ -298,6 +300,21 @@ cpu::transformer load_model(const options& o, std::string& what) {
     return cpu::transformer::random(cfg, 1, *dtype_of(o.dtype), 0.5f);
 }
 
+/// -m naming a DiffusionGemma folder or diffusion-gemma GGUF file: loaded as dlm-generate loads it
+/// (cli::load_diffusion_gemma: weights, tokenizer, chat format; --dtype f32 / bf16 / f16 converts,
+/// keep holds the file's types), then the DiffusionGemma cases (bench/bench_gemma.hpp).
+json run_gemma_checkpoint(const options& o, const bench::ceilings& ceil) {
+    if (o.verify_seed) throw invalid_parameter("--verify-random", "checks the transformer's random checkpoints, not a DiffusionGemma one");
+    bench::set_threads(o.threads.back());  // the load runs on the largest thread count of the run
+    const cli::load_choice choice{o.dtype == "keep" ? "" : o.dtype, o.kv == "f32" ? "" : o.kv, "--kv"};
+    cli::gemma_model g = cli::load_diffusion_gemma(o.model_dir, choice);
+    if (o.prompt + g.model.canvas_length() > g.model.max_context())
+        throw invalid_parameter("--prompt", std::to_string(o.prompt) + " and a canvas of " + std::to_string(g.model.canvas_length()) +
+                                                " exceed the model's context of " + std::to_string(g.model.max_context()));
+    const bench::gemma_bench_options go{"", o.dtype, o.threads, o.reps, o.prompt, o.decode};
+    return bench::bench_gemma_model(g.model, o.model_dir, g.load_seconds, go, ceil);
+}
+
 /// Throws dlm::invalid_parameter naming the flag whose positions pass the model's context: a forward
 /// there reads positions the model was not trained on (and a real decode refuses them).
 void check_context(const options& o, index_t context) {
@@ -352,6 +369,11 @@ int main(int argc, char** argv) {
             // DiffusionGemma (bench/bench_gemma.hpp): Q4_K_M blocks unless --dtype says otherwise.
             const bench::gemma_bench_options g{o.shape, o.dtype_given ? o.dtype : "q4_k_m", o.threads, o.reps, o.prompt, o.decode};
             out["diffusion_gemma"] = bench::run_gemma_bench(shape->config, g, ceil);
+            write_json(out, o.json_path);
+            return 0;
+        }
+        if (!o.model_dir.empty() && cli::is_diffusion_gemma(o.model_dir)) {
+            out["diffusion_gemma"] = run_gemma_checkpoint(o, ceil);
             write_json(out, o.json_path);
             return 0;
         }

@@ -1,5 +1,6 @@
-// bench/bench_gemma.hpp — dlm-bench-forward on a DiffusionGemma shape (--shape diffusiongemma-26b-a4b):
-// random weights (Q4_K_M blocks unless --dtype says otherwise), then at each thread count
+// bench/bench_gemma.hpp — dlm-bench-forward on a DiffusionGemma shape (--shape diffusiongemma-26b-a4b:
+// random weights, Q4_K_M blocks unless --dtype says otherwise) or checkpoint (-m, a folder or a
+// diffusion-gemma GGUF file, loaded as dlm-generate loads it), then at each thread count
 //   encode  the prompt through the encoder (causal, storing K/V)
 //   step    one decoder step: the 256-token canvas, bidirectional, reading the encoded prompt, with
 //           the previous step's logits as self-conditioning (the form of every step but a canvas' first)
@@ -10,6 +11,7 @@
 // experts each, so all experts are read) and the transposed embedding, weight_bytes() in all.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -72,6 +74,13 @@ inline void print_gemma_split(const cpu::gemma_timing& t) {
             {"experts", t.experts}, {"self_conditioning", t.self_conditioning}, {"head", t.head}, {"decodes", t.decodes}};
 }
 
+/// The benchmark's token for `k`: past the first three ids (pad, eos, bos), below 250,003 and inside
+/// the model's vocabulary (a small checkpoint's too).
+[[nodiscard]] inline token_id gemma_bench_token(const cpu::diffusion_gemma& m, std::size_t k) {
+    const auto span = std::min<std::size_t>(250000, static_cast<std::size_t>(m.vocab_size()) - 3);
+    return static_cast<token_id>(3 + k % span);
+}
+
 /// One canvas step (and the prompt's encoding) at `threads`, best of `reps`.
 [[nodiscard]] inline nlohmann::json gemma_step_case(cpu::diffusion_gemma& m, const gemma_bench_options& o, int threads, const ceiling& c,
                                                     const applied_peak& pk) {
@@ -79,8 +88,8 @@ inline void print_gemma_split(const cpu::gemma_timing& t) {
     set_threads(threads);
     const index_t n = m.canvas_length(), v = m.vocab_size();
     std::vector<token_id> prompt(static_cast<std::size_t>(o.prompt)), canvas(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<token_id>(3 + (i * 7919) % 250000);
-    for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = static_cast<token_id>(3 + (i * 104729) % 250000);
+    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = gemma_bench_token(m, i * 7919);
+    for (std::size_t i = 0; i < canvas.size(); ++i) canvas[i] = gemma_bench_token(m, i * 104729);
     auto ctx = m.new_context(o.prompt + n);
     const auto e0 = clock::now();
     m.encode(ctx, prompt);
@@ -113,7 +122,7 @@ inline void print_gemma_split(const cpu::gemma_timing& t) {
 [[nodiscard]] inline nlohmann::json gemma_decode_case(cpu::diffusion_gemma& m, const gemma_bench_options& o, int threads) {
     set_threads(threads);
     std::vector<token_id> prompt(static_cast<std::size_t>(o.prompt));
-    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<token_id>(3 + (i * 7919) % 250000);
+    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = gemma_bench_token(m, i * 7919);
     presets::diffusion_gemma<cpu::diffusion_gemma> dec(m, block_causal_mask{}, prefix_cache{}, entropy_bound_schedule{}, sdar_sampler(1.f));
     cpu::gemma_timing t;
     m.time_phases(&t);
@@ -129,21 +138,19 @@ inline void print_gemma_split(const cpu::gemma_timing& t) {
             {"committed", r.stats.committed}, {"split_seconds", gemma_split_json(t)}};
 }
 
-/// The DiffusionGemma benchmark of `config` (a shape's config.json): load, steps, decodes.
-[[nodiscard]] inline nlohmann::json run_gemma_bench(const nlohmann::json& config, const gemma_bench_options& o, const ceilings& ceil) {
-    const io::diffusion_gemma_config cfg = io::parse_diffusion_gemma_config(config, o.shape);
-    const auto t0 = std::chrono::steady_clock::now();
-    cpu::diffusion_gemma m = cpu::diffusion_gemma::random(cfg, 1, gemma_weight_spec(o.dtype));
-    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+/// The DiffusionGemma benchmark of a model in hand (`what` names it, `load_s` its load): steps, decodes.
+[[nodiscard]] inline nlohmann::json bench_gemma_model(cpu::diffusion_gemma& m, const std::string& what, double load_s, const gemma_bench_options& o,
+                                                      const ceilings& ceil) {
+    const io::diffusion_gemma_config& cfg = m.config();
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    std::printf("model: %s (random weights): hidden %d, %d layers, %d experts of %d (%d a token), vocabulary %d, canvas %d; weights %s, %.2f GiB\n",
-                o.shape.c_str(), cfg.hidden_size, cfg.num_layers, cfg.num_experts, cfg.moe_intermediate_size, cfg.experts_per_token, cfg.vocab_size,
+    std::printf("model: %s: hidden %d, %d layers, %d experts of %d (%d a token), vocabulary %d, canvas %d; weights %s, %.2f GiB\n",
+                what.c_str(), cfg.hidden_size, cfg.num_layers, cfg.num_experts, cfg.moe_intermediate_size, cfg.experts_per_token, cfg.vocab_size,
                 cfg.canvas_length, m.weight_type().c_str(), static_cast<double>(m.weight_bytes()) / gib);
     std::printf("load: %.1f s; resident %.2f GiB now, peak %.2f GiB\n", load_s, static_cast<double>(cpu::resident_memory()) / gib,
                 static_cast<double>(cpu::peak_resident_memory()) / gib);
     const std::string product = weight_product(m.weight_type());  // a file type's blocks: the quantized form
-    nlohmann::json out{{"model", {{"shape", o.shape}, {"weight_type", m.weight_type()}, {"weight_bytes", m.weight_bytes()}, {"load_seconds", load_s},
-                                  {"peak_resident_bytes", cpu::peak_resident_memory()}, {"product", product}}}};
+    nlohmann::json out{{"model", {{"what", what}, {"shape", o.shape}, {"weight_type", m.weight_type()}, {"weight_bytes", m.weight_bytes()},
+                                  {"load_seconds", load_s}, {"peak_resident_bytes", cpu::peak_resident_memory()}, {"product", product}}}};
     nlohmann::json cases = nlohmann::json::array();
     for (const int t : o.threads) {
         const ceiling c = ceil.of(t);
@@ -156,6 +163,15 @@ inline void print_gemma_split(const cpu::gemma_timing& t) {
     std::printf("resident after the forwards: %.2f GiB, peak %.2f GiB\n", static_cast<double>(cpu::resident_memory()) / gib,
                 static_cast<double>(cpu::peak_resident_memory()) / gib);
     return out;
+}
+
+/// The DiffusionGemma benchmark of `config` (a shape's config.json): random weights of o.dtype, then bench_gemma_model.
+[[nodiscard]] inline nlohmann::json run_gemma_bench(const nlohmann::json& config, const gemma_bench_options& o, const ceilings& ceil) {
+    const io::diffusion_gemma_config cfg = io::parse_diffusion_gemma_config(config, o.shape);
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::diffusion_gemma m = cpu::diffusion_gemma::random(cfg, 1, gemma_weight_spec(o.dtype));
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return bench_gemma_model(m, o.shape + " (random weights)", load_s, o, ceil);
 }
 
 }  // namespace dlm::bench

@@ -12,6 +12,13 @@ if(DLM_BUILD_BENCH AND DLM_HAVE_CPU)
                    --decode --gen 16 --prompt 8)
   set_tests_properties("bench: dlm-bench-forward loads it, verifies its weights and decodes" PROPERTIES FIXTURES_REQUIRED bench_tiny_ck
                        LABELS bench PASS_REGULAR_EXPRESSION "verify: the folder holds exactly.*decode: cdlm")
+  # -m naming a DiffusionGemma checkpoint: the tiny diffusion-gemma GGUF file (tests/data/gguf/, with its gemma4
+  # vocabulary), loaded as dlm-generate loads it, one step and one decode timed.
+  set(_name "bench: dlm-bench-forward -m loads a DiffusionGemma GGUF file as dlm-generate does and times a step and a decode")
+  add_test(NAME "${_name}" COMMAND dlm-bench-forward -m ${DLM_TEST_DATA}/gguf/diffusion_gemma_tiny.bf16.gguf --reps 1 --no-peak
+                                   --threads 1 --prompt 8 --decode)
+  set_tests_properties("${_name}" PROPERTIES LABELS bench
+                       PASS_REGULAR_EXPRESSION "model: .*diffusion_gemma_tiny.bf16.gguf: hidden .*step +16 rows x +24 keys, 1 thread\\(s\\): .*decode +16 tokens")
   add_test(NAME "bench: dlm-bench-forward refuses a canvas longer than the model's context, naming the flag"
            COMMAND dlm-bench-forward --shape tiny --no-peak --reps 1 --threads 1 --canvas 5000)
   set_tests_properties("bench: dlm-bench-forward refuses a canvas longer than the model's context, naming the flag" PROPERTIES

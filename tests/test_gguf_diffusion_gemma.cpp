@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -299,6 +300,32 @@ fs::path gemma4_vocab_file(const nlohmann::json& tj, std::size_t size) {
     return p;
 }
 
+/// A gemma4 vocabulary of 263 tokens: <pad> <eos> <bos> <unk> (<unk> of type unknown, the others
+/// control), the 256 byte tokens, then ▁ (260), a (261) and ▁a (262), one merge "▁ a"; `keys` adds
+/// the keys a case is about (as test_gguf's small_gguf_tokenizer does for a byte-level vocabulary).
+io::tokenizer tiny_gemma4_tokenizer(const std::function<void(io::gguf_writer&)>& keys) {
+    std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>"};
+    std::vector<std::int32_t> types = {3, 3, 3, 2};
+    for (int b = 0; b < 256; ++b) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        tokens.emplace_back(hex);
+        types.push_back(6);
+    }
+    for (const char* t : {"▁", "a", "▁a"}) {
+        tokens.emplace_back(t);
+        types.push_back(1);
+    }
+    io::gguf_writer w;
+    w.add_string("tokenizer.ggml.model", "gemma4");
+    w.add_strings("tokenizer.ggml.tokens", tokens);
+    w.add_i32s("tokenizer.ggml.token_type", types);
+    w.add_strings("tokenizer.ggml.merges", std::vector<std::string>{"▁ a"});
+    keys(w);
+    const std::vector<std::byte> b = w.bytes();
+    return io::gguf_tokenizer(io::gguf_header::parse(b, "gemma4.gguf"));
+}
+
 }  // namespace
 
 TEST_CASE("gguf diffusion-gemma: Gemma 4's vocabulary from GGUF encodes and decodes the tokenizer fixture's texts as transformers does") {
@@ -320,6 +347,46 @@ TEST_CASE("gguf diffusion-gemma: Gemma 4's vocabulary from GGUF encodes and deco
     }
     CHECK(checked > 1000);
     CHECK(wrong == 0);
+}
+
+// llama.cpp's gemma4 vocabulary (src/llama-vocab.cpp at 00ad355e): add_bos is forced on for the
+// gemma4 pre-tokenizer whatever tokenizer.ggml.add_bos_token says (its "workaround for Gemma 4"),
+// and check_add_special_token then requires bos_token_id. " a" is escaped to "▁a", merged by "▁ a".
+TEST_CASE("gguf diffusion-gemma: a gemma4 vocabulary adds <bos> even where the file says add_bos_token false, as llama.cpp does") {
+    const auto bos = [](bool add) {
+        return [add](io::gguf_writer& w) {
+            w.add_u32("tokenizer.ggml.bos_token_id", 2);
+            w.add_bool("tokenizer.ggml.add_bos_token", add);
+        };
+    };
+    CHECK(tiny_gemma4_tokenizer(bos(true)).encode(" a", true) == std::vector<token_id>{2, 262});
+    CHECK(tiny_gemma4_tokenizer(bos(false)).encode(" a", true) == std::vector<token_id>{2, 262});
+    CHECK(tiny_gemma4_tokenizer(bos(false)).encode(" a") == std::vector<token_id>{262});
+    CHECK_THROWS_WITH_AS((void)tiny_gemma4_tokenizer([](io::gguf_writer&) {}), doctest::Contains("'tokenizer.ggml.bos_token_id'"), file_error);
+}
+
+// llama.cpp reads tokenizer.ggml.add_space_prefix for every vocabulary; a BPE one (gemma4 is) never
+// prepends the space, but its detokenizer then strips one leading space from the first piece. The
+// converter writes false; dlm refuses true rather than decode a text differently at its start.
+TEST_CASE("gguf diffusion-gemma: a gemma4 vocabulary with add_space_prefix true is refused by key") {
+    const auto prefix = [](bool add) {
+        return [add](io::gguf_writer& w) {
+            w.add_u32("tokenizer.ggml.bos_token_id", 2);
+            w.add_bool("tokenizer.ggml.add_space_prefix", add);
+        };
+    };
+    CHECK(tiny_gemma4_tokenizer(prefix(false)).decode(std::vector<token_id>{262}) == " a");
+    CHECK_THROWS_WITH_AS((void)tiny_gemma4_tokenizer(prefix(true)), doctest::Contains("'tokenizer.ggml.add_space_prefix'"), file_error);
+}
+
+// llama.cpp's tokenizer_st_partition matches control, user-defined and unknown tokens in the text
+// (cache_special_tokens), and token_to_piece hides control and unknown ones unless asked for special
+// tokens: a token of type unknown is a special token, as transformers' Gemma <unk> is.
+TEST_CASE("gguf diffusion-gemma: a token of type unknown is a special token: matched in the text, hidden when decoding without special tokens") {
+    const io::tokenizer tok = tiny_gemma4_tokenizer([](io::gguf_writer& w) { w.add_u32("tokenizer.ggml.bos_token_id", 2); });
+    CHECK(tok.encode("a<unk> a") == std::vector<token_id>{261, 3, 262});
+    CHECK(tok.decode(std::vector<token_id>{261, 3, 262}) == "a<unk> a");
+    CHECK(tok.decode(std::vector<token_id>{261, 3, 262}, true) == "a a");
 }
 
 }  // namespace test_gguf_diffusion_gemma

@@ -10,8 +10,8 @@
 //   add_bos_token, add_eos_token, bos_token_id, eos_token_id   what llama.cpp's tokenizer adds around
 //               a text tokenized with add_special (its default for a plain prompt)
 // dlm rebuilds the tokenizer.json those came from and parses it with io::tokenizer: every token in
-// the BPE vocabulary at its id, control and user-defined tokens also as added tokens (special or
-// not), the pre-tokenizer named by `pre` as the Hugging Face pipeline it stands for (a Split on the
+// the BPE vocabulary at its id, control, unknown and user-defined tokens also as added tokens (the
+// first two special), the pre-tokenizer named by `pre` as the Hugging Face pipeline it stands for (a Split on the
 // regex, then ByteLevel; Qwen2's also NFC-normalizes; Llama 3's BPE takes a pre-token found whole in
 // the vocabulary as it is, ignore_merges, as llama.cpp and Llama 3's tokenizer.json do), the ByteLevel
 // decoder, and a TemplateProcessing post-processor with the BOS and EOS llama.cpp adds: add_bos_token
@@ -25,6 +25,10 @@
 // tokenizer.json (detail::gemma4_tokenizer_json; tools/make_gemma_tokenizer_fixtures.py rebuilds it
 // the same way from llama.cpp's ggml-vocab-gemma-4.gguf and checks it against the ids transformers
 // wrote for llama.cpp's tokenizer test texts): tokens, types and merges from the file, pre is not read.
+// Where llama.cpp's own gemma4 tokenizer (src/llama-vocab.cpp, read at 00ad355e) decides, dlm does as
+// it does: <bos> is added whatever add_bos_token says (its "workaround for Gemma 4"), so the file must
+// name bos_token_id; add_space_prefix true is refused (llama.cpp's detokenizer would then drop a space
+// at the start of a text). docs/models.md lists what else was compared.
 //
 // The Ling / Bailing tokenizer (llama.cpp's LLAMA_VOCAB_PRE_TYPE_BAILINGMOE) has three names: the
 // converter writes "bailingmoe" for Ling 1.x and "bailingmoe2" for Ling 2.0 (LLaDA2.x files carry it
@@ -86,15 +90,21 @@ enum class gguf_token_type : std::int64_t { normal = 1, unknown = 2, control = 3
 
 namespace detail {
 
-/// The TemplateProcessing that wraps a text as llama.cpp's tokenizer does with add_special: a BOS when
-/// add_bos_token (else `default_bos`), an EOS when add_eos_token; null when it adds nothing. A token
-/// asked for by the file's own key must be named (bos_token_id / eos_token_id) and exist.
-[[nodiscard]] inline nlohmann::json gguf_post_processor(const gguf_header& h, const std::vector<std::string_view>& tokens, bool default_bos) {
+/// Whether llama.cpp's tokenizer adds a BOS: as add_bos_token says, else its default for the
+/// pre-tokenizer; or always (the gemma4 vocabulary: llama.cpp overrides a false add_bos_token there).
+enum class gguf_bos { file_else_no, file_else_yes, always };
+
+/// The TemplateProcessing that wraps a text as llama.cpp's tokenizer does with add_special: a BOS as
+/// `bos` says, an EOS when add_eos_token; null when it adds nothing. A token asked for by the file's
+/// own key, or always added, must be named (bos_token_id / eos_token_id) and exist.
+[[nodiscard]] inline nlohmann::json gguf_post_processor(const gguf_header& h, const std::vector<std::string_view>& tokens, gguf_bos bos_rule) {
     nlohmann::json single = nlohmann::json::array(), specials = nlohmann::json::object();
-    const auto add = [&](std::string_view flag, std::string_view id_key, bool by_default) {
+    const auto add = [&](std::string_view flag, std::string_view id_key, bool by_default, bool always) {
         const bool given = h.has(flag);
-        if (!(given ? h.boolean(flag) : by_default)) return false;
+        const bool asked = given ? h.boolean(flag) : by_default;
+        if (!asked && !always) return false;
         if (!h.has(id_key)) {
+            if (always) h.fail_key(id_key, "missing; llama.cpp adds it to every text of this vocabulary, whatever " + std::string(flag) + " says");
             if (given) h.fail_key(flag, "is true, but the file names no " + std::string(id_key));
             return false;  // llama.cpp's default asks for a token the file does not name: nothing to add
         }
@@ -106,9 +116,9 @@ namespace detail {
         specials[text] = {{"id", text}, {"ids", {id}}, {"tokens", {text}}};
         return true;
     };
-    const bool bos = add("tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", default_bos);
+    const bool bos = add("tokenizer.ggml.add_bos_token", "tokenizer.ggml.bos_token_id", bos_rule == gguf_bos::file_else_yes, bos_rule == gguf_bos::always);
     single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
-    const bool eos = add("tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", false);
+    const bool eos = add("tokenizer.ggml.add_eos_token", "tokenizer.ggml.eos_token_id", false, false);
     if (!bos && !eos) return nullptr;
     return {{"type", "TemplateProcessing"}, {"single", std::move(single)}, {"pair", nlohmann::json::array()}, {"special_tokens", std::move(specials)}};
 }
@@ -117,8 +127,9 @@ namespace detail {
 
 namespace detail {
 
-/// The vocabulary (every token at its id) and the added tokens (control: special; user-defined: not)
-/// of tokenizer.ggml.tokens / token_type.
+/// The vocabulary (every token at its id) and the added tokens of tokenizer.ggml.tokens / token_type:
+/// control and unknown ones special, user-defined ones not (llama.cpp matches the three in a text, and
+/// its detokenizer shows control and unknown ones only when asked for special tokens).
 struct gguf_vocab {
     std::vector<std::string_view> tokens;
     nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
@@ -141,8 +152,8 @@ struct gguf_vocab {
         const auto t = static_cast<gguf_token_type>(types[id]);
         if (t < gguf_token_type::normal || t > gguf_token_type::byte)
             h.fail_key("tokenizer.ggml.token_type", "token " + std::to_string(id) + " has unknown type " + std::to_string(types[id]));
-        if (t == gguf_token_type::control || t == gguf_token_type::user_defined)
-            v.added.push_back({{"id", id}, {"content", text}, {"special", t == gguf_token_type::control}, {"single_word", false},
+        if (t == gguf_token_type::control || t == gguf_token_type::unknown || t == gguf_token_type::user_defined)
+            v.added.push_back({{"id", id}, {"content", text}, {"special", t != gguf_token_type::user_defined}, {"single_word", false},
                                {"lstrip", false}, {"rstrip", false}, {"normalized", false}});
     }
     return v;
@@ -186,7 +197,10 @@ struct gguf_vocab {
           {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}}, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
     };
     if (has_unk) j["model"]["unk_token"] = "<unk>";
-    if (auto post = gguf_post_processor(h, v.tokens, true); !post.is_null()) j["post_processor"] = std::move(post);
+    if (h.has("tokenizer.ggml.add_space_prefix") && h.boolean("tokenizer.ggml.add_space_prefix"))
+        h.fail_key("tokenizer.ggml.add_space_prefix", "true is not supported in a gemma4 vocabulary (llama.cpp's detokenizer then drops a space "
+                                                      "at the start of a text; Gemma's tokenizer and the converter's false do not)");
+    if (auto post = gguf_post_processor(h, v.tokens, gguf_bos::always); !post.is_null()) j["post_processor"] = std::move(post);
     return j;
 }
 
@@ -223,7 +237,8 @@ struct gguf_vocab {
         {"decoder", byte_level},
     };
     if (p->nfc) j["normalizer"] = {{"type", "NFC"}};
-    if (auto post = detail::gguf_post_processor(h, v.tokens, p->add_bos); !post.is_null()) j["post_processor"] = std::move(post);
+    const auto bos_rule = p->add_bos ? detail::gguf_bos::file_else_yes : detail::gguf_bos::file_else_no;
+    if (auto post = detail::gguf_post_processor(h, v.tokens, bos_rule); !post.is_null()) j["post_processor"] = std::move(post);
     return j;
 }
 
