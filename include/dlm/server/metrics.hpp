@@ -127,6 +127,7 @@ struct vllm_stats {
 struct prompt_cache_figures {
     std::atomic<bool> enabled{false};
     std::atomic<std::uint64_t> queried_tokens{0}, hit_tokens{0}, evicted_tokens{0}, bytes{0}, capacity_bytes{0}, blocks{0};
+    std::atomic<std::uint64_t> room_evictions{0};  ///< times unpinned blocks were evicted to make room for a request refused for memory
 
     template <class PromptCache>
     void copy_from(const PromptCache& pc) {
@@ -134,6 +135,7 @@ struct prompt_cache_figures {
         queried_tokens = pc.stats().queried_tokens;
         hit_tokens = pc.stats().hit_tokens;
         evicted_tokens = pc.stats().evicted_tokens;
+        room_evictions = pc.stats().room_evictions;
         bytes = pc.bytes();
         capacity_bytes = pc.capacity_bytes();
         blocks = pc.blocks();
@@ -186,6 +188,9 @@ struct metrics {
               waiting_for_memory);
         counter("dlm_memory_deferrals_total", "Times a request's join was deferred because memory was short while other sequences ran.",
                 memory_deferrals);
+        counter("dlm_memory_evictions_total",
+                "Times prompt-cache blocks were evicted to make room for a request refused for memory, before it waited or was refused.",
+                prompt_cache.room_evictions);
         out += latency.render("dlm_request_duration_seconds", "Time from receiving a request to its last byte.");
         out += first_text.render("dlm_time_to_first_text_seconds", "Time from receiving a streamed request to its first text.");
         out += queue_wait.render("dlm_queue_wait_seconds", "Time a request waited before joining the batch.");
