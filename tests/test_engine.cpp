@@ -463,6 +463,50 @@ TEST_CASE("engine: a batch whose K/V stores cannot fit is refused before any sto
 #endif
 }
 
+/// A claiming_model whose stores are device memory, on a device with `free` bytes free before any
+/// store is made (each store made takes its claim).
+struct device_model : claiming_model {
+    static constexpr bool kv_on_device = true;
+    device_model(std::uint64_t bytes, std::uint64_t free_bytes) : claiming_model(bytes), free(free_bytes) {}
+    [[nodiscard]] std::uint64_t device_bytes_free() const noexcept {
+        const std::uint64_t used = detail::saturating_mul(static_cast<std::uint64_t>(*made), claimed);
+        return free > used ? free - used : 0;
+    }
+    std::uint64_t free;
+};
+
+TEST_CASE("engine: a batch whose device K/V stores cannot fit in the device's free memory together is refused naming the device before any store is made; one that fits joins") {
+    static_assert(model_reports_device_memory<device_model> && !model_reports_device_memory<claiming_model>);
+    // Stores of 40 MiB (each below the size a store is weighed at alone) on a device with 100 MiB free.
+    device_model m(std::uint64_t{40} << 20, std::uint64_t{100} << 20);
+    decoder<device_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> d(m, semi_ar_mask{4}, {}, threshold_schedule{0.9});
+    engine eng(d);
+    const std::vector<tvec> three{{1, 2}, {3, 4}, {5, 6}};
+    try {
+        (void)eng.add_batch(three, {.gen_length = 8});
+        FAIL("no memory_error");
+    } catch (const memory_error& e) {
+        CHECK(e.where() == memory_kind::device);
+        CHECK(e.needed() == (std::uint64_t{120} << 20));
+        CHECK(e.available() == (std::uint64_t{100} << 20));
+        CHECK(std::string(e.what()).find("the device K/V stores of 3 sequence(s) (up to 10 positions each) on the device") != std::string::npos);
+    }
+    CHECK(*m.made == 0);
+    CHECK(eng.idle());
+    eng.check_batch(three, {.gen_length = 8});  // each alone fits
+    (void)eng.add(three[0], {.gen_length = 8, .cfg_scale = 1.0});  // guided: two stores, 80 MiB of the 100
+    CHECK(*m.made == 2);
+    CHECK(eng.held_bytes() >= (std::uint64_t{80} << 20));
+    CHECK_THROWS_AS((void)eng.add_batch(std::span(three).subspan(1), {.gen_length = 8}), memory_error);  // 80 MiB of the 20 left
+    CHECK(*m.made == 2);
+    CHECK(eng.active() == 1);
+    // The host's own check counts no device store: stores of a petabyte on a device said to have more.
+    device_model vast(std::uint64_t{1} << 50, std::numeric_limits<std::uint64_t>::max());
+    decoder<device_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> dv(vast, semi_ar_mask{4}, {}, threshold_schedule{0.9});
+    engine big(dv);
+    CHECK_NOTHROW((void)big.add(three[0], {.gen_length = 8}));
+}
+
 TEST_CASE("engine: the stepper's spare logits rows offset a joining sequence's rows, never its K/V stores") {
 #if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
     MESSAGE("checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");

@@ -222,12 +222,37 @@ template <class Model>
             stepping_bytes(model, l, cfg, a.host_logits)};
 }
 
+/// Refuses (dlm::memory_error, memory_kind::device) sequences whose device K/V stores — summed when
+/// `together`, else the largest sequence's — do not fit in the device's free memory (the model's
+/// device_bytes_free: model/concept.hpp), before any store is made. Those made for sequences added
+/// before are in use already, so the free memory counts them. A sum of at most weighed_above is not
+/// measured.
+template <class Model>
+void check_device_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, bool together) {
+    std::uint64_t bytes = 0;
+    index_t longest = 0;
+    for (const canvas_layout& l : layouts) {
+        const std::uint64_t b = saturating_mul(cfg ? 2 : 1, device_kv_cache_bytes(model, l.size()));
+        bytes = together ? saturating_add(bytes, b) : std::max(bytes, b);
+        longest = std::max(longest, l.size());
+    }
+    if (bytes <= weighed_above) return;
+    const std::uint64_t free = model.device_bytes_free();
+    if (bytes > free)
+        throw memory_error("the device K/V stores of " +
+                               std::string(together ? std::to_string(layouts.size()) + " sequence(s)" : "a sequence") + " (up to " +
+                               std::to_string(longest) + " positions each" + (cfg ? ", twice for guidance" : "") + ") on the device",
+                           bytes, free, "ask for fewer slots (gen_length), shorter prompts, or fewer sequences at once", memory_kind::device);
+}
+
 /// Refuses (dlm::memory_error) sequences whose sequence_bytes, with the rows pending, do not fit in
 /// the available memory (core/memory.hpp), before any is allocated. What the stepper's buffer holds
 /// spare offsets logits rows only: a store or a canvas cannot live there. A sum of at most
-/// weighed_above bytes is not measured.
+/// weighed_above bytes is not measured. Device K/V stores are weighed first (check_device_memory).
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
+    if constexpr (model_reports_device_memory<Model>)
+        if (a.kv_stores) check_device_memory(model, layouts, cfg, a.together);
     sequence_memory own;
     for (const canvas_layout& l : layouts) {
         const sequence_memory b = sequence_bytes(model, l, cfg, a);
