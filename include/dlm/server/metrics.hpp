@@ -243,7 +243,8 @@ struct metrics {
         };
         plain("dlm_prompt_cache_query_tokens_total", "Prompt tokens looked up in the prompt cache.", "counter", prompt_cache.queried_tokens);
         plain("dlm_prompt_cache_hit_tokens_total", "Prompt tokens whose exact K/V came from the prompt cache.", "counter", prompt_cache.hit_tokens);
-        plain("dlm_prompt_cache_evicted_tokens_total", "Tokens evicted from the prompt cache to stay within its bound.", "counter",
+        plain("dlm_prompt_cache_evicted_tokens_total",
+              "Tokens evicted from the prompt cache: to stay within its bound, or to make room for a request refused for memory.", "counter",
               prompt_cache.evicted_tokens);
         plain("dlm_prompt_cache_bytes", "Bytes the prompt cache holds.", "gauge", prompt_cache.bytes);
         plain("dlm_prompt_cache_capacity_bytes", "The prompt cache's bound (--prompt-cache).", "gauge", prompt_cache.capacity_bytes);
