@@ -11,7 +11,7 @@ if(NOT DLM_HAVE_CPU)
   return()
 endif()
 include(${PROJECT_SOURCE_DIR}/cli/cli.cmake)
-dlm_test(test_server test_server.cpp test_server_scheduler.cpp test_server_http.cpp CPU LIBS dlm_cli)
+dlm_test(test_server test_server.cpp test_server_scheduler.cpp test_server_memory.cpp test_server_http.cpp CPU LIBS dlm_cli)
 
 if(NOT DLM_HAVE_SERVER OR NOT DLM_BUILD_EXAMPLES)
   return()

@@ -11,6 +11,7 @@
 #include <dlm/engine.hpp>
 #include <dlm/presets.hpp>
 
+#include "support/child.hpp"
 #include "support/scripts.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -140,6 +141,34 @@ TEST_CASE("prompt cache: a pinned prefix and its path are never evicted; an inse
     CHECK(matched(t, x) == 0);
     CHECK(matched(t, z) == 4);
     t.unpin(pz);
+}
+
+TEST_CASE("prompt cache: making room evicts unpinned blocks, least recently used first, never a pinned one, and says what it could free") {
+    const auto m = toy();
+    tree t(m, {.bytes = 4 * toy().kv_cache_bytes(4) + 4 * 4 * sizeof(token_id)});  // four blocks
+    const std::uint64_t b = t.block_bytes(4);
+    const tvec x = seq(1, 4), y = seq(10, 4), z = seq(20, 8);
+    insert(t, m, x);
+    insert(t, m, y);
+    insert(t, m, z);
+    CHECK(t.evictable_bytes() == 4 * b);
+    auto* px = t.match(x, 4).last;  // x: the most recently used now, and pinned
+    t.pin(px);
+    CHECK(t.evictable_bytes() == 3 * b);
+    CHECK(t.evict_unpinned(b + 1) == 2 * b);  // whole blocks: y (the least recently used), then z's last
+    CHECK(t.stats().room_evictions == 1);
+    CHECK(t.stats().room_evicted_tokens == 8);
+    CHECK(t.stats().evicted_tokens == 8);
+    CHECK(t.evictable_bytes() == b);
+    CHECK(t.evict_unpinned(100 * b) == b);  // all it may: z's first block
+    CHECK(t.evict_unpinned(b) == 0);        // only the pinned block is left: nothing to free, no eviction counted
+    CHECK(t.stats().room_evictions == 2);
+    CHECK(t.evictable_bytes() == 0);
+    CHECK(t.blocks() == 1);
+    CHECK(t.bytes() == b);
+    CHECK(matched(t, x) == 4);
+    t.unpin(px);
+    CHECK(t.evictable_bytes() == b);
 }
 
 TEST_CASE("prompt cache: the bytes held never pass the bound, and an insert inserts the blocks that fit") {
@@ -328,6 +357,63 @@ TEST_CASE("engine: a decoder that cannot reuse K/V exactly refuses a prompt cach
     CHECK_THROWS_AS(engine(approx, {.bytes = 1 << 20}), invalid_parameter);
     engine none(llada);  // no prompt cache asked for: fine
     CHECK(none.prompt_cache() == nullptr);
+}
+
+namespace {
+
+/// A scripted model whose K/V stores hold `per_position` bytes of address space per position
+/// (reserved, never touched; above glibc's mmap threshold, so freeing one unmaps it), as its
+/// kv_cache_bytes says: the prompt cache's blocks hold memory that evicting them gives back.
+struct heavy_model : scripted_model {
+    explicit heavy_model(std::uint64_t bytes) : scripted_model(64, 63, {62}, true, dlm_test::context_hash()), per_position(bytes) {}
+    [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
+        kv_cache kv = scripted_model::make_kv_cache(capacity);
+        kv.tokens.reserve(static_cast<std::size_t>(kv_cache_bytes(capacity) / sizeof(token_id)));
+        return kv;
+    }
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept { return std::uint64_t(capacity) * per_position; }
+    std::uint64_t per_position;
+};
+
+}  // namespace
+
+TEST_CASE("engine with a prompt cache: a request that fits once unpinned cached blocks are evicted joins; one that would not fit with the cache emptied is refused, the cache untouched") {
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    constexpr std::uint64_t per_position = std::uint64_t{16} << 20;  // a cached block of 4 positions: 64 MiB
+    heavy_model m(per_position);
+    presets::autoregressive<heavy_model> d(m);
+    engine eng(d, prompt_cache_options{.bytes = std::uint64_t{1} << 40, .causal_block = 4});
+    for (token_id i = 0; i < 3; ++i) {  // three prompts of two blocks each: six cached blocks, 384 MiB
+        (void)eng.add(seq(static_cast<token_id>(1 + 10 * i), 8), {.gen_length = 2});
+        while (!eng.idle()) (void)eng.step();
+    }
+    (void)eng.take_finished();
+    const auto* pc = eng.prompt_cache();
+    REQUIRE(pc->blocks() == 6);
+    const std::uint64_t block = pc->block_bytes(4);
+    REQUIRE(eng.evictable_bytes() == 6 * block);
+    CHECK(eng.evictable_bytes(memory_kind::device) == 0);  // the blocks are host memory
+    // In a child (forked after the forwards: it runs none, so OpenMP's threads are not needed there).
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
+        const auto positions = [&](std::uint64_t bytes) { return static_cast<index_t>(bytes / per_position) + 1; };
+        try {  // short by more than all six blocks: refused, nothing evicted
+            (void)eng.add(seq(40, 8), {.gen_length = positions(avail + 6 * block) + 2});
+            return 2;
+        } catch (const memory_error& e) {
+            if (e.short_by() <= 6 * block || pc->blocks() != 6 || pc->stats().room_evictions != 0) return 3;
+        }
+        try {  // short by 32 to 48 MiB: one block (the least recently used) makes room
+            (void)eng.add(seq(40, 8), {.gen_length = positions(avail) + 2 - 8});
+        } catch (const memory_error&) {
+            return 4;
+        }
+        return eng.active() == 1 && pc->blocks() == 5 && pc->stats().room_evictions == 1 && pc->stats().room_evicted_tokens == 4 ? 0 : 5;
+    });
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped: less than 1 GiB available");
+    else CHECK(code == 0);
+#endif
 }
 
 }  // namespace test_prompt_cache

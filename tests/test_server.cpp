@@ -360,7 +360,7 @@ TEST_CASE("server metrics: the prompt cache's figures appear, under vLLM's names
     CHECK(m.render(0, 0).find("dlm_prompt_cache") == std::string::npos);
     struct fake_cache {
         struct counters {
-            std::uint64_t queried_tokens = 100, hit_tokens = 64, evicted_tokens = 32;
+            std::uint64_t queried_tokens = 100, hit_tokens = 64, evicted_tokens = 32, room_evictions = 3;
         } c;
         [[nodiscard]] const counters& stats() const { return c; }
         [[nodiscard]] std::uint64_t bytes() const { return 4096; }
@@ -373,7 +373,8 @@ TEST_CASE("server metrics: the prompt cache's figures appear, under vLLM's names
                                    "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{model_name=\"ar\"} 64\n",
                                    "dlm_prompt_cache_hit_tokens_total 64\n", "dlm_prompt_cache_query_tokens_total 100\n",
                                    "dlm_prompt_cache_evicted_tokens_total 32\n", "# TYPE dlm_prompt_cache_bytes gauge\ndlm_prompt_cache_bytes 4096\n",
-                                   "dlm_prompt_cache_capacity_bytes 1048576\n", "dlm_prompt_cache_blocks 2\n"}) {
+                                   "dlm_prompt_cache_capacity_bytes 1048576\n", "dlm_prompt_cache_blocks 2\n",
+                                   "# TYPE dlm_memory_evictions_total counter\ndlm_memory_evictions_total 3\n"}) {
         INFO(line);
         CHECK(t.find(line) != std::string::npos);
     }

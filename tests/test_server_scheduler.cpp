@@ -1,6 +1,6 @@
 // dlm-server's scheduler (requests joining a running engine) on a scripted model: the answers equal
-// single decodes, the queue's bounds, cancels and timeouts, engine refusals, requests that wait for
-// memory, and vLLM's figures.
+// single decodes, the queue's bounds, cancels and timeouts, engine refusals, and vLLM's figures
+// (requests that wait for memory: test_server_memory.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <dlm/server/scheduler.hpp>
 #include <dlm/server/text_stream.hpp>
 
+#include "support/scheduler_testing.hpp"
 #include "support/scripts.hpp"
 
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
@@ -26,126 +27,15 @@ namespace test_server_scheduler {
 
 using namespace dlm;
 using namespace dlm::server;
+using namespace dlm_test::scheduler_testing;
 
 namespace {
 
-using testing::scripted_model;
-using decoder_t = presets::llada<scripted_model>;
 using scheduler_t = scheduler<engine<decoder_t>>;
 constexpr token_id mask_id = 31, eos_id = 30;
 
 std::shared_ptr<scheduler_t::job> job_for(std::vector<token_id> prompt, std::uint64_t seed, index_t gen = 16) {
     auto j = std::make_shared<scheduler_t::job>();
-    j->prompt = std::move(prompt);
-    j->options.gen_length = gen;
-    j->options.seed = seed;
-    return j;
-}
-
-template <class Job>
-void wait_end(Job& j) {
-    std::unique_lock lock(j.m);
-    j.cv.wait(lock, [&] { return j.ended(); });
-}
-
-template <class Job>
-bool has_ended(const Job& j) {
-    const std::lock_guard lock(j.m);
-    return j.ended();
-}
-
-/// Lets a scripted model's forwards run one at a time: forward f waits until the test has let more
-/// than f pass. The scheduler admits queued jobs between two forwards, so once forward f + 1 has
-/// begun, the admission after forward f has run.
-struct turnstile {
-    std::atomic<index_t> allowed{0}, begun{-1};
-
-    testing::script wrap(testing::script s) {
-        return [this, s = std::move(s)](const testing::script_view& v, std::span<float> out) {
-            for (index_t b = begun.load(); b < v.forward && !begun.compare_exchange_weak(b, v.forward);) {}
-            while (v.forward >= allowed.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            s(v, out);
-        };
-    }
-    /// Lets the forwards before `f` run, and waits until forward `f` has begun.
-    void pass(index_t f) {
-        allowed = f;
-        while (begun.load() < f) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    void open() { allowed = std::numeric_limits<index_t>::max(); }
-};
-
-struct open_on_exit {  // declared after a scheduler, so that a failed REQUIRE lets it stop
-    turnstile& gate;
-    ~open_on_exit() { gate.open(); }
-};
-
-/// An engine whose memory holds `budget` slots: add throws dlm::memory_error when the slots of the
-/// sequences it holds and the joining one's gen_length pass the budget, as engine/prepare.hpp weighs
-/// a joining sequence beside the running ones. It counts its refusals and logs the sequences it took
-/// (by their prompt's first token), in order.
-class memory_bound_engine {
-public:
-    using inner_type = engine<decoder_t>;
-    using policies = inner_type::policies;
-    using sequence_id = inner_type::sequence_id;
-    static constexpr std::uint64_t slot_bytes = std::uint64_t{1} << 20;
-
-    memory_bound_engine(decoder_t& d, index_t budget) : inner_(d), budget_(budget) {}
-
-    sequence_id add(std::vector<token_id> prompt, const generation_options& o, const policies& p = {}) {
-        const index_t slots = o.gen_length.value();  // the tests set it
-        index_t held = 0;
-        for (const auto& [id, n] : held_) held += n;
-        if (held + slots > budget_) {
-            ++refusals;
-            throw memory_error("the decoding state of " + std::to_string(slots) + " slots beside " + std::to_string(held) + " held",
-                               slot_bytes * static_cast<std::uint64_t>(held + slots), slot_bytes * static_cast<std::uint64_t>(budget_),
-                               "ask for fewer slots (gen_length)");
-        }
-        const token_id first = prompt.empty() ? -1 : prompt.front();
-        const sequence_id id = inner_.add(std::move(prompt), o, p);
-        held_[id] = slots;
-        const std::lock_guard lock(m_);
-        taken_.push_back(first);
-        return id;
-    }
-    auto take_finished() {
-        auto done = inner_.take_finished();
-        for (const auto& [id, result] : done) held_.erase(id);
-        return done;
-    }
-    void cancel(sequence_id id) { inner_.cancel(id); }
-    decltype(auto) step() { return inner_.step(); }
-    [[nodiscard]] bool idle() const noexcept { return inner_.idle(); }
-    /// The slots' bytes the sequences it holds would give back as they end.
-    [[nodiscard]] std::uint64_t held_bytes() const {
-        index_t held = 0;
-        for (const auto& [id, n] : held_) held += n;
-        return slot_bytes * static_cast<std::uint64_t>(held);
-    }
-    [[nodiscard]] auto committed_prefix(sequence_id id) const { return inner_.committed_prefix(id); }
-    [[nodiscard]] auto canvas(sequence_id id) const { return inner_.canvas(id); }
-    [[nodiscard]] auto prompt_cache() const noexcept { return inner_.prompt_cache(); }
-
-    /// The first prompt token of each sequence taken, in the order taken (any thread).
-    [[nodiscard]] std::vector<token_id> taken() const {
-        const std::lock_guard lock(m_);
-        return taken_;
-    }
-    std::atomic<int> refusals{0};  ///< memory_errors thrown
-
-private:
-    inner_type inner_;
-    index_t budget_;
-    std::map<sequence_id, index_t> held_;  // engine thread only: the slots of each sequence it holds
-    mutable std::mutex m_;
-    std::vector<token_id> taken_;
-};
-using bounded_scheduler = scheduler<memory_bound_engine>;
-
-std::shared_ptr<bounded_scheduler::job> bounded_job(std::vector<token_id> prompt, std::uint64_t seed, index_t gen) {
-    auto j = std::make_shared<bounded_scheduler::job>();
     j->prompt = std::move(prompt);
     j->options.gen_length = gen;
     j->options.seed = seed;
@@ -403,145 +293,6 @@ TEST_CASE("server scheduler: vLLM's token figures count a cancelled sequence's a
     CHECK(stats.vllm.first_token.count() == 1);
     CHECK(stats.vllm.inter_token.count() == 1);  // the forward that committed 6; none for the EOS slots
     CHECK(stats.vllm.finished[2] == 1);          // abort
-}
-
-// A bounded engine of 24 slots: a running request of 16 leaves room for 8 more. One slot per forward
-// (llada_schedule{}): a request of 16 slots runs 16 forwards.
-TEST_CASE("server scheduler: a request refused for memory while another runs waits at the queue's head, joins when that one ends, and is not overtaken") {
-    turnstile gate;
-    scripted_model m(32, mask_id, {eos_id}, false, gate.wrap(dlm_test::context_hash()));
-    decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{}, presets::llada_sampler(1.0f));
-    memory_bound_engine eng(d, 24);
-    metrics stats;
-    auto running = bounded_job({1, 2, 3}, 1, 16), big = bounded_job({2, 3, 4}, 7, 16), small = bounded_job({3, 4, 5}, 3, 8);
-    running->draw_seed = big->draw_seed = true;  // drawn as they join: running's is the first (n = 0), big's the second,
-                                                 // sequence_seed(7, 1), however often big was deferred
-    {
-        bounded_scheduler sched(eng, {.max_active = 4, .max_queue = 4}, &stats);
-        const open_on_exit release{gate};
-        REQUIRE(sched.submit(running));
-        gate.pass(0);  // it joined; its first forward waits
-        REQUIRE(sched.submit(big));
-        REQUIRE(sched.submit(small));
-        gate.pass(1);  // one admission: big does not fit beside running; small would, but waits behind it
-        CHECK(eng.refusals == 1);
-        CHECK(eng.taken() == std::vector<token_id>{1});
-        CHECK_FALSE(has_ended(*big));
-        CHECK(sched.queue_length() == 2);
-        CHECK(stats.waiting_for_memory == 1);
-        CHECK(stats.memory_deferrals == 1);
-        const std::string t = stats.render(sched.queue_length(), sched.active());
-        CHECK(t.find("dlm_requests_waiting_for_memory 1\n") != std::string::npos);
-        CHECK(t.find("dlm_memory_deferrals_total 1\n") != std::string::npos);
-        CHECK(t.find("vllm:num_requests_waiting{model_name=\"dlm\"} 2\n") != std::string::npos);  // both count as waiting
-        gate.pass(3);  // two more admissions while running holds its slots: big is not tried again, small does not overtake it
-        CHECK(eng.refusals == 1);
-        CHECK(eng.taken() == std::vector<token_id>{1});
-        CHECK_FALSE(has_ended(*big));
-        CHECK_FALSE(has_ended(*small));
-        gate.open();
-        for (const auto& j : {running, big, small}) wait_end(*j);
-    }
-    CHECK(eng.taken() == std::vector<token_id>{1, 2, 3});  // big joined when running ended, small with it
-    CHECK(eng.refusals == 1);
-    for (const auto& j : {running, big, small}) REQUIRE(j->end == job_end::finished);
-    CHECK(big->result->tokens == d.generate(big->prompt, {.gen_length = 16, .seed = sequence_seed(7, 1)}).tokens);
-    CHECK(small->result->tokens == d.generate(small->prompt, {.gen_length = 8, .seed = 3}).tokens);
-    CHECK(stats.waiting_for_memory == 0);
-    CHECK(stats.memory_deferrals == 1);
-    CHECK(stats.vllm.queue_time.count() == 3);
-}
-
-TEST_CASE("server scheduler: a request refused for memory with nothing running can never fit, and is refused naming gen_length") {
-    scripted_model m(32, mask_id, {eos_id}, false, dlm_test::context_hash());
-    decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{}, presets::llada_sampler(1.0f));
-    memory_bound_engine eng(d, 8);
-    metrics stats;
-    bounded_scheduler sched(eng, {.max_active = 2, .max_queue = 2}, &stats);
-    auto big = bounded_job({1, 2}, 1, 16);
-    REQUIRE(sched.submit(big));
-    wait_end(*big);
-    CHECK(big->end == job_end::refused);
-    CHECK(big->error_param == "gen_length");  // the server's 400 names max_tokens
-    CHECK(big->error_message.find("not enough memory") != std::string::npos);
-    CHECK(eng.refusals == 1);
-    CHECK(stats.memory_deferrals == 0);
-    CHECK(stats.waiting_for_memory == 0);
-    auto fits = bounded_job({1, 2}, 2, 8);  // the scheduler still serves
-    REQUIRE(sched.submit(fits));
-    wait_end(*fits);
-    CHECK(fits->end == job_end::finished);
-}
-
-TEST_CASE("server scheduler: a request short of more memory than the running ones hold is refused at once, not held at the queue's head") {
-    turnstile gate;
-    scripted_model m(32, mask_id, {eos_id}, false, gate.wrap(dlm_test::context_hash()));
-    decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{}, presets::llada_sampler(1.0f));
-    memory_bound_engine eng(d, 24);
-    metrics stats;
-    auto running = bounded_job({1, 2, 3}, 1, 16), huge = bounded_job({2, 3, 4}, 2, 32), small = bounded_job({3, 4, 5}, 3, 8);
-    {
-        bounded_scheduler sched(eng, {.max_active = 4, .max_queue = 4}, &stats);
-        const open_on_exit release{gate};
-        REQUIRE(sched.submit(running));
-        gate.pass(0);  // it joined and holds 16 slots; its first forward waits
-        REQUIRE(sched.submit(huge));  // 32 slots beside 16, of 24: short by 24, more than the 16 running holds
-        REQUIRE(sched.submit(small));
-        gate.pass(1);  // one admission: huge refused, small joins beside running
-        wait_end(*huge);
-        CHECK(huge->end == job_end::refused);
-        CHECK(huge->error_param == "gen_length");
-        CHECK(stats.memory_deferrals == 0);
-        CHECK(stats.waiting_for_memory == 0);
-        CHECK(eng.taken() == std::vector<token_id>{1, 3});
-        gate.open();
-        for (const auto& j : {running, small}) wait_end(*j);
-    }
-    CHECK(running->end == job_end::finished);
-    CHECK(small->end == job_end::finished);
-}
-
-TEST_CASE("server scheduler: a request waiting for memory ends as a queued one does when its client leaves or its deadline passes") {
-    turnstile gate;
-    scripted_model m(32, mask_id, {eos_id}, false, gate.wrap(dlm_test::context_hash()));
-    decoder_t d(m, semi_ar_mask{8}, {}, llada_schedule{}, presets::llada_sampler(1.0f));
-    memory_bound_engine eng(d, 24);
-    metrics stats;
-    auto running = bounded_job({1, 2, 3}, 1, 16), left = bounded_job({2, 3, 4}, 2, 16), late = bounded_job({3, 4, 5}, 3, 16);
-    {
-        bounded_scheduler sched(eng, {.max_active = 4, .max_queue = 4}, &stats);
-        const open_on_exit release{gate};
-        REQUIRE(sched.submit(running));
-        gate.pass(0);
-        REQUIRE(sched.submit(left));
-        gate.pass(1);
-        REQUIRE(eng.refusals == 1);  // it waits for memory
-        left->cancel = true;         // its client leaves
-        sched.poke();
-        gate.pass(2);
-        wait_end(*left);
-        CHECK(left->end == job_end::failed);
-        CHECK(left->error_message == "left the queue before joining the batch");
-        CHECK(stats.waiting_for_memory == 0);
-        // The deadline must not pass before one admission has run: it runs as soon as forward 2 ends.
-        late->deadline = clock::now() + std::chrono::milliseconds(300);
-        REQUIRE(sched.submit(late));
-        gate.pass(3);
-        REQUIRE(eng.refusals == 2);
-        REQUIRE_FALSE(has_ended(*late));
-        CHECK(stats.waiting_for_memory == 1);
-        std::this_thread::sleep_until(late->deadline);
-        gate.pass(4);
-        wait_end(*late);
-        CHECK(late->end == job_end::timed_out);
-        CHECK(stats.waiting_for_memory == 0);
-        CHECK_FALSE(has_ended(*running));  // it ran throughout, unaffected
-        gate.open();
-        wait_end(*running);
-    }
-    CHECK(running->end == job_end::finished);
-    CHECK(eng.taken() == std::vector<token_id>{1});
-    CHECK(stats.memory_deferrals == 2);
 }
 
 }  // namespace test_server_scheduler

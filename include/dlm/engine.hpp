@@ -57,26 +57,7 @@ inline constexpr bool supports_prompt_cache = reuses_exact_kv<typename Decoder::
                                               mask_has_prompt_blocks<typename Decoder::mask_type> &&
                                               model_has_kv_copy<typename Decoder::model_type>;
 
-/// The stepper an engine of this decoder runs: the decoder's `stepper_type`, else the host's.
-template <class Decoder>
-struct stepper_of {
-    using type = host_stepper<Decoder>;
-};
-template <class Decoder>
-    requires requires { typename Decoder::stepper_type; }
-struct stepper_of<Decoder> {
-    using type = typename Decoder::stepper_type;
-};
 }  // namespace detail
-
-/// What one engine step did to one sequence; the same for every decoder type (registry::any_engine
-/// returns an engine's reports as they are).
-struct step_report {
-    std::uint64_t id = 0;            ///< the sequence (engine::sequence_id)
-    std::vector<index_t> committed;  ///< canvas positions committed (filled) by this step
-    bool finished = false;           ///< it left the batch (finished, failed or cancelled) in this step
-    std::vector<index_t> edited;     ///< canvas positions a revising schedule replaced in this step
-};
 
 template <class Decoder>
 class engine {
@@ -119,20 +100,22 @@ public:
     /// Checks a sequence like decoder::generate checks a batch of one (dlm::invalid_parameter names
     /// the option or policy option that is wrong; nothing runs on the model) and queues it: it joins
     /// the running batch at the next step(). `options.seeds` may hold one seed; else it is `seed`.
+    /// Refused for memory (dlm::memory_error) by bytes the prompt cache's unpinned blocks could free
+    /// where memory is short, it evicts them (release_cached) and is weighed once more; add_batch too.
     sequence_id add(std::vector<token_id> prompt, const generation_options& options, const policies& p = {}) {
         const mask_type& mask = p.mask ? *p.mask : dec_->mask();
         const schedule_type& schedule = p.schedule ? *p.schedule : dec_->schedule();
         const sampler_type& sampler = p.sampler ? *p.sampler : dec_->sampler();
         sampler_validate(sampler);
         detail::check_sub_blocks(dec_->cache(), schedule);  // a sequence's own schedule must cut blocks as the cache does
-        auto states = prepare(mask, schedule, sampler, std::span<const std::vector<token_id>>(&prompt, 1), options);
+        auto states = making_room([&] { return prepare(mask, schedule, sampler, std::span<const std::vector<token_id>>(&prompt, 1), options); });
         return enqueue(std::move(states.front()), options, schedule, sampler);
     }
 
     /// Queues a batch, checked and seeded exactly as decoder::generate does (sequence i of `prompts`
     /// gets sequence_seed(options.seed, i) unless options.seeds is given). Returns consecutive ids.
     std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
-        auto states = prepare(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options);
+        auto states = making_room([&] { return prepare(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options); });
         std::vector<sequence_id> ids;
         ids.reserve(states.size());
         for (auto& s : states) ids.push_back(enqueue(std::move(s), options, dec_->schedule(), dec_->sampler()));
@@ -143,10 +126,16 @@ public:
     /// backend can run; dlm::invalid_parameter names what is wrong) without queueing it or allocating
     /// its K/V: a caller that adds a long list a few prompts at a time refuses a bad one before any
     /// decodes. Its memory (dlm::memory_error) is weighed as `at_once` of its sequences running
-    /// together, the largest ones: 1 (each alone) by default, prompts.size() for a batch added whole.
+    /// together, the largest ones: 1 (each alone) by default, prompts.size() for a batch added whole;
+    /// memory the prompt cache would free to make room for them (evictable_bytes) counts as free.
     void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options, std::size_t at_once = 1) {
         if (at_once == 0) throw invalid_parameter("at_once", "must be at least 1: the number of the batch's sequences that run together");
-        (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options, at_once);
+        try {
+            (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options, at_once);
+        } catch (const memory_error& e) {
+            if (e.short_by() == 0 || e.short_by() > evictable_bytes(e.where())) throw;
+            (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options, at_once, false);  // the other checks
+        }
     }
 
     /// Ends a sequence with status cancelled and the slots committed so far: at once between steps;
@@ -234,6 +223,26 @@ public:
         }
         return held;
     }
+    /// The bytes the prompt cache could free now in `where` (host memory, or device memory where the
+    /// model's K/V stores are: kv_on_device): its blocks no running sequence pins; 0 without a prompt
+    /// cache or where its blocks are not. dlm-server counts them with held_bytes before it refuses a
+    /// request at once.
+    [[nodiscard]] std::uint64_t evictable_bytes(memory_kind where = cache_memory) const {
+        if constexpr (detail::supports_prompt_cache<Decoder>)
+            if (pcache_ && where == cache_memory) return pcache_->evictable_bytes();
+        return 0;
+    }
+    /// Evicts the prompt cache's unpinned blocks, least recently used first, until at least `bytes`
+    /// are freed or none is left unpinned (never a block a running sequence has yet to copy), and
+    /// hands the freed pages back to the system (return_freed_memory). Returns the bytes freed (0
+    /// without a prompt cache). add() calls it to make room for a sequence refused for memory.
+    std::uint64_t release_cached(std::uint64_t bytes) {
+        std::uint64_t freed = 0;
+        if constexpr (detail::supports_prompt_cache<Decoder>)
+            if (pcache_) freed = pcache_->evict_unpinned(bytes);
+        if (freed > 0) return_freed_memory();
+        return freed;
+    }
     /// Batched forwards, time in the model and time in the engine's own steps, since construction.
     [[nodiscard]] const decode_stats& stats() const noexcept { return stats_; }
     /// The prompt cache (its counters, bytes and blocks held, bound), or null when the engine keeps none.
@@ -258,17 +267,38 @@ private:
         bool looked_up = false;                                   // the prompt cache was consulted at its first plan
     };
 
+    /// Where the prompt cache's blocks (the model's K/V stores) live.
+    static constexpr memory_kind cache_memory = [] {
+        if constexpr (requires { requires model_type::kv_on_device; }) return memory_kind::device;
+        else return memory_kind::host;
+    }();
+
+    /// `prepare_states()`, and once more when it is refused for memory (dlm::memory_error) by no more
+    /// than the prompt cache's unpinned blocks hold where memory is short: after evicting that much
+    /// (release_cached). A shortfall the cache cannot cover leaves it untouched.
+    template <class Prepare>
+    std::vector<sequence> making_room(Prepare prepare_states) {
+        try {
+            return prepare_states();
+        } catch (const memory_error& e) {
+            if (e.short_by() == 0 || e.short_by() > evictable_bytes(e.where())) throw;
+            release_cached(e.short_by());
+        }
+        return prepare_states();
+    }
+
     static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
     /// The checked states of a batch, each one also admitted by the stepper (a backend refuses, naming
     /// the option, what it cannot run) before any is queued; with Storage, their K/V allocated and the
     /// first block of a uniform-state schedule filled with noise (check_batch: neither, its memory
-    /// weighed as `at_once` of them running together).
+    /// weighed as `at_once` of them running together, or not at all when not `weigh`).
     template <bool Storage = true>
     std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
                                   std::span<const std::vector<token_id>> prompts, const generation_options& o,
-                                  std::size_t at_once = std::numeric_limits<std::size_t>::max()) {
-        const detail::memory_account account{.at_once = at_once,
+                                  std::size_t at_once = std::numeric_limits<std::size_t>::max(), bool weigh = true) {
+        const detail::memory_account account{.weigh = weigh,
+                                             .at_once = at_once,
                                              .host_logits = logits_on_host,
                                              .kv_stores = decoder_type::cache_type::needs_storage,
                                              .pending = Storage ? pending_ : detail::sequence_memory{},

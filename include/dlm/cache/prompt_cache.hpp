@@ -5,9 +5,10 @@
 // As SGLang's RadixCache: a request matches the longest cached prefix (whole blocks), the match is
 // pinned by a reference count while the request runs, the request's own final prompt blocks are
 // inserted once its first forward stored them, and when an insert would pass the byte bound the least
-// recently used unpinned leaves are evicted first. Unlike SGLang the blocks are copied (into the
-// request's own store, and from it into the tree), not shared, so a request never attends to memory
-// the tree may free.
+// recently used unpinned leaves are evicted first; so are they, as many bytes as it is short of, when
+// a joining request is refused for memory (evict_unpinned, called by engine::release_cached). Unlike
+// SGLang the blocks are copied (into the request's own store, and from it into the tree), not shared,
+// so a request never attends to memory the tree may free.
 //
 // Exact (docs/determinism.md): only positions whose K/V are a function of the tokens before them
 // alone are kept, i.e. under a mask whose committed K/V are final, prompt positions that attend to no
@@ -93,7 +94,9 @@ struct prompt_cache_counters {
     std::uint64_t queried_tokens = 0;   ///< prompt tokens of the requests looked up (vLLM's prefix_cache_queries)
     std::uint64_t hit_tokens = 0;       ///< prompt tokens whose K/V were reused (vLLM's prefix_cache_hits)
     std::uint64_t inserted_tokens = 0;  ///< tokens whose K/V were added to the tree
-    std::uint64_t evicted_tokens = 0;   ///< tokens evicted to stay within the bound
+    std::uint64_t evicted_tokens = 0;   ///< tokens evicted: to stay within the bound, or to make room for a request
+    std::uint64_t room_evictions = 0;   ///< times blocks were evicted to make room for a request refused for memory (evict_unpinned)
+    std::uint64_t room_evicted_tokens = 0;  ///< of evicted_tokens, those evicted to make room for such a request
     std::uint64_t skipped_tokens = 0;   ///< final prompt tokens not inserted: the bound, the rest pinned
 };
 
@@ -201,29 +204,26 @@ public:
     /// a parent left childless becomes a leaf) until `need` more bytes fit within the bound, or nothing
     /// is evictable. Returns the bytes freed.
     std::uint64_t evict(std::uint64_t need) {
-        using item = std::pair<std::uint64_t, node*>;
-        std::priority_queue<item, std::vector<item>, std::greater<>> leaves;
-        for (auto& [block, r] : roots_) collect_leaves(*r, leaves);
-        std::uint64_t freed = 0;
-        while (need > free_bytes() && !leaves.empty()) {
-            node* n = leaves.top().second;  // its last block goes; the node, once empty
-            const index_t block = static_cast<index_t>(n->tokens.size() / n->kv.size());
-            const std::uint64_t b = block_bytes(block);
-            bytes_ -= b;
-            freed += b;
-            --blocks_;
-            stats_.evicted_tokens += static_cast<std::uint64_t>(block);
-            if (n->kv.size() > 1) {
-                n->kv.pop_back();
-                n->tokens.resize(n->tokens.size() - static_cast<std::size_t>(block));
-                continue;
-            }
-            leaves.pop();
-            node* parent = n->parent;
-            parent->children.erase(block_key(n->tokens, 0, block));  // frees n
-            if (parent->parent != nullptr && parent->children.empty() && parent->pins == 0) leaves.push({parent->last_use, parent});
-        }
+        return evict_lru([&](std::uint64_t) { return need > free_bytes(); });
+    }
+
+    /// Evicts least recently used unpinned blocks, as evict() does, until at least `bytes` are freed
+    /// or none is left unpinned: room for a request the engine refused for memory (engine.hpp,
+    /// release_cached). Counted in counters::room_evictions. Returns the bytes freed.
+    std::uint64_t evict_unpinned(std::uint64_t bytes) {
+        const std::uint64_t tokens = stats_.evicted_tokens;
+        const std::uint64_t freed = evict_lru([&](std::uint64_t so_far) { return so_far < bytes; });
+        if (freed > 0) ++stats_.room_evictions;
+        stats_.room_evicted_tokens += stats_.evicted_tokens - tokens;
         return freed;
+    }
+
+    /// The bytes evict_unpinned could free now: the blocks of every node no request pins (a pinned
+    /// node's path above it is pinned too, so these are exactly the nodes under no pin).
+    [[nodiscard]] std::uint64_t evictable_bytes() const {
+        std::uint64_t total = 0;
+        for (const auto& [block, r] : roots_) total += unpinned_bytes(*r, block);
+        return total;
     }
 
     /// The request's lookup before its first forward: copies the longest cached prefix of its final
@@ -329,6 +329,43 @@ private:
         mid->children.emplace(block_key(c.tokens, 0, block), std::move(owned));
         slot = std::move(mid);
         return slot.get();
+    }
+
+    /// The eviction loop of evict() and evict_unpinned(): the last block of the least recently used
+    /// unpinned leaf goes while `more(bytes freed so far)` says so and one is left.
+    template <class More>
+    std::uint64_t evict_lru(More more) {
+        using item = std::pair<std::uint64_t, node*>;
+        std::priority_queue<item, std::vector<item>, std::greater<>> leaves;
+        for (auto& [block, r] : roots_) collect_leaves(*r, leaves);
+        std::uint64_t freed = 0;
+        while (more(freed) && !leaves.empty()) {
+            node* n = leaves.top().second;  // its last block goes; the node, once empty
+            const index_t block = static_cast<index_t>(n->tokens.size() / n->kv.size());
+            const std::uint64_t b = block_bytes(block);
+            bytes_ -= b;
+            freed += b;
+            --blocks_;
+            stats_.evicted_tokens += static_cast<std::uint64_t>(block);
+            if (n->kv.size() > 1) {
+                n->kv.pop_back();
+                n->tokens.resize(n->tokens.size() - static_cast<std::size_t>(block));
+                continue;
+            }
+            leaves.pop();
+            node* parent = n->parent;
+            parent->children.erase(block_key(n->tokens, 0, block));  // frees n
+            if (parent->parent != nullptr && parent->children.empty() && parent->pins == 0) leaves.push({parent->last_use, parent});
+        }
+        return freed;
+    }
+
+    /// The bytes of the unpinned nodes under `n` (a tree of blocks of `block` tokens).
+    [[nodiscard]] std::uint64_t unpinned_bytes(const node& n, index_t block) const {
+        std::uint64_t total = 0;
+        for (const auto& [key, c] : n.children)
+            total += (c->pins == 0 ? std::uint64_t(c->blocks(block)) * block_bytes(block) : 0) + unpinned_bytes(*c, block);
+        return total;
     }
 
     template <class Heap>

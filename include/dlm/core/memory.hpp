@@ -13,6 +13,9 @@
 
 #include "error.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if __has_include(<sys/resource.h>)
 #include <sys/resource.h>
 #define DLM_HAVE_RUSAGE 1
@@ -20,16 +23,23 @@
 
 namespace dlm {
 
-/// A model (or a buffer) needs more memory than the machine has available: says how many bytes,
-/// for what, and how many are available.
+/// Where memory is short: the host's memory, or an accelerator's (a CUDA device's free memory).
+enum class memory_kind { host, device };
+
+/// A model (or a buffer) needs more memory than the machine (`where`: the host, or the device) has
+/// available: says how many bytes, for what, and how many are available.
 class memory_error : public error {
 public:
-    memory_error(const std::string& what_for, std::uint64_t needed, std::uint64_t available, const std::string& hint)
+    memory_error(const std::string& what_for, std::uint64_t needed, std::uint64_t available, const std::string& hint,
+                 memory_kind where = memory_kind::host)
         : error("not enough memory for " + what_for + ": " + std::to_string(needed) + " bytes (" + gib(needed) + ") needed, " +
                 std::to_string(available) + " bytes (" + gib(available) + ") available" + (hint.empty() ? std::string() : "; " + hint)),
-          needed_(needed), available_(available) {}
+          needed_(needed), available_(available), where_(where) {}
     [[nodiscard]] std::uint64_t needed() const noexcept { return needed_; }
     [[nodiscard]] std::uint64_t available() const noexcept { return available_; }
+    /// The bytes missing: needed less available.
+    [[nodiscard]] std::uint64_t short_by() const noexcept { return needed_ > available_ ? needed_ - available_ : 0; }
+    [[nodiscard]] memory_kind where() const noexcept { return where_; }
 
     /// "12.3 GiB"
     [[nodiscard]] static std::string gib(std::uint64_t bytes) {
@@ -41,6 +51,7 @@ public:
 
 private:
     std::uint64_t needed_, available_;
+    memory_kind where_;
 };
 
 namespace detail {
@@ -137,6 +148,14 @@ inline std::uint64_t cgroup_working_set(const char* usage, const char* stat, con
     if (getrusage(RUSAGE_SELF, &u) == 0) return static_cast<std::uint64_t>(u.ru_maxrss) * 1024;
 #endif
     return 0;
+}
+
+/// Hands the heap's free pages back to the system (glibc's malloc_trim), so that memory just freed
+/// (evicted prompt-cache blocks: engine.hpp) counts in available_memory() at once; elsewhere nothing.
+inline void return_freed_memory() noexcept {
+#if defined(__GLIBC__)
+    (void)malloc_trim(0);
+#endif
 }
 
 /// Buffers of at most this many bytes are allocated without weighing them alone: reading /proc for

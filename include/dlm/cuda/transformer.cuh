@@ -124,17 +124,25 @@ public:
     void set_profiler(forward_profiler* p) noexcept { profiler_ = p; }
 
     /// A device K/V store for `capacity` canvas positions. One above dlm::weighed_above that the
-    /// device's free memory cannot hold is dlm::memory_error (so a server's request waits or is
-    /// refused as on the host), not a failed cudaMalloc.
+    /// device's free memory cannot hold is dlm::memory_error (memory_kind::device: so a server's
+    /// request waits or is refused as on the host), not a failed cudaMalloc. The engine weighs a
+    /// joining batch's stores summed before it makes any (device_bytes_free).
     [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
         if (capacity < 0) throw invalid_parameter("capacity", "must be >= 0, got " + std::to_string(capacity));
         if (const std::uint64_t bytes = kv_cache_bytes(capacity); bytes > weighed_above) {
-            std::size_t free = 0, total = 0;
-            check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+            const std::uint64_t free = device_bytes_free();
             if (bytes > free)
-                throw memory_error("a device KV cache of " + std::to_string(capacity) + " positions", bytes, free, "fewer or shorter sequences at once");
+                throw memory_error("a device KV cache of " + std::to_string(capacity) + " positions", bytes, free, "fewer or shorter sequences at once",
+                                   memory_kind::device);
         }
         return kv_cache(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, ctx_.stream());
+    }
+    /// The device's free memory now (cudaMemGetInfo): the engine weighs a joining batch's K/V stores
+    /// against it, summed, before it makes any (model/concept.hpp, model_reports_device_memory).
+    [[nodiscard]] std::uint64_t device_bytes_free() const {
+        std::size_t free = 0, total = 0;
+        check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+        return free;
     }
     /// The device bytes of make_kv_cache(capacity) (the prompt cache's bound counts them).
     [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {

@@ -234,4 +234,15 @@ private:
     std::vector<std::optional<slot_choice>> drawn_;  // their draws (draw_slots)
 };
 
+/// The stepper an engine of this decoder runs: the decoder's `stepper_type`, else the host's.
+template <class Decoder>
+struct stepper_of {
+    using type = host_stepper<Decoder>;
+};
+template <class Decoder>
+    requires requires { typename Decoder::stepper_type; }
+struct stepper_of<Decoder> {
+    using type = typename Decoder::stepper_type;
+};
+
 }  // namespace dlm::detail

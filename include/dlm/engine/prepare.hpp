@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/defaults.hpp"
@@ -211,6 +212,7 @@ template <class Model>
 
 /// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
 struct memory_account {
+    bool weigh = true;  ///< false: nothing is weighed (check_batch, once it knows the prompt cache can make the room)
     /// How many of the batch's sequences run at once: the `at_once` largest are weighed together. All
     /// of them when the batch joins (add, add_batch); check_batch's caller says how many it will run.
     std::size_t at_once = std::numeric_limits<std::size_t>::max();
@@ -233,29 +235,64 @@ template <class Model>
     return b;
 }
 
+/// The sum of the `at_once` largest of `each` (by total), and how many that is; reorders `each`.
+inline std::pair<sequence_memory, std::size_t> largest_sum(std::vector<sequence_memory>& each, std::size_t at_once) {
+    const std::size_t together = std::min(at_once, each.size());
+    std::partial_sort(each.begin(), each.begin() + static_cast<std::ptrdiff_t>(together), each.end(),
+                      [](const sequence_memory& x, const sequence_memory& y) { return x.total() > y.total(); });
+    sequence_memory sum;
+    for (std::size_t i = 0; i < together; ++i) sum += each[i];
+    return {sum, together};
+}
+
+/// "3 sequence(s)", "a sequence", "the 2 largest of 3 sequences, ...": whose memory a check weighed.
+inline std::string weighed_sequences(std::size_t together, std::size_t of) {
+    if (together == of) return std::to_string(together) + " sequence(s)";
+    if (together == 1) return "a sequence";
+    return "the " + std::to_string(together) + " largest of " + std::to_string(of) + " sequences, as many as run at once";
+}
+
+/// Refuses (dlm::memory_error, memory_kind::device) sequences whose device K/V stores (the account's
+/// at_once largest, summed) do not fit in the device's free memory (the model's device_bytes_free:
+/// model/concept.hpp), before any store is made. Those made for sequences added before are in use
+/// already, so the free memory counts them. A sum of at most weighed_above is not measured.
+template <class Model>
+void check_device_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, std::size_t at_once) {
+    std::vector<sequence_memory> each;
+    each.reserve(layouts.size());
+    index_t longest = 0;
+    for (const canvas_layout& l : layouts) {
+        each.push_back({saturating_mul(cfg ? 2 : 1, device_kv_cache_bytes(model, l.size()))});
+        longest = std::max(longest, l.size());
+    }
+    const auto [sum, together] = largest_sum(each, at_once);
+    if (sum.total() <= weighed_above) return;
+    const std::uint64_t free = model.device_bytes_free();
+    if (sum.total() > free)
+        throw memory_error("the device K/V stores of " + weighed_sequences(together, layouts.size()) + " (up to " + std::to_string(longest) +
+                               " positions each" + (cfg ? ", twice for guidance" : "") + ") on the device",
+                           sum.total(), free, "ask for fewer slots (gen_length), shorter prompts, or fewer sequences at once", memory_kind::device);
+}
+
 /// Refuses (dlm::memory_error) sequences whose sequence_bytes (the account's at_once largest,
 /// summed), with the bytes pending, do not fit in the available memory (core/memory.hpp), before any
 /// is allocated. What the stepper's buffer holds spare offsets logits rows only: a store, a canvas
-/// or a sequence's copy of its logits cannot live there. A sum of at most
-/// weighed_above bytes is not measured.
+/// or a sequence's copy of its logits cannot live there. A sum of at most weighed_above bytes is not
+/// measured. Device K/V stores are weighed first (check_device_memory).
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
+    if (!a.weigh) return;
+    if constexpr (model_reports_device_memory<Model>)
+        if (a.kv_stores) check_device_memory(model, layouts, cfg, a.at_once);
     std::vector<sequence_memory> each;
     each.reserve(layouts.size());
     for (const canvas_layout& l : layouts) each.push_back(sequence_bytes(model, l, cfg, a));
-    const std::size_t together = std::min(a.at_once, each.size());
-    std::partial_sort(each.begin(), each.begin() + static_cast<std::ptrdiff_t>(together), each.end(),
-                      [](const sequence_memory& x, const sequence_memory& y) { return x.total() > y.total(); });
-    sequence_memory own = a.pending;
-    for (std::size_t i = 0; i < together; ++i) own += each[i];
+    auto [own, together] = largest_sum(each, a.at_once);
+    own += a.pending;
     if (own.total() <= weighed_above) return;
     const canvas_layout& first = layouts.front();
     const bool kv = a.kv_stores && host_kv_cache_bytes(model, first.size()) > 0;
-    const std::string whose = together == each.size() ? std::to_string(together) + " sequence(s)"
-                              : together == 1         ? std::string("a sequence")
-                                                      : "the " + std::to_string(together) + " largest of " + std::to_string(each.size()) +
-                                                    " sequences, as many as run at once";
-    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + whose + " (gen_length " +
+    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + weighed_sequences(together, each.size()) + " (gen_length " +
                    std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
                    std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
                    (a.pending.total() > 0 ? " beside " + std::to_string(a.pending.total()) + " bytes promised to sequences added since the last step" : ""),

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -21,6 +22,15 @@
 #include "sequence_state.hpp"
 
 namespace dlm {
+
+/// What one engine step did to one sequence; the same for every decoder type (registry::any_engine
+/// returns an engine's reports as they are).
+struct step_report {
+    std::uint64_t id = 0;            ///< the sequence (engine::sequence_id)
+    std::vector<index_t> committed;  ///< canvas positions committed (filled) by this step
+    bool finished = false;           ///< it left the batch (finished, failed or cancelled) in this step
+    std::vector<index_t> edited;     ///< canvas positions a revising schedule replaced in this step
+};
 
 /// One slot a step commits: its canvas position, its token and the confidence it was chosen with.
 struct slot_commit {

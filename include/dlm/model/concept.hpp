@@ -70,12 +70,24 @@ template <class M>
     else return 0;
 }
 
+/// A model whose K/V stores are device memory: `static constexpr bool kv_on_device = true`.
+template <class M>
+concept model_kv_on_device = requires { requires M::kv_on_device; };
+
 /// The host bytes of one make_kv_cache(capacity): 0 where the stores are device memory
 /// (`kv_on_device`), else kv_cache_bytes_of.
 template <class M>
 [[nodiscard]] std::uint64_t host_kv_cache_bytes(const M& m, index_t capacity) {
-    if constexpr (requires { requires M::kv_on_device; }) return 0;
+    if constexpr (model_kv_on_device<M>) return 0;
     else return kv_cache_bytes_of(m, capacity);
+}
+
+/// The device bytes of one make_kv_cache(capacity): kv_cache_bytes_of where the stores are device
+/// memory (`kv_on_device`), else 0.
+template <class M>
+[[nodiscard]] std::uint64_t device_kv_cache_bytes(const M& m, index_t capacity) {
+    if constexpr (model_kv_on_device<M>) return kv_cache_bytes_of(m, capacity);
+    else return 0;
 }
 
 /// Hook: `forward(requests, mask, logits)` — run one batched forward, templated on the mask, and
@@ -105,7 +117,7 @@ template <class M>
 }
 
 // Optional hooks of a model: this is the one list (core/hooks.hpp says how it is checked).
-// `decoding_hints()` (above) is one; `max_context()` the other.
+// `decoding_hints()` (above) is one; `max_context()` and `device_bytes_free()` the others.
 
 /// `index_t max_context() const` — the longest canvas the model accepts.
 template <class M>
@@ -113,14 +125,29 @@ concept model_has_max_context = requires(const M& m) {
     { m.max_context() } -> std::convertible_to<index_t>;
 };
 
-#define DLM_MODEL_HOOKS "`decoding_hints decoding_hints() const` and `index_t max_context() const`"
+/// `std::uint64_t device_bytes_free() const` — the device memory free now (CUDA: cudaMemGetInfo), of
+/// a model whose K/V stores are device memory (`kv_on_device`; meaningless without it). With it the
+/// engine sums a joining batch's device stores (device_kv_cache_bytes) and weighs them against it
+/// before it makes any (engine/prepare.hpp); without it a store is weighed, if at all, by the
+/// model's make_kv_cache alone.
+template <class M>
+concept model_reports_device_memory = model_kv_on_device<M> && requires(const M& m) {
+    { m.device_bytes_free() } -> std::convertible_to<std::uint64_t>;
+};
+
+#define DLM_MODEL_HOOKS                                                                          \
+    "`decoding_hints decoding_hints() const`, `index_t max_context() const` and (with kv_on_device) " \
+    "`std::uint64_t device_bytes_free() const`"
 
 template <class M>
 concept model_hook_misnamed = DLM_HAS_MEMBER_NAMED(M, max_context_length) || DLM_HAS_MEMBER_NAMED(M, context_length) ||
-                              DLM_HAS_MEMBER_NAMED(M, decoding_hint) || DLM_HAS_MEMBER_NAMED(M, decode_hints);
+                              DLM_HAS_MEMBER_NAMED(M, decoding_hint) || DLM_HAS_MEMBER_NAMED(M, decode_hints) ||
+                              DLM_HAS_MEMBER_NAMED(M, device_free_bytes) || DLM_HAS_MEMBER_NAMED(M, free_device_bytes) ||
+                              DLM_HAS_MEMBER_NAMED(M, device_bytes_available);
 template <class M>
 concept model_hook_mistyped = (DLM_HAS_MEMBER_NAMED(M, max_context) && !model_has_max_context<M>) ||
-                              (DLM_HAS_MEMBER_NAMED(M, decoding_hints) && !model_has_decoding_hints<M>);
+                              (DLM_HAS_MEMBER_NAMED(M, decoding_hints) && !model_has_decoding_hints<M>) ||
+                              (DLM_HAS_MEMBER_NAMED(M, device_bytes_free) && !model_reports_device_memory<M>);
 /// Every member named like a model hook is one, in its known form.
 template <class M>
 concept model_hooks_known = !model_hook_misnamed<M> && !model_hook_mistyped<M>;

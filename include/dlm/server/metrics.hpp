@@ -127,6 +127,7 @@ struct vllm_stats {
 struct prompt_cache_figures {
     std::atomic<bool> enabled{false};
     std::atomic<std::uint64_t> queried_tokens{0}, hit_tokens{0}, evicted_tokens{0}, bytes{0}, capacity_bytes{0}, blocks{0};
+    std::atomic<std::uint64_t> room_evictions{0};  ///< times unpinned blocks were evicted to make room for a request refused for memory
 
     template <class PromptCache>
     void copy_from(const PromptCache& pc) {
@@ -134,6 +135,7 @@ struct prompt_cache_figures {
         queried_tokens = pc.stats().queried_tokens;
         hit_tokens = pc.stats().hit_tokens;
         evicted_tokens = pc.stats().evicted_tokens;
+        room_evictions = pc.stats().room_evictions;
         bytes = pc.bytes();
         capacity_bytes = pc.capacity_bytes();
         blocks = pc.blocks();
@@ -186,6 +188,9 @@ struct metrics {
               waiting_for_memory);
         counter("dlm_memory_deferrals_total", "Times a request's join was deferred because memory was short while other sequences ran.",
                 memory_deferrals);
+        counter("dlm_memory_evictions_total",
+                "Times prompt-cache blocks were evicted to make room for a request refused for memory, before it waited or was refused.",
+                prompt_cache.room_evictions);
         out += latency.render("dlm_request_duration_seconds", "Time from receiving a request to its last byte.");
         out += first_text.render("dlm_time_to_first_text_seconds", "Time from receiving a streamed request to its first text.");
         out += queue_wait.render("dlm_queue_wait_seconds", "Time a request waited before joining the batch.");
@@ -238,7 +243,8 @@ struct metrics {
         };
         plain("dlm_prompt_cache_query_tokens_total", "Prompt tokens looked up in the prompt cache.", "counter", prompt_cache.queried_tokens);
         plain("dlm_prompt_cache_hit_tokens_total", "Prompt tokens whose exact K/V came from the prompt cache.", "counter", prompt_cache.hit_tokens);
-        plain("dlm_prompt_cache_evicted_tokens_total", "Tokens evicted from the prompt cache to stay within its bound.", "counter",
+        plain("dlm_prompt_cache_evicted_tokens_total",
+              "Tokens evicted from the prompt cache: to stay within its bound, or to make room for a request refused for memory.", "counter",
               prompt_cache.evicted_tokens);
         plain("dlm_prompt_cache_bytes", "Bytes the prompt cache holds.", "gauge", prompt_cache.bytes);
         plain("dlm_prompt_cache_capacity_bytes", "The prompt cache's bound (--prompt-cache).", "gauge", prompt_cache.capacity_bytes);

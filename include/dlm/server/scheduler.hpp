@@ -15,9 +15,10 @@
 // Jobs join in the order they came (FIFO). One the engine refuses for memory (dlm::memory_error:
 // its canvas, K/V stores and logits rows beside what the running sequences hold) while others run waits at the
 // queue's head, and the jobs behind it wait for it, until a running sequence ends; then it is tried
-// again. Refused for memory with nothing running, or for more than the running sequences hold and the
-// memory available together, it is not expected to fit: it is refused (a 400 naming
-// max_tokens). A waiting job's cancel and deadline end it as they end any queued job.
+// again (the engine first evicts unpinned prompt-cache blocks when they alone cover the shortfall:
+// engine::add). Refused for memory with nothing running, or for more than the running sequences hold,
+// the prompt cache could free and the memory available together, it is not expected to fit: it is
+// refused (a 400 naming max_tokens). A waiting job's cancel and deadline end it as they end any queued job.
 #pragma once
 
 #include <algorithm>
@@ -250,12 +251,12 @@ private:
     }
 
     /// Whether a job refused for `e` may fit once running sequences end: some run (the scheduler's and
-    /// the engine's), and what they hold would cover the shortfall. Otherwise waiting would only hold
-    /// the queue behind a job that cannot fit.
+    /// the engine's), and what they hold with what the prompt cache could free where memory is short
+    /// would cover the shortfall (the engine evicts cached blocks itself when they alone cover it:
+    /// engine::add). Otherwise waiting would only hold the queue behind a job that cannot fit.
     [[nodiscard]] bool may_fit_later(const memory_error& e) const {
         if (running_.empty() || engine_.idle()) return false;
-        const std::uint64_t short_by = e.needed() > e.available() ? e.needed() - e.available() : 0;
-        return short_by <= engine_.held_bytes();
+        return e.short_by() <= dlm::detail::saturating_add(engine_.held_bytes(), engine_.evictable_bytes(e.where()));
     }
 
     /// Puts `rest` back at the queue's head, in order: its first job, which the engine refused for
