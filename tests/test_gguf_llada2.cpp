@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dlm/cpu/transformer.hpp>
+#include <dlm/mask/block_diffusion.hpp>
 #include <dlm/mask/masks.hpp>
 
 #include "gguf_test_util.hpp"
