@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -260,6 +261,25 @@ TEST_CASE("gguf diffusion-gemma: keys dlm does not compute as llama.cpp's graph 
     CHECK(has(config_error("freqs", nullptr), "tensor 'rope_freqs.weight': not a proportional rope's table"));
     CHECK(has(config_error("ffn", [&](io::gguf_writer& w) { w.add_i32s(a + "feed_forward_length", std::vector<std::int32_t>{96, 192}); }, a + "feed_forward_length"),
               "'diffusion-gemma.feed_forward_length': differs between layers"));
+}
+
+// llama.cpp (src/llama-vocab.cpp, 00ad355e) puts a vocabulary's <eos>, <turn|> and <|tool_response>
+// into its end-of-generation set by their text, beside the eos and eot ids the file names.
+TEST_CASE("gguf diffusion-gemma: <eos>, <turn|> and <|tool_response> end the answer beside the file's eos and eot ids, as llama.cpp's end-of-generation set has them") {
+    const auto eos_of = [](const std::string& tag, std::vector<std::string> tokens, std::optional<std::uint32_t> eot) {
+        const io::gguf_file f = io::gguf_file::open(config_file(tag, [&](io::gguf_writer& w) {
+            w.add_strings("tokenizer.ggml.tokens", tokens);
+            w.add_u32("tokenizer.ggml.eos_token_id", 1);
+            if (eot) w.add_u32("tokenizer.ggml.eot_token_id", *eot);
+        }));
+        return io::gguf_diffusion_gemma_config(f.header()).eos_ids;
+    };
+    const std::vector<std::string> gemma4 = {"<pad>", "<eos>", "<bos>", "<|tool_response>", "a", "<|turn>", "<turn|>", "b"};
+    CHECK(eos_of("eog", gemma4, std::nullopt) == std::vector<token_id>{1, 3, 6});
+    CHECK(eos_of("eog_eot", gemma4, 6) == std::vector<token_id>{1, 6, 3});  // each id once
+    // A vocabulary without them (the fixtures'), or a token past token_embd's rows, adds nothing.
+    CHECK(eos_of("eog_none", {"<pad>", "<eos>", "<bos>", "a", "b", "c", "d", "e"}, std::nullopt) == std::vector<token_id>{1});
+    CHECK(eos_of("eog_past", {"<pad>", "<eos>", "<bos>", "a", "b", "c", "d", "e", "<turn|>"}, std::nullopt) == std::vector<token_id>{1});
 }
 
 TEST_CASE("gguf diffusion-gemma: a file of another architecture is refused by name, and the transformer refuses this one naming its class") {

@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -173,7 +174,13 @@ inline void read_gemma_gguf_sizes(const gguf_header& h, const gguf_keys& k, diff
         h.fail_key("diffusion.canvas_length", std::to_string(c.canvas_length) + " exceeds " + k.key("context_length") + " " + std::to_string(c.max_context));
 }
 
-/// Vocabulary (token_embd.weight's rows) and the special ids.
+/// Tokens llama.cpp (src/llama-vocab.cpp, 00ad355e) adds to a vocabulary's end-of-generation ids by
+/// their text, beside its eos and eot ids, for Gemma 4's vocabulary: its end of text, the end of a
+/// turn, and the start of a tool's answer (the model stops for the tool to run).
+inline constexpr std::string_view gemma4_end_tokens[] = {"<eos>", "<turn|>", "<|tool_response>"};
+
+/// Vocabulary (token_embd.weight's rows) and the special ids: the EOS ids are the file's eos and eot
+/// ids and, by their text, gemma4_end_tokens.
 inline void read_gemma_gguf_tokens(const gguf_header& h, const gguf_keys& k, diffusion_gemma_config& c) {
     const gguf_tensor& emb = h.tensor("token_embd.weight");
     if (emb.shape.size() != 2 || emb.shape[0] != c.hidden_size || emb.shape[1] > std::numeric_limits<std::int32_t>::max())
@@ -186,6 +193,8 @@ inline void read_gemma_gguf_tokens(const gguf_header& h, const gguf_keys& k, dif
             const token_id id = gguf_token(h, key, c.vocab_size);
             if (std::find(c.eos_ids.begin(), c.eos_ids.end(), id) == c.eos_ids.end()) c.eos_ids.push_back(id);
         }
+    std::string found;  // as llama.cpp's end-of-generation set has them
+    for (const token_id id : gguf_tokens_named(h, c.vocab_size, gemma4_end_tokens, c.eos_ids, found)) c.eos_ids.push_back(id);
     c.bos_id = h.has("tokenizer.ggml.bos_token_id") ? gguf_token(h, "tokenizer.ggml.bos_token_id", c.vocab_size) : no_token;
     c.pad_id = h.has("tokenizer.ggml.padding_token_id") ? gguf_token(h, "tokenizer.ggml.padding_token_id", c.vocab_size) : 0;
     c.image_token_id = no_token;  // the converter drops the vision tower: the image placeholder is a token like any other

@@ -47,6 +47,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,6 +97,23 @@ struct gguf_keys {
     if (id >= vocab)
         h.fail_key(key, "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ") of token_embd.weight");
     return static_cast<token_id>(id);
+}
+
+/// The ids in [0, vocab) of tokenizer.ggml.tokens whose text is one of `names`, except those in
+/// `skip`, in id order, each with its text ("<turn|> 106") in `found`: end-of-turn tokens a file
+/// names only by their text. None without tokenizer.ggml.tokens.
+[[nodiscard]] inline std::vector<token_id> gguf_tokens_named(const gguf_header& h, index_t vocab, std::span<const std::string_view> names,
+                                                             std::span<const token_id> skip, std::string& found) {
+    std::vector<token_id> ids;
+    if (!h.has("tokenizer.ggml.tokens")) return ids;
+    const std::vector<std::string_view> tokens = h.string_array("tokenizer.ggml.tokens");
+    for (std::size_t id = 0; id < tokens.size() && id < static_cast<std::size_t>(vocab); ++id) {
+        const auto t = static_cast<token_id>(id);
+        if (std::find(names.begin(), names.end(), tokens[id]) == names.end() || std::find(skip.begin(), skip.end(), t) != skip.end()) continue;
+        ids.push_back(t);
+        found += (found.empty() ? "" : ", ") + std::string(tokens[id]) + " " + std::to_string(id);
+    }
+    return ids;
 }
 
 /// The experts and the number each token picks (expert_count, expert_used_count), the second no more
@@ -308,18 +326,9 @@ inline void read_gguf_decoding(const gguf_header& h, const std::string& arch, mo
         eos_from += (eos_from.empty() ? origin : ", '") + key + "'";
     }
     c.decoding.eos_ids_origin = eos_from.empty() ? "none in " + h.path() : eos_from;
-    if (h.has("tokenizer.ggml.tokens")) {  // end-of-turn tokens, as decoding_keys.hpp finds them in a tokenizer.json
-        const std::vector<std::string_view> tokens = h.string_array("tokenizer.ggml.tokens");
-        std::vector<token_id> ids;
-        std::string names;
-        for (std::size_t id = 0; id < tokens.size() && id < static_cast<std::size_t>(c.vocab_size); ++id) {
-            if (std::find(std::begin(end_of_turn_tokens), std::end(end_of_turn_tokens), tokens[id]) == std::end(end_of_turn_tokens)) continue;
-            if (std::find(c.eos_ids.begin(), c.eos_ids.end(), static_cast<token_id>(id)) != c.eos_ids.end()) continue;
-            ids.push_back(static_cast<token_id>(id));
-            names += (names.empty() ? "" : ", ") + std::string(tokens[id]) + " " + std::to_string(id);
-        }
-        if (!ids.empty()) c.decoding.end_of_turn_ids = {std::move(ids), origin + "tokenizer.ggml.tokens' " + names};
-    }
+    std::string names;  // end-of-turn tokens, as decoding_keys.hpp finds them in a tokenizer.json
+    std::vector<token_id> ids = gguf_tokens_named(h, c.vocab_size, end_of_turn_tokens, c.eos_ids, names);
+    if (!ids.empty()) c.decoding.end_of_turn_ids = {std::move(ids), origin + "tokenizer.ggml.tokens' " + names};
     for (const auto& [key, hint] : {std::pair{"dlm.gen_length", &c.decoding.gen_length}, std::pair{"dlm.block_length", &c.decoding.block_length}})
         if (h.has(key)) *hint = {static_cast<index_t>(h.integer(key, 1, max_slots)), origin + key + "'"};
 }
