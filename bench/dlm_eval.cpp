@@ -10,9 +10,11 @@
 // problem (mean, p50, p95) and tokens/s; --json writes the same figures. A problem's latency is the
 // wall time of the batched decode that produced it (with --batch 1, its own decode). SIGINT or SIGTERM
 // stops the run after the current forward: the figures and files cover the problems finished by then
-// (a second signal, SIGINT or SIGTERM, ends the program at once).
+// (a second signal, SIGINT or SIGTERM, ends the program at once). A flag refused once some problems
+// are finished (-n too long for the context, a --batch that does not fit in memory) stops the run
+// the same way, the refusal said and in --json.
 // Exit status: 0 success, 1 a dlm error (a file that could not be written too, interrupted or not),
-// 2 a bad flag or value, 130 interrupted with the files written.
+// 2 a bad flag or value (one refused mid-run too, the files written), 130 interrupted with the files written.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -151,10 +153,12 @@ bool decode_batch(const cli::options& o, const cli::settings& s, cli::basic_load
 }
 
 /// The figures, printed and (--json) written, and the answers (--predictions) of the problems finished
-/// (all of them, or those before a signal stopped the run: `planned` says how many there were); false
-/// when a file could not be written (said on stderr; the other is written all the same). Forwards and
-/// latency are the decoded problems' (a refused prompt has neither); accuracy counts every problem.
-bool report(const cli::options& o, nlohmann::json run, const std::vector<outcome>& results, std::size_t planned, const totals& t) {
+/// (all of them, or those before a signal or a refused flag stopped the run: `planned` says how many
+/// there were, `stopped` the refusal, "" for a signal); false when a file could not be written (said on
+/// stderr; the other is written all the same). Forwards and latency are the decoded problems' (a
+/// refused prompt has neither); accuracy counts every problem.
+bool report(const cli::options& o, nlohmann::json run, const std::vector<outcome>& results, std::size_t planned, const std::string& stopped,
+            const totals& t) {
     const auto n = static_cast<double>(results.size());
     std::vector<double> latencies;
     for (const auto& x : results)
@@ -165,7 +169,9 @@ bool report(const cli::options& o, nlohmann::json run, const std::vector<outcome
     const double tpf = t.forwards ? static_cast<double>(t.committed) / static_cast<double>(t.forwards) : 0.0;
     const double tps = t.seconds > 0 ? static_cast<double>(t.answer_tokens) / t.seconds : 0.0;
 
-    if (results.size() < planned) std::cout << "interrupted         after " << results.size() << " of " << planned << " problems\n";
+    if (results.size() < planned)
+        std::cout << (stopped.empty() ? "interrupted         after " : "stopped             after ") << results.size() << " of " << planned
+                  << " problems" << (stopped.empty() ? "" : " (a flag refused: see stderr)") << '\n';
     std::cout << "accuracy            " << cli::fixed(100.0 * accuracy, 1) << " % (" << t.correct << "/" << results.size() << ")\n"
               << "forwards/problem    " << cli::fixed(mean_forwards, 2) << " (mean)\n"
               << "tokens/forward      " << cli::fixed(tpf, 2) << '\n'
@@ -200,6 +206,7 @@ bool report(const cli::options& o, nlohmann::json run, const std::vector<outcome
     if (!o.json.empty()) {
         nlohmann::json& j = run;
         if (results.size() < planned) j.update({{"interrupted", true}, {"problems_planned", planned}});
+        if (!stopped.empty()) j["stopped"] = stopped;
         j.update({{"refused", t.refused}});
         j.update({{"problems", results.size()},     {"correct", t.correct},          {"accuracy", accuracy},
                   {"mean_forwards", mean_forwards}, {"tokens_per_forward", tpf},     {"latency_mean_s", lat.mean},
@@ -244,23 +251,36 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     cli::progress_bar bar("dlm-eval " + std::string(cli::name_of(s.preset)), problems.size(), o.progress);
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
+    std::string stopped;  // a flag's refusal that ended the run once problems were finished ("" when none did)
+    int refused_status = 0;
     for (const auto batch = static_cast<std::size_t>(o.batch); done < texts.size();) {
         const std::size_t e = std::min(texts.size(), done + batch);
-        if (!decode_batch(o, s, m, texts, problems, done, e, results, t)) break;
+        try {
+            if (!decode_batch(o, s, m, texts, problems, done, e, results, t)) break;
+        } catch (const invalid_parameter& x) {  // -n's or --batch's fault (decode_batch): stop as a signal does
+            if (done == 0) throw;                // nothing finished to keep: refused as any bad value (cli::run_main)
+            bar.finish();
+            std::cerr << "dlm-eval: " << x.what() << '\n';
+            stopped = x.what();
+            refused_status = x.parameter().starts_with('-') ? 2 : 1;  // a flag as typed, or the model file's key (run_main)
+            break;
+        }
         done = e;
         bar.update(e, "acc " + cli::fixed(100.0 * static_cast<double>(t.correct) / static_cast<double>(e), 1) + "%  " +
                           cli::format_seconds(t.seconds));
     }
     bar.finish();
-    if (done < texts.size()) std::cerr << "dlm-eval: interrupted: the figures and files hold the " << done << " problems finished\n";
+    if (done < texts.size())
+        std::cerr << "dlm-eval: " << (stopped.empty() ? "interrupted" : "stopped") << ": the figures and files hold the " << done
+                  << " problems finished\n";
     results.resize(done);
     for (std::size_t i = 0; i < done; ++i) results[i].prompt = std::move(texts[i]);
     const bool written =
         report(o,
                {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
                 {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
-               results, problems.size(), t);
-    return !written ? 1 : done < problems.size() ? 130 : 0;
+               results, problems.size(), stopped, t);
+    return !written ? 1 : refused_status != 0 ? refused_status : done < problems.size() ? 130 : 0;
 }
 
 int run(const cli::options& o) {

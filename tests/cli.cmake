@@ -242,6 +242,29 @@ n=$(python3 -c "import json; d=json.load(open('i.json')); assert d['interrupted'
 ]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out})
   set_tests_properties("cli: eval: an interrupted evaluation writes what it finished and exits 130"
                        PROPERTIES LABELS "cli;unsanitized" TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
+  # A flag refused once problems are finished stops the run as a signal does: the refusal on stderr, the
+  # figures and both files hold the problems finished, --json says why (stopped), the exit status is 2.
+  # -n 256 is the tiny model's whole context, refused for the first prompt the engine weighs; two empty
+  # questions before it are refused alone first (an empty prompt is refused before gen_length is
+  # weighed), so with --batch 1 two problems are finished when -n ends the run (stop.jsonl, written here).
+  add_test(NAME "cli: eval: a flag refused mid-run writes what it finished, says why and exits 2"
+           COMMAND bash -c [[
+set -u; E=$0; M=$1; D=$2; O=$3; rm -rf "$O/stop"; mkdir -p "$O/stop"; cd "$O/stop"
+{ echo '{"question": "", "final": "1"}'; echo '{"question": "", "final": "2"}'; cat "$D"; } > stop.jsonl
+"$E" -m "$M" --data stop.jsonl --batch 1 -n 256 -t 1 --no-progress --json s.json --predictions s.jsonl > out.txt 2> err.txt; s=$?
+[ $s -eq 2 ] || { echo "exit $s, not 2"; cat out.txt err.txt; exit 1; }
+grep -q "^dlm-eval: invalid parameter '-n': is 256" err.txt && grep -q "stopped: the figures and files hold the 2 problems finished" err.txt &&
+  grep -q "^stopped  *after 2 of 8 problems" out.txt && grep -q "^accuracy  *0.0 % (0/2)" out.txt ||
+  { echo "no refusal or stop said:"; cat out.txt err.txt; exit 1; }
+python3 -c "
+import json; d = json.load(open('s.json'))
+assert d['interrupted'] and d['problems_planned'] == 8 and d['problems'] == 2 and d['refused'] == 2 and d['correct'] == 0, d
+assert d['stopped'].startswith('invalid parameter ') and 'dlm-eval: ' + d['stopped'] + '\n' in open('err.txt').read(), d
+p = [json.loads(l) for l in open('s.jsonl')]
+assert len(p) == 2 and all(x['answer'] == '' and 'is empty' in x['failure'] for x in p), p" || { echo "--json, --predictions:"; cat s.json s.jsonl; exit 1; }
+]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out})
+  set_tests_properties("cli: eval: a flag refused mid-run writes what it finished, says why and exits 2"
+                       PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
   cli_case("eval: an output flag naming a file of the model folder is refused, the model left whole" ${E}
            ARGS "${M}|--data|${_data}|--no-progress|--predictions|${_cli_model}/config.json" RC 2
            EXPECT "invalid parameter '--predictions': names .*cli_model/config.json, a file of the model folder .*: writing it would destroy the model"
