@@ -3,7 +3,10 @@
 // transformer: answers bit-identical with and without reuse, alone and batched, fewer rows computed.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -404,12 +407,75 @@ TEST_CASE("engine with a prompt cache: a request that fits once unpinned cached 
         } catch (const memory_error& e) {
             if (e.short_by() <= 6 * block || pc->blocks() != 6 || pc->stats().room_evictions != 0) return 3;
         }
+        try {  // check_batch counts what the cache could free as free, and evicts nothing
+            eng.check_batch(std::vector<tvec>{seq(40, 8)}, {.gen_length = positions(avail) + 2 - 8});
+        } catch (...) {
+            return 6;
+        }
+        try {
+            eng.check_batch(std::vector<tvec>{seq(40, 8)}, {.gen_length = positions(avail + 6 * block) + 2});
+            return 9;
+        } catch (const memory_error&) {
+            if (pc->blocks() != 6) return 8;
+        }
         try {  // short by 32 to 48 MiB: one block (the least recently used) makes room
             (void)eng.add(seq(40, 8), {.gen_length = positions(avail) + 2 - 8});
         } catch (const memory_error&) {
             return 4;
         }
         return eng.active() == 1 && pc->blocks() == 5 && pc->stats().room_evictions == 1 && pc->stats().room_evicted_tokens == 4 ? 0 : 5;
+    });
+    if (code == dlm_test::room_unmeasurable) MESSAGE("skipped: less than 1 GiB available");
+    else CHECK(code == 0);
+#endif
+}
+
+namespace {
+
+/// A scripted model whose K/V stores are device memory: `claim` bytes each, on a device whose free
+/// memory `free_bytes` says.
+struct device_store_model : scripted_model {
+    static constexpr bool kv_on_device = true;
+    device_store_model() : scripted_model(64, 63, {62}, true, dlm_test::context_hash()) {}
+    [[nodiscard]] std::uint64_t kv_cache_bytes(index_t) const noexcept { return claim; }
+    [[nodiscard]] std::uint64_t device_bytes_free() const { return free_bytes(); }
+    std::uint64_t claim = std::uint64_t{80} << 20;
+    std::function<std::uint64_t()> free_bytes = [] { return std::numeric_limits<std::uint64_t>::max(); };
+};
+
+}  // namespace
+
+TEST_CASE("engine with a prompt cache: a request short of device memory the cache could free, and of host memory too, is refused by both add and check_batch, no block evicted") {
+#if defined(DLM_TEST_SANITIZER) || !defined(__unix__)
+    MESSAGE("checked without sanitizers on Unix: it limits a child's address space (RLIMIT_AS)");
+#else
+    device_store_model m;
+    presets::autoregressive<device_store_model> d(m);
+    engine eng(d, prompt_cache_options{.bytes = std::uint64_t{1} << 40, .causal_block = 4});
+    for (token_id i = 0; i < 3; ++i) {  // six cached blocks of device stores
+        (void)eng.add(seq(static_cast<token_id>(1 + 10 * i), 8), {.gen_length = 2});
+        while (!eng.idle()) (void)eng.step();
+    }
+    (void)eng.take_finished();
+    const auto* pc = eng.prompt_cache();
+    REQUIRE(pc->blocks() == 6);
+    REQUIRE(eng.evictable_bytes(memory_kind::device) > m.claim);
+    m.free_bytes = [&] { return (std::uint64_t{70} << 20) + (6 - pc->blocks()) * m.claim; };  // a store is 10 MiB short, one block makes room
+    const int code = dlm_test::in_child_with_room(std::uint64_t{1} << 30, [&](std::uint64_t avail) {
+        const std::vector<tvec> one{seq(40, 8)};
+        const generation_options huge{.gen_length = static_cast<index_t>(avail / 16 * 3 / 2)};  // its canvas and results: 1.5 times the host's room
+        for (const bool check : {true, false}) {
+            try {
+                if (check) eng.check_batch(one, huge);
+                else (void)eng.add_batch(one, huge);
+                return 2;
+            } catch (const memory_error& e) {
+                if (e.where() != memory_kind::host) return 3;
+            } catch (...) {
+                return 4;
+            }
+        }
+        return pc->blocks() == 6 && pc->stats().room_evictions == 0 && eng.idle() ? 0 : 5;
     });
     if (code == dlm_test::room_unmeasurable) MESSAGE("skipped: less than 1 GiB available");
     else CHECK(code == 0);

@@ -108,14 +108,14 @@ public:
         const sampler_type& sampler = p.sampler ? *p.sampler : dec_->sampler();
         sampler_validate(sampler);
         detail::check_sub_blocks(dec_->cache(), schedule);  // a sequence's own schedule must cut blocks as the cache does
-        auto states = making_room([&] { return prepare(mask, schedule, sampler, std::span<const std::vector<token_id>>(&prompt, 1), options); });
+        auto states = making_room(mask, schedule, sampler, std::span<const std::vector<token_id>>(&prompt, 1), options);
         return enqueue(std::move(states.front()), options, schedule, sampler);
     }
 
     /// Queues a batch, checked and seeded exactly as decoder::generate does (sequence i of `prompts`
     /// gets sequence_seed(options.seed, i) unless options.seeds is given). Returns consecutive ids.
     std::vector<sequence_id> add_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options) {
-        auto states = making_room([&] { return prepare(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options); });
+        auto states = making_room(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options);
         std::vector<sequence_id> ids;
         ids.reserve(states.size());
         for (auto& s : states) ids.push_back(enqueue(std::move(s), options, dec_->schedule(), dec_->sampler()));
@@ -130,12 +130,8 @@ public:
     /// memory the prompt cache would free to make room for them (evictable_bytes) counts as free.
     void check_batch(std::span<const std::vector<token_id>> prompts, const generation_options& options, std::size_t at_once = 1) {
         if (at_once == 0) throw invalid_parameter("at_once", "must be at least 1: the number of the batch's sequences that run together");
-        try {
-            (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options, at_once);
-        } catch (const memory_error& e) {
-            if (e.short_by() == 0 || e.short_by() > evictable_bytes(e.where())) throw;
-            (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options, at_once, false);  // the other checks
-        }
+        (void)prepare<false>(dec_->mask(), dec_->schedule(), dec_->sampler(), prompts, options,
+                             {.at_once = at_once, .joins = false, .room = evictable_bytes(cache_memory)});
     }
 
     /// Ends a sequence with status cancelled and the slots committed so far: at once between steps;
@@ -207,19 +203,17 @@ public:
     [[nodiscard]] std::size_t active() const noexcept { return running_.size(); }
     /// Nothing to step: no sequence running or queued (finished ones may await take_finished).
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
-    /// The bytes the running sequences hold, host and device (their canvases, per-slot results and K/V
-    /// stores: what their ends give back), with the logits rows promised to those added since the last
-    /// step. A joining sequence refused (dlm::memory_error) for more than the memory available and
-    /// these together cannot fit once they end: dlm-server refuses it at once rather than wait.
-    [[nodiscard]] std::uint64_t held_bytes() const {
-        using detail::saturating_add;
-        std::uint64_t held = pending_.rows;  // their copies of their logits are in what each holds
+    /// The bytes the running sequences hold in `where` (host memory: their canvases, per-slot results,
+    /// logits copies and host K/V stores, with the logits rows promised to those added since the last
+    /// step; device memory: their device K/V stores), what their ends give back. A joining sequence
+    /// refused (dlm::memory_error) for more than the memory available and these together where it is
+    /// short cannot fit once they end: dlm-server refuses it at once rather than wait.
+    [[nodiscard]] std::uint64_t held_bytes(memory_kind where = memory_kind::host) const {
+        std::uint64_t held = where == memory_kind::host ? pending_.rows : 0;  // their copies of their logits are in what each holds
         for (const auto& e : running_) {
             const sequence& s = e->st;
-            const std::uint64_t kv = kv_cache_bytes_of(dec_->model(), s.layout.size());
-            const detail::memory_account own{.host_logits = logits_on_host};  // canvas, results, a self-conditioning copy
-            held = saturating_add(held, detail::sequence_bytes(dec_->model(), s.layout, e->cfg_factor > 0.f, own).held);
-            held = saturating_add(held, (s.kv ? kv : 0) + (s.uncond_kv ? kv : 0));
+            const int stores = (s.kv ? 1 : 0) + (s.uncond_kv ? 1 : 0);
+            held = detail::saturating_add(held, detail::held_by(dec_->model(), s.layout, e->cfg_factor > 0.f, stores, where, logits_on_host));
         }
         return held;
     }
@@ -268,23 +262,24 @@ private:
     };
 
     /// Where the prompt cache's blocks (the model's K/V stores) live.
-    static constexpr memory_kind cache_memory = [] {
-        if constexpr (requires { requires model_type::kv_on_device; }) return memory_kind::device;
-        else return memory_kind::host;
-    }();
+    static constexpr memory_kind cache_memory = model_kv_on_device<model_type> ? memory_kind::device : memory_kind::host;
 
-    /// `prepare_states()`, and once more when it is refused for memory (dlm::memory_error) by no more
-    /// than the prompt cache's unpinned blocks hold where memory is short: after evicting that much
-    /// (release_cached). A shortfall the cache cannot cover leaves it untouched.
-    template <class Prepare>
-    std::vector<sequence> making_room(Prepare prepare_states) {
+    /// prepare(), and once more when it is refused for memory (dlm::memory_error) by no more than the
+    /// prompt cache's unpinned blocks hold where memory is short: after the batch is weighed again with
+    /// them counted as free (every other check too) and, that passing, as much is evicted
+    /// (release_cached). A batch short elsewhere, or by more, leaves the cache untouched; one weighed
+    /// again after the eviction may still be refused (freed pages the allocator keeps).
+    std::vector<sequence> making_room(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
+                                      std::span<const std::vector<token_id>> prompts, const generation_options& o) {
         try {
-            return prepare_states();
+            return prepare(mask, schedule, sampler, prompts, o);
         } catch (const memory_error& e) {
-            if (e.short_by() == 0 || e.short_by() > evictable_bytes(e.where())) throw;
+            const std::uint64_t room = evictable_bytes(e.where());
+            if (e.short_by() == 0 || e.short_by() > room) throw;
+            (void)prepare<false>(mask, schedule, sampler, prompts, o, {.room = room});
             release_cached(e.short_by());
         }
-        return prepare_states();
+        return prepare(mask, schedule, sampler, prompts, o);
     }
 
     static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
@@ -292,17 +287,17 @@ private:
     /// The checked states of a batch, each one also admitted by the stepper (a backend refuses, naming
     /// the option, what it cannot run) before any is queued; with Storage, their K/V allocated and the
     /// first block of a uniform-state schedule filled with noise (check_batch: neither, its memory
-    /// weighed as `at_once` of them running together, or not at all when not `weigh`).
+    /// weighed as its caller says, `w`).
     template <bool Storage = true>
     std::vector<sequence> prepare(const mask_type& mask, const schedule_type& schedule, const sampler_type& sampler,
-                                  std::span<const std::vector<token_id>> prompts, const generation_options& o,
-                                  std::size_t at_once = std::numeric_limits<std::size_t>::max(), bool weigh = true) {
-        const detail::memory_account account{.weigh = weigh,
-                                             .at_once = at_once,
+                                  std::span<const std::vector<token_id>> prompts, const generation_options& o, const detail::weighing& w = {}) {
+        const detail::memory_account account{.at_once = w.at_once,
                                              .host_logits = logits_on_host,
                                              .kv_stores = decoder_type::cache_type::needs_storage,
-                                             .pending = Storage ? pending_ : detail::sequence_memory{},
-                                             .spare = Storage ? spare_logits_bytes() : 0};
+                                             .pending = w.joins ? pending_ : detail::sequence_memory{},
+                                             .spare = w.joins ? spare_logits_bytes() : 0,
+                                             .room = w.room,
+                                             .room_where = cache_memory};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
             dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>(), account);
         for (sequence& s : states) {
@@ -314,11 +309,8 @@ private:
         return states;
     }
 
-    /// Whether the stepper keeps the logits rows in host memory (a stepper that does not say: yes).
-    static constexpr bool logits_on_host = [] {
-        if constexpr (requires { stepper_type::host_logits; }) return static_cast<bool>(stepper_type::host_logits);
-        else return true;
-    }();
+    /// Whether the stepper keeps the logits rows in host memory (engine/step.hpp).
+    static constexpr bool logits_on_host = detail::stepper_logits_on_host<stepper_type>;
 
     /// The bytes of the stepper's logits buffer beyond the rows the running sequences take: a joining
     /// sequence's rows fit there without a new allocation.

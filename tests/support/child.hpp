@@ -44,13 +44,14 @@ inline constexpr int room_unmeasurable = 7;
 
 /// The exit status of `body(avail)` run in a child limited to `room` bytes more address space than
 /// this process maps now, `avail` being what dlm::available_memory() says there: the limit, not the
-/// machine, sets the figure. room_unmeasurable, without running the body, when the machine has less
-/// than half the room to give.
+/// machine, sets the figure (a little more when the child maps less than this process did). room_unmeasurable,
+/// without running the body, when the machine has less than half the room to give, or the limit is not
+/// what sets the figure.
 template <class Body>
 int in_child_with_room(std::uint64_t room, Body&& body) {
     return in_limited_child(dlm::detail::proc_kib("/proc/self/status", "VmSize") + room, [&] {
         const std::uint64_t avail = dlm::available_memory();
-        if (avail > room || avail < room / 2) return room_unmeasurable;
+        if (avail > room + room / 8 || avail < room / 2) return room_unmeasurable;
         return static_cast<int>(body(avail));
     });
 }

@@ -108,8 +108,9 @@ public:
     void cancel(sequence_id id) { inner_.cancel(id); }
     decltype(auto) step() { return inner_.step(); }
     [[nodiscard]] bool idle() const noexcept { return inner_.idle(); }
-    /// The slots' bytes the sequences it holds would give back as they end.
-    [[nodiscard]] std::uint64_t held_bytes() const {
+    /// The slots' bytes (host memory) the sequences it holds would give back as they end.
+    [[nodiscard]] std::uint64_t held_bytes(memory_kind where) const {
+        if (where != memory_kind::host) return 0;
         index_t held = 0;
         for (const auto& [id, n] : held_) held += n;
         return slot_bytes * static_cast<std::uint64_t>(held);

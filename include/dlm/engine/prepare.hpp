@@ -212,7 +212,6 @@ template <class Model>
 
 /// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
 struct memory_account {
-    bool weigh = true;  ///< false: nothing is weighed (check_batch, once it knows the prompt cache can make the room)
     /// How many of the batch's sequences run at once: the `at_once` largest are weighed together. All
     /// of them when the batch joins (add, add_batch); check_batch's caller says how many it will run.
     std::size_t at_once = std::numeric_limits<std::size_t>::max();
@@ -220,6 +219,18 @@ struct memory_account {
     bool kv_stores = false;      ///< the cache keeps K/V: each sequence makes a store (two with guidance) as it joins
     sequence_memory pending{};   ///< stepping bytes of sequences added since the last step: promised, not yet allocated
     std::uint64_t spare = 0;     ///< bytes of the stepper's buffer beyond what the running sequences' rows use
+    std::uint64_t room = 0;      ///< bytes the prompt cache could free in `room_where`, counted as available there
+    memory_kind room_where = memory_kind::host;
+};
+
+/// How the engine weighs a batch's memory (engine.hpp, prepare): as `at_once` of its sequences running
+/// together; beside the rows promised to sequences added since the last step and offset by the
+/// stepper's spare buffer when it `joins` the running batch; with `room` bytes the prompt cache could
+/// free (where its blocks live) counted as free.
+struct weighing {
+    std::size_t at_once = std::numeric_limits<std::size_t>::max();
+    bool joins = true;
+    std::uint64_t room = 0;
 };
 
 /// The host bytes a sequence adds to an engine: `held`, what it keeps (its canvas, twice with
@@ -252,12 +263,35 @@ inline std::string weighed_sequences(std::size_t together, std::size_t of) {
     return "the " + std::to_string(together) + " largest of " + std::to_string(of) + " sequences, as many as run at once";
 }
 
+/// ", beyond the N bytes the prompt cache could free": what a message says of the account's room in `where`.
+inline std::string room_said(const memory_account& a, memory_kind where) {
+    return a.room > 0 && a.room_where == where ? ", beyond the " + std::to_string(a.room) + " bytes the prompt cache could free" : "";
+}
+
+/// Host bytes `needed` less the account's room in host memory: what must fit in the memory available.
+inline std::uint64_t beyond_room(std::uint64_t needed, const memory_account& a) {
+    const std::uint64_t room = a.room_where == memory_kind::host ? a.room : 0;
+    return needed > room ? needed - room : 0;
+}
+
+/// The bytes a running sequence holds in `where`, what its end gives back: in host memory its
+/// canvas, results and self-conditioning copy (sequence_bytes' held) and its `stores` K/V stores
+/// where they are host memory; in device memory its stores where they are device memory.
+template <class Model>
+[[nodiscard]] std::uint64_t held_by(const Model& model, const canvas_layout& l, bool cfg, int stores, memory_kind where, bool host_logits) {
+    const bool host = where == memory_kind::host;
+    const std::uint64_t store = host ? host_kv_cache_bytes(model, l.size()) : device_kv_cache_bytes(model, l.size());
+    const std::uint64_t own = host ? sequence_bytes(model, l, cfg, {.host_logits = host_logits}).held : 0;
+    return saturating_add(own, saturating_mul(static_cast<std::uint64_t>(stores), store));
+}
+
 /// Refuses (dlm::memory_error, memory_kind::device) sequences whose device K/V stores (the account's
 /// at_once largest, summed) do not fit in the device's free memory (the model's device_bytes_free:
 /// model/concept.hpp), before any store is made. Those made for sequences added before are in use
-/// already, so the free memory counts them. A sum of at most weighed_above is not measured.
+/// already, so the free memory counts them; the account's room there counts as free. A sum of at
+/// most weighed_above is not measured.
 template <class Model>
-void check_device_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, std::size_t at_once) {
+void check_device_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
     std::vector<sequence_memory> each;
     each.reserve(layouts.size());
     index_t longest = 0;
@@ -265,25 +299,25 @@ void check_device_memory(const Model& model, std::span<const canvas_layout> layo
         each.push_back({saturating_mul(cfg ? 2 : 1, device_kv_cache_bytes(model, l.size()))});
         longest = std::max(longest, l.size());
     }
-    const auto [sum, together] = largest_sum(each, at_once);
+    const auto [sum, together] = largest_sum(each, a.at_once);
     if (sum.total() <= weighed_above) return;
-    const std::uint64_t free = model.device_bytes_free();
+    const std::uint64_t free = saturating_add(model.device_bytes_free(), a.room_where == memory_kind::device ? a.room : 0);
     if (sum.total() > free)
         throw memory_error("the device K/V stores of " + weighed_sequences(together, layouts.size()) + " (up to " + std::to_string(longest) +
-                               " positions each" + (cfg ? ", twice for guidance" : "") + ") on the device",
+                               " positions each" + (cfg ? ", twice for guidance" : "") + ") on the device" + room_said(a, memory_kind::device),
                            sum.total(), free, "ask for fewer slots (gen_length), shorter prompts, or fewer sequences at once", memory_kind::device);
 }
 
 /// Refuses (dlm::memory_error) sequences whose sequence_bytes (the account's at_once largest,
 /// summed), with the bytes pending, do not fit in the available memory (core/memory.hpp), before any
 /// is allocated. What the stepper's buffer holds spare offsets logits rows only: a store, a canvas
-/// or a sequence's copy of its logits cannot live there. A sum of at most weighed_above bytes is not
-/// measured. Device K/V stores are weighed first (check_device_memory).
+/// or a sequence's copy of its logits cannot live there. The account's room in host memory counts as
+/// available. A sum of at most weighed_above bytes is not measured. Device K/V stores are weighed
+/// first (check_device_memory).
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
-    if (!a.weigh) return;
     if constexpr (model_reports_device_memory<Model>)
-        if (a.kv_stores) check_device_memory(model, layouts, cfg, a.at_once);
+        if (a.kv_stores) check_device_memory(model, layouts, cfg, a);
     std::vector<sequence_memory> each;
     each.reserve(layouts.size());
     for (const canvas_layout& l : layouts) each.push_back(sequence_bytes(model, l, cfg, a));
@@ -295,8 +329,9 @@ void check_batch_memory(const Model& model, std::span<const canvas_layout> layou
     check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + weighed_sequences(together, each.size()) + " (gen_length " +
                    std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
                    std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
-                   (a.pending.total() > 0 ? " beside " + std::to_string(a.pending.total()) + " bytes promised to sequences added since the last step" : ""),
-               saturating_add(own.held, own.rows > a.spare ? own.rows - a.spare : 0),
+                   (a.pending.total() > 0 ? " beside " + std::to_string(a.pending.total()) + " bytes promised to sequences added since the last step" : "") +
+                   room_said(a, memory_kind::host),
+               beyond_room(saturating_add(own.held, own.rows > a.spare ? own.rows - a.spare : 0), a),
                "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
 }
 

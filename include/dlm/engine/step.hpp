@@ -74,5 +74,13 @@ void for_each_masked_slot(const sequence_state<KvCache>& s, token_id mask_id, F&
         if (s.canvas[static_cast<std::size_t>(p)] == mask_id) f(p);
 }
 
+/// Whether a stepper keeps the logits rows in host memory (`static constexpr bool host_logits`; a
+/// stepper that does not say: yes), where the engine weighs them.
+template <class Stepper>
+inline constexpr bool stepper_logits_on_host = [] {
+    if constexpr (requires { Stepper::host_logits; }) return static_cast<bool>(Stepper::host_logits);
+    else return true;
+}();
+
 }  // namespace detail
 }  // namespace dlm

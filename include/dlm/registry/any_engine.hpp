@@ -70,8 +70,8 @@ public:
     [[nodiscard]] virtual bool idle() const = 0;
     [[nodiscard]] virtual std::size_t active() const = 0;
     [[nodiscard]] virtual decode_stats stats() const = 0;
-    /// What the running sequences hold (dlm::engine::held_bytes).
-    [[nodiscard]] virtual std::uint64_t held_bytes() const = 0;
+    /// What the running sequences hold in `where` (dlm::engine::held_bytes).
+    [[nodiscard]] virtual std::uint64_t held_bytes(memory_kind where) const = 0;
     /// What the prompt cache could free in `where` (dlm::engine::evictable_bytes).
     [[nodiscard]] virtual std::uint64_t evictable_bytes(memory_kind where) const = 0;
     /// Evicts unpinned prompt-cache blocks until `bytes` are freed (dlm::engine::release_cached).
@@ -124,7 +124,7 @@ public:
     [[nodiscard]] bool idle() const override { return eng_.idle(); }
     [[nodiscard]] std::size_t active() const override { return eng_.active(); }
     [[nodiscard]] decode_stats stats() const override { return eng_.stats(); }
-    [[nodiscard]] std::uint64_t held_bytes() const override { return eng_.held_bytes(); }
+    [[nodiscard]] std::uint64_t held_bytes(memory_kind where) const override { return eng_.held_bytes(where); }
     [[nodiscard]] std::uint64_t evictable_bytes(memory_kind where) const override { return eng_.evictable_bytes(where); }
     std::uint64_t release_cached(std::uint64_t bytes) override { return eng_.release_cached(bytes); }
     [[nodiscard]] const prompt_cache_view* prompt_cache() const override {

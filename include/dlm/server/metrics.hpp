@@ -189,7 +189,7 @@ struct metrics {
         counter("dlm_memory_deferrals_total", "Times a request's join was deferred because memory was short while other sequences ran.",
                 memory_deferrals);
         counter("dlm_memory_evictions_total",
-                "Times prompt-cache blocks were evicted to make room for a request refused for memory, before it waited or was refused.",
+                "Times prompt-cache blocks were evicted to make room for a request refused for memory.",
                 prompt_cache.room_evictions);
         out += latency.render("dlm_request_duration_seconds", "Time from receiving a request to its last byte.");
         out += first_text.render("dlm_time_to_first_text_seconds", "Time from receiving a streamed request to its first text.");

@@ -256,7 +256,7 @@ private:
     /// engine::add). Otherwise waiting would only hold the queue behind a job that cannot fit.
     [[nodiscard]] bool may_fit_later(const memory_error& e) const {
         if (running_.empty() || engine_.idle()) return false;
-        return e.short_by() <= dlm::detail::saturating_add(engine_.held_bytes(), engine_.evictable_bytes(e.where()));
+        return e.short_by() <= dlm::detail::saturating_add(engine_.held_bytes(e.where()), engine_.evictable_bytes(e.where()));
     }
 
     /// Puts `rest` back at the queue's head, in order: its first job, which the engine refused for
@@ -380,8 +380,9 @@ private:
                 if (!engine_.idle()) {
                     engine_.step();
                     if (metrics_) ++metrics_->forwards;
-                    if (const auto* pc = engine_.prompt_cache(); pc && metrics_) metrics_->prompt_cache.copy_from(*pc);
                 }
+                // After the step, and after a join (admit) that evicted cached blocks yet was refused.
+                if (const auto* pc = engine_.prompt_cache(); pc && metrics_) metrics_->prompt_cache.copy_from(*pc);
                 publish();
             } catch (const std::exception& e) {  // the model's forward itself failed: every running job ends
                 for (auto& [id, j] : running_) {
