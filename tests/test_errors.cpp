@@ -29,14 +29,6 @@
 
 #include "support/child.hpp"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define DLM_TEST_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define DLM_TEST_SANITIZER 1
-#endif
-#endif
-
 // The file's own scope: the suites are compiled together (tests/CMakeLists.txt, unity builds).
 namespace test_errors {
 

@@ -3,6 +3,17 @@
 // have prevented fails there, not in the test process. Unix only (fork, setrlimit).
 #pragma once
 
+// DLM_TEST_SANITIZER: built with AddressSanitizer or ThreadSanitizer, which reserve terabytes of
+// address space (shadow memory, allocator), past any limit a child sets: the cases that limit one
+// skip themselves. Defined here, where they include it, not by a file a unity batch may not hold.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLM_TEST_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DLM_TEST_SANITIZER 1
+#endif
+#endif
+
 #if defined(__unix__)
 #include <sys/resource.h>
 #include <sys/wait.h>
