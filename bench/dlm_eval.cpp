@@ -252,7 +252,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
     std::string stopped;  // a flag's refusal that ended the run once problems were finished ("" when none did)
-    int refused_status = 0;
+    int status = 0;  // the refusal's exit status (cli::refused_status), 0 when none stopped the run
     for (const auto batch = static_cast<std::size_t>(o.batch); done < texts.size();) {
         const std::size_t e = std::min(texts.size(), done + batch);
         try {
@@ -262,7 +262,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
             bar.finish();
             std::cerr << "dlm-eval: " << x.what() << '\n';
             stopped = x.what();
-            refused_status = x.parameter().starts_with('-') ? 2 : 1;  // a flag as typed, or the model file's key (run_main)
+            status = cli::refused_status(x);     // as cli::run_main answers it
             break;
         }
         done = e;
@@ -280,7 +280,7 @@ int evaluate(const cli::options& o, const std::filesystem::path& data, const std
                {{"model", model_name}, {"model_dir", m.dir.string()}, {"data", data.string()}, {"preset", std::string(cli::name_of(s.preset))},
                 {"settings", cli::describe(s)}, {"gen_length", s.gen_length}, {"block_length", cli::effective_block_length(s)}, {"batch", o.batch}},
                results, problems.size(), stopped, t);
-    return !written ? 1 : refused_status != 0 ? refused_status : done < problems.size() ? 130 : 0;
+    return !written ? 1 : status != 0 ? status : done < problems.size() ? 130 : 0;
 }
 
 int run(const cli::options& o) {

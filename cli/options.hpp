@@ -551,6 +551,10 @@ inline bool stdout_written(std::string_view name) {
     return false;
 }
 
+/// A refused value's exit status: 2 for a flag as the user typed it (its name starts with '-'), 1 for
+/// a value the model's files gave (a dlm error like any other).
+[[nodiscard]] inline int refused_status(const invalid_parameter& e) { return e.parameter().starts_with('-') ? 2 : 1; }
+
 template <class Run>
 int run_main(program prog, std::string_view name, int argc, char** argv, Run run) {
     const std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -570,7 +574,7 @@ int run_main(program prog, std::string_view name, int argc, char** argv, Run run
         return stdout_written(name) || status != 0 ? status : 1;
     } catch (const invalid_parameter& e) {  // found once the model is known, still a bad value of the flag it names
         std::cerr << name << ": " << e.what() << '\n';
-        return e.parameter().starts_with('-') ? 2 : 1;
+        return refused_status(e);
     } catch (const error& e) {
         std::cerr << name << ": " << e.what() << '\n';
     } catch (const std::exception& e) {
