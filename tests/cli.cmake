@@ -228,7 +228,7 @@ assert peak < 400, f"{peak} MiB for a 13 MB question"
   add_test(NAME "cli: eval: an interrupted evaluation writes what it finished and exits 130"
            COMMAND bash -c [[
 set -u; E=$0; M=$1; D=$2; O=$3; rm -rf "$O/int"; mkdir -p "$O/int"; cd "$O/int"
-for i in $(seq 4000); do cat "$D"; done > many.jsonl
+d=$(cat "$D"); for i in $(seq 4000); do printf '%s\n' "$d"; done > many.jsonl
 "$E" -m "$M" --data many.jsonl --preset llada --steps 24 -t 1 --no-progress --json i.json --predictions i.jsonl > out.txt 2> err.txt &
 p=$!
 for i in $(seq 100); do grep -q "problems from" err.txt && break; sleep 0.1; done
@@ -265,6 +265,20 @@ assert len(p) == 2 and all(x['answer'] == '' and 'is empty' in x['failure'] for 
 ]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out})
   set_tests_properties("cli: eval: a flag refused mid-run writes what it finished, says why and exits 2"
                        PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
+  # --batch is weighed whole before any of a batch's K/V is made: each of 30000 tiny cdlm sequences fits
+  # alone (about 70 kB), the 30000 together (about 2 GB) do not fit under a 1 GiB address-space limit,
+  # and the refusal names --batch and what was weighed. Unsanitized: the limit does not hold under asan.
+  add_test(NAME "cli: eval: a batch too large for memory together is refused naming --batch"
+           COMMAND bash -c [[
+set -u; E=$0; M=$1; D=$2; O=$3; rm -rf "$O/batch"; mkdir -p "$O/batch"; cd "$O/batch"
+d=$(cat "$D"); for i in $(seq 5000); do printf '%s\n' "$d"; done > many.jsonl
+(ulimit -v 1048576; exec "$E" -m "$M" --data many.jsonl --preset cdlm --batch 30000 -t 1 --no-progress > out.txt 2> err.txt); s=$?
+[ $s -eq 2 ] || { echo "exit $s, not 2"; cat out.txt err.txt; exit 1; }
+grep -q "^dlm-eval: invalid parameter '--batch': is 30000, more sequences than fit in memory at once: not enough memory for .* of 30000 sequence(s) .* needed, .* available" err.txt ||
+  { echo "no --batch refusal said:"; cat out.txt err.txt; exit 1; }
+]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out})
+  set_tests_properties("cli: eval: a batch too large for memory together is refused naming --batch"
+                       PROPERTIES LABELS "cli;unsanitized" TIMEOUT 60 ENVIRONMENT OMP_NUM_THREADS=1)
   cli_case("eval: an output flag naming a file of the model folder is refused, the model left whole" ${E}
            ARGS "${M}|--data|${_data}|--no-progress|--predictions|${_cli_model}/config.json" RC 2
            EXPECT "invalid parameter '--predictions': names .*cli_model/config.json, a file of the model folder .*: writing it would destroy the model"
