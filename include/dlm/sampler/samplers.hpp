@@ -120,17 +120,20 @@ private:
     // Dream's top_p_logits: rank the tokens by logit, descending (ties in index order, as its stable
     // sort leaves them), and drop every token whose preceding cumulative probability already exceeds
     // top_p (the token that crosses it stays). Only the ranks up to the crossing are sorted, 64, then
-    // 256, 1024, ... at a time: a partial sort's first ranks are a full sort's, so the cumulative sums
-    // are the same bits in the same order, at a fraction of a whole vocabulary's sort.
+    // 256, 1024, ... at a time (a partial sort while they are few of those left, else a selection and
+    // a sort of those selected: faster on flat rows, docs/benchmarks.md). Ties are broken by index, a
+    // total order, so the first ranks are a full sort's and the cumulative sums the same bits in the
+    // same order, at a fraction of a whole vocabulary's sort.
     void keep_nucleus(std::vector<float>& z) const {
         if (std::any_of(z.begin(), z.end(), [](float v) { return std::isnan(v); })) return;  // no order; the draw reports the row
         const std::size_t n = z.size();
-        std::vector<std::int32_t> ranked(n);
-        std::iota(ranked.begin(), ranked.end(), 0);
-        const auto before = [&](std::int32_t a, std::int32_t b) {
-            const float x = z[static_cast<std::size_t>(a)], y = z[static_cast<std::size_t>(b)];
-            return x > y || (x == y && a < b);
+        struct ranked_logit {
+            float value;
+            std::int32_t index;
         };
+        std::vector<ranked_logit> ranked(n);  // the values beside their indices: the sorts read no other memory
+        for (std::size_t i = 0; i < n; ++i) ranked[i] = {z[i], static_cast<std::int32_t>(i)};
+        const auto before = [](const ranked_logit& x, const ranked_logit& y) { return x.value > y.value || (x.value == y.value && x.index < y.index); };
         const float m = *std::max_element(z.begin(), z.end());
         double sum = 0.0;
         for (float v : z) sum += v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m);
@@ -138,16 +141,19 @@ private:
         for (std::size_t r = 0, sorted = 0; r < n; ++r) {
             if (r == sorted) {
                 sorted = std::min(n, std::max<std::size_t>(64, 4 * sorted));
-                std::partial_sort(ranked.begin() + static_cast<std::ptrdiff_t>(r), ranked.begin() + static_cast<std::ptrdiff_t>(sorted), ranked.end(), before);
+                const auto from = ranked.begin() + static_cast<std::ptrdiff_t>(r), to = ranked.begin() + static_cast<std::ptrdiff_t>(sorted);
+                if (16 * (sorted - r) < n - r) {  // a few ranks of many: one pass keeping the best
+                    std::partial_sort(from, to, ranked.end(), before);
+                } else {  // a large share: select them, then sort them
+                    std::nth_element(from, to, ranked.end(), before);
+                    std::sort(from, to, before);
+                }
             }
             if (r > 0 && cumulative > static_cast<double>(top_p)) {  // ranks r and after are dropped
-                std::vector<unsigned char> kept(n, 0);
-                for (std::size_t i = 0; i < r; ++i) kept[static_cast<std::size_t>(ranked[i])] = 1;
-                for (std::size_t i = 0; i < n; ++i)
-                    if (!kept[i]) z[i] = detail::neg_inf;
+                for (std::size_t i = r; i < n; ++i) z[static_cast<std::size_t>(ranked[i].index)] = detail::neg_inf;
                 return;
             }
-            const float v = z[static_cast<std::size_t>(ranked[r])];
+            const float v = ranked[r].value;
             cumulative += v == detail::neg_inf ? 0.0 : std::exp(static_cast<double>(v) - m) / sum;
         }
     }
