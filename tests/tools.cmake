@@ -59,3 +59,27 @@ if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
     set_tests_properties("${_dlm_doc_test}" PROPERTIES LABELS docs TIMEOUT 300 COST 10)  # about 40 s: started early
   endif()
 endif()
+
+# tools/doc_reference.py: the reference tables of the docs against the code, both ways: each program's flags (its --help,
+# the one flag table of cli/options.hpp) against docs/cli.md, the flags of every command line README.md and docs/*.md
+# write (dlm's programs, the benchmarks, the Python scripts), the metrics /metrics exports with their types against
+# docs/server.md, the error classes against docs/errors.md and docs/python.md, the DLM_* environment variables, the
+# preset names. A second; no model, no network. Registered once, in the builds without sanitizers, as the C++ blocks.
+if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    set(_dlm_doc_programs)
+    if(DLM_HAVE_CPU AND DLM_BUILD_EXAMPLES)
+      list(APPEND _dlm_doc_programs --generate $<TARGET_FILE:dlm-generate>)
+    endif()
+    if(DLM_HAVE_CPU AND DLM_BUILD_BENCH)
+      list(APPEND _dlm_doc_programs --eval $<TARGET_FILE:dlm-eval>)
+    endif()
+    if(TARGET dlm-server)
+      list(APPEND _dlm_doc_programs --server $<TARGET_FILE:dlm-server>)
+    endif()
+    add_test(NAME "docs: the reference tables match the code, both ways"
+             COMMAND ${Python3_EXECUTABLE} tools/doc_reference.py ${_dlm_doc_programs} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties("docs: the reference tables match the code, both ways" PROPERTIES LABELS docs TIMEOUT 60)
+  endif()
+endif()
