@@ -157,7 +157,7 @@ public:
         if (!batch_.empty()) {
             const auto t_forward = clock::now();
             stepper_.forward(std::span<const forward_request<kv_type>>(requests_), std::span<const input>(inputs_), rows);
-            pending_ = {};  // every running sequence's rows are in the stepper's buffer now
+            pending_ = {};  // every running sequence's rows are in the logits buffers now
             stats_.model_seconds += seconds_since(t_forward);
             ++stats_.forwards;
             if constexpr (detail::supports_prompt_cache<Decoder>)  // the prompt blocks this forward made final go into it
@@ -204,12 +204,13 @@ public:
     /// Nothing to step: no sequence running or queued (finished ones may await take_finished).
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
     /// The bytes the running sequences hold in `where` (host memory: their canvases, per-slot results,
-    /// logits copies and host K/V stores, with the logits rows promised to those added since the last
-    /// step; device memory: their device K/V stores), what their ends give back. A joining sequence
+    /// logits copies and host K/V stores; device memory: their device K/V stores; with the logits rows
+    /// promised there to those added since the last step), what their ends give back. A joining sequence
     /// refused (dlm::memory_error) for more than the memory available and these together where it is
     /// short cannot fit once they end: dlm-server refuses it at once rather than wait.
     [[nodiscard]] std::uint64_t held_bytes(memory_kind where = memory_kind::host) const {
-        std::uint64_t held = where == memory_kind::host ? pending_.rows : 0;  // their copies of their logits are in what each holds
+        // Their copies of their logits (host) are in what each holds.
+        std::uint64_t held = where == memory_kind::host ? pending_.host.rows : pending_.device;
         for (const auto& e : running_) {
             const sequence& s = e->st;
             const int stores = (s.kv ? 1 : 0) + (s.uncond_kv ? 1 : 0);
@@ -294,8 +295,9 @@ private:
         const detail::memory_account account{.at_once = w.at_once,
                                              .host_logits = logits_on_host,
                                              .kv_stores = decoder_type::cache_type::needs_storage,
-                                             .pending = w.joins ? pending_ : detail::sequence_memory{},
-                                             .spare = w.joins ? spare_logits_bytes() : 0,
+                                             .pending = w.joins ? pending_ : detail::promised_memory{},
+                                             .spare = w.joins ? spare_logits_bytes(detail::held_logits_bytes_of(stepper_)) : 0,
+                                             .device_spare = w.joins ? spare_logits_bytes(device_logits_bytes_of(dec_->model())) : 0,
                                              .room = w.room,
                                              .room_where = cache_memory};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
@@ -305,25 +307,20 @@ private:
             if constexpr (Storage && uniform_state_schedule<schedule_type>) detail::fill_noise(s, dec_->model().vocab_size());  // the first block starts as noise
         }
         if constexpr (Storage)  // their logits are allocated at their first step; until then, promised
-            for (const sequence& s : states) pending_ += detail::stepping_bytes(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
+            for (const sequence& s : states) pending_ += detail::promised_to(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
         return states;
     }
 
     /// Whether the stepper keeps the logits rows in host memory (engine/step.hpp).
     static constexpr bool logits_on_host = detail::stepper_logits_on_host<stepper_type>;
 
-    /// The bytes of the stepper's logits buffer beyond the rows the running sequences take: a joining
-    /// sequence's rows fit there without a new allocation.
-    [[nodiscard]] std::uint64_t spare_logits_bytes() const {
-        if constexpr (requires(const stepper_type& s) { s.held_logits_bytes(); }) {
-            std::uint64_t used = 0;
-            for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_ holds their rows
-                if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
-            const std::uint64_t held = stepper_.held_logits_bytes();
-            return held > used ? held - used : 0;
-        } else {
-            return 0;
-        }
+    /// The bytes of a logits buffer of `held` bytes (the stepper's, or the model's on the device) beyond
+    /// the rows the running sequences take: a joining sequence's rows fit there without a new allocation.
+    [[nodiscard]] std::uint64_t spare_logits_bytes(std::uint64_t held) const {
+        std::uint64_t used = 0;
+        for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_ holds their rows
+            if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
+        return held > used ? held - used : 0;
     }
 
     sequence_id enqueue(sequence&& s, const generation_options& o, const schedule_type& schedule, const sampler_type& sampler) {
@@ -475,7 +472,7 @@ private:
     std::vector<std::unique_ptr<entry>> running_, finished_;
     decode_stats stats_;
     bool in_step_ = false;
-    detail::sequence_memory pending_;  // stepping bytes of sequences added since the last forward (prepare)
+    detail::promised_memory pending_;  // what sequences added since the last forward are promised (prepare)
     stepper_type stepper_;
     // Scratch of step(): the sequences of this step's batch, their step inputs, their requests.
     std::vector<entry*> batch_;
