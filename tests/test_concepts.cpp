@@ -1,6 +1,7 @@
 // One concept per policy axis: a minimal archetype models each; a type missing a hook does not.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -135,6 +136,9 @@ struct model_with_misspelled_hook : archetype::model {
 struct model_with_mistyped_hook : archetype::model {
     index_t max_context = 16;  // a function: index_t max_context() const
 };
+struct model_with_device_logits_but_no_device : archetype::model {
+    std::uint64_t device_logits_bytes() const { return 0; }  // weighed against device_bytes_free, which it lacks
+};
 }  // namespace broken
 
 TEST_CASE("archetypes model every concept") {
@@ -187,6 +191,8 @@ TEST_CASE("a policy with a misspelled or mistyped optional hook models no concep
     static_assert(model_hooks_known<archetype::model> && model_hooks_known<dlm::testing::scripted_model>);
     static_assert(!language_model<broken::model_with_misspelled_hook>);
     static_assert(!language_model<broken::model_with_mistyped_hook>);
+    static_assert(!language_model<broken::model_with_device_logits_but_no_device> &&
+                  model_hook_mistyped<broken::model_with_device_logits_but_no_device>);
     CHECK(true);
 }
 

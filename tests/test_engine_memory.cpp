@@ -3,6 +3,7 @@
 // buffer holds spare; check_batch's at_once.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -203,6 +204,22 @@ struct device_model : claiming_model {
     std::uint64_t free;
 };
 
+/// The message of the memory_error `add` throws, which must name the device and these bytes needed and
+/// available (a failed check when it throws none).
+template <class F>
+std::string refused_on_device(F&& add, std::uint64_t needed, std::uint64_t available) {
+    try {
+        add();
+    } catch (const memory_error& e) {
+        CHECK(e.where() == memory_kind::device);
+        CHECK(e.needed() == needed);
+        CHECK(e.available() == available);
+        return e.what();
+    }
+    FAIL_CHECK("no memory_error");
+    return {};
+}
+
 TEST_CASE("engine: a batch whose device K/V stores cannot fit in the device's free memory together is refused naming the device before any store is made; one that fits joins") {
     static_assert(model_reports_device_memory<device_model> && !model_reports_device_memory<claiming_model>);
     // Stores of 40 MiB (each below the size a store is weighed at alone) on a device with 100 MiB free.
@@ -210,15 +227,8 @@ TEST_CASE("engine: a batch whose device K/V stores cannot fit in the device's fr
     decoder<device_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> d(m, semi_ar_mask{4}, {}, threshold_schedule{0.9});
     engine eng(d);
     const std::vector<tvec> three{{1, 2}, {3, 4}, {5, 6}};
-    try {
-        (void)eng.add_batch(three, {.gen_length = 8});
-        FAIL("no memory_error");
-    } catch (const memory_error& e) {
-        CHECK(e.where() == memory_kind::device);
-        CHECK(e.needed() == (std::uint64_t{120} << 20));
-        CHECK(e.available() == (std::uint64_t{100} << 20));
-        CHECK(std::string(e.what()).find("the device K/V stores of 3 sequence(s) (up to 10 positions each) on the device") != std::string::npos);
-    }
+    CHECK(refused_on_device([&] { (void)eng.add_batch(three, {.gen_length = 8}); }, std::uint64_t{120} << 20, std::uint64_t{100} << 20)
+              .find("the device K/V stores of 3 sequence(s) (up to 10 positions each) on the device") != std::string::npos);
     CHECK(*m.made == 0);
     CHECK(eng.idle());
     eng.check_batch(three, {.gen_length = 8});  // each alone fits
@@ -235,6 +245,85 @@ TEST_CASE("engine: a batch whose device K/V stores cannot fit in the device's fr
     decoder<device_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> dv(vast, semi_ar_mask{4}, {}, threshold_schedule{0.9});
     engine big(dv);
     CHECK_NOTHROW((void)big.add(three[0], {.gen_length = 8}));
+}
+
+constexpr std::uint64_t mib = std::uint64_t{1} << 20;
+
+/// A claiming_model that makes its logits rows in device memory, as the CUDA transformer does: a
+/// device of `free` bytes less the stores made (given back never, here) and its logits buffer, which
+/// a forward grows to its rows and keeps (device_logits_bytes).
+struct device_logits_model : claiming_model {
+    static constexpr bool kv_on_device = true;
+    device_logits_model(std::uint64_t store, std::uint64_t free_bytes, index_t vocab_size) : claiming_model(store, vocab_size), free(free_bytes) {}
+    [[nodiscard]] kv_cache make_kv_cache(index_t capacity) const {
+        stores = detail::saturating_add(stores, kv_cache_bytes(capacity));
+        return claiming_model::make_kv_cache(capacity);
+    }
+    [[nodiscard]] std::uint64_t device_bytes_free() const noexcept {
+        const std::uint64_t used = detail::saturating_add(stores, buffer);
+        return free > used ? free - used : 0;
+    }
+    [[nodiscard]] std::uint64_t device_logits_bytes() const noexcept { return buffer; }
+    template <attention_mask Mask>
+    void forward(std::span<const forward_request<kv_cache>> requests, const Mask& mask, std::span<float> logits) {
+        buffer = std::max<std::uint64_t>(buffer, logits.size() * sizeof(float));
+        claiming_model::forward(requests, mask, logits);
+    }
+    std::uint64_t free;
+    std::uint64_t buffer = 0;
+    mutable std::uint64_t stores = 0;
+};
+
+TEST_CASE("engine: a batch whose device logits rows and K/V stores cannot fit in the device's free memory together is refused naming both before anything is allocated, beside the rows promised since the last step") {
+    static_assert(model_reports_device_logits<device_logits_model> && !model_reports_device_logits<device_model>);
+    // Stores of 20 MiB and 8 rows of a 2^19 vocabulary (16 MiB) a sequence, on a device with 100 MiB
+    // free: the stores of three fit (60 MiB), their rows beside them do not (108 MiB).
+    device_logits_model m(20 * mib, 100 * mib, index_t{1} << 19);
+    decoder<device_logits_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> d(m, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+    engine eng(d);
+    const std::vector<tvec> three{{1, 2}, {3, 4}, {5, 6}};
+    CHECK(refused_on_device([&] { (void)eng.add_batch(three, {.gen_length = 8}); }, 108 * mib, 100 * mib)
+              .find("the device K/V stores and logits rows of 3 sequence(s) (up to 10 positions each; gen_length 8 in blocks of 8, a "
+                    "vocabulary of 524288) on the device") != std::string::npos);
+    CHECK(*m.made == 0);
+    CHECK(eng.idle());
+    CHECK_THROWS_WITH_AS(eng.check_batch(three, {.gen_length = 8}, 3), doctest::Contains("logits rows"), memory_error);
+    (void)eng.add(three[0], {.gen_length = 8, .cfg_scale = 1.0});  // guided: two stores and twice the rows, 72 MiB of the 100
+    CHECK(*m.made == 2);
+    CHECK(eng.held_bytes(memory_kind::device) == 72 * mib);  // its stores, and the rows promised it
+    // 60 MiB are free: a sequence's 36 MiB would fit alone, not beside the 32 MiB of rows promised.
+    CHECK(refused_on_device([&] { (void)eng.add(three[1], {.gen_length = 8}); }, 68 * mib, 60 * mib)
+              .find("beside 33554432 bytes of logits rows promised to sequences added since the last step") != std::string::npos);
+    CHECK(*m.made == 2);
+    CHECK(eng.active() == 1);
+    // A cache that keeps no K/V makes no store; the rows are the device's all the same (32 MiB each).
+    device_logits_model bare(0, 80 * mib, index_t{1} << 20);
+    decoder<device_logits_model, semi_ar_mask, no_cache, threshold_schedule, greedy_sampler> nd(bare, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+    engine uncached(nd);
+    CHECK_THROWS_WITH_AS((void)uncached.add_batch(three, {.gen_length = 8}),
+                         doctest::Contains("the device logits rows of 3 sequence(s) (gen_length 8 in blocks of 8, a vocabulary of 1048576) on the device"),
+                         memory_error);
+}
+
+TEST_CASE("engine: the device logits buffer's spare rows offset a joining sequence's device rows, never its device K/V stores") {
+    // Rows of 8 MiB a sequence (8 of a 2^18 vocabulary); stores free, at first.
+    device_logits_model m(0, std::numeric_limits<std::uint64_t>::max(), index_t{1} << 18);
+    decoder<device_logits_model, semi_ar_mask, approx_prefix_cache, threshold_schedule, greedy_sampler> d(m, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+    engine eng(d);
+    const auto ids = eng.add_batch(std::vector<tvec>(8, tvec{1, 2}), {.gen_length = 8});
+    (void)eng.step();
+    REQUIRE(m.buffer == 64 * mib);  // 8 sequences' rows, all of it spare once they leave
+    for (const auto id : ids) eng.cancel(id);
+    (void)eng.take_finished();
+    REQUIRE(eng.idle());
+    m.free = m.buffer + 30 * mib;  // 30 MiB free beside the buffer
+    const std::vector<tvec> five(5, tvec{1, 2});
+    m.claimed = 7 * mib;  // 40 MiB of rows fit in the spare buffer; 35 MiB of stores do not fit in the 30 free
+    (void)refused_on_device([&] { (void)eng.add_batch(five, {.gen_length = 8}); }, 35 * mib, 30 * mib);
+    CHECK(*m.made == 8);
+    m.claimed = 5 * mib;  // 25 MiB of stores fit; with the rows, 65 MiB, only because the buffer holds the rows
+    CHECK(eng.add_batch(five, {.gen_length = 8}).size() == 5);
+    CHECK(*m.made == 13);
 }
 
 TEST_CASE("engine: the stepper's spare logits rows offset a joining sequence's rows, never its K/V stores") {

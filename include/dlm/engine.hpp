@@ -42,6 +42,7 @@
 #include "engine/revision.hpp"
 #include "engine/sequence_state.hpp"
 #include "engine/step.hpp"
+#include "engine/uniform_step.hpp"
 #include "model/concept.hpp"
 #include "sampler/concept.hpp"
 #include "schedule/concept.hpp"
@@ -156,7 +157,7 @@ public:
         if (!batch_.empty()) {
             const auto t_forward = clock::now();
             stepper_.forward(std::span<const forward_request<kv_type>>(requests_), std::span<const input>(inputs_), rows);
-            pending_ = {};  // every running sequence's rows are in the stepper's buffer now
+            pending_ = {};  // every running sequence's rows are in the logits buffers now
             stats_.model_seconds += seconds_since(t_forward);
             ++stats_.forwards;
             if constexpr (detail::supports_prompt_cache<Decoder>)  // the prompt blocks this forward made final go into it
@@ -203,12 +204,13 @@ public:
     /// Nothing to step: no sequence running or queued (finished ones may await take_finished).
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
     /// The bytes the running sequences hold in `where` (host memory: their canvases, per-slot results,
-    /// logits copies and host K/V stores, with the logits rows promised to those added since the last
-    /// step; device memory: their device K/V stores), what their ends give back. A joining sequence
+    /// logits copies and host K/V stores; device memory: their device K/V stores; with the logits rows
+    /// promised there to those added since the last step), what their ends give back. A joining sequence
     /// refused (dlm::memory_error) for more than the memory available and these together where it is
     /// short cannot fit once they end: dlm-server refuses it at once rather than wait.
     [[nodiscard]] std::uint64_t held_bytes(memory_kind where = memory_kind::host) const {
-        std::uint64_t held = where == memory_kind::host ? pending_.rows : 0;  // their copies of their logits are in what each holds
+        // Their copies of their logits (host) are in what each holds.
+        std::uint64_t held = where == memory_kind::host ? pending_.host.rows : pending_.device;
         for (const auto& e : running_) {
             const sequence& s = e->st;
             const int stores = (s.kv ? 1 : 0) + (s.uncond_kv ? 1 : 0);
@@ -293,36 +295,32 @@ private:
         const detail::memory_account account{.at_once = w.at_once,
                                              .host_logits = logits_on_host,
                                              .kv_stores = decoder_type::cache_type::needs_storage,
-                                             .pending = w.joins ? pending_ : detail::sequence_memory{},
-                                             .spare = w.joins ? spare_logits_bytes() : 0,
+                                             .pending = w.joins ? pending_ : detail::promised_memory{},
+                                             .spare = w.joins ? spare_logits_bytes(detail::held_logits_bytes_of(stepper_)) : 0,
+                                             .device_spare = w.joins ? spare_logits_bytes(device_logits_bytes_of(dec_->model())) : 0,
                                              .room = w.room,
                                              .room_where = cache_memory};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
             dec_->model(), mask, schedule, prompts, o, detail::cfg_refusal<typename decoder_type::cache_type>(), account);
         for (sequence& s : states) {
             stepper_.admit(s, schedule, sampler);
-            if constexpr (Storage && uniform_state_schedule<schedule_type>) fill_noise(s);  // the first block starts as noise
+            if constexpr (Storage && uniform_state_schedule<schedule_type>) detail::fill_noise(s, dec_->model().vocab_size());  // the first block starts as noise
         }
         if constexpr (Storage)  // their logits are allocated at their first step; until then, promised
-            for (const sequence& s : states) pending_ += detail::stepping_bytes(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
+            for (const sequence& s : states) pending_ += detail::promised_to(dec_->model(), s.layout, o.cfg_scale > 0.0, logits_on_host);
         return states;
     }
 
     /// Whether the stepper keeps the logits rows in host memory (engine/step.hpp).
     static constexpr bool logits_on_host = detail::stepper_logits_on_host<stepper_type>;
 
-    /// The bytes of the stepper's logits buffer beyond the rows the running sequences take: a joining
-    /// sequence's rows fit there without a new allocation.
-    [[nodiscard]] std::uint64_t spare_logits_bytes() const {
-        if constexpr (requires(const stepper_type& s) { s.held_logits_bytes(); }) {
-            std::uint64_t used = 0;
-            for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_ holds their rows
-                if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
-            const std::uint64_t held = stepper_.held_logits_bytes();
-            return held > used ? held - used : 0;
-        } else {
-            return 0;
-        }
+    /// The bytes of a logits buffer of `held` bytes (the stepper's, or the model's on the device) beyond
+    /// the rows the running sequences take: a joining sequence's rows fit there without a new allocation.
+    [[nodiscard]] std::uint64_t spare_logits_bytes(std::uint64_t held) const {
+        std::uint64_t used = 0;
+        for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_ holds their rows
+            if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
+        return held > used ? held - used : 0;
     }
 
     sequence_id enqueue(sequence&& s, const generation_options& o, const schedule_type& schedule, const sampler_type& sampler) {
@@ -429,62 +427,11 @@ private:
         while (e.prefix < final_end && s.result.tokens[e.prefix] != mask_id) ++e.prefix;
     }
 
-    /// A uniform-state step of one sequence (uniform_): the draft into its result, the accepted slots'
-    /// sampled tokens and fresh noise elsewhere into its canvas (the next forward's input), the tempered
-    /// logits kept for a self-conditioning model; when the schedule closes the block, the draft becomes
-    /// its final tokens (committed at this forward) and the next block starts as noise.
+    /// A uniform-state step of one sequence (uniform_: engine/uniform_step.hpp), then its final slots.
     void apply_uniform(entry& e, const input& in, std::vector<index_t>& committed) {
-        sequence& s = e.st;
-        const index_t first = s.layout.first_slot(s.cursor.block), end = s.layout.block_end(s.cursor.block);
-        if (uniform_.draft.size() != static_cast<std::size_t>(end - first))
-            throw contract_error(std::string(who) + ": the stepper's draft does not cover the active block");
-        bool same = s.cursor.step_in_block > 0;
-        for (const slot_commit& d : uniform_.draft) {
-            token_id& t = s.result.tokens[static_cast<std::size_t>(d.position - s.layout.prompt_length)];
-            same = same && t == d.token;
-            t = d.token;
-        }
-        s.draft_unchanged = same ? s.draft_unchanged + 1 : 0;
-        std::vector<char>& accepted = accepted_;
-        accepted.assign(static_cast<std::size_t>(end - first), 0);
-        for (const slot_commit& a : uniform_.accepted) {
-            if (a.position < first || a.position >= end || accepted[static_cast<std::size_t>(a.position - first)])
-                throw contract_error(std::string(who) + ": the schedule accepted position " + std::to_string(a.position) + " twice or outside its block");
-            accepted[static_cast<std::size_t>(a.position - first)] = 1;
-            s.canvas[static_cast<std::size_t>(a.position)] = a.token;
-        }
-        const index_t vocab = dec_->model().vocab_size();
-        for (index_t p = first; p < end; ++p)
-            if (!accepted[static_cast<std::size_t>(p - first)]) s.canvas[static_cast<std::size_t>(p)] = uniform_noise(in.ctx.seed, in.ctx.forward + 1, p, vocab);
-        if constexpr (model_self_conditions<model_type>) s.self_conditioning.assign(uniform_.tempered.begin(), uniform_.tempered.end());
-        s.result.stats.forwards += 1;
-        s.result.stats.rows_computed += in.plan.window_size();
-        stepped_ = s.cursor;
-        s.cursor.step_in_block += 1;
-        const block_step step{0, 0, 0, s.draft_unchanged, uniform_.mean_entropy};
-        const index_t block = s.cursor.block;
-        if (schedule_block_done(e.schedule, in.ctx, step)) {  // the draft is final: the canvas the next block's forward stores
-            for (const slot_commit& d : uniform_.draft) {
-                s.canvas[static_cast<std::size_t>(d.position)] = d.token;
-                const auto g = static_cast<std::size_t>(d.position - s.layout.prompt_length);
-                s.result.commit_forward[g] = in.ctx.forward;
-                s.result.commit_confidence[g] = d.probability;
-                committed.push_back(d.position);
-            }
-            s.result.stats.committed += end - first;
-            s.self_conditioning.clear();
-            s.draft_unchanged = 0;
-        }
-        detail::advance(s, e.schedule, in.ctx, step, s.result.settings.mask_id.value, who);
-        if (!s.done && s.cursor.block != block) fill_noise(s);
-        e.prefix = detail::final_slots<schedule_type>(s);
-    }
-
-    /// The active block's slots as uniform noise before the sequence's next forward.
-    void fill_noise(sequence& s) const {
-        const index_t vocab = dec_->model().vocab_size(), forward = s.result.stats.forwards;
-        for (index_t p = s.layout.first_slot(s.cursor.block); p < s.layout.block_end(s.cursor.block); ++p)
-            s.canvas[static_cast<std::size_t>(p)] = uniform_noise(s.result.settings.seed.value, forward, p, vocab);
+        stepped_ = e.st.cursor;
+        detail::apply_uniform(dec_->model(), e.st, e.schedule, in.ctx, in.plan.window_size(), uniform_, accepted_, committed, who);
+        e.prefix = detail::final_slots<schedule_type>(e.st);
     }
 
     /// At a sequence's first plan, copies the longest cached prefix of its prompt into its store; every
@@ -525,7 +472,7 @@ private:
     std::vector<std::unique_ptr<entry>> running_, finished_;
     decode_stats stats_;
     bool in_step_ = false;
-    detail::sequence_memory pending_;  // stepping bytes of sequences added since the last forward (prepare)
+    detail::promised_memory pending_;  // what sequences added since the last forward are promised (prepare)
     stepper_type stepper_;
     // Scratch of step(): the sequences of this step's batch, their step inputs, their requests.
     std::vector<entry*> batch_;

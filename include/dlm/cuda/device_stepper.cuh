@@ -102,7 +102,8 @@ inline constexpr bool graph_capable =
 template <class Decoder>
 class device_stepper {
 public:
-    /// The logits rows stay in device memory: the engine's host memory check leaves them out.
+    /// The logits rows stay in device memory: the engine's host memory check leaves them out (its device
+    /// check weighs them: the model's device_logits_bytes).
     static constexpr bool host_logits = false;
 
     using model_type = typename Decoder::model_type;

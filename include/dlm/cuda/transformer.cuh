@@ -144,6 +144,11 @@ public:
         check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
         return free;
     }
+    /// The bytes of the device logits buffer now: every forward (forward and forward_device alike) makes
+    /// its logits rows there, rows × vocab_size() × 4 B, growing it (the old one freed first) when it has
+    /// more rows. The engine weighs a joining batch's rows on the device beside its K/V stores, this
+    /// buffer's spare part offsetting them (model/concept.hpp, model_reports_device_logits).
+    [[nodiscard]] std::uint64_t device_logits_bytes() const noexcept { return logits_.size() * sizeof(float); }
     /// The device bytes of make_kv_cache(capacity) (the prompt cache's bound counts them).
     [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
         return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);
@@ -481,5 +486,6 @@ using transformer_bf16_kv = basic_transformer<bf16, bf16>;
 static_assert(language_model<transformer>);
 static_assert(language_model<basic_transformer<float>>);
 static_assert(language_model<transformer_bf16_kv>);
+static_assert(model_reports_device_logits<transformer>, "the engine weighs the CUDA transformer's device logits rows before a batch joins");
 
 }  // namespace dlm::cuda

@@ -178,9 +178,10 @@ template <class KvCache>
     return s;
 }
 
-/// The host bytes of a sequence's logits rows in the stepper's buffer at a step: a block's rows at
-/// most, the prompt's share of an aligned first block included (the shipped caches' plans return no
-/// more), over the vocabulary, twice with guidance.
+/// The bytes of a sequence's logits rows in a logits buffer at a step (the stepper's on the host, a
+/// device model's on the device): a block's rows at most, the prompt's share of an aligned first
+/// block included (the shipped caches' plans return no more), over the vocabulary, twice with
+/// guidance.
 template <class Model>
 [[nodiscard]] std::uint64_t logits_rows_bytes(const Model& model, const canvas_layout& l, bool cfg) {
     const auto rows = static_cast<std::uint64_t>(std::min<std::int64_t>(l.block_length, std::int64_t{l.lead} + l.gen_length));
@@ -210,16 +211,44 @@ template <class Model>
     return {model_self_conditions<Model> ? rows / (cfg ? 2 : 1) : 0, rows};
 }
 
+/// The device bytes of a sequence's logits rows, where the model makes them in device memory
+/// (model_reports_device_logits: whichever stepper reads them), else 0. No self-conditioning copy is
+/// kept there: a sequence keeps its copy on the host (stepping_bytes).
+template <class Model>
+[[nodiscard]] std::uint64_t device_rows_bytes(const Model& model, const canvas_layout& l, bool cfg) {
+    if constexpr (model_reports_device_logits<Model>) return logits_rows_bytes(model, l, cfg);
+    else return 0;
+}
+
+/// What sequences added since the last step are promised, allocated at their first step: their
+/// stepping bytes on the host, their logits rows on the device.
+struct promised_memory {
+    sequence_memory host{};
+    std::uint64_t device = 0;
+    promised_memory& operator+=(const promised_memory& o) noexcept {
+        host += o.host;
+        device = saturating_add(device, o.device);
+        return *this;
+    }
+};
+
+/// What a sequence is promised when it joins (promised_memory).
+template <class Model>
+[[nodiscard]] promised_memory promised_to(const Model& model, const canvas_layout& l, bool cfg, bool host_logits) {
+    return {stepping_bytes(model, l, cfg, host_logits), device_rows_bytes(model, l, cfg)};
+}
+
 /// What a joining batch's memory is weighed against, besides the memory available now (engine.hpp).
 struct memory_account {
     /// How many of the batch's sequences run at once: the `at_once` largest are weighed together. All
     /// of them when the batch joins (add, add_batch); check_batch's caller says how many it will run.
     std::size_t at_once = std::numeric_limits<std::size_t>::max();
-    bool host_logits = true;     ///< the stepper keeps the logits rows in host memory
-    bool kv_stores = false;      ///< the cache keeps K/V: each sequence makes a store (two with guidance) as it joins
-    sequence_memory pending{};   ///< stepping bytes of sequences added since the last step: promised, not yet allocated
-    std::uint64_t spare = 0;     ///< bytes of the stepper's buffer beyond what the running sequences' rows use
-    std::uint64_t room = 0;      ///< bytes the prompt cache could free in `room_where`, counted as available there
+    bool host_logits = true;         ///< the stepper keeps the logits rows in host memory
+    bool kv_stores = false;          ///< the cache keeps K/V: each sequence makes a store (two with guidance) as it joins
+    promised_memory pending{};       ///< what sequences added since the last step are promised, not yet allocated
+    std::uint64_t spare = 0;         ///< bytes of the stepper's buffer beyond what the running sequences' rows use
+    std::uint64_t device_spare = 0;  ///< the same of the model's device logits buffer (device_logits_bytes_of)
+    std::uint64_t room = 0;          ///< bytes the prompt cache could free in `room_where`, counted as available there
     memory_kind room_where = memory_kind::host;
 };
 
@@ -246,14 +275,37 @@ template <class Model>
     return b;
 }
 
-/// The sum of the `at_once` largest of `each` (by total), and how many that is; reorders `each`.
-inline std::pair<sequence_memory, std::size_t> largest_sum(std::vector<sequence_memory>& each, std::size_t at_once) {
+/// What a check weighs in one memory: `sum`, the at_once largest sequences' bytes with those promised
+/// before them, `together` of them, and `needed`, the bytes of `sum` that need new memory: all it
+/// holds, and its logits rows beyond what the logits buffer holds spare (which offsets rows only: a
+/// store, a canvas or a sequence's copy of its logits cannot live there).
+struct weighed_memory {
+    sequence_memory sum;
+    std::size_t together = 0;
+    std::uint64_t needed = 0;
+};
+
+/// Weighs the `at_once` largest of `each` (by total) beside `pending` against a logits buffer with
+/// `spare` bytes spare (weighed_memory); reorders `each`.
+inline weighed_memory weigh(std::vector<sequence_memory>& each, std::size_t at_once, const sequence_memory& pending, std::uint64_t spare) {
     const std::size_t together = std::min(at_once, each.size());
     std::partial_sort(each.begin(), each.begin() + static_cast<std::ptrdiff_t>(together), each.end(),
                       [](const sequence_memory& x, const sequence_memory& y) { return x.total() > y.total(); });
-    sequence_memory sum;
+    sequence_memory sum = pending;
     for (std::size_t i = 0; i < together; ++i) sum += each[i];
-    return {sum, together};
+    return {sum, together, saturating_add(sum.held, sum.rows > spare ? sum.rows - spare : 0)};
+}
+
+/// " beside N bytes<what> promised to sequences added since the last step": what a message says of
+/// `pending` bytes (none when 0).
+inline std::string pending_said(std::uint64_t pending, const std::string& what = "") {
+    return pending > 0 ? " beside " + std::to_string(pending) + " bytes" + what + " promised to sequences added since the last step" : "";
+}
+
+/// "gen_length 8 in blocks of 4, a vocabulary of 32": the shape of a batch's logits rows in a message.
+inline std::string rows_shape(const canvas_layout& first, index_t vocab) {
+    return "gen_length " + std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
+           std::to_string(vocab);
 }
 
 /// "3 sequence(s)", "a sequence", "the 2 largest of 3 sequences, ...": whose memory a check weighed.
@@ -285,54 +337,59 @@ template <class Model>
     return saturating_add(own, saturating_mul(static_cast<std::uint64_t>(stores), store));
 }
 
-/// Refuses (dlm::memory_error, memory_kind::device) sequences whose device K/V stores (the account's
-/// at_once largest, summed) do not fit in the device's free memory (the model's device_bytes_free:
-/// model/concept.hpp), before any store is made. Those made for sequences added before are in use
-/// already, so the free memory counts them; the account's room there counts as free. A sum of at
-/// most weighed_above is not measured.
+/// Refuses (dlm::memory_error, memory_kind::device) sequences whose device bytes (the account's
+/// at_once largest, summed: their K/V stores where the cache keeps them, and their logits rows where
+/// the model makes them on the device, model_reports_device_logits) do not fit in the device's free
+/// memory (the model's device_bytes_free: model/concept.hpp), before any is allocated. The stores of
+/// sequences added before are made already, so the free memory counts them; their rows are not (the
+/// account's pending device bytes); what the model's logits buffer holds spare offsets rows only.
+/// The account's room on the device counts as free. A sum of at most weighed_above is not measured.
 template <class Model>
 void check_device_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
     std::vector<sequence_memory> each;
     each.reserve(layouts.size());
     index_t longest = 0;
     for (const canvas_layout& l : layouts) {
-        each.push_back({saturating_mul(cfg ? 2 : 1, device_kv_cache_bytes(model, l.size()))});
+        each.push_back({a.kv_stores ? saturating_mul(cfg ? 2 : 1, device_kv_cache_bytes(model, l.size())) : 0, device_rows_bytes(model, l, cfg)});
         longest = std::max(longest, l.size());
     }
-    const auto [sum, together] = largest_sum(each, a.at_once);
-    if (sum.total() <= weighed_above) return;
+    const weighed_memory w = weigh(each, a.at_once, {0, a.pending.device}, a.device_spare);
+    if (w.sum.total() <= weighed_above) return;
     const std::uint64_t free = saturating_add(model.device_bytes_free(), a.room_where == memory_kind::device ? a.room : 0);
-    if (sum.total() > free)
-        throw memory_error("the device K/V stores of " + weighed_sequences(together, layouts.size()) + " (up to " + std::to_string(longest) +
-                               " positions each" + (cfg ? ", twice for guidance" : "") + ") on the device" + room_said(a, memory_kind::device),
-                           sum.total(), free, "ask for fewer slots (gen_length), shorter prompts, or fewer sequences at once", memory_kind::device);
+    if (w.needed <= free) return;
+    constexpr bool rows = model_reports_device_logits<Model>;
+    std::string shape = a.kv_stores ? "up to " + std::to_string(longest) + " positions each" : "";
+    if (rows) shape += (shape.empty() ? "" : "; ") + rows_shape(layouts.front(), model.vocab_size());
+    const char* what = a.kv_stores && rows ? "K/V stores and logits rows" : a.kv_stores ? "K/V stores" : "logits rows";
+    throw memory_error("the device " + std::string(what) + " of " + weighed_sequences(w.together, layouts.size()) + " (" + shape +
+                           (cfg ? ", twice for guidance" : "") + ") on the device" + pending_said(a.pending.device, " of logits rows") +
+                           room_said(a, memory_kind::device),
+                       w.needed, free,
+                       std::string("ask for fewer slots (gen_length), shorter prompts") + (rows ? " or blocks (block_length)" : "") +
+                           ", or fewer sequences at once",
+                       memory_kind::device);
 }
 
 /// Refuses (dlm::memory_error) sequences whose sequence_bytes (the account's at_once largest,
 /// summed), with the bytes pending, do not fit in the available memory (core/memory.hpp), before any
-/// is allocated. What the stepper's buffer holds spare offsets logits rows only: a store, a canvas
-/// or a sequence's copy of its logits cannot live there. The account's room in host memory counts as
-/// available. A sum of at most weighed_above bytes is not measured. Device K/V stores are weighed
-/// first (check_device_memory).
+/// is allocated; what the stepper's buffer holds spare offsets their logits rows (weigh). The
+/// account's room in host memory counts as available. A sum of at most weighed_above bytes is not
+/// measured. Device bytes (K/V stores, logits rows) are weighed first (check_device_memory).
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
     if constexpr (model_reports_device_memory<Model>)
-        if (a.kv_stores) check_device_memory(model, layouts, cfg, a);
+        if (a.kv_stores || model_reports_device_logits<Model>) check_device_memory(model, layouts, cfg, a);
     std::vector<sequence_memory> each;
     each.reserve(layouts.size());
     for (const canvas_layout& l : layouts) each.push_back(sequence_bytes(model, l, cfg, a));
-    auto [own, together] = largest_sum(each, a.at_once);
-    own += a.pending;
-    if (own.total() <= weighed_above) return;
+    const weighed_memory w = weigh(each, a.at_once, a.pending.host, a.spare);
+    if (w.sum.total() <= weighed_above) return;
     const canvas_layout& first = layouts.front();
     const bool kv = a.kv_stores && host_kv_cache_bytes(model, first.size()) > 0;
-    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + weighed_sequences(together, each.size()) + " (gen_length " +
-                   std::to_string(first.gen_length) + " in blocks of " + std::to_string(first.block_length) + ", a vocabulary of " +
-                   std::to_string(model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
-                   (a.pending.total() > 0 ? " beside " + std::to_string(a.pending.total()) + " bytes promised to sequences added since the last step" : "") +
-                   room_said(a, memory_kind::host),
-               beyond_room(saturating_add(own.held, own.rows > a.spare ? own.rows - a.spare : 0), a),
-               "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
+    check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + weighed_sequences(w.together, each.size()) + " (" +
+                   rows_shape(first, model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
+                   pending_said(a.pending.host.total()) + room_said(a, memory_kind::host),
+               beyond_room(w.needed, a), "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
 }
 
 /// Checks the batch, the options and every policy's options (dlm::invalid_parameter naming the one

@@ -82,5 +82,13 @@ inline constexpr bool stepper_logits_on_host = [] {
     else return true;
 }();
 
+/// The bytes of a stepper's host logits buffer now (`held_logits_bytes()`; 0 where it does not say):
+/// what the engine counts as spare beyond the running sequences' rows.
+template <class Stepper>
+[[nodiscard]] std::uint64_t held_logits_bytes_of(const Stepper& s) {
+    if constexpr (requires { s.held_logits_bytes(); }) return static_cast<std::uint64_t>(s.held_logits_bytes());
+    else return 0;
+}
+
 }  // namespace detail
 }  // namespace dlm

@@ -117,7 +117,8 @@ template <class M>
 }
 
 // Optional hooks of a model: this is the one list (core/hooks.hpp says how it is checked).
-// `decoding_hints()` (above) is one; `max_context()` and `device_bytes_free()` the others.
+// `decoding_hints()` (above) is one; `max_context()`, `device_bytes_free()` and
+// `device_logits_bytes()` the others.
 
 /// `index_t max_context() const` — the longest canvas the model accepts.
 template <class M>
@@ -127,7 +128,8 @@ concept model_has_max_context = requires(const M& m) {
 
 /// `std::uint64_t device_bytes_free() const` — the device memory free now (CUDA: cudaMemGetInfo), of
 /// a model whose K/V stores are device memory (`kv_on_device`; meaningless without it). With it the
-/// engine sums a joining batch's device stores (device_kv_cache_bytes) and weighs them against it
+/// engine sums a joining batch's device stores (device_kv_cache_bytes), with their logits rows where
+/// the model makes them on the device (device_logits_bytes, below), and weighs them against it
 /// before it makes any (engine/prepare.hpp); without it a store is weighed, if at all, by the
 /// model's make_kv_cache alone.
 template <class M>
@@ -135,19 +137,39 @@ concept model_reports_device_memory = model_kv_on_device<M> && requires(const M&
     { m.device_bytes_free() } -> std::convertible_to<std::uint64_t>;
 };
 
+/// `std::uint64_t device_logits_bytes() const` — the bytes of the model's device logits buffer now, of
+/// a model that reports its device memory (above) and makes every forward's logits rows in device
+/// memory, whoever reads them (the CUDA transformer: rows × vocabulary × 4 B, a request's rows twice
+/// with guidance, kept between forwards and grown, old buffer freed first, when a forward has more
+/// rows). With it the engine weighs a joining batch's logits rows on the device with its device
+/// stores, offset by what this buffer holds beyond the running sequences' rows (engine/prepare.hpp).
+template <class M>
+concept model_reports_device_logits = model_reports_device_memory<M> && requires(const M& m) {
+    { m.device_logits_bytes() } -> std::convertible_to<std::uint64_t>;
+};
+
+/// The bytes of the model's device logits buffer now: its device_logits_bytes, else 0.
+template <class M>
+[[nodiscard]] std::uint64_t device_logits_bytes_of(const M& m) {
+    if constexpr (model_reports_device_logits<M>) return static_cast<std::uint64_t>(m.device_logits_bytes());
+    else return 0;
+}
+
 #define DLM_MODEL_HOOKS                                                                          \
-    "`decoding_hints decoding_hints() const`, `index_t max_context() const` and (with kv_on_device) " \
-    "`std::uint64_t device_bytes_free() const`"
+    "`decoding_hints decoding_hints() const`, `index_t max_context() const`, and (with kv_on_device) " \
+    "`std::uint64_t device_bytes_free() const` and `std::uint64_t device_logits_bytes() const`"
 
 template <class M>
 concept model_hook_misnamed = DLM_HAS_MEMBER_NAMED(M, max_context_length) || DLM_HAS_MEMBER_NAMED(M, context_length) ||
                               DLM_HAS_MEMBER_NAMED(M, decoding_hint) || DLM_HAS_MEMBER_NAMED(M, decode_hints) ||
                               DLM_HAS_MEMBER_NAMED(M, device_free_bytes) || DLM_HAS_MEMBER_NAMED(M, free_device_bytes) ||
-                              DLM_HAS_MEMBER_NAMED(M, device_bytes_available);
+                              DLM_HAS_MEMBER_NAMED(M, device_bytes_available) || DLM_HAS_MEMBER_NAMED(M, device_logit_bytes) ||
+                              DLM_HAS_MEMBER_NAMED(M, logits_device_bytes);
 template <class M>
 concept model_hook_mistyped = (DLM_HAS_MEMBER_NAMED(M, max_context) && !model_has_max_context<M>) ||
                               (DLM_HAS_MEMBER_NAMED(M, decoding_hints) && !model_has_decoding_hints<M>) ||
-                              (DLM_HAS_MEMBER_NAMED(M, device_bytes_free) && !model_reports_device_memory<M>);
+                              (DLM_HAS_MEMBER_NAMED(M, device_bytes_free) && !model_reports_device_memory<M>) ||
+                              (DLM_HAS_MEMBER_NAMED(M, device_logits_bytes) && !model_reports_device_logits<M>);
 /// Every member named like a model hook is one, in its known form.
 template <class M>
 concept model_hooks_known = !model_hook_misnamed<M> && !model_hook_mistyped<M>;
