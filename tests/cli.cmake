@@ -93,7 +93,7 @@ if(DLM_BUILD_EXAMPLES)
   cli_case("bad flag: a gen length that leaves the context no room for a prompt names -n" ${G} ARGS ${M}|-p|x|-n|256 RC 2
            EXPECT "invalid parameter '-n': is 256, which leaves no position of the model's context of 256 for a prompt \\(at most 255\\)")
   cli_case("bad flag: a prompt too long beside the gen length names -p" ${G} ARGS "${M}|-p|${_prompt}|-n|248" RC 2
-           EXPECT "invalid parameter '-p': prompt length [0-9]+ \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
+           EXPECT "invalid parameter '-p': prompt length more than 8 \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
   cli_case("bad flag: fast-dllm-v2 on a model without shifted logits names --preset" ${G} ARGS ${M}|-p|x|--preset|fast-dllm-v2 RC 2
            EXPECT "invalid parameter '--preset': the fast-dllm-v2 preset does not fit this model \\(its logits are not shifted\\): its schedule commits a block's first slot")
   cli_case("bad flag: fast-dllm-v2-block-cache under --compare names --compare-presets" ${G}
@@ -200,7 +200,7 @@ head -1 out.txt | grep -q '^accuracy' && grep -q '"accuracy"' out.txt || { echo 
   # wrong, its line on stderr and its reason in --predictions; the figures are still written.
   cli_case("eval: a problem the engine refuses fails alone, naming its line" ${E}
            ARGS "${M}|--data|${DLM_TEST_DATA}/cli/eval_refused.jsonl|--batch|4|--no-progress|--json|${_cli_out}/refused.json|--predictions|${_cli_out}/refused.jsonl"
-           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%forwards/problem +24.00%%failed +2 problem\\(s\\), 2 of them refused before decoding"
+           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length more than [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%forwards/problem +24.00%%failed +2 problem\\(s\\), 2 of them refused before decoding"
            JSON ${_cli_out}/refused.json KEYS "failed|refused|correct|problems")
   # A 13 MB question is tokenized in memory of the order of its text (the pre-tokenizer streams its words;
   # it held ~47 bytes per byte, 615 MB for this text, before) and refused for the context; each batch's
