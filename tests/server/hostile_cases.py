@@ -4,7 +4,6 @@ drain-pipelined, drain-body, startup-failure, request-id and prompt-bound of cli
 one per ctest test."""
 import http.client
 import json
-import random
 import re
 import resource
 import select
@@ -13,8 +12,8 @@ import socket
 import subprocess
 import time
 
-from harness import (LONG, PROMPT, SLOW, Server, check, leave, raw_connect, read_response, read_until_close, rss_mb, send_until_answer,
-                     sse_texts, wait_for)
+from harness import (LONG, PROMPT, SLOW, Server, check, hostile_prompts, leave, raw_connect, read_response, read_until_close, rss_mb,
+                     send_until_answer, sse_texts, wait_for)
 
 
 def case_chunked_limit(args):
@@ -385,12 +384,9 @@ def case_prompt_bound(args):
     it (docs/server.md: 120 tokens on cdlm, its context of 128 less one block of 8) and refused there:
     400 naming prompt (messages on chat) "is more than 120 tokens", each in under 2 s (a text of many
     words stops after its first ~120 tokens: milliseconds; a text that is one word, merged whole, about
-    0.2 s here), whatever its characters; /health answers throughout, and a request after them decodes."""
-    size = (1 << 20) - 256
-    letters = random.Random(7).choices("abcdefghijklmnopqrstuvwxyz", k=size)
-    letters[7::8] = " " * len(letters[7::8])
-    texts = {"short words": "x " * (size // 2), "digits": "7" * size, "punctuation": "!?" * (size // 2),
-             "one letter (one word)": "a" * size, "an emoji": "\U0001F600" * (size // 4), "random words": "".join(letters)}
+    0.1 s here), whatever its characters (harness.hostile_prompts); /health answers throughout, and a
+    request after them decodes."""
+    texts = hostile_prompts()
     with Server(args.server, args.model) as s:
         slowest = 0.0
         for name, text in texts.items():
