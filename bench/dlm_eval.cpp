@@ -20,6 +20,7 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,8 +104,19 @@ void check_batch_fits(const cli::options& o, registry::any_engine& eng, const st
 template <class Model>
 bool decode_batch(const cli::options& o, const cli::settings& s, cli::basic_loaded_model<Model>& m, const std::vector<std::string>& texts,
                   const std::vector<cli::problem>& problems, std::size_t b, std::size_t e, std::vector<outcome>& results, totals& t) {
-    std::vector<std::vector<token_id>> prompts;  // tokenized before the clock starts
-    for (std::size_t i = b; i < e; ++i) prompts.push_back(m.tokenizer.encode(texts[i], cli::adds_special_tokens(m, o.chat)));
+    // Tokenized before the clock starts, each only as far as a prompt beside -n can go (a longer one is
+    // refused here, as the engine would refuse it, without tokenizing the rest).
+    std::vector<std::vector<token_id>> prompts;
+    std::vector<std::optional<invalid_parameter>> unfit;  // per problem: its refusal by the bounded tokenizer
+    for (std::size_t i = b; i < e; ++i) {
+        try {
+            prompts.push_back(cli::encode_within_context(m, texts[i], cli::adds_special_tokens(m, o.chat), s.gen_length, "prompts[0]"));
+            unfit.emplace_back();
+        } catch (const invalid_parameter& x) {
+            prompts.emplace_back();
+            unfit.emplace_back(x);
+        }
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const std::unique_ptr<registry::any_engine> eng = registry::make_engine(m.model, s);  // compiled once (cli/engines.hpp)
     const auto options = [&](std::size_t i) { return generation_options{.gen_length = s.gen_length, .seed = sequence_seed(s.seed, i - b)}; };
@@ -112,6 +124,7 @@ bool decode_batch(const cli::options& o, const cli::settings& s, cli::basic_load
     std::vector<std::pair<std::size_t, std::string>> refused;  // problem, why: counted once the batch is done
     for (std::size_t i = b; i < e; ++i) {
         try {
+            if (unfit[i - b]) throw *unfit[i - b];
             eng->check_batch(std::span<const std::vector<token_id>>(&prompts[i - b], 1), options(i));
             taken.push_back(i);
         } catch (const invalid_parameter& x) {

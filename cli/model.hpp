@@ -17,6 +17,7 @@
 
 #include <dlm/cpu/diffusion_gemma.hpp>
 #include <dlm/cpu/transformer.hpp>
+#include <dlm/engine/prepare.hpp>
 #include <dlm/io/chat_template.hpp>
 #include <dlm/io/gguf_tokenizer.hpp>
 #include <dlm/io/tokenizer.hpp>
@@ -297,6 +298,38 @@ template <class Model>
                                                   io::chat_thinking thinking = io::chat_thinking::template_default,
                                                   const std::string& system = {}) {
     return m.tokenizer.encode(prompt_text(m, text, chat, thinking, system), adds_special_tokens(m, chat));
+}
+
+/// The ids of `text` (add_special: with the tokenizer's own special tokens), tokenized only as far as
+/// a prompt beside `gen_length` can go: the model's context less gen_length
+/// (io::tokenizer::encode_at_most stops there), so that a text far longer than the model takes costs
+/// no more than the tokens it may hold. Refused as the engine's context check refuses a prompt, which
+/// it would be: invalid_parameter naming `which` ("prompts[0]"), "prompt length more than 80 +
+/// gen_length 48 exceeds the model's context of 128: ..."; a gen_length that alone fills the context
+/// names gen_length, as the engine does, once a token shows the prompt is not empty (an empty one the
+/// engine names first: its ids are returned, as are those of a one-token prompt).
+template <class Model>
+[[nodiscard]] std::vector<token_id> encode_within_context(const basic_loaded_model<Model>& m, const std::string& text, bool add_special,
+                                                          index_t gen_length, const std::string& which) {
+    if constexpr (!model_has_max_context<Model>) {
+        return m.tokenizer.encode(text, add_special);
+    } else {
+        const index_t context = m.model.max_context();
+        const std::size_t most = gen_length < context ? static_cast<std::size_t>(context - gen_length) : 1;
+        std::optional<std::vector<token_id>> ids = m.tokenizer.encode_at_most(text, most, add_special);
+        if (ids) return std::move(*ids);
+        dlm::detail::check_gen_length_room(gen_length, context);
+        throw invalid_parameter(which, dlm::detail::prompt_past_context("more than " + std::to_string(most), gen_length, context));
+    }
+}
+
+/// encode_prompt, bounded as encode_within_context bounds it: for a prompt from outside (dlm-generate's
+/// -p, Python's text prompts), named `which`.
+template <class Model>
+[[nodiscard]] std::vector<token_id> encode_prompt_within_context(const basic_loaded_model<Model>& m, const std::string& text, bool chat,
+                                                                 io::chat_thinking thinking, const std::string& system, index_t gen_length,
+                                                                 const std::string& which) {
+    return encode_within_context(m, prompt_text(m, text, chat, thinking, system), adds_special_tokens(m, chat), gen_length, which);
 }
 
 /// The answer's text: the slots before the first EOS, special tokens left out.

@@ -6,6 +6,7 @@
 //
 // Prints the answer on stdout and the statistics on stderr. Exit status: 0 success, 1 a dlm error
 // (file, model, decoding), 2 a bad flag or value.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <iostream>
@@ -93,7 +94,12 @@ int run_with(const cli::options& o, cli::basic_loaded_model<Model>& m) {
     }
     if (o.chat && m.chat == io::chat_format::none)
         std::cerr << "dlm-generate: note: " << m.dir.string() << " has no chat template; the prompt is used as it is\n";
-    const std::vector<token_id> prompt = cli::encode_prompt(m, o.prompt, o.chat, o.thinking(), o.system);
+    // Tokenized only as far as the run with the shortest canvas could take it (a longer prompt is
+    // refused by every run), refused as that run's decode would refuse it (as_flags: -p, -n).
+    const cli::settings& roomiest = *std::min_element(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.gen_length < b.gen_length; });
+    const std::vector<token_id> prompt = cli::as_flags(o, roomiest, [&] {
+        return cli::encode_prompt_within_context(m, o.prompt, o.chat, o.thinking(), o.system, roomiest.gen_length, "prompts[0]");
+    });
 
     const bool tty = cli::is_terminal(1);
     std::optional<cli::canvas_view> view;

@@ -136,6 +136,23 @@ void count_request(Service& svc, const std::string& route, clock::time_point rec
     svc.stats.latency.observe(std::chrono::duration<double>(clock::now() - received).count());
 }
 
+/// The refusal of a prompt that leaves no room for an answer in the model's context, naming it
+/// (`prompt`, or `messages` on chat): `length` is "is 130 tokens", or "is more than 120 tokens" where
+/// tokenizing stopped (prompt_bound).
+[[nodiscard]] inline request_error no_room(endpoint kind, const std::string& length, index_t block, index_t context) {
+    const std::string blocks = block > 1 ? " (whole blocks of " + std::to_string(block) + ")" : "";
+    return request_error(kind == endpoint::chat ? "messages" : "prompt",
+                         length + ", which leave no room for an answer" + blocks + " in the model's context of " + std::to_string(context));
+}
+
+/// The most tokens a prompt of request `r` may hold: one more leaves the context less than one
+/// block (the smallest canvas), which fit_canvas refuses whatever max_tokens says. The request's
+/// text is tokenized only so far (io::tokenizer::encode_at_most).
+[[nodiscard]] inline std::size_t prompt_bound(const completion_request& r, const request_rules& rules) {
+    const index_t block = detail::canvas_block(r, rules);
+    return rules.max_context > block ? static_cast<std::size_t>(rules.max_context - block) : 0;
+}
+
 /// Fits the canvas to the model's context beside a prompt of `prompt_length` tokens. A request that
 /// left max_tokens out gets the server's default cut to what fits (vLLM's default is the context
 /// left); one that set it is refused naming it, with what would fit; a prompt that leaves no room is
@@ -148,10 +165,7 @@ void fit_canvas(const Service& svc, endpoint kind, completion_request& r, index_
     const index_t block = detail::canvas_block(r, rules);
     const index_t fits = room > 0 ? room / block * block : 0;
     const std::string blocks = block > 1 ? " (whole blocks of " + std::to_string(block) + ")" : "";
-    if (fits < 1)
-        throw request_error(kind == endpoint::chat ? "messages" : "prompt",
-                            "is " + std::to_string(prompt_length) + " tokens, which leave no room for an answer" + blocks + " in the model's context of " +
-                                std::to_string(rules.max_context));
+    if (fits < 1) throw no_room(kind, "is " + std::to_string(prompt_length) + " tokens", block, rules.max_context);
     if (r.max_tokens_field.empty()) {
         // The largest canvas of whole blocks that fits and that the options allow: steps fixed by the
         // server's --steps must suit it (llada: a multiple of its blocks, at most its slots). The
@@ -182,10 +196,16 @@ template <class Service>
 void prepare_job(Service& svc, endpoint kind, completion_request& r, typename Service::job& j) {
     if (kind == endpoint::chat && svc.model.chat == io::chat_format::unsupported)
         throw request_error("messages", std::string(io::unsupported_chat_template_rule) + " (to /v1/completions)");
-    if (r.prompt_ids) j.prompt = std::move(*r.prompt_ids);
-    else  // the tokenizer's own special tokens for a plain prompt (vLLM's add_special_tokens), as cli::encode_prompt
-        j.prompt = svc.model.tokenizer.encode(kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt,
-                                              cli::adds_special_tokens(svc.model, kind == endpoint::chat));
+    if (r.prompt_ids) {
+        j.prompt = std::move(*r.prompt_ids);
+    } else {  // the tokenizer's own special tokens for a plain prompt (vLLM's add_special_tokens), as cli::encode_prompt
+        const std::size_t most = prompt_bound(r, svc.rules);
+        std::optional<std::vector<token_id>> ids = svc.model.tokenizer.encode_at_most(
+            kind == endpoint::chat ? io::apply_chat_template(svc.model.chat, r.messages, true, r.thinking) : r.prompt, most,
+            cli::adds_special_tokens(svc.model, kind == endpoint::chat));
+        if (!ids) throw no_room(kind, "is more than " + std::to_string(most) + " tokens", detail::canvas_block(r, svc.rules), svc.rules.max_context);
+        j.prompt = std::move(*ids);
+    }
     fit_canvas(svc, kind, r, static_cast<index_t>(std::min<std::size_t>(j.prompt.size(), std::numeric_limits<index_t>::max())));
     const registry::settings s = svc.settings_for(r);
     j.options.gen_length = s.gen_length;

@@ -93,7 +93,7 @@ if(DLM_BUILD_EXAMPLES)
   cli_case("bad flag: a gen length that leaves the context no room for a prompt names -n" ${G} ARGS ${M}|-p|x|-n|256 RC 2
            EXPECT "invalid parameter '-n': is 256, which leaves no position of the model's context of 256 for a prompt \\(at most 255\\)")
   cli_case("bad flag: a prompt too long beside the gen length names -p" ${G} ARGS "${M}|-p|${_prompt}|-n|248" RC 2
-           EXPECT "invalid parameter '-p': prompt length [0-9]+ \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
+           EXPECT "invalid parameter '-p': prompt length more than 8 \\+ gen_length 248 exceeds the model's context of 256: beside gen_length 248 a prompt may hold 8 tokens at most")
   cli_case("bad flag: fast-dllm-v2 on a model without shifted logits names --preset" ${G} ARGS ${M}|-p|x|--preset|fast-dllm-v2 RC 2
            EXPECT "invalid parameter '--preset': the fast-dllm-v2 preset does not fit this model \\(its logits are not shifted\\): its schedule commits a block's first slot")
   cli_case("bad flag: fast-dllm-v2-block-cache under --compare names --compare-presets" ${G}
@@ -200,11 +200,12 @@ head -1 out.txt | grep -q '^accuracy' && grep -q '"accuracy"' out.txt || { echo 
   # wrong, its line on stderr and its reason in --predictions; the figures are still written.
   cli_case("eval: a problem the engine refuses fails alone, naming its line" ${E}
            ARGS "${M}|--data|${DLM_TEST_DATA}/cli/eval_refused.jsonl|--batch|4|--no-progress|--json|${_cli_out}/refused.json|--predictions|${_cli_out}/refused.jsonl"
-           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%forwards/problem +24.00%%failed +2 problem\\(s\\), 2 of them refused before decoding"
+           EXPECT "problem 2 \\(line 3\\) failed: is empty%%problem 3 \\(line 4\\) failed: prompt length more than [0-9]+ \\+ gen_length 24 exceeds%%accuracy +[0-9.]+ % \\([0-9]/4\\)%%forwards/problem +24.00%%failed +2 problem\\(s\\), 2 of them refused before decoding"
            JSON ${_cli_out}/refused.json KEYS "failed|refused|correct|problems")
-  # A 13 MB question is tokenized in memory of the order of its text (the pre-tokenizer streams its words;
-  # it held ~47 bytes per byte, 615 MB for this text, before) and refused for the context; each batch's
-  # prompts are tokenized as the batch starts, so the others' tokens are never all held.
+  # A 13 MB question is tokenized only as far as a prompt beside -n fits the context (cli::encode_within_context)
+  # and refused there, in memory of the order of its text (the pre-tokenizer streams its words; it held ~47
+  # bytes per byte, 615 MB for this text, before); each batch's prompts are tokenized as the batch starts, so the
+  # others' tokens are never all held.
   add_test(NAME "cli: eval: a huge question is tokenized in bounded memory and refused, the others scored"
            COMMAND python3 -c [[
 import json, os, resource, subprocess, sys
@@ -218,7 +219,7 @@ p = subprocess.run([e, "-m", m, "--data", data, "--no-progress", "-t", "1"], cap
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
 print(p.stdout, p.stderr, f"peak resident {peak} MiB", sep="\n")
 assert p.returncode == 0, p.returncode
-assert "problem 0 (line 1) failed: prompt length " in p.stderr and "1 of them refused" in p.stdout
+assert "problem 0 (line 1) failed: prompt length more than " in p.stderr and "1 of them refused" in p.stdout
 assert peak < 400, f"{peak} MiB for a 13 MB question"
 ]] $<TARGET_FILE:dlm-eval> ${_cli_model} ${_data} ${_cli_out}/huge)
   set_tests_properties("cli: eval: a huge question is tokenized in bounded memory and refused, the others scored"

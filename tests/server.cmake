@@ -4,9 +4,9 @@
 # queue, concurrent canvas streams, the official openai package in a venv made by
 # scripts/setup-openai-venv.sh; and, from hostile_cases.py, hostile clients: chunked and encoded
 # bodies, slowloris, the connection cap, methods, TCP_NODELAY, HTTP/1.0, drain (pipelined requests,
-# late bodies), start-up failure, request ids; harness.py what they share). Each
-# client case starts and stops its own server on a free port; a case that cannot run here (no curl,
-# no PyPI) reports itself skipped, saying why.
+# late bodies), start-up failure, request ids, prompts of 1 MiB tokenized only as far as the context
+# takes; harness.py what they share). Each client case starts and stops its own server on a free
+# port; a case that cannot run here (no curl, no PyPI) reports itself skipped, saying why.
 if(NOT DLM_HAVE_CPU)
   return()
 endif()
@@ -31,7 +31,8 @@ if(Python3_Interpreter_FOUND)
 endif()
 # The hostile-client and operations cases (chunked-limit ... request-id) each take a few seconds.
 foreach(_case IN ITEMS curl load disconnect disconnect-whole full-queue canvas openai chunked-limit gzip slowloris connection-cap methods
-                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id chat-template usage seeds-timeout)
+                       nodelay http10 drain drain-pipelined drain-body startup-failure request-id prompt-bound chat-template usage
+                       seeds-timeout)
   if(Python3_Interpreter_FOUND)
     add_test(NAME "server: ${_case}"
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/server/client_test.py ${_case}

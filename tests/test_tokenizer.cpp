@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -282,6 +284,81 @@ TEST_CASE("tokenizer: long inputs stay fast") {
     MESSAGE(text.size() << " bytes encoded into " << ids.size() << " ids in " << seconds << " s");
     CHECK(tok.decode(ids) == text);
     CHECK(seconds < 20.0);  // generous: a pathological (quadratic) path would take far longer
+}
+
+TEST_CASE("tokenizer: a bounded encode gives encode's ids within its bound, and nothing past it, the post-processor's ids counted") {
+    const std::string text = "Hello <|endoftext|> world, 東京 123 😀\n  x";
+    for (const char* name : {"qwen2", "llama3", "gpt2", "spm_byte_fallback", "unk_fused"}) {
+        CAPTURE(name);
+        const tokenizer& tok = variant(name);
+        for (const bool special : {false, true}) {
+            CAPTURE(special);
+            const std::vector<token_id> ids = tok.encode(text, special);
+            REQUIRE(ids.size() > 2);
+            CHECK(tok.encode_at_most(text, ids.size(), special) == ids);
+            CHECK(tok.encode_at_most(text, ids.size() + 100, special) == ids);
+            CHECK_FALSE(tok.encode_at_most(text, ids.size() - 1, special).has_value());
+            CHECK_FALSE(tok.encode_at_most(text, 0, special).has_value());
+        }
+    }
+    // gpt2's post-processor wraps a text in <|startoftext|> ... <|endoftext|>: both count.
+    const tokenizer& gpt2 = variant("gpt2");
+    REQUIRE(gpt2.encode("hi", true).size() == gpt2.encode("hi").size() + 2);
+    CHECK_FALSE(gpt2.encode_at_most("hi", gpt2.encode("hi").size() + 1, true).has_value());
+    CHECK(gpt2.encode_at_most("", 2, true) == gpt2.encode("", true));
+    CHECK_FALSE(gpt2.encode_at_most("", 1, true).has_value());
+}
+
+TEST_CASE("tokenizer: a bounded encode of a long text stops at its bound instead of tokenizing the rest") {
+    // 4 MiB of 1,000-letter words (none cached: longer than the word cache takes), whose BPE merges
+    // cost far more than the linear passes before the words (UTF-8 repair, the added-token split).
+    const tokenizer& tok = variant("qwen2");
+    std::string text;
+    std::uint32_t x = 12345;
+    while (text.size() < (std::size_t{4} << 20)) {
+        for (int i = 0; i < 1000; ++i) {
+            x = x * 1664525u + 1013904223u;
+            text += static_cast<char>('a' + (x >> 16) % 26);
+        }
+        text += ' ';
+    }
+    const auto time = [](auto&& f) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::optional<std::vector<token_id>> bounded;
+    std::vector<token_id> whole;
+    const double bounded_s = time([&] { bounded = tok.encode_at_most(text, 4096); });
+    const double whole_s = time([&] { whole = tok.encode(text); });
+    MESSAGE(text.size() << " bytes: " << whole.size() << " ids in " << whole_s << " s; refused past 4096 ids in " << bounded_s << " s");
+    CHECK(whole.size() > 4096);
+    CHECK_FALSE(bounded.has_value());
+    CHECK(bounded_s * 4 < whole_s);  // the passes before the words only: here about a tenth of the whole
+}
+
+TEST_CASE("tokenizer: BPE merges one 1 MiB word in near-linear time, giving the rank-order merges' ids") {
+    // a, aa, a^4, ..., a^1024, each merged from two of the one before: rescanning the word for the best
+    // pair after each merge (the textbook loop) would take ~10^12 steps on a 2^20 + 3-letter word; the
+    // heap of candidate pairs takes n log n. Merging leftmost first by rank, the word becomes 1024 tokens
+    // of a^1024 and then the binary digits of the remainder 3, largest first: aa, a.
+    json j = {{"model", {{"type", "BPE"}, {"vocab", json::object()}, {"merges", json::array()}}}};
+    std::string piece = "a";
+    for (int k = 0; k <= 10; ++k, piece += piece) {
+        j["model"]["vocab"][piece] = k;
+        if (k < 10) j["model"]["merges"].push_back(json::array({piece, piece}));
+    }
+    const tokenizer tok = tokenizer::parse(j, "doubling merges");
+    const std::size_t n = (std::size_t{1} << 20) + 3;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<token_id> ids = tok.encode(std::string(n, 'a'));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MESSAGE(n << " letters in one word merged into " << ids.size() << " ids in " << seconds << " s");
+    std::vector<token_id> expected(n >> 10, 10);
+    for (int k = 9; k >= 0; --k)
+        if ((n >> k) & 1) expected.push_back(k);
+    CHECK(ids == expected);
+    CHECK(seconds < 20.0);  // about 0.1 s here; the quadratic loop would take hours
 }
 
 TEST_CASE("chat templates: the exact strings of LLaDA-8B-Instruct's and Dream-v0-Instruct-7B's templates") {

@@ -135,8 +135,8 @@ class Engine:
         mask, schedule and sampler, resolved and checked as the engine's were; it decodes as it
         would alone with them. chat wraps a text prompt in the model's chat template; think sets the
         template's enable_thinking (None: the template's default; True; False)."""
-        ids = self._llm._tokens(prompt, chat, think, "prompt")
         own = self._llm.settings(**{**self._options, **options}) if options else None
+        ids = self._llm._tokens(prompt, chat, think, "prompt", (own or self.settings).gen_length)
         seed, cfg = _args.seed(seed), _args.cfg(cfg)
         return _as_cfg(lambda: self._add_ids(ids, seed, cfg, own))
 
@@ -159,7 +159,7 @@ class Engine:
 
     def _batch_args(self, prompts: Sequence[Prompt], seed: Optional[int], cfg: float, chat: bool, think: Optional[bool]) -> tuple:
         """A batch's token lists, seed and guidance scale, each checked by type (add_batch, _feed)."""
-        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]") for i, p in enumerate(prompts)]
+        lists = [self._llm._tokens(p, chat, think, f"prompts[{i}]", self.settings.gen_length) for i, p in enumerate(prompts)]
         return lists, _args.seed(seed), _args.cfg(cfg)
 
     def _feed(self, prompts: Sequence[Prompt], seed: Optional[int], cfg: float, chat: bool, think: Optional[bool],
@@ -426,12 +426,14 @@ class LLM:
         self.use_threads()
         return _dlm.forward(self.model, _args.tokens("tokens", tokens, self.model.vocab_size), mask)
 
-    def _tokens(self, prompt: Prompt, chat: bool, think: Optional[bool] = None, name: str = "prompt") -> list:
-        """A prompt's ids: text encoded (chat, think: the chat template), or token ids checked against
-        the vocabulary; chat and think apply to text only and are refused, by name, with ids."""
+    def _tokens(self, prompt: Prompt, chat: bool, think: Optional[bool], name: str, gen_length: int) -> list:
+        """A prompt's ids: text encoded (chat, think: the chat template) only as far as a prompt beside
+        gen_length fits the model's context (a longer one raises dlm.InvalidParameter naming `name`,
+        as the engine would, without tokenizing the rest), or token ids checked against the vocabulary;
+        chat and think apply to text only and are refused, by name, with ids."""
         chat, think = _args.flag("chat", chat), _args.think(think)
         if isinstance(prompt, str):
-            return self.model.encode(_args.text(name, prompt), chat, think)
+            return self.model.encode_prompt(_args.text(name, prompt), chat, think, gen_length, name)
         if chat or think is not None:
             _args.refuse("chat" if chat else "think", f"applies to a text prompt; {name} is token ids, used as they are "
                                                       "(llm.encode(text, chat=True) gives a chat prompt's ids)", show=False)

@@ -59,6 +59,12 @@ io::chat_thinking thinking_of(std::optional<bool> think) {
     return !think ? io::chat_thinking::template_default : *think ? io::chat_thinking::on : io::chat_thinking::off;
 }
 
+/// thinking_of a prompt's `think`, which only a chat prompt takes.
+io::chat_thinking chat_thinking_of(std::optional<bool> think, bool chat) {
+    if (think && !chat) throw invalid_parameter("think", "sets the chat template's enable_thinking: it needs chat=True");
+    return thinking_of(think);
+}
+
 registry::preset_id preset_of(const std::string& name) {
     if (auto p = registry::builtin.find(name)) return *p;
     throw invalid_parameter("preset", "unknown preset '" + name + "' (one of " + registry::builtin.list() + ")");
@@ -307,11 +313,17 @@ void bind_model(nb::module_& m) {
                      "The chat template dlm writes for chat=True: llada, chatml, qwen2_5, chatml_bare, qwen3, gemma4; none (no template) or unsupported.")
         .def_prop_ro("weight_type", of([](const auto& x) { return std::string(x.model.weight_type()); }))
         .def("encode", [](const py_model& x, const std::string& text, bool chat, std::optional<bool> think, std::optional<bool> special) {
-                 if (think && !chat) throw invalid_parameter("think", "sets the chat template's enable_thinking: it needs chat=True");
+                 const io::chat_thinking thinking = chat_thinking_of(think, chat);
                  return x.visit([&](const auto& f) {
-                     return f.tokenizer.encode(cli::prompt_text(f, text, chat, thinking_of(think)), special.value_or(cli::adds_special_tokens(f, chat)));
+                     return f.tokenizer.encode(cli::prompt_text(f, text, chat, thinking), special.value_or(cli::adds_special_tokens(f, chat)));
                  });
              }, "text"_a, "chat"_a = false, "think"_a = nb::none(), "special"_a = nb::none())
+        .def("encode_prompt", [](const py_model& x, const std::string& text, bool chat, std::optional<bool> think, index_t gen_length, const std::string& name) {
+                 const io::chat_thinking thinking = chat_thinking_of(think, chat);
+                 return x.visit([&](const auto& f) { return cli::encode_prompt_within_context(f, text, chat, thinking, {}, gen_length, name); });
+             }, "text"_a, "chat"_a, "think"_a, "gen_length"_a, "name"_a,
+             "A text prompt's ids as encode gives them, tokenized only as far as a prompt beside gen_length fits the model's context: "
+             "a longer one raises dlm.InvalidParameter naming `name` (cli::encode_within_context).")
         .def("adds_special_tokens", [](const py_model& x, bool chat) { return x.visit([&](const auto& f) { return cli::adds_special_tokens(f, chat); }); },
              "chat"_a, "Whether a prompt's text gets the tokenizer's own special tokens: a plain one does, a templated chat one not (cli::adds_special_tokens).")
         .def("apply_chat_template", [](const py_model& x, const std::vector<std::pair<std::string, std::string>>& messages,

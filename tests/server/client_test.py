@@ -48,7 +48,7 @@ from harness import (LONG, PROMPT, PROMPTS, SKIP, SLOW, Server, check, curl, gen
                      wait_for)
 from openai_cases import case_seeds_timeout, case_usage
 from hostile_cases import (case_chunked_limit, case_connection_cap, case_drain, case_drain_body, case_drain_pipelined, case_gzip,
-                           case_http10, case_methods, case_nodelay, case_request_id,
+                           case_http10, case_methods, case_nodelay, case_prompt_bound, case_request_id,
                            case_slowloris, case_startup_failure)
 
 
@@ -320,10 +320,16 @@ def openai_client(args):
 
 
 def main():
+    cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "disconnect-whole": case_disconnect_whole,
+             "full-queue": case_full_queue, "canvas": case_canvas, "chunked-limit": case_chunked_limit, "gzip": case_gzip,
+             "slowloris": case_slowloris,
+             "connection-cap": case_connection_cap, "methods": case_methods, "nodelay": case_nodelay, "http10": case_http10,
+             "drain": case_drain, "drain-pipelined": case_drain_pipelined, "drain-body": case_drain_body,
+             "startup-failure": case_startup_failure, "request-id": case_request_id, "prompt-bound": case_prompt_bound,
+             "openai": case_openai, "openai-client": openai_client, "uniform-state": case_uniform_state,
+             "chat-template": case_chat_template, "usage": case_usage, "seeds-timeout": case_seeds_timeout}
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["curl", "load", "disconnect", "disconnect-whole", "full-queue", "canvas", "openai", "openai-client",
-                                   "chunked-limit", "gzip", "slowloris", "connection-cap", "methods", "nodelay", "http10", "drain",
-                                   "drain-pipelined", "drain-body", "startup-failure", "request-id", "uniform-state", "chat-template", "usage", "seeds-timeout"])
+    p.add_argument("case", choices=list(cases))
     p.add_argument("--server")
     p.add_argument("--generate")
     p.add_argument("--model")
@@ -333,14 +339,6 @@ def main():
     p.add_argument("--url")
     p.add_argument("--expect")
     args = p.parse_args()
-    cases = {"curl": case_curl, "load": case_load, "disconnect": case_disconnect, "disconnect-whole": case_disconnect_whole,
-             "full-queue": case_full_queue, "canvas": case_canvas, "chunked-limit": case_chunked_limit, "gzip": case_gzip,
-             "slowloris": case_slowloris,
-             "connection-cap": case_connection_cap, "methods": case_methods, "nodelay": case_nodelay, "http10": case_http10,
-             "drain": case_drain, "drain-pipelined": case_drain_pipelined, "drain-body": case_drain_body,
-             "startup-failure": case_startup_failure, "request-id": case_request_id,
-             "openai": case_openai, "openai-client": openai_client, "uniform-state": case_uniform_state,
-             "chat-template": case_chat_template, "usage": case_usage, "seeds-timeout": case_seeds_timeout}
     return cases[args.case](args)
 
 

@@ -1,10 +1,11 @@
 """What the dlm-server client tests share: a server on a free port of 127.0.0.1, its requests, checks
 that fail with a message, raw sockets for the hostile clients, and the prompts (client_test.py and
-hostile_cases.py; hostile_clients.py reads rss_mb)."""
+hostile_cases.py; hostile_clients.py reads rss_mb and hostile_prompts)."""
 import contextlib
 import http.client
 import json
 import os
+import random
 import re
 import select
 import socket
@@ -227,3 +228,14 @@ def send_until_answer(c, head, pieces, seconds=10):
         c.setblocking(True)
         c.settimeout(10)
     return sent
+
+
+def hostile_prompts(size=(1 << 20) - 256):
+    """Prompts of at most `size` UTF-8 bytes (their JSON bodies fit the default 1 MiB
+    --max-body) that tokenizers handle worst, by name: many short words, digits (a word each for Qwen2's
+    regex), and texts that are one pre-token (punctuation, a letter, spaces, an emoji repeated)."""
+    letters = random.Random(7).choices("abcdefghijklmnopqrstuvwxyz", k=size)
+    letters[7::8] = " " * len(letters[7::8])
+    return {"short words": "x " * (size // 2), "random words": "".join(letters), "digits": "7" * size,
+            "punctuation (one word)": "!?" * (size // 2), "one letter (one word)": "a" * size, "spaces (one word)": " " * size,
+            "an emoji (one word)": "\U0001F600" * (size // 4)}

@@ -1,7 +1,7 @@
 """dlm-server against hostile clients and in operation (docs/server.md, "Limits and their guarantees",
 "Operations"): the cases chunked-limit, gzip, slowloris, connection-cap, methods, nodelay, http10, drain,
-drain-pipelined, drain-body, startup-failure and request-id of client_test.py, which runs them one per
-ctest test."""
+drain-pipelined, drain-body, startup-failure, request-id and prompt-bound of client_test.py, which runs them
+one per ctest test."""
 import http.client
 import json
 import re
@@ -12,8 +12,8 @@ import socket
 import subprocess
 import time
 
-from harness import (LONG, PROMPT, SLOW, Server, check, leave, raw_connect, read_response, read_until_close, rss_mb, send_until_answer,
-                     sse_texts, wait_for)
+from harness import (LONG, PROMPT, SLOW, Server, check, hostile_prompts, leave, raw_connect, read_response, read_until_close, rss_mb,
+                     send_until_answer, sse_texts, wait_for)
 
 
 def case_chunked_limit(args):
@@ -376,4 +376,36 @@ def case_request_id(args):
         check(re.fullmatch(r"[0-9a-f]{16}", r.getheader("X-Request-Id") or ""), f"a generated id: {r.getheader('X-Request-Id')}")
         c.close()
         wait_for("the request's log line", lambda: any("[client-id.42] POST /v1/completions -> 200" in line for line in s.output), 2)
+    return 0
+
+
+def case_prompt_bound(args):
+    """A prompt of almost 1 MiB (--max-body) is tokenized only as far as the model's context could take
+    it (docs/server.md: 120 tokens on cdlm, its context of 128 less one block of 8) and refused there:
+    400 naming prompt (messages on chat) "is more than 120 tokens", each in under 2 s (a text of many
+    words stops after its first ~120 tokens: milliseconds; a text that is one word, merged whole, about
+    0.1 s here), whatever its characters (harness.hostile_prompts); /health answers throughout, and a
+    request after them decodes."""
+    texts = hostile_prompts()
+    with Server(args.server, args.model) as s:
+        slowest = 0.0
+        for name, text in texts.items():
+            for route, body, param in (("/v1/completions", {"prompt": text}, "prompt"),
+                                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": text}]}, "messages")):
+                data = json.dumps(body, ensure_ascii=False).encode()
+                check(len(data) <= 1 << 20, f"{name}: a body of {len(data)} bytes is over --max-body")
+                start = time.monotonic()
+                st, _, reply = s.post(route, data)
+                took = time.monotonic() - start
+                slowest = max(slowest, took)
+                err = json.loads(reply)["error"]
+                check(st == 400 and err["param"] == param and "is more than 120 tokens" in err["message"],
+                      f"{name} to {route}: {st} {reply[:300]!r}")
+                check(took < 2, f"{name} to {route} took {took:.2f} s")
+            t0 = time.monotonic()
+            st, _, _ = s.request("GET", "/health", timeout=5)
+            check(st == 200 and time.monotonic() - t0 < 1, f"/health after {name}: {st}")
+        print(f"prompt bound: {len(texts) * 2} prompts of ~1 MiB refused, naming the bound; the slowest in {slowest:.2f} s")
+        st, _, _ = s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 8})
+        check(st == 200, f"a request after them: {st}")
     return 0

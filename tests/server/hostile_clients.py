@@ -8,6 +8,7 @@ same command measures before and after a change:
   tests/server/hostile_clients.py --server build/default/server/dlm-server -m models/cdlm
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import threading
 import time
 import zlib
 
-from harness import rss_mb
+from harness import hostile_prompts, rss_mb
 
 
 class Server:
@@ -164,6 +165,26 @@ def http10(args):
     print(f"HTTP/1.0 streamed request: {'chunked (wrong for HTTP/1.0)' if chunked_answer else 'not chunked'}; SIGTERM: {s.stop()[0]}")
 
 
+def prompts(args):
+    """A ~1 MiB prompt of each kind a tokenizer handles worst (harness.hostile_prompts): the refusal's
+    time, best of 3, and its words (the prompt's length, or where the tokenizer stopped counting)."""
+    s = Server(args.server, args.model)
+    for name, text in hostile_prompts().items():
+        body = json.dumps({"prompt": text}, ensure_ascii=False).encode()
+        best = float("inf")
+        for _ in range(3):
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+            t = time.monotonic()
+            c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+            r = c.getresponse()
+            reply = r.read()
+            best = min(best, time.monotonic() - t)
+            c.close()
+        said = json.loads(reply).get("error", {}).get("message", "")
+        print(f"a {len(body) / 2**20:.2f} MiB prompt, {name}: status {r.status} in {best:.3f} s: {said[:72]}")
+    print(f"prompts: SIGTERM: {s.stop()[0]}")
+
+
 def startup(args, *flags, limit_gib=None):
     def preexec():
         if limit_gib:
@@ -188,11 +209,11 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--server", required=True)
     p.add_argument("-m", "--model", required=True)
-    p.add_argument("--only", help="one of chunked, gzip, slowloris, http10, startup")
+    p.add_argument("--only", help="one of chunked, gzip, slowloris, http10, prompts, startup")
     args = p.parse_args()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     runs = {"chunked": lambda: [chunked(args, n) for n in (2, 100, 400)], "gzip": lambda: gzip_bomb(args),
-            "slowloris": lambda: slowloris(args), "http10": lambda: http10(args),
+            "slowloris": lambda: slowloris(args), "http10": lambda: http10(args), "prompts": lambda: prompts(args),
             "startup": lambda: (startup(args, "--queue", "1000", limit_gib=2), startup(args, "--parallel", "4096"))}
     for name, run in runs.items():
         if not args.only or args.only == name:

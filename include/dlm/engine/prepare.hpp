@@ -108,20 +108,32 @@ inline void check_batch_options(std::span<const std::vector<token_id>> prompts, 
     if (o.cfg_scale > 0.0 && !cfg_refusal.empty()) throw invalid_parameter("cfg_scale", cfg_refusal);
 }
 
+/// Refuses a gen_length that alone leaves no position of a context of `context` for a prompt
+/// (gen_length >= the context: no prompt could fit), naming gen_length.
+inline void check_gen_length_room(index_t gen_length, index_t context) {
+    if (gen_length >= context)
+        throw invalid_parameter("gen_length", "is " + std::to_string(gen_length) + ", which leaves no position of the model's context of " +
+                                                  std::to_string(context) + " for a prompt (at most " + std::to_string(context - 1) + ")");
+}
+
+/// The rule a prompt of `length` tokens breaks beside `gen_length` in a context of `context`: "prompt
+/// length 241 + gen_length 16 exceeds the model's context of 256: beside gen_length 16 a prompt may
+/// hold 240 tokens at most". `length` is a count, or "more than 240" where a bounded tokenizer
+/// (io::tokenizer::encode_at_most) stopped counting.
+[[nodiscard]] inline std::string prompt_past_context(const std::string& length, index_t gen_length, index_t context) {
+    return "prompt length " + length + " + gen_length " + std::to_string(gen_length) + " exceeds the model's context of " +
+           std::to_string(context) + ": beside gen_length " + std::to_string(gen_length) + " a prompt may hold " +
+           std::to_string(context - gen_length) + " tokens at most";
+}
+
 /// Checks a canvas against the model's context. Who is named: `gen_length` when it alone leaves no
-/// position for a prompt (gen_length >= the context: no prompt could fit), else the prompt (`which`,
-/// "prompts[i]"), with the most tokens a prompt may hold beside this gen_length.
+/// position for a prompt (check_gen_length_room), else the prompt (`which`, "prompts[i]"), with the
+/// most tokens a prompt may hold beside this gen_length.
 template <class Model>
 void check_context(const Model& model, const canvas_layout& l, const std::string& which) {
     const index_t context = model.max_context();
-    if (l.gen_length >= context)
-        throw invalid_parameter("gen_length", "is " + std::to_string(l.gen_length) + ", which leaves no position of the model's context of " +
-                                                  std::to_string(context) + " for a prompt (at most " + std::to_string(context - 1) + ")");
-    if (l.size() > context)
-        throw invalid_parameter(which, "prompt length " + std::to_string(l.prompt_length) + " + gen_length " + std::to_string(l.gen_length) +
-                                           " exceeds the model's context of " + std::to_string(context) + ": beside gen_length " +
-                                           std::to_string(l.gen_length) + " a prompt may hold " + std::to_string(context - l.gen_length) +
-                                           " tokens at most");
+    check_gen_length_room(l.gen_length, context);
+    if (l.size() > context) throw invalid_parameter(which, prompt_past_context(std::to_string(l.prompt_length), l.gen_length, context));
 }
 
 /// Checks prompt `i` (its tokens, and its length against the index type and the model's context)

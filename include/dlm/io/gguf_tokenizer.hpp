@@ -85,6 +85,26 @@ inline constexpr gguf_pretokenizer gguf_pretokenizers[] = {
     {"llada-moe", bailingmoe_regex, false, false, false},
 };
 
+/// The pre-tokenizer row of `name`, or null when the table has none.
+[[nodiscard]] inline const gguf_pretokenizer* find_gguf_pretokenizer(std::string_view name) {
+    for (const gguf_pretokenizer& x : gguf_pretokenizers)
+        if (x.name == name) return &x;
+    return nullptr;
+}
+
+/// Gives tokenizer.json `j` (a byte-level BPE) the pipeline `p` stands for: the Split on its regex then
+/// ByteLevel, its NFC normalizer or none, and its ignore_merges (dlm-bench-tokenizer puts another
+/// pre-tokenizer's regex on a vocabulary so).
+inline void set_gguf_pretokenizer(nlohmann::json& j, const gguf_pretokenizer& p) {
+    const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers",
+                           {{{"type", "Split"}, {"pattern", {{"Regex", std::string(p.regex)}}}, {"behavior", "Isolated"}, {"invert", false}}, byte_level}}};
+    if (p.nfc) j["normalizer"] = {{"type", "NFC"}};
+    else j.erase("normalizer");
+    j["model"]["ignore_merges"] = p.ignore_merges;
+}
+
 /// GGUF token types (llama.cpp's llama_token_type / gguf-py TokenType).
 enum class gguf_token_type : std::int64_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
 
@@ -215,28 +235,22 @@ struct gguf_vocab {
         h.fail_key("tokenizer.ggml.model", "'" + std::string(model) + "' is not supported; dlm reads byte-level BPE vocabularies ('gpt2')" +
                                                (model == "llama" ? " (this is a SentencePiece vocabulary)" : "") + " and Gemma 4's ('gemma4')");
     const std::string pre = h.has("tokenizer.ggml.pre") ? std::string(h.string("tokenizer.ggml.pre")) : "(none)";
-    const gguf_pretokenizer* p = nullptr;
-    std::string known;
-    for (const gguf_pretokenizer& x : gguf_pretokenizers) {
-        if (x.name == pre) p = &x;
-        known += (known.empty() ? "'" : ", '") + std::string(x.name) + "'";
+    const gguf_pretokenizer* p = find_gguf_pretokenizer(pre);
+    if (!p) {
+        std::string known;
+        for (const gguf_pretokenizer& x : gguf_pretokenizers) known += (known.empty() ? "'" : ", '") + std::string(x.name) + "'";
+        h.fail_key("tokenizer.ggml.pre", "pre-tokenizer '" + pre + "' is not one dlm knows the regex of; it reads " + known);
     }
-    if (!p) h.fail_key("tokenizer.ggml.pre", "pre-tokenizer '" + pre + "' is not one dlm knows the regex of; it reads " + known);
 
     detail::gguf_vocab v = detail::read_gguf_vocab(h);
     nlohmann::json merges = nlohmann::json::array();
     for (const std::string_view m : h.string_array("tokenizer.ggml.merges")) merges.push_back(std::string(m));
-    const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
     nlohmann::json j = {
-        {"model", {{"type", "BPE"}, {"vocab", std::move(v.vocab)}, {"merges", std::move(merges)}, {"ignore_merges", p->ignore_merges}}},
+        {"model", {{"type", "BPE"}, {"vocab", std::move(v.vocab)}, {"merges", std::move(merges)}}},
         {"added_tokens", std::move(v.added)},
-        {"pre_tokenizer",
-         {{"type", "Sequence"},
-          {"pretokenizers",
-           {{{"type", "Split"}, {"pattern", {{"Regex", std::string(p->regex)}}}, {"behavior", "Isolated"}, {"invert", false}}, byte_level}}}},
-        {"decoder", byte_level},
+        {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
     };
-    if (p->nfc) j["normalizer"] = {{"type", "NFC"}};
+    set_gguf_pretokenizer(j, *p);
     const auto bos_rule = p->add_bos ? detail::gguf_bos::file_else_yes : detail::gguf_bos::file_else_no;
     if (auto post = detail::gguf_post_processor(h, v.tokens, bos_rule); !post.is_null()) j["post_processor"] = std::move(post);
     return j;

@@ -59,6 +59,15 @@ public:
     /// The ids of `text`. add_special: wrap them as the file's post-processor says (BOS, ...).
     [[nodiscard]] std::vector<token_id> encode(std::string_view text, bool add_special = false) const;
 
+    /// The ids encode(text, add_special) gives, or nothing when they are more than `max_tokens` (the
+    /// post-processor's counted): encoding stops at the first word (pre-token) or added token that
+    /// takes the count past the bound, so a text far longer than the caller takes costs the ids before
+    /// the bound and one word, not the whole text. What comes before the words (UTF-8 repair, the
+    /// added-token split, the normalizers) still reads the whole text, in linear time; the BPE merges
+    /// a word whole (a Gemma 4 text, which no pre-tokenizer splits, is one word).
+    [[nodiscard]] std::optional<std::vector<token_id>> encode_at_most(std::string_view text, std::size_t max_tokens,
+                                                                      bool add_special = false) const;
+
     /// The text of `ids`; ids the tokenizer does not know are skipped. skip_special: leave out the
     /// special added tokens (<|endoftext|>, <|mdm_mask|>, ...).
     [[nodiscard]] std::string decode(std::span<const token_id> ids, bool skip_special = false) const;
@@ -338,10 +347,18 @@ DLM_SEPARATE_INLINE tokenizer tokenizer::parse(const nlohmann::json& j, const st
 }
 
 DLM_SEPARATE_INLINE std::vector<token_id> tokenizer::encode(std::string_view text, bool add_special) const {
+    return *encode_at_most(text, static_cast<std::size_t>(-1), add_special);
+}
+
+DLM_SEPARATE_INLINE std::optional<std::vector<token_id>> tokenizer::encode_at_most(std::string_view text, std::size_t max_tokens,
+                                                                                   bool add_special) const {
     std::string s = detail::to_valid_utf8(text);
     if (normalize_first_) s = detail::apply_normalizers(normalizers_, std::move(s));
     std::vector<token_id> ids;
     if (add_special) ids = post_.before;
+    const std::size_t after = add_special ? post_.after.size() : 0;
+    const auto over = [&] { return ids.size() > max_tokens || max_tokens - ids.size() < after; };
+    if (over()) return std::nullopt;
     std::vector<detail::piece> raw, pieces;
     raw_tokens_.split(s, added_, raw);
     for (auto& p : raw) {
@@ -352,13 +369,22 @@ DLM_SEPARATE_INLINE std::vector<token_id> tokenizer::encode(std::string_view tex
         std::string n = normalize_first_ ? std::move(p.text) : detail::apply_normalizers(normalizers_, std::move(p.text));
         normalized_tokens_.split(n, added_, pieces);
     }
-    for (auto& p : pieces) {
-        if (p.id != no_token) {
-            ids.push_back(p.id);
-            continue;
+    struct past_bound {};  // thrown out of the pre-tokenizers' callbacks at the word that passes max_tokens
+    try {
+        for (auto& p : pieces) {
+            if (p.id != no_token) {
+                ids.push_back(p.id);
+                if (over()) return std::nullopt;
+                continue;
+            }
+            auto tokenize = [&](std::string_view word) {
+                model_.tokenize(word, ids);
+                if (over()) throw past_bound{};
+            };
+            detail::for_each_word(pre_tokenizers_, 0, p.text, tokenize);
         }
-        auto tokenize = [&](std::string_view word) { model_.tokenize(word, ids); };
-        detail::for_each_word(pre_tokenizers_, 0, p.text, tokenize);
+    } catch (const past_bound&) {
+        return std::nullopt;
     }
     if (add_special) ids.insert(ids.end(), post_.after.begin(), post_.after.end());
     return ids;
