@@ -313,6 +313,7 @@ TEST_CASE("engine: the device logits buffer's spare rows offset a joining sequen
     const auto ids = eng.add_batch(std::vector<tvec>(8, tvec{1, 2}), {.gen_length = 8});
     (void)eng.step();
     REQUIRE(m.buffer == 64 * mib);  // 8 sequences' rows, all of it spare once they leave
+    CHECK(eng.held_bytes(memory_kind::device) == 64 * mib);  // what their ends give back: dlm-server waits for it
     for (const auto id : ids) eng.cancel(id);
     (void)eng.take_finished();
     REQUIRE(eng.idle());
@@ -335,6 +336,8 @@ TEST_CASE("engine: the stepper's spare logits rows offset a joining sequence's r
     engine eng(dec);
     const auto ids = eng.add_batch(std::vector<tvec>(8, tvec{1, 2}), {.gen_length = 32});
     (void)eng.step();  // 8 sequences' 32 rows of 2^16 logits: a buffer of 64 MiB, all of it spare once they leave
+    CHECK(eng.held_bytes() >= (std::uint64_t{64} << 20));  // their rows, beside their canvases: what their ends give back
+    CHECK(eng.held_bytes() < (std::uint64_t{65} << 20));
     for (const auto id : ids) eng.cancel(id);
     (void)eng.take_finished();
     REQUIRE(eng.idle());

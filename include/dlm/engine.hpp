@@ -204,13 +204,16 @@ public:
     /// Nothing to step: no sequence running or queued (finished ones may await take_finished).
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
     /// The bytes the running sequences hold in `where` (host memory: their canvases, per-slot results,
-    /// logits copies and host K/V stores; device memory: their device K/V stores; with the logits rows
-    /// promised there to those added since the last step), what their ends give back. A joining sequence
-    /// refused (dlm::memory_error) for more than the memory available and these together where it is
-    /// short cannot fit once they end: dlm-server refuses it at once rather than wait.
+    /// logits copies and host K/V stores; device memory: their device K/V stores; with their logits rows
+    /// there, in the logits buffer once they have stepped, promised to those added since the last step),
+    /// what their ends give back (a buffer's rows as its spare). A joining sequence refused
+    /// (dlm::memory_error) for more than the memory available and these together where it is short
+    /// cannot fit once they end: dlm-server refuses it at once rather than wait.
     [[nodiscard]] std::uint64_t held_bytes(memory_kind where = memory_kind::host) const {
         // Their copies of their logits (host) are in what each holds.
-        std::uint64_t held = where == memory_kind::host ? pending_.host.rows : pending_.device;
+        const bool host = where == memory_kind::host;
+        const std::uint64_t buffer = host ? (logits_on_host ? detail::held_logits_bytes_of(stepper_) : 0) : device_logits_bytes_of(dec_->model());
+        std::uint64_t held = detail::saturating_add(host ? pending_.host.rows : pending_.device, std::min(stepped_rows_bytes(), buffer));
         for (const auto& e : running_) {
             const sequence& s = e->st;
             const int stores = (s.kv ? 1 : 0) + (s.uncond_kv ? 1 : 0);
@@ -317,10 +320,16 @@ private:
     /// The bytes of a logits buffer of `held` bytes (the stepper's, or the model's on the device) beyond
     /// the rows the running sequences take: a joining sequence's rows fit there without a new allocation.
     [[nodiscard]] std::uint64_t spare_logits_bytes(std::uint64_t held) const {
-        std::uint64_t used = 0;
-        for (const auto& e : running_)  // those added since the last step are not in the buffer yet: pending_ holds their rows
-            if (e->st.result.stats.forwards > 0) used += detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f);
+        const std::uint64_t used = stepped_rows_bytes();
         return held > used ? held - used : 0;
+    }
+    /// The bytes of the logits rows of the running sequences that have stepped (those added since the
+    /// last step are not in a buffer yet: pending_ holds their rows).
+    [[nodiscard]] std::uint64_t stepped_rows_bytes() const {
+        std::uint64_t used = 0;
+        for (const auto& e : running_)
+            if (e->st.result.stats.forwards > 0) used = detail::saturating_add(used, detail::logits_rows_bytes(dec_->model(), e->st.layout, e->cfg_factor > 0.f));
+        return used;
     }
 
     sequence_id enqueue(sequence&& s, const generation_options& o, const schedule_type& schedule, const sampler_type& sampler) {
