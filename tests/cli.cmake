@@ -272,7 +272,7 @@ assert len(p) == 2 and all(x['answer'] == '' and 'is empty' in x['failure'] for 
   add_test(NAME "cli: eval: a batch too large for memory together is refused naming --batch"
            COMMAND bash -c [[
 set -u; E=$0; M=$1; D=$2; O=$3; rm -rf "$O/batch"; mkdir -p "$O/batch"; cd "$O/batch"
-d=$(cat "$D"); for i in $(seq 5000); do printf '%s\n' "$d"; done > many.jsonl
+d=$(cat "$D"); n=$(( (30000 + $(wc -l < "$D") - 1) / $(wc -l < "$D") )); for i in $(seq $n); do printf '%s\n' "$d"; done > many.jsonl
 (ulimit -v 1048576; exec "$E" -m "$M" --data many.jsonl --preset cdlm --batch 30000 -t 1 --no-progress > out.txt 2> err.txt); s=$?
 [ $s -eq 2 ] || { echo "exit $s, not 2"; cat out.txt err.txt; exit 1; }
 grep -q "^dlm-eval: invalid parameter '--batch': is 30000, more sequences than fit in memory at once: not enough memory for .* of 30000 sequence(s) .* needed, .* available" err.txt ||

