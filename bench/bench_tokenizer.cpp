@@ -148,7 +148,9 @@ int main(int argc, char** argv) {
         std::printf("dlm tokenizer benchmark: %zu MiB texts, best of %d; bounded: encode_at_most(text, %zu)\n", o.bytes >> 20, o.reps, o.bound);
         std::printf("%-31s %-31s %9s %10s %9s %12s\n", "tokenizer", "text", "ids", "whole (s)", "MiB/s", "bounded (s)");
         for (const named_tokenizer& t : toks) {
-            for (const auto& [name, text] : inputs) {
+            for (const auto& input : inputs) {  // no structured binding: clang 14 cannot capture one in the lambdas below
+                const auto& name = input.first;
+                const auto& text = input.second;
                 std::size_t ids = 0;
                 const double whole = best_of(o.reps, [&] { ids = t.tok.encode(text).size(); });
                 std::optional<std::vector<token_id>> bounded;
