@@ -132,7 +132,7 @@ test ! -e '${_twice}/model.safetensors.index.json' && ! ls '${_twice}'/model-000
                    --rows --skip-decode --tools ${PROJECT_BINARY_DIR} --out ${CMAKE_CURRENT_BINARY_DIR}/cpu-targets-rows)
   set_tests_properties("bench: cpu_targets.py --rows writes every type's rows at every thread count and the whole decodes" PROPERTIES
                        LABELS "bench;unsanitized"
-                       PASS_REGULAR_EXPRESSION "[|] bf16 [|] 1 [|]  [|] [0-9.]+ ms, floor x [0-9.]+ [|].*[|] q8_0 [|] 2 [|] [0-9]+ ms, [0-9.]+ % of [a-z0-9-]+ [|].*[|] q4_k_m [|] 2 [|].* m?s/forward [(][0-9]+[)] [|].*dlm-bench-forward --shape tiny-k --dtype q4_k_m .*--threads 1,2 .*--decode")
+                       PASS_REGULAR_EXPRESSION "[|] bf16 [|] 1 [|]  [|] [0-9.]+ ms, floor x [0-9.]+ [|].*[|] q8_0 [|] 2 [|] [0-9]+ ms, [0-9.]+ % of (AMX int8|vpdpbusd|[a-z0-9-]+) [|].*[|] q4_k_m [|] 2 [|].* m?s/forward [(][0-9]+[)] [|].*dlm-bench-forward --shape tiny-k --dtype q4_k_m .*--threads 1,2 .*--decode")
   endif()
   # scripts/build-llamacpp.sh (the llama.cpp the comparisons time; downloading and building it takes
   # minutes, so the suite checks only that bad arguments are refused, by name, before any of that).
