@@ -8,8 +8,8 @@ if(NOT DLM_CUDA_COMPILER)
 endif()
 
 set(DLM_CUDA_SKIP_CODE 77)
-add_executable(test_cuda test_cuda_main.cpp test_cuda.cu test_cuda_presets.cu test_cuda_kernels.cu test_cuda_rows.cu
-                         test_cuda_attention.cu)
+# The five test_cuda*.cu files are one translation unit, test_cuda_suites.cu (its comment says why).
+add_executable(test_cuda test_cuda_main.cpp test_cuda_suites.cu)
 target_link_libraries(test_cuda PRIVATE dlm::cuda dlm::cpu_kernels doctest::doctest)
 target_compile_definitions(test_cuda PRIVATE DLM_TEST_DATA="${DLM_TEST_DATA}" DLM_CUDA_SKIP_CODE=${DLM_CUDA_SKIP_CODE})
 target_compile_options(test_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>
