@@ -176,8 +176,11 @@ inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, c
 /// Steps per block: a panel's pass is cut into sub-passes of bf16_block_steps, each over all the
 /// panel's row tiles, so that the sub-pass's B (16 KB) stays in L1 from a row-tile pair to the next
 /// (a whole pass's 64 KB does not). C goes through memory between them as f32, exactly: each
-/// element still sums its steps in k order.
+/// element still sums its steps in k order. Only where the call's A fits L2 (bf16_block_a_bytes):
+/// past it A comes from L3, and 8 KB runs of each row tile measured slower there than whole
+/// passes' 32 KB (256 rows × 4096 × 12288 in linear's 128-row tasks: 43-44 ms against 48-49 ms).
 inline constexpr index_t bf16_block_steps = 8;
+inline constexpr std::ptrdiff_t bf16_block_a_bytes = std::ptrdiff_t{1} << 20;
 
 /// Between a pass's blocks, a panel's C (up to bf16_held_pairs row-tile pairs) waits in this
 /// thread's contiguous buffer rather than in C, whose rows lie ldc apart (16 KiB at n = 4096: one L1
@@ -205,11 +208,13 @@ struct b_prefetch {
 inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, const panel_view16& b, index_t p0, index_t p1, float* c,
                         std::ptrdiff_t ldc, bool accumulate) noexcept {
     const index_t tiles = (m + tile_m - 1) / tile_m, pairs = (tiles + 1) / 2;
+    const std::ptrdiff_t a_bytes = static_cast<std::ptrdiff_t>(tiles) * tile_m * steps * bf16_step_k * 2;
+    const index_t block_steps = a_bytes <= bf16_block_a_bytes ? bf16_block_steps : bf16_pass_steps;
     float* scratch = c_scratch();
     float* held = bf16_held();
     index_t s0 = 0;
     do {  // once for k == 0, so C is still zeroed
-        const index_t sn = std::min(bf16_pass_steps, steps - s0), blocks = std::max<index_t>(1, (sn + bf16_block_steps - 1) / bf16_block_steps);
+        const index_t sn = std::min(bf16_pass_steps, steps - s0), blocks = std::max<index_t>(1, (sn + block_steps - 1) / block_steps);
         for (index_t p = p0; p < p1; ++p) {
             const index_t col = p * panel_width;
             if (col >= n) break;
@@ -226,7 +231,7 @@ inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, c
             const std::ptrdiff_t bytes = static_cast<std::ptrdiff_t>(next_steps) * (bf16_step_k / 2) * b.ldb * 2;
             const b_prefetch pf{reinterpret_cast<const char*>(next), (bytes + blocks * pairs - 1) / (blocks * pairs)};
             for (index_t u = 0; u < blocks; ++u) {
-                const index_t u0 = u * bf16_block_steps, un = std::min(bf16_block_steps, sn - u0);
+                const index_t u0 = u * block_steps, un = std::min(block_steps, sn - u0);
                 const bool load = accumulate || s0 + u0 > 0;
                 const std::uint16_t* bu = panel + u0 * (bf16_step_k / 2) * b.ldb;
                 for (index_t i = 0; i < tiles; i += 2) {
