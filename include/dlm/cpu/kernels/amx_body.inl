@@ -148,7 +148,9 @@ struct a_tiles {
 };
 
 /// C block (NA row tiles from row tile i × one panel) (=|+=) steps [s0, s0 + steps) of A and of
-/// B's pair rows at b (the panel's step s0, ldb elements apart). Step t also prefetches the bytes
+/// B's pair rows at b (the panel's step s0, ldb elements apart): C enters from `cb` (loaded when
+/// `load`, else zero) and leaves into `out` (cb itself, or bf16_held's tiles between a pass's
+/// blocks). Step t also prefetches the bytes
 /// [pf + t·pf_step, pf + (t + 1)·pf_step) into L2: a share of the next block of B, which would
 /// otherwise come from DRAM one tile row at a time.
 template <int NA>
