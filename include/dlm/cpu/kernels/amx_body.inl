@@ -51,8 +51,9 @@ struct c_block {
 
 inline constexpr tile_config bf16_config = make_config(64, 16);
 /// 32 of k per tile step; 32 steps (1024 of k) per pass over a panel, C through memory between
-/// passes. (Passes of 8 and 16 steps, whose B fits L1, measured no faster: C's round trips cost
-/// what L1 saves; /tmp-style sweeps in docs/benchmarks.md, "AMX".)
+/// passes. (Passes of 8 and 16 steps, whose B fits L1, measured no faster when each pass went over
+/// all the panels: C's round trips through its ldc-apart rows cost what L1 saves. Inside a panel's
+/// pass, blocks of 8 steps with C held in a contiguous buffer do gain: bf16_block_steps.)
 inline constexpr index_t bf16_step_k = 32, bf16_pass_steps = 32;
 
 /// Row tile `tile` of pack_bf16's output: a function of its own, so that the OpenMP region calling it
@@ -147,12 +148,14 @@ struct a_tiles {
 };
 
 /// C block (NA row tiles from row tile i × one panel) (=|+=) steps [s0, s0 + steps) of A and of
-/// B's pair rows at b (the panel's step s0, ldb elements apart). Step t also prefetches the bytes
+/// B's pair rows at b (the panel's step s0, ldb elements apart): C enters from `cb` (loaded when
+/// `load`, else zero) and leaves into `out` (cb itself, or bf16_held's tiles between a pass's
+/// blocks). Step t also prefetches the bytes
 /// [pf + t·pf_step, pf + (t + 1)·pf_step) into L2: a share of the next block of B, which would
 /// otherwise come from DRAM one tile row at a time.
 template <int NA>
 inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, const std::uint16_t* b, std::ptrdiff_t ldb, const c_block& cb,
-                       bool load, const char* pf, std::ptrdiff_t pf_step) noexcept {
+                       bool load, const c_block& out, const char* pf, std::ptrdiff_t pf_step) noexcept {
     bf16_c_in<NA>(cb, load);
     const std::ptrdiff_t b_stride = ldb * 2;
     for (index_t t = 0; t < steps; ++t) {
@@ -169,41 +172,81 @@ inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, c
             DLM_TDPBF16PS(3, 5, 7);
         }
     }
-    bf16_c_out<NA>(cb);
+    bf16_c_out<NA>(out);
 }
 
+/// Steps per block: a panel's pass is cut into sub-passes of bf16_block_steps, each over all the
+/// panel's row tiles, so that the sub-pass's B (16 KB) stays in L1 from a row-tile pair to the next
+/// (a whole pass's 64 KB does not). C goes through memory between them as f32, exactly: each
+/// element still sums its steps in k order. Only where the call's A fits L2 (bf16_block_a_bytes):
+/// past it A comes from L3, and 8 KB runs of each row tile measured slower there than whole
+/// passes' 32 KB (256 rows × 4096 × 12288 in linear's 128-row tasks: 43-44 ms against 48-49 ms).
+inline constexpr index_t bf16_block_steps = 8;
+inline constexpr std::ptrdiff_t bf16_block_a_bytes = std::ptrdiff_t{1} << 20;
+
+/// Between a pass's blocks, a panel's C (up to bf16_held_pairs row-tile pairs) waits in this
+/// thread's contiguous buffer rather than in C, whose rows lie ldc apart (16 KiB at n = 4096: one L1
+/// set). Its tiles are whole; rows and columns past C's compute values no valid element reads.
+inline constexpr index_t bf16_held_pairs = 8;
+[[nodiscard]] inline float* bf16_held() noexcept {
+    alignas(64) static thread_local float h[bf16_held_pairs * 4 * tile_m * tile_m];  // 32 KiB
+    return h;
+}
+
+/// The next block of B that a panel's pass prefetches into L2 (this pass of the next panel, else
+/// the next pass of the first, else the first pass of the matrix's panel after the range), spread
+/// over the pass's blocks (sub-pass × row-tile pair): `share` bytes per block.
+struct b_prefetch {
+    const char* next = nullptr;
+    std::ptrdiff_t share = 0;
+    /// Block `unit`'s share of the bytes and, over its `steps`, the slice each step prefetches.
+    [[nodiscard]] const char* at(index_t unit) const noexcept { return next != nullptr ? next + unit * share : nullptr; }
+    [[nodiscard]] std::ptrdiff_t step(index_t steps) const noexcept { return next != nullptr && steps > 0 ? (share + steps - 1) / steps : 0; }
+};
+
 /// C[m × n] (=|+=) A · B over panels [p0, p1), `steps` steps of 32 of k (the tiles configured by the
-/// caller): passes of bf16_pass_steps over each panel's row tiles, C through memory between them.
+/// caller): passes of bf16_pass_steps over each panel, each pass in blocks of bf16_block_steps over
+/// the panel's row tiles, C through memory (bf16_held, then C) between them.
 inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, const panel_view16& b, index_t p0, index_t p1, float* c,
                         std::ptrdiff_t ldc, bool accumulate) noexcept {
-    const index_t tiles = (m + tile_m - 1) / tile_m;
+    const index_t tiles = (m + tile_m - 1) / tile_m, pairs = (tiles + 1) / 2;
+    const std::ptrdiff_t a_bytes = static_cast<std::ptrdiff_t>(tiles) * tile_m * steps * bf16_step_k * 2;
+    const index_t block_steps = a_bytes <= bf16_block_a_bytes ? bf16_block_steps : bf16_pass_steps;
     float* scratch = c_scratch();
+    float* held = bf16_held();
     index_t s0 = 0;
     do {  // once for k == 0, so C is still zeroed
-        const index_t sn = std::min(bf16_pass_steps, steps - s0);
-        const bool load = accumulate || s0 > 0;
+        const index_t sn = std::min(bf16_pass_steps, steps - s0), blocks = std::max<index_t>(1, (sn + block_steps - 1) / block_steps);
         for (index_t p = p0; p < p1; ++p) {
             const index_t col = p * panel_width;
             if (col >= n) break;
             const std::uint16_t* panel = b.data + p * b.panel_stride + s0 * (bf16_step_k / 2) * b.ldb;
-            // The next block of B (this pass of the next panel, else the next pass of the first):
-            // its bytes, a share per row-tile pair, spread over the pair's steps.
             const bool last_panel = p + 1 >= p1 || col + panel_width >= n;
+            // After the last pass of the range's last panel: the first pass of the matrix's next
+            // panel, where the caller's next call (linear's next task) most likely starts.
+            const bool more = s0 + sn < steps, beyond = last_panel && !more && col + panel_width < n;
             const std::uint16_t* next = !last_panel ? panel + b.panel_stride
-                                        : s0 + sn < steps ? b.data + p0 * b.panel_stride + (s0 + sn) * (bf16_step_k / 2) * b.ldb
-                                                          : nullptr;
-            const index_t next_steps = !last_panel ? sn : std::min(bf16_pass_steps, steps - s0 - sn);
+                                        : more      ? b.data + p0 * b.panel_stride + (s0 + sn) * (bf16_step_k / 2) * b.ldb
+                                        : beyond    ? b.data + (p + 1) * b.panel_stride
+                                                    : nullptr;
+            const index_t next_steps = !last_panel ? sn : more ? std::min(bf16_pass_steps, steps - s0 - sn) : std::min(bf16_pass_steps, steps);
             const std::ptrdiff_t bytes = static_cast<std::ptrdiff_t>(next_steps) * (bf16_step_k / 2) * b.ldb * 2;
-            const index_t pairs = (tiles + 1) / 2;
-            const std::ptrdiff_t share = (bytes + pairs - 1) / pairs;
-            const std::ptrdiff_t pf_step = next != nullptr && sn > 0 ? (share + sn - 1) / sn : 0;
-            const char* pf = next != nullptr ? reinterpret_cast<const char*>(next) : nullptr;
-            for (index_t i = 0; i < tiles; i += 2) {
-                const c_block cb{c + i * tile_m * ldc + col, ldc, static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m)),
-                                 static_cast<int>(std::min<index_t>(panel_width, n - col)), scratch};
-                const char* pfi = pf != nullptr ? pf + (i / 2) * share : nullptr;
-                if (tiles - i >= 2) bf16_block<2>(sn, a, i, s0, panel, b.ldb, cb, load, pfi, pf_step);
-                else bf16_block<1>(sn, a, i, s0, panel, b.ldb, cb, load, pfi, pf_step);
+            const b_prefetch pf{reinterpret_cast<const char*>(next), (bytes + blocks * pairs - 1) / (blocks * pairs)};
+            for (index_t u = 0; u < blocks; ++u) {
+                const index_t u0 = u * block_steps, un = std::min(block_steps, sn - u0);
+                const bool load = accumulate || s0 + u0 > 0;
+                const std::uint16_t* bu = panel + u0 * (bf16_step_k / 2) * b.ldb;
+                for (index_t i = 0; i < tiles; i += 2) {
+                    const c_block cb{c + i * tile_m * ldc + col, ldc, static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m)),
+                                     static_cast<int>(std::min<index_t>(panel_width, n - col)), scratch};
+                    const c_block hb{held + (i / 2) * 4 * tile_m * tile_m, 2 * tile_m, 2 * tile_m, 2 * tile_m, scratch};
+                    const bool hold = pairs <= bf16_held_pairs;
+                    const c_block& in = hold && u > 0 ? hb : cb;
+                    const c_block& out = hold && u + 1 < blocks ? hb : cb;
+                    const char* pfi = pf.at(u * pairs + i / 2);
+                    if (tiles - i >= 2) bf16_block<2>(un, a, i, s0 + u0, bu, b.ldb, in, load, out, pfi, pf.step(un));
+                    else bf16_block<1>(un, a, i, s0 + u0, bu, b.ldb, in, load, out, pfi, pf.step(un));
+                }
             }
         }
         s0 += sn;
