@@ -143,6 +143,30 @@ TEST_CASE("amx-bf16: a row's bits do not depend on the batch, its position in a 
     });
 }
 
+TEST_CASE("amx-bf16: a row's bits do not depend on how many rows share its call, C held between a pass's blocks or not") {
+    on_amx([] {
+        // k = 544: 17 steps, so a pass runs in blocks of 8, 8 and 1 (bf16_block_steps). 300 rows are 10
+        // row-tile pairs, more than the held buffer's 8: C itself waits between blocks; a call of at
+        // most 256 rows keeps C in the held buffer. dlm::cpu::gemm takes every row in one call
+        // (linear splits rows into tasks of 128), so both run; each must give the other's bits.
+        const index_t n = 80, k = 544, big = 300;
+        const packed_matrix w = bf16_weights(n, k, 9);
+        const auto x = random_values(static_cast<std::size_t>(big * k), 10);
+        std::vector<float> all(static_cast<std::size_t>(big * n));
+        gemm(big, n, k, x.data(), k, w.view16(), all.data(), n);
+        for (index_t m : {1, 17, 32, 33, 129, 256}) {
+            for (index_t r0 : {index_t{0}, index_t{5}, big - m}) {
+                CAPTURE(m);
+                CAPTURE(r0);
+                std::vector<float> y(static_cast<std::size_t>(m * n));
+                gemm(m, n, k, x.data() + r0 * k, k, w.view16(), y.data(), n);
+                CHECK(same_bits(y.data(), all.data() + r0 * n, y.size()));
+            }
+        }
+        CHECK(same_bits(product(big, k, x.data(), w).data(), all.data(), all.size()));  // linear's tasks of 128 rows
+    });
+}
+
 TEST_CASE("amx-bf16: a product split in k continues the same sum exactly (accumulate), and k = 0 zeroes C") {
     on_amx([] {
         const index_t m = 20, n = 64, k = 2080, k0 = 288;  // 9 tile steps, off the kernel's own 1024-k passes; 2080 = 2 passes + 1 step

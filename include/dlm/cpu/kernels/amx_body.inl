@@ -180,7 +180,7 @@ inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, c
 /// (a whole pass's 64 KB does not). C goes through memory between them as f32, exactly: each
 /// element still sums its steps in k order. Only where the call's A fits L2 (bf16_block_a_bytes):
 /// past it A comes from L3, and 8 KB runs of each row tile measured slower there than whole
-/// passes' 32 KB (256 rows × 4096 × 12288 in linear's 128-row tasks: 43-44 ms against 48-49 ms).
+/// passes' 32 KB (256 rows × 4096 × 12288 in linear's 128-row tasks: 48-49 ms against 43-44 ms).
 inline constexpr index_t bf16_block_steps = 8;
 inline constexpr std::ptrdiff_t bf16_block_a_bytes = std::ptrdiff_t{1} << 20;
 
@@ -214,6 +214,7 @@ inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, c
     const index_t block_steps = a_bytes <= bf16_block_a_bytes ? bf16_block_steps : bf16_pass_steps;
     float* scratch = c_scratch();
     float* held = bf16_held();
+    const bool hold = pairs <= bf16_held_pairs;  // else C itself between blocks (the same bits)
     index_t s0 = 0;
     do {  // once for k == 0, so C is still zeroed
         const index_t sn = std::min(bf16_pass_steps, steps - s0), blocks = std::max<index_t>(1, (sn + block_steps - 1) / block_steps);
@@ -239,8 +240,7 @@ inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, c
                 for (index_t i = 0; i < tiles; i += 2) {
                     const c_block cb{c + i * tile_m * ldc + col, ldc, static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m)),
                                      static_cast<int>(std::min<index_t>(panel_width, n - col)), scratch};
-                    const c_block hb{held + (i / 2) * 4 * tile_m * tile_m, 2 * tile_m, 2 * tile_m, 2 * tile_m, scratch};
-                    const bool hold = pairs <= bf16_held_pairs;
+                    const c_block hb{held + (hold ? (i / 2) * 4 * tile_m * tile_m : 0), 2 * tile_m, 2 * tile_m, 2 * tile_m, scratch};
                     const c_block& in = hold && u > 0 ? hb : cb;
                     const c_block& out = hold && u + 1 < blocks ? hb : cb;
                     const char* pfi = pf.at(u * pairs + i / 2);
