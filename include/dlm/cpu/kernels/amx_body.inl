@@ -194,7 +194,7 @@ inline constexpr index_t bf16_held_pairs = 8;
 }
 
 /// The next block of B that a panel's pass prefetches into L2 (this pass of the next panel, else
-/// the next pass of the first, else the first pass of the matrix's panel after the range), spread
+/// the next pass of the first), spread
 /// over the pass's blocks (sub-pass × row-tile pair): `share` bytes per block.
 struct b_prefetch {
     const char* next = nullptr;
@@ -226,14 +226,13 @@ inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, c
             if (col >= n) break;
             const std::uint16_t* panel = b.data + p * b.panel_stride + s0 * (bf16_step_k / 2) * b.ldb;
             const bool last_panel = p + 1 >= p1 || col + panel_width >= n;
-            // After the last pass of the range's last panel: the first pass of the matrix's next
-            // panel, where the caller's next call (linear's next task) most likely starts.
-            const bool more = s0 + sn < steps, beyond = last_panel && !more && col + panel_width < n;
+            // Nothing after the last pass of the range's last panel: prefetching the matrix's next
+            // panel there (where linear's next task starts) cost the 168M block step up to 10 %.
+            const bool more = s0 + sn < steps;
             const std::uint16_t* next = !last_panel ? panel + b.panel_stride
                                         : more      ? b.data + p0 * b.panel_stride + (s0 + sn) * (bf16_step_k / 2) * b.ldb
-                                        : beyond    ? b.data + (p + 1) * b.panel_stride
                                                     : nullptr;
-            const index_t next_steps = !last_panel ? sn : more ? std::min(bf16_pass_steps, steps - s0 - sn) : std::min(bf16_pass_steps, steps);
+            const index_t next_steps = !last_panel ? sn : more ? std::min(bf16_pass_steps, steps - s0 - sn) : 0;
             const std::ptrdiff_t bytes = static_cast<std::ptrdiff_t>(next_steps) * (bf16_step_k / 2) * b.ldb * 2;
             const b_prefetch pf{reinterpret_cast<const char*>(next), (bytes + blocks * pairs - 1) / (blocks * pairs)};
             for (index_t u = 0; u < blocks; ++u) {
