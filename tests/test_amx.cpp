@@ -145,10 +145,10 @@ TEST_CASE("amx-bf16: a row's bits do not depend on the batch, its position in a 
 
 TEST_CASE("amx-bf16: a row's bits do not depend on how many rows share its call, C held between a pass's blocks or not") {
     on_amx([] {
-        // k = 544: 17 steps, so a pass runs in blocks of 8, 8 and 1 (bf16_block_steps). 300 rows are 10
-        // row-tile pairs, more than the held buffer's 8: C itself waits between blocks; a call of at
-        // most 256 rows keeps C in the held buffer. dlm::cpu::gemm takes every row in one call
-        // (linear splits rows into tasks of 128), so both run; each must give the other's bits.
+        // k = 544: 17 steps, so a pass of 2-8 row-tile pairs runs in blocks of 8, 8 and 1
+        // (bf16_block_steps), C in the held buffer between them; 300 rows are 10 pairs, more than the
+        // buffer takes, and run whole passes, as one pair does. dlm::cpu::gemm takes every row in one
+        // call (linear splits rows into tasks of 128), so all three run; each must give the others' bits.
         const index_t n = 80, k = 544, big = 300;
         const packed_matrix w = bf16_weights(n, k, 9);
         const auto x = random_values(static_cast<std::size_t>(big * k), 10);

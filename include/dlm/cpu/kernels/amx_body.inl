@@ -184,7 +184,7 @@ inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, c
 inline constexpr index_t bf16_block_steps = 8;
 inline constexpr std::ptrdiff_t bf16_block_a_bytes = std::ptrdiff_t{1} << 20;
 
-/// Between a pass's blocks, a panel's C (up to bf16_held_pairs row-tile pairs) waits in this
+/// Between a pass's blocks, a panel's C (blocks run only up to bf16_held_pairs row-tile pairs) waits in this
 /// thread's contiguous buffer rather than in C, whose rows lie ldc apart (16 KiB at n = 4096: one L1
 /// set). Its tiles are whole; rows and columns past C's compute values no valid element reads.
 inline constexpr index_t bf16_held_pairs = 8;
@@ -214,10 +214,12 @@ inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, c
     // One row-tile pair reads each block of B once whatever the blocks: whole passes, C through
     // memory 4 times less (the 8B shape's 32-row block step, 2 threads: 864 ms in blocks of 8
     // against 810 ms before them; whole passes again, 736 ms against 736).
-    const index_t block_steps = a_bytes <= bf16_block_a_bytes && pairs > 1 ? bf16_block_steps : bf16_pass_steps;
+    // More pairs than the held buffer takes: whole passes too (blocks with C's ldc-apart rows between
+    // them gain nothing, bf16_pass_steps' note).
+    const bool blocked = a_bytes <= bf16_block_a_bytes && pairs > 1 && pairs <= bf16_held_pairs;
+    const index_t block_steps = blocked ? bf16_block_steps : bf16_pass_steps;
     float* scratch = c_scratch();
     float* held = bf16_held();
-    const bool hold = pairs <= bf16_held_pairs;  // else C itself between blocks (the same bits)
     index_t s0 = 0;
     do {  // once for k == 0, so C is still zeroed
         const index_t sn = std::min(bf16_pass_steps, steps - s0), blocks = std::max<index_t>(1, (sn + block_steps - 1) / block_steps);
@@ -242,9 +244,9 @@ inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, c
                 for (index_t i = 0; i < tiles; i += 2) {
                     const c_block cb{c + i * tile_m * ldc + col, ldc, static_cast<int>(std::min<index_t>(2 * tile_m, m - i * tile_m)),
                                      static_cast<int>(std::min<index_t>(panel_width, n - col)), scratch};
-                    const c_block hb{held + (hold ? (i / 2) * 4 * tile_m * tile_m : 0), 2 * tile_m, 2 * tile_m, 2 * tile_m, scratch};
-                    const c_block& in = hold && u > 0 ? hb : cb;
-                    const c_block& out = hold && u + 1 < blocks ? hb : cb;
+                    const c_block hb{held + (blocked ? (i / 2) * 4 * tile_m * tile_m : 0), 2 * tile_m, 2 * tile_m, 2 * tile_m, scratch};
+                    const c_block& in = u > 0 ? hb : cb;  // several blocks only where blocked
+                    const c_block& out = u + 1 < blocks ? hb : cb;
                     const char* pfi = pf.at(u * pairs + i / 2);
                     if (tiles - i >= 2) bf16_block<2>(un, a, i, s0 + u0, bu, b.ldb, in, load, out, pfi, pf.step(un));
                     else bf16_block<1>(un, a, i, s0 + u0, bu, b.ldb, in, load, out, pfi, pf.step(un));
