@@ -178,11 +178,11 @@ inline void bf16_block(index_t steps, const a_tiles& a, index_t i, index_t s0, c
 /// Steps per block: a panel's pass is cut into sub-passes of bf16_block_steps, each over all the
 /// panel's row tiles, so that the sub-pass's B (16 KB) stays in L1 from a row-tile pair to the next
 /// (a whole pass's 64 KB does not). C goes through memory between them as f32, exactly: each
-/// element still sums its steps in k order. Only where the call's A fits L2 (bf16_block_a_bytes):
-/// past it A comes from L3, and 8 KB runs of each row tile measured slower there than whole
-/// passes' 32 KB (256 rows × 4096 × 12288 in linear's 128-row tasks: 48-49 ms against 43-44 ms).
+/// element still sums its steps in k order. Blocks run for 2 to bf16_held_pairs row-tile pairs, so
+/// the pass's A (at most 256 rows × 1024 of k, 512 KB) stays in L2 from a panel to the next. (They
+/// once ran only where the call's whole A fitted in 1 MiB; 256-row calls at k = 4096 and 12288 then
+/// ran whole passes, 4-8 % slower than in blocks: docs/benchmarks.md, "256-row tasks".)
 inline constexpr index_t bf16_block_steps = 8;
-inline constexpr std::ptrdiff_t bf16_block_a_bytes = std::ptrdiff_t{1} << 20;
 
 /// Between a pass's blocks, a panel's C (blocks run only up to bf16_held_pairs row-tile pairs) waits in this
 /// thread's contiguous buffer rather than in C, whose rows lie ldc apart (16 KiB at n = 4096: one L1
@@ -210,13 +210,12 @@ struct b_prefetch {
 inline void bf16_panels(index_t m, index_t n, index_t steps, const a_tiles& a, const panel_view16& b, index_t p0, index_t p1, float* c,
                         std::ptrdiff_t ldc, bool accumulate) noexcept {
     const index_t tiles = (m + tile_m - 1) / tile_m, pairs = (tiles + 1) / 2;
-    const std::ptrdiff_t a_bytes = static_cast<std::ptrdiff_t>(tiles) * tile_m * steps * bf16_step_k * 2;
     // One row-tile pair reads each block of B once whatever the blocks: whole passes, C through
     // memory 4 times less (the 8B shape's 32-row block step, 2 threads: 864 ms in blocks of 8
     // against 810 ms before them; whole passes again, 736 ms against 736).
     // More pairs than the held buffer takes: whole passes too (blocks with C's ldc-apart rows between
     // them gain nothing, bf16_pass_steps' note).
-    const bool blocked = a_bytes <= bf16_block_a_bytes && pairs > 1 && pairs <= bf16_held_pairs;
+    const bool blocked = pairs > 1 && pairs <= bf16_held_pairs;
     const index_t block_steps = blocked ? bf16_block_steps : bf16_pass_steps;
     float* scratch = c_scratch();
     float* held = bf16_held();
