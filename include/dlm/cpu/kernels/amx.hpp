@@ -18,10 +18,11 @@
 // into a buffer of the calling thread that stays in L1 while every row tile reads it, and one tile
 // product per block gives its exact integer sum, the offset already in it. For the K-quants (2
 // blocks a chunk) that buffer holds, per k,
-// the low and high bytes of sc_j·u and the mins m_j (Q6_K: sc_j), so three tile products over 64 k
-// give a block's Σ sc·u·a and Σ m·a without a step between sub-blocks. Each block then takes the
-// same f32 step as on every instruction set (quant_body.inl, quant_block_finish), so the quantized
-// products give the same bits on every path, AMX included.
+// the low and high bytes of sc_j·u, so two tile products over 64 k give a block's Σ sc·u·a without
+// a step between sub-blocks; its Σ m_j·S_j (Q6_K: Σ sc_j·S_j) comes from A's sub-block sums in the
+// vector unit, as on every path (quant_block_msums). Each block then takes the same f32 step as on
+// every instruction set (quant_body.inl, quant_block_finish), so the quantized products give the
+// same bits on every path, AMX included.
 //
 // The tile configuration (amx_config.hpp) is loaded by each kernel call on the calling thread; the OS's permission
 // to use the tile data is asked once per process by dispatch.hpp before this path is offered.

@@ -9,10 +9,10 @@
 inline constexpr tile_config block32_config = make_config(32, 8);
 inline constexpr tile_config kquant_config = make_config(64, 16);
 
-/// Blocks of a tile column whose B operands are built at a time (the K-quants' 12 KB a block, Q4_0's
+/// Blocks of a tile column whose B operands are built at a time (the K-quants' 8 KB a block, Q4_0's
 /// 512 bytes), so that the buffer holding them stays in L1 while every row tile reads it. Built for
 /// a whole tile column at once, they left L1 on each store and were read back from L2: a 4096-deep
-/// column's K-quant operands are 196 KB. Q8_0's B is the weights themselves, read in place, and
+/// column's K-quant operands are 128 KB. Q8_0's B is the weights themselves, read in place, and
 /// its chunks (16 blocks, 9 KB) are the span the row tiles read from L1 while the next is prefetched.
 template <io::gguf_type T>
 inline constexpr index_t chunk_blocks = quant::geometry(T).scales ? 2 : 16;
@@ -100,10 +100,14 @@ inline void widen_tile_column(const std::byte* wcol, index_t blocks, std::uint8_
     }
 }
 
-/// The K-quants' B operands for `blocks` blocks of a tile column, per block (3 · block/4 rows of 64
-/// bytes): the low and high bytes of p = sc_j·u (p = lo + 256·hi, exact: |p| < 2^14), and the per-k
-/// mins m_j (Q4_K, Q5_K) or scales sc_j (Q6_K). With them one tile product over any k sums
-/// Σ sc_j·u·a and Σ m_j·a (Σ sc_j·a) exactly, so the sub-blocks need no vector step between them.
+/// The K-quants' B operands for `blocks` blocks of a tile column, per block (2 · block/4 rows of 64
+/// bytes): the low and high bytes of p = sc_j·u (p = lo + 256·hi, exact: |p| < 2^14). With them
+/// one tile product over any k sums Σ sc_j·u·a exactly, so the sub-blocks need no vector step
+/// between them. The sum the block's step subtracts, Σ_j m_j·S_j (Q6_K: Σ_j sc_j·S_j), comes from
+/// A's sub-block sums in the step (quant_block_msums, as on every path), not from a third product
+/// on per-k copies of m_j: those copies were a third of the operand bytes built and stored, and
+/// their products a third of the tile work (dlm-bench-quant --types q4_k --rows 32: see
+/// docs/benchmarks.md, "the K-quants' third product").
 /// Per sub-block, sc_j goes into the even and the odd bytes of a vector (zero in the others), and
 /// one vpmaddubsw each makes p for u's even and odd bytes in 16-bit lanes (one product per lane:
 /// no saturation); their low and high bytes are blended back in place.
@@ -116,14 +120,12 @@ inline void kquant_operands(const std::byte* wcol, index_t blocks, std::uint8_t*
     const __m512i low8 = _mm512_set1_epi16(0x00ff);
     for (index_t s = 0; s < blocks; ++s) {
         const std::byte* w = wcol + s * G.tile_bytes();
-        std::uint8_t* lo = out + s * 3 * rows * 64;
+        std::uint8_t* lo = out + s * 2 * rows * 64;
         std::uint8_t* hi = lo + rows * 64;
-        std::uint8_t* mins = hi + rows * 64;
         for (int j = 0; j < G.subs(); ++j) {
             prefetch_lines(w + blocks * G.tile_bytes() + j * G.tile_bytes() / G.subs(), G.tile_bytes() / G.subs());
             const __m512i sc = per_column(w + G.sc_at + j * quant::tile_rows);
             const __m512i sc_even = _mm512_and_si512(sc, low8), sc_odd = _mm512_andnot_si512(low8, sc);
-            const __m512i m = q6 ? sc : per_column(w + G.m_at + j * quant::tile_rows);
             #pragma GCC unroll 8
             for (int e = 0; e < quads; ++e) {
                 const int q = j * quads + e;
@@ -131,47 +133,41 @@ inline void kquant_operands(const std::byte* wcol, index_t blocks, std::uint8_t*
                 const __m512i p_even = _mm512_maddubs_epi16(u, sc_even), p_odd = _mm512_maddubs_epi16(u, sc_odd);
                 _mm512_storeu_si512(lo + q * 64, _mm512_mask_blend_epi8(odd, p_even, _mm512_slli_epi16(p_odd, 8)));
                 _mm512_storeu_si512(hi + q * 64, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(p_even, 8), p_odd));
-                _mm512_storeu_si512(mins + q * 64, m);
             }
         }
     }
 }
 
-// One 64-k step of a K-quant block into C tiles c0-c2 (Σ lo·a, Σ hi·a, Σ min·a): A in tile 6,
-// each B in tile 7 just before its product.
-#define DLM_KQUANT_STEP(c0, c1, c2, a, b, brow_bytes, s8)       \
+// One 64-k step of a K-quant block into C tiles c0-c1 (Σ lo·a, Σ hi·a): A in tile 6, B in tiles
+// 7 and 5 (two, so the second load need not wait for the first product).
+#define DLM_KQUANT_STEP(c0, c1, a, b, brow_bytes, s8)           \
     DLM_TILE_LOAD(6, a, 64);                                     \
     DLM_TILE_LOAD(7, b, 64);                                     \
+    DLM_TILE_LOAD(5, (b) + (brow_bytes), 64);                    \
     DLM_TDPBSUD(c0, 6, 7);                                       \
-    DLM_TILE_LOAD(7, (b) + (brow_bytes), 64);                    \
-    if constexpr (s8) DLM_TDPBSSD(c1, 6, 7);                     \
-    else DLM_TDPBSUD(c1, 6, 7);                                  \
-    DLM_TILE_LOAD(7, (b) + 2 * (brow_bytes), 64);                \
-    if constexpr (s8) DLM_TDPBSSD(c2, 6, 7);                     \
-    else DLM_TDPBSUD(c2, 6, 7);
+    if constexpr (s8) DLM_TDPBSSD(c1, 6, 5);                     \
+    else DLM_TDPBSUD(c1, 6, 5);
 
-/// Issues block s's tile products for one row tile into C tiles 0-2 (Second: 3-5).
+/// Issues block s's tile products for one row tile into C tiles 0-1 (Second: 2-3).
 template <io::gguf_type T, bool Second>
 inline void kquant_issue(const std::int8_t* ab, const std::uint8_t* lo) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
     constexpr bool q6 = T == io::gguf_type::q6_k;
     constexpr int brow_bytes = G.block / 4 * 64;
     if constexpr (Second) {
+        DLM_TILE_ZERO(2);
         DLM_TILE_ZERO(3);
-        DLM_TILE_ZERO(4);
-        DLM_TILE_ZERO(5);
     } else {
         DLM_TILE_ZERO(0);
         DLM_TILE_ZERO(1);
-        DLM_TILE_ZERO(2);
     }
     for (int st = 0; st < G.block / 64; ++st) {
         const std::int8_t* at = ab + st * tile_m * 64;
         const std::uint8_t* bt = lo + st * 16 * 64;
         if constexpr (Second) {
-            DLM_KQUANT_STEP(3, 4, 5, at, bt, brow_bytes, q6)
+            DLM_KQUANT_STEP(2, 3, at, bt, brow_bytes, q6)
         } else {
-            DLM_KQUANT_STEP(0, 1, 2, at, bt, brow_bytes, q6)
+            DLM_KQUANT_STEP(0, 1, at, bt, brow_bytes, q6)
         }
     }
 }
@@ -180,18 +176,17 @@ template <bool Second>
 inline void kquant_store(std::int32_t* out) noexcept {
     constexpr int t16 = tile_m * tile_m;
     if constexpr (Second) {
-        DLM_TILE_STORE(3, out, 64);
-        DLM_TILE_STORE(4, out + t16, 64);
-        DLM_TILE_STORE(5, out + 2 * t16, 64);
+        DLM_TILE_STORE(2, out, 64);
+        DLM_TILE_STORE(3, out + t16, 64);
     } else {
         DLM_TILE_STORE(0, out, 64);
         DLM_TILE_STORE(1, out + t16, 64);
-        DLM_TILE_STORE(2, out + 2 * t16, 64);
     }
 }
 
 /// C[rows × n_valid] (rows ≤ 16) of row tile `tile` and a chunk of a K-quant tile column: per block,
-/// the three sums by tile products over 64 k at a time, then the block's f32 step. Blocks alternate
+/// the two sums by tile products over 64 k at a time, then the block's f32 step with the sub-block
+/// sums' term (quant_block_msums). Blocks alternate
 /// between two sets of C tiles, so block s + 1's products run while block s's step is computed.
 /// Full: a whole tile (rows = 16), whose loops the compiler unrolls and whose 16 accumulators stay
 /// in registers (the same steps as a partial tile's: a row's bits are the same either way).
@@ -200,18 +195,18 @@ inline void kquant_rows(const quant::activation_view& a, const std::int8_t* aq, 
     constexpr quant::tile_geometry G = quant::geometry(T);
     const int rows = Full ? tile_m : rows_in;
     constexpr int brows = G.block / 4, amr = tile_m, t16 = tile_m * tile_m;
-    alignas(64) std::int32_t sums3[2][3 * t16];
+    alignas(64) std::int32_t sums2[2][2 * t16];
     vfloat acc[tile_m];
     acc_in(acc, rows, col, tile);
     auto issue = [&](index_t s) {
         const std::int8_t* ab = aq + s * G.block * amr;
-        const std::uint8_t* lo = col.built + (s - col.s0) * 3 * brows * 64;
+        const std::uint8_t* lo = col.built + (s - col.s0) * 2 * brows * 64;
         if (s % 2) kquant_issue<T, true>(ab, lo);
         else kquant_issue<T, false>(ab, lo);
     };
     issue(col.s0);
     for (index_t s = col.s0; s < col.s1; ++s) {
-        std::int32_t* sb = sums3[s % 2];
+        std::int32_t* sb = sums2[s % 2];
         if (s % 2) kquant_store<true>(sb);
         else kquant_store<false>(sb);
         if (s + 1 < col.s1) issue(s + 1);
@@ -219,13 +214,14 @@ inline void kquant_rows(const quant::activation_view& a, const std::int8_t* aq, 
         const vfloat d = base::load_f16(reinterpret_cast<const std::uint16_t*>(w));
         const vfloat dmin = G.mins ? base::load_f16(reinterpret_cast<const std::uint16_t*>(w) + quant::tile_rows) : vfloat{};
         const index_t ab = tile * col.blocks + s;
+        vint msum[tile_m];  // every row of the tile: A's rows past m hold zero sums
+        base::quant_block_msums<T, tile_m>(w, 0, a.pairs + ab * quant::pair_words(G.block) * amr, amr, msum);
         #pragma GCC unroll 16
         for (int r = 0; r < rows; ++r) {
-            vint plo, phi, msum;
+            vint plo, phi;
             std::memcpy(&plo, sb + r * tile_m, sizeof plo);
             std::memcpy(&phi, sb + t16 + r * tile_m, sizeof phi);
-            std::memcpy(&msum, sb + 2 * t16 + r * tile_m, sizeof msum);
-            acc[r] = base::quant_block_finish<T, 0>(acc[r], plo + (phi << 8), msum, d, dmin, a.sums + ab * (G.block / 16) * amr + r, amr, a.scale[ab * amr + r]);
+            acc[r] = base::quant_block_finish<T, 0>(acc[r], plo + (phi << 8), msum[r], d, dmin, a.sums + ab * (G.block / 16) * amr + r, amr, a.scale[ab * amr + r]);
         }
     }
     acc_out(acc, rows, col, tile);
@@ -360,10 +356,10 @@ inline void gemm_quant_typed(index_t m, index_t n, const quant::activation_view&
     const std::size_t group_bytes = static_cast<std::size_t>(b.blocks) * static_cast<std::size_t>(G.tile_bytes());
     const index_t tiles = (m + tile_m - 1) / tile_m;
     const index_t chunk = std::min<index_t>(chunk_blocks<T>, b.blocks);
-    // The built B operands (the K-quants' 3·k·16 bytes, Q4_0's k·16) of one chunk of a tile column,
+    // The built B operands (the K-quants' 2·k·16 bytes, Q4_0's k·16) of one chunk of a tile column,
     // in a buffer of the calling thread, read by every row tile.
     thread_local std::vector<std::uint8_t, aligned_allocator<std::uint8_t>> built;
-    if constexpr (builds) built.resize(static_cast<std::size_t>(chunk) * G.block * quant::tile_rows * (G.scales ? 3 : 1));
+    if constexpr (builds) built.resize(static_cast<std::size_t>(chunk) * G.block * quant::tile_rows * (G.scales ? 2 : 1));
     // The rows' running sums between chunks: 64 bytes a row (of A's rows, which the caller holds).
     thread_local std::vector<float, aligned_allocator<float>> running;
     running.resize(static_cast<std::size_t>(tiles) * tile_m * tile_m);
