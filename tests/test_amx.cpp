@@ -148,7 +148,7 @@ TEST_CASE("amx-bf16: a row's bits do not depend on how many rows share its call,
         // k = 544: 17 steps, so a pass of 2-8 row-tile pairs runs in blocks of 8, 8 and 1
         // (bf16_block_steps), C in the held buffer between them; 300 rows are 10 pairs, more than the
         // buffer takes, and run whole passes, as one pair does. dlm::cpu::gemm takes every row in one
-        // call (linear splits rows into tasks of 256), so all three run; each must give the others' bits.
+        // call (linear splits 300 rows into tasks of 160 and 140), so all three run; each must give the others' bits.
         const index_t n = 80, k = 544, big = 300;
         const packed_matrix w = bf16_weights(n, k, 9);
         const auto x = random_values(static_cast<std::size_t>(big * k), 10);
@@ -163,7 +163,7 @@ TEST_CASE("amx-bf16: a row's bits do not depend on how many rows share its call,
                 CHECK(same_bits(y.data(), all.data() + r0 * n, y.size()));
             }
         }
-        CHECK(same_bits(product(big, k, x.data(), w).data(), all.data(), all.size()));  // linear's tasks of 256 rows
+        CHECK(same_bits(product(big, k, x.data(), w).data(), all.data(), all.size()));  // linear's tasks of 160 and 140 rows
     });
 }
 

@@ -130,6 +130,20 @@ TEST_CASE("attention: keys taken as a prefix (allowed_is_prefix) give the bits o
     }
 }
 
+TEST_CASE("tasks: rows are cut into blocks of at most the bound, as even as whole row tiles allow") {
+    CHECK(dlm::cpu::even_row_block(544, 256, 16) == 192);  // 192, 192, 160: not 256, 256, 32
+    CHECK(dlm::cpu::even_row_block(300, 256, 16) == 160);  // 160, 140
+    CHECK(dlm::cpu::even_row_block(256, 256, 16) == 256);  // one block
+    CHECK(dlm::cpu::even_row_block(129, 256, 16) == 144);  // one block, whole tiles
+    CHECK(dlm::cpu::even_row_block(513, 256, 16) == 176);  // three blocks of at most 176
+    for (dlm::index_t m = 1; m <= 2000; ++m) {
+        const dlm::index_t b = dlm::cpu::even_row_block(m, 256, 16);
+        CHECK(b % 16 == 0);
+        CHECK(b <= 256);
+        CHECK((m + b - 1) / b == (m + 255) / 256);  // no more blocks than the bound needs
+    }
+}
+
 TEST_CASE("kernels: every instruction set computes f32, f16 and bf16 products to f32 accuracy") {
     // Shapes that leave partial panels, partial register tiles and an odd k (a bf16 pair padded).
     const index_t m = 13, n = 77, k = 131;

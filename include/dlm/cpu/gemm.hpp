@@ -469,12 +469,13 @@ inline void linear(index_t m, const float* x, std::ptrdiff_t ldx, const packed_m
     // amx-bf16's tile product passes over k (1024 at a time) across a call's panels, so with 8 of
     // them a full row block's packed A is read from L2, not L3, 8 times as seldom: LLaDA-8B's
     // 256-row products 18-25 % faster. Fewer rows stream B from memory, faster one panel a call.
-    // Its row blocks are of 16 row tiles (256 rows), whose pass of A (512 KB) still stays in L2:
-    // each panel then comes from memory once for 256 rows, not twice (256 × 4096 × 12288, 1
-    // thread: 34.7 → 29.0 ms; docs/benchmarks.md, "256-row tasks").
+    // Its row blocks are of up to 16 row tiles (256 rows), whose pass of A (512 KB) still stays in
+    // L2: each panel then comes from memory once for 256 rows, not twice (256 × 4096 × 12288, 1
+    // thread: 34.7 → 29.0 ms), and as even as whole tiles allow (544 rows: 1-5 % less time on 2
+    // threads than 256 + 256 + 32; docs/benchmarks.md, "256-row tasks").
     // (Only the split changes: each element's sum is the same, docs/determinism.md.)
     const bool tile_groups = p16 == &kernels().bf16 && kernels().id == isa::amx && m >= task_rows(af.mr);
-    const index_t row_block = tile_groups ? 2 * task_rows(af.mr) : task_rows(af.mr);
+    const index_t row_block = tile_groups ? even_row_block(m, 2 * task_rows(af.mr), af.mr) : task_rows(af.mr);
     const index_t group_panels = chunked || tile_groups ? 8 : task_columns(k, std::min(m, row_block));
     const long groups = (panels + group_panels - 1) / group_panels;
     // One kernel call over k [k0, k0 + kc) (B's panels from k0 on: k0 · panel_width elements in, whatever the k-grouping).

@@ -15,6 +15,14 @@ namespace dlm::cpu {
 /// Rows per task: eight of a kernel's row tiles.
 [[nodiscard]] constexpr index_t task_rows(int mr) noexcept { return 8 * static_cast<index_t>(mr); }
 
+/// Rows per task for m rows cut into blocks of at most `most` rows, as even as whole row tiles of
+/// `mr` allow: 544 rows in blocks of at most 256 are 192, 192 and 160, not 256, 256 and 32 (a last
+/// task that streams every panel of the weights for 32 rows).
+[[nodiscard]] constexpr index_t even_row_block(index_t m, index_t most, int mr) noexcept {
+    const index_t blocks = std::max<index_t>(1, (m + most - 1) / most), per = (m + blocks - 1) / blocks;
+    return (per + mr - 1) / mr * mr;
+}
+
 /// Column units (panels, tile columns) per task: enough multiply-adds per task (~64 Ki per unit of
 /// `unit_depth`) to amortize scheduling on small matrices, at most 8.
 [[nodiscard]] constexpr index_t task_columns(index_t unit_depth, index_t rows) noexcept {
