@@ -114,7 +114,6 @@ inline void widen_tile_column(const std::byte* wcol, index_t blocks, std::uint8_
 template <io::gguf_type T>
 inline void kquant_operands(const std::byte* wcol, index_t blocks, std::uint8_t* out) noexcept {
     constexpr quant::tile_geometry G = quant::geometry(T);
-    constexpr bool q6 = T == io::gguf_type::q6_k;
     constexpr int rows = G.block / 4, quads = G.sub / 4;
     constexpr __mmask64 odd = 0xaaaaaaaaaaaaaaaaull;
     const __m512i low8 = _mm512_set1_epi16(0x00ff);
