@@ -64,7 +64,7 @@ endif()
 # the one flag table of cli/options.hpp) against docs/cli.md, the flags of every command line README.md and docs/*.md
 # write (dlm's programs, the benchmarks, the Python scripts), the metrics /metrics exports with their types against
 # docs/server.md, the error classes against docs/errors.md and docs/python.md, the DLM_* environment variables, the
-# preset names. A second; no model, no network. Registered once, in the builds without sanitizers, as the C++ blocks.
+# preset names, dlm-server's request fields (docs/server.md) and dlm-eval's --json keys (docs/cli.md). A second; no model, no network. Registered once, in the builds without sanitizers, as the C++ blocks.
 if(NOT CMAKE_CXX_FLAGS MATCHES "sanitize")
   find_package(Python3 COMPONENTS Interpreter QUIET)
   if(Python3_Interpreter_FOUND)
