@@ -104,6 +104,15 @@ def _output(model: _dlm.Model, seq_id: int, prompt: Sequence[int], r: _dlm.Resul
                   message=r.message, result=r)
 
 
+class _Templated(str):
+    """A prompt LLM.chat's chat template wrote, with the parameter a refusal names ("messages[i]")."""
+
+    def __new__(cls, text: str, name: str):
+        self = super().__new__(cls, text)
+        self.name = name
+        return self
+
+
 class Engine:
     """The step-wise engine (dlm::engine) of one preset: sequences join and leave the running batch
     at forward boundaries, for custom batching loops.
@@ -310,10 +319,8 @@ class LLM:
         seq = list(messages)
         batch = seq if seq and all(isinstance(c, (list, tuple)) for c in seq) else [seq]
         names = [f"messages[{i}]" for i in range(len(seq))] if batch is seq else ["messages"]
-        prompts = []
-        for name, conversation in zip(names, batch):
-            text = self.model.apply_chat_template(_args.messages(name, conversation), True, _args.think(think))
-            prompts.append(self.model.encode(text, False, None, self.model.adds_special_tokens(True)))  # as generate(chat=True)
+        prompts = [_Templated(self.model.apply_chat_template(_args.messages(name, conversation), True, _args.think(think)), name)
+                   for name, conversation in zip(names, batch)]
         return self.generate(prompts, preset, **options)
 
     def decode(self, tokens: Sequence[int], skip_special: bool = True) -> str:
@@ -432,6 +439,8 @@ class LLM:
         as the engine would, without tokenizing the rest), or token ids checked against the vocabulary;
         chat and think apply to text only and are refused, by name, with ids."""
         chat, think = _args.flag("chat", chat), _args.think(think)
+        if isinstance(prompt, _Templated):  # LLM.chat's: tokenized as generate(chat=True) tokenizes, bounded alike
+            return self.model.encode_templated(prompt, gen_length, prompt.name)
         if isinstance(prompt, str):
             return self.model.encode_prompt(_args.text(name, prompt), chat, think, gen_length, name)
         if chat or think is not None:

@@ -324,6 +324,11 @@ void bind_model(nb::module_& m) {
              }, "text"_a, "chat"_a, "think"_a, "gen_length"_a, "name"_a,
              "A text prompt's ids as encode gives them, tokenized only as far as a prompt beside gen_length fits the model's context: "
              "a longer one raises dlm.InvalidParameter naming `name` (cli::encode_within_context).")
+        .def("encode_templated", [](const py_model& x, const std::string& text, index_t gen_length, const std::string& name) {
+                 return x.visit([&](const auto& f) { return cli::encode_within_context(f, text, cli::adds_special_tokens(f, true), gen_length, name); });
+             }, "text"_a, "gen_length"_a, "name"_a,
+             "The ids of a prompt text the chat template wrote already (LLM.chat), with the special tokens a chat prompt gets, tokenized only as "
+             "far as a prompt beside gen_length fits the model's context: a longer one raises dlm.InvalidParameter naming `name`.")
         .def("adds_special_tokens", [](const py_model& x, bool chat) { return x.visit([&](const auto& f) { return cli::adds_special_tokens(f, chat); }); },
              "chat"_a, "Whether a prompt's text gets the tokenizer's own special tokens: a plain one does, a templated chat one not (cli::adds_special_tokens).")
         .def("apply_chat_template", [](const py_model& x, const std::vector<std::pair<std::string, std::string>>& messages,

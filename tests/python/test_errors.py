@@ -249,14 +249,18 @@ def test_a_gen_length_longer_than_the_context_is_named_and_a_long_prompt_is_told
 
 def test_a_long_text_prompt_is_tokenized_only_as_far_as_the_context_takes_it_and_refused_by_name(models, llm):
     # ~1 MiB of words: the encode stops past the most a prompt may hold beside gen_length (tokenizing it
-    # whole and counting would say "prompt length 524288"), for generate's prompts and an engine's add.
+    # whole and counting would say "prompt length 524288"), for generate's prompts, an engine's add and
+    # LLM.chat's conversations (the cdlm student has no chat template: its conversation is the contents).
     context = json.loads((models / "cdlm" / "config.json").read_text())["max_sequence_length"]
     text, room = "x " * (1 << 19), context - 48
     rule = (f"prompt length more than {room} + gen_length 48 exceeds the model's context of {context}: "
             f"beside gen_length 48 a prompt may hold {room} tokens at most")
     for call, name in ((lambda: llm.generate(["hi", text], "cdlm", gen_length=48, block_length=8), "prompts[1]"),
                        (lambda: llm.engine("cdlm", gen_length=48, block_length=8).add(text), "prompt"),
-                       (lambda: llm.engine("cdlm").add(text, gen_length=48, block_length=8), "prompt")):
+                       (lambda: llm.engine("cdlm").add(text, gen_length=48, block_length=8), "prompt"),
+                       (lambda: llm.chat([{"role": "user", "content": text}], "cdlm", gen_length=48, block_length=8), "messages"),
+                       (lambda: llm.chat([[{"role": "user", "content": "hi"}], [{"role": "user", "content": text}]], "cdlm",
+                                         gen_length=48, block_length=8), "messages[1]")):
         with pytest.raises(dlm.InvalidParameter) as e:
             call()
         assert e.value.parameter == name and e.value.rule == rule
