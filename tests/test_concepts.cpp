@@ -139,6 +139,16 @@ struct model_with_mistyped_hook : archetype::model {
 struct model_with_device_logits_but_no_device : archetype::model {
     std::uint64_t device_logits_bytes() const { return 0; }  // weighed against device_bytes_free, which it lacks
 };
+struct model_with_work_bytes_but_nothing_held : archetype::model {
+    std::uint64_t work_bytes(index_t rows) const { return static_cast<std::uint64_t>(rows); }  // work_bytes_held() is missing
+};
+struct model_with_misspelled_work_hook : archetype::model {
+    std::uint64_t forward_work_bytes(index_t rows) const { return static_cast<std::uint64_t>(rows); }  // work_bytes
+};
+struct model_with_work_bytes : archetype::model {
+    std::uint64_t work_bytes(index_t rows) const { return static_cast<std::uint64_t>(rows); }
+    std::uint64_t work_bytes_held() const { return 0; }
+};
 }  // namespace broken
 
 TEST_CASE("archetypes model every concept") {
@@ -193,6 +203,11 @@ TEST_CASE("a policy with a misspelled or mistyped optional hook models no concep
     static_assert(!language_model<broken::model_with_mistyped_hook>);
     static_assert(!language_model<broken::model_with_device_logits_but_no_device> &&
                   model_hook_mistyped<broken::model_with_device_logits_but_no_device>);
+    static_assert(!language_model<broken::model_with_work_bytes_but_nothing_held> &&
+                  model_hook_mistyped<broken::model_with_work_bytes_but_nothing_held>);
+    static_assert(!language_model<broken::model_with_misspelled_work_hook> && model_hook_misnamed<broken::model_with_misspelled_work_hook>);
+    static_assert(language_model<broken::model_with_work_bytes> && model_reports_work_bytes<broken::model_with_work_bytes> &&
+                  !work_on_device<broken::model_with_work_bytes>);  // a host model's work buffers are host memory
     CHECK(true);
 }
 

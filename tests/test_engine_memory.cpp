@@ -402,4 +402,88 @@ TEST_CASE("engine: the stepper's spare logits rows never offset a self-condition
 #endif
 }
 
+/// A device_logits_model (no K/V claimed, a vocabulary of 16: 512 bytes of logits rows a sequence)
+/// whose forward work buffers take `per_row` bytes a window row on the device, grown to a forward's
+/// rows and kept (work_bytes, work_bytes_held), as the CUDA transformer's are.
+struct device_work_model : device_logits_model {
+    device_work_model(std::uint64_t per_row_bytes, std::uint64_t free_bytes) : device_logits_model(0, free_bytes, 16), per_row(per_row_bytes) {}
+    [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept { return static_cast<std::uint64_t>(rows) * per_row; }
+    [[nodiscard]] std::uint64_t work_bytes_held() const noexcept { return work; }
+    [[nodiscard]] std::uint64_t device_bytes_free() const noexcept {
+        const std::uint64_t left = device_logits_model::device_bytes_free();
+        return left > work ? left - work : 0;
+    }
+    template <attention_mask Mask>
+    void forward(std::span<const forward_request<kv_cache>> requests, const Mask& mask, std::span<float> logits) {
+        std::uint64_t rows = 0;
+        for (const auto& rq : requests) rows += static_cast<std::uint64_t>(rq.plan.window_size());
+        work = std::max(work, rows * per_row);
+        device_logits_model::forward(requests, mask, logits);
+    }
+    std::uint64_t per_row;
+    std::uint64_t work = 0;
+};
+
+TEST_CASE("engine: a batch whose forward work buffers cannot fit on the device beside the running sequences' canvases is refused before it joins, and what the buffers hold offsets it") {
+    static_assert(model_reports_work_bytes<device_work_model> && work_on_device<device_work_model>);
+    // 8 MiB a window row; canvases of 10 rows (a 2-token prompt, 8 slots), uncached: 80 MiB a sequence,
+    // on a device with 800 MiB free (sums above weighed_above, 64 MiB, are measured).
+    constexpr std::uint64_t u = 8 * mib;
+    device_work_model m(u, 100 * u);
+    decoder<device_work_model, semi_ar_mask, no_cache, threshold_schedule, greedy_sampler> d(m, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+    engine eng(d);
+    const generation_options o{.gen_length = 8};
+    const std::vector<tvec> eleven(11, tvec{1, 2}), nine(9, tvec{1, 2});
+    CHECK(refused_on_device([&] { (void)eng.add_batch(eleven, o); }, 110 * u + 11 * 512, 100 * u)
+              .find("the device logits rows of 11 sequence(s) (gen_length 8 in blocks of 8, a vocabulary of 16) and the forward's work "
+                    "buffers over their canvases on the device") != std::string::npos);
+    CHECK(eng.idle());
+    CHECK_THROWS_AS(eng.check_batch(eleven, o, 11), memory_error);
+    eng.check_batch(eleven, o, 9);  // nine at a time fit (ten need their rows beside 800 MiB)
+    auto ids = eng.add_batch(nine, o);
+    CHECK(eng.held_bytes(memory_kind::device) == 90 * u + 9 * 512);  // their canvases' share of the buffers, their rows promised
+    CHECK(eng.held_bytes() < mib);                                      // none of it host memory
+    // One more fits alone, not beside the nine: their canvases come first. Guided, it counts twice.
+    (void)refused_on_device([&] { (void)eng.add(tvec{1, 2}, o); }, 100 * u + 10 * 512, 100 * u);
+    (void)refused_on_device([&] { (void)eng.add(tvec{1, 2}, {.gen_length = 8, .cfg_scale = 1.0}); }, 110 * u + 11 * 512, 100 * u);
+    CHECK(eng.active() == 9);
+    (void)eng.step();
+    REQUIRE(m.work == 90 * u);  // 80 MiB left free beside the buffers and 4608 bytes of logits
+    CHECK(eng.held_bytes(memory_kind::device) == 90 * u + 9 * 512);
+    for (const auto id : ids) eng.cancel(id);
+    (void)eng.take_finished();
+    REQUIRE(eng.idle());
+    // The buffers they leave hold another nine: they join with 80 MiB free.
+    ids = eng.add_batch(nine, o);
+    (void)eng.step();
+    for (const auto id : ids) eng.cancel(id);
+    (void)eng.take_finished();
+    CHECK(m.work == 90 * u);
+    // Eleven need 160 MiB more than the buffers hold, and 1024 bytes of rows beyond the logits buffer's 4608.
+    (void)refused_on_device([&] { (void)eng.add_batch(eleven, o); }, 20 * u + 1024, 10 * u - 9 * 512);
+}
+
+TEST_CASE("engine: a host model's forward work buffers are weighed with the decoding state, named in the refusal") {
+    // 2^40 bytes a window row: a 10-row canvas needs 10 TiB of activations, which no machine has.
+    struct vast_work : claiming_model {
+        using claiming_model::claiming_model;
+        [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept { return static_cast<std::uint64_t>(rows) << 40; }
+        [[nodiscard]] std::uint64_t work_bytes_held() const noexcept { return 0; }
+    };
+    static_assert(model_reports_work_bytes<vast_work> && !work_on_device<vast_work>);
+    vast_work m(0);
+    decoder<vast_work, semi_ar_mask, no_cache, threshold_schedule, greedy_sampler> d(m, semi_ar_mask{8}, {}, threshold_schedule{0.9});
+    engine eng(d);
+    try {
+        (void)eng.add(tvec{1, 2}, {.gen_length = 8});
+        FAIL("no memory_error");
+    } catch (const memory_error& e) {
+        CHECK(e.where() == memory_kind::host);
+        CHECK(e.needed() >= (std::uint64_t{10} << 40));
+        CHECK(std::string(e.what()).find("(gen_length 8 in blocks of 8, a vocabulary of 32) and the forward's work buffers over their canvases") !=
+              std::string::npos);
+    }
+    CHECK(eng.idle());
+}
+
 }  // namespace test_engine_memory

@@ -472,4 +472,19 @@ TEST_CASE("the weight-size check counts shapes past 2^31 rows in 64 bits, and pr
                          invalid_parameter);
 }
 
+TEST_CASE("the work buffers a forward of 64 rows leaves are the bytes work_bytes(64) says it needs, f32 and bf16 K/V alike") {
+    for (const io::dtype kv : {io::dtype::f32, io::dtype::bf16}) {
+        auto m = transformer::random(small_config(io::architecture::llada, false, false), 3, io::dtype::f32);
+        m.set_kv_dtype(kv);
+        CHECK(m.work_bytes_held() == 0);
+        const canvas_layout l{8, 56, 8};  // 64 rows from position 0: one window of two whole 32-position runs
+        tvec canvas(static_cast<std::size_t>(l.size()), 1);
+        (void)run(m, bidirectional_mask{}, canvas, l, full_plan(l));
+        CHECK(m.work_bytes_held() == m.work_bytes(64));
+        CHECK(m.work_bytes(128) > m.work_bytes(64));
+        (void)run(m, bidirectional_mask{}, canvas, l, full_plan(l));  // kept, not grown
+        CHECK(m.work_bytes_held() == m.work_bytes(64));
+    }
+}
+
 }  // namespace test_transformer

@@ -205,7 +205,8 @@ public:
     [[nodiscard]] bool idle() const noexcept { return running_.empty(); }
     /// The bytes the running sequences hold in `where` (host memory: their canvases, per-slot results,
     /// logits copies and host K/V stores; device memory: their device K/V stores; with their logits rows
-    /// there, in the logits buffer once they have stepped, promised to those added since the last step),
+    /// there, in the logits buffer once they have stepped, promised to those added since the last step;
+    /// and their canvases' share of the forward's work buffers, where the model reports them there),
     /// what their ends give back (a buffer's rows as its spare). A joining sequence refused
     /// (dlm::memory_error) for more than the memory available and these together where it is short
     /// cannot fit once they end: dlm-server refuses it at once rather than wait.
@@ -214,6 +215,8 @@ public:
         const bool host = where == memory_kind::host;
         const std::uint64_t buffer = host ? (logits_on_host ? detail::held_logits_bytes_of(stepper_) : 0) : device_logits_bytes_of(dec_->model());
         std::uint64_t held = detail::saturating_add(host ? pending_.host.rows : pending_.device, std::min(stepped_rows_bytes(), buffer));
+        if constexpr (model_reports_work_bytes<model_type>)  // their share of the work buffers, room for a joiner's once they end
+            if (work_on_device<model_type> != host && !running_.empty()) held = detail::saturating_add(held, running_work_bytes());
         for (const auto& e : running_) {
             const sequence& s = e->st;
             const int stores = (s.kv ? 1 : 0) + (s.uncond_kv ? 1 : 0);
@@ -301,6 +304,8 @@ private:
                                              .pending = w.joins ? pending_ : detail::promised_memory{},
                                              .spare = w.joins ? spare_logits_bytes(detail::held_logits_bytes_of(stepper_)) : 0,
                                              .device_spare = w.joins ? spare_logits_bytes(device_logits_bytes_of(dec_->model())) : 0,
+                                             .work_rows = w.joins ? running_work_rows() : 0,
+                                             .work_held = w.joins ? detail::work_bytes_held_of(dec_->model()) : 0,
                                              .room = w.room,
                                              .room_where = cache_memory};
         auto states = detail::prepare_batch<kv_type, Storage && decoder_type::cache_type::needs_storage>(
@@ -323,6 +328,14 @@ private:
         const std::uint64_t used = stepped_rows_bytes();
         return held > used ? held - used : 0;
     }
+    /// The rows the running sequences (queued ones included) may add to a forward's work buffers
+    /// (detail::work_rows: their canvases), and their bytes in the model's work buffers.
+    [[nodiscard]] std::uint64_t running_work_rows() const {
+        std::uint64_t rows = 0;
+        for (const auto& e : running_) rows = detail::saturating_add(rows, detail::work_rows(dec_->model(), e->st.layout, e->cfg_factor > 0.f));
+        return rows;
+    }
+    [[nodiscard]] std::uint64_t running_work_bytes() const { return detail::work_bytes_for(dec_->model(), running_work_rows()); }
     /// The bytes of the logits rows of the running sequences that have stepped (those added since the
     /// last step are not in a buffer yet: pending_ holds their rows).
     [[nodiscard]] std::uint64_t stepped_rows_bytes() const {

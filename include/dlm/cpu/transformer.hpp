@@ -133,6 +133,20 @@ public:
     [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
         return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim, kv_dtype_);
     }
+    /// The host bytes its forward work buffers need for a forward whose windows hold `rows` rows (the
+    /// activations, the rotary tables, the window K/V as one window: each request's is rounded to whole
+    /// 32-position runs apart), and what they hold now: the engine weighs them (model_reports_work_bytes).
+    /// The products' packed activations are the product layer's own thread buffers, not counted.
+    [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept {
+        const auto r = static_cast<std::uint64_t>(std::max<index_t>(rows, 0));
+        return (activation_floats(r) + r * static_cast<std::uint64_t>(config_.head_dim)) * sizeof(float) +
+               window_kv::of(kv_dtype_, 0, std::max<index_t>(rows, 0), config_.head_dim).bytes(config_.num_kv_heads);
+    }
+    [[nodiscard]] std::uint64_t work_bytes_held() const noexcept {
+        std::uint64_t floats = cos_.capacity() + sin_.capacity();
+        for (const buffer* b : {&x_, &xn_, &tmp_, &qkv_, &att_, &gu_, &act_}) floats += b->capacity();
+        return floats * sizeof(float) + window_store_.capacity();
+    }
     /// Copies stored K/V between two of this model's stores (cpu::copy_kv; the prompt cache's hook).
     void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) const {
         cpu::copy_kv(src, src_begin, dst, dst_begin, count);
@@ -290,43 +304,6 @@ private:
         return {same ? first : io::dtype::f32, {}};
     }
 
-    /// Copies `role` of `layer` from `src` into rows [row_offset, ...) of `m`, a slice at a time.
-    template <class Source>
-    static void fill(packed_matrix& m, Source& src, tensor_role role, index_t layer, index_t row_offset, index_t rows, std::vector<float>& buf) {
-        const index_t k = m.cols();
-        const index_t chunk = std::max<index_t>(panel_width, (1 << 22) / std::max<index_t>(1, k) / panel_width * panel_width);
-        if constexpr (requires { src.use_blocks(role, layer, index_t{0}, index_t{0}, [](const std::byte*) {}); }) {
-            if (m.quantized()) {  // GGUF blocks as stored (held_type chose this only for such a source)
-                for (index_t r0 = 0; r0 < rows; r0 += chunk) {
-                    const index_t n = std::min(chunk, rows - r0);
-                    src.use_blocks(role, layer, r0, n, [&](const std::byte* b) { m.set_blocks(row_offset + r0, b, n); });
-                }
-                return;
-            }
-        }
-        if constexpr (requires { src.use_stored(role, layer, index_t{0}, index_t{0}, [](std::span<const std::byte>, io::dtype) {}); }) {
-            bool plain = true;  // stored as F32/F16/BF16 (a GGUF file's blocks held as floats decode through read)
-            if constexpr (requires { src.quant_type(role, layer); }) plain = !src.quant_type(role, layer);
-            for (index_t r0 = 0; plain && r0 < rows; r0 += chunk) {  // packed from the stored bytes: no f32 copy
-                const index_t n = std::min(chunk, rows - r0);
-                src.use_stored(role, layer, r0, n, [&](std::span<const std::byte> b, io::dtype t) { m.set_stored(row_offset + r0, b.data(), t, n); });
-            }
-            if (plain) return;
-        }
-        for (index_t r0 = 0; r0 < rows; r0 += chunk) {
-            const index_t n = std::min(chunk, rows - r0);
-            buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
-            src.read(role, layer, r0, n, buf.data());
-            m.set_rows(row_offset + r0, buf.data(), n);
-        }
-    }
-    template <class Source>
-    static std::vector<float> read_vector(Source& src, tensor_role role, index_t layer, index_t size) {
-        std::vector<float> v(static_cast<std::size_t>(size));
-        src.read(role, layer, 0, size, v.data());
-        return v;
-    }
-
     /// Fills the layers from `src` (weight_sources.hpp) in the order random_source generates them.
     /// Checks first that the weights fit in the available memory (options.check_memory).
     template <class Source>
@@ -397,7 +374,7 @@ private:
         std::vector<float> buf;
         std::uint64_t done = 0;
         embedding_ = packed_matrix(c.vocab_size, h, t_emb);
-        fill(embedding_, src, R::embedding, 0, 0, c.vocab_size, buf);
+        fill_rows<panel_width>(embedding_, src, R::embedding, 0, 0, c.vocab_size, buf);
         report_loaded(opt, done, embedding_.bytes(), weight_bytes_);
         layers_.resize(static_cast<std::size_t>(c.num_layers));
         for (index_t l = 0; l < c.num_layers; ++l) {
@@ -405,9 +382,9 @@ private:
             layer& L = layers_[li];
             L.attn_norm = read_vector(src, R::attn_norm, l, h);
             L.qkv = packed_matrix(q + 2 * kv, h, t_qkv[li]);
-            fill(L.qkv, src, R::q_proj, l, 0, q, buf);
-            fill(L.qkv, src, R::k_proj, l, q, kv, buf);
-            fill(L.qkv, src, R::v_proj, l, q + kv, kv, buf);
+            fill_rows<panel_width>(L.qkv, src, R::q_proj, l, 0, q, buf);
+            fill_rows<panel_width>(L.qkv, src, R::k_proj, l, q, kv, buf);
+            fill_rows<panel_width>(L.qkv, src, R::v_proj, l, q + kv, kv, buf);
             if (c.qkv_bias) {
                 L.qkv_bias = read_vector(src, R::q_bias, l, q);
                 for (R r : {R::k_bias, R::v_bias}) {
@@ -420,23 +397,23 @@ private:
                 L.k_norm = read_vector(src, R::k_norm, l, c.head_dim);
             }
             L.o = packed_matrix(h, q, t_o[li]);
-            fill(L.o, src, R::o_proj, l, 0, h, buf);
+            fill_rows<panel_width>(L.o, src, R::o_proj, l, 0, h, buf);
             L.mlp_norm = read_vector(src, R::mlp_norm, l, h);
             if (c.moe && c.moe->is_moe_layer(l)) {  // experts instead of a dense MLP (cpu/moe.hpp)
                 L.moe.emplace(load_moe(src, c, l, opt));
             } else {
                 L.gate_up = packed_matrix(2 * f, h, t_gu[li]);
-                fill(L.gate_up, src, R::gate_proj, l, 0, f, buf);
-                fill(L.gate_up, src, R::up_proj, l, f, f, buf);
+                fill_rows<panel_width>(L.gate_up, src, R::gate_proj, l, 0, f, buf);
+                fill_rows<panel_width>(L.gate_up, src, R::up_proj, l, f, f, buf);
                 L.down = packed_matrix(h, f, t_down[li]);
-                fill(L.down, src, R::down_proj, l, 0, h, buf);
+                fill_rows<panel_width>(L.down, src, R::down_proj, l, 0, h, buf);
             }
             report_loaded(opt, done, L.qkv.bytes() + L.o.bytes() + (L.moe ? L.moe->bytes() : L.gate_up.bytes() + L.down.bytes()), weight_bytes_);
         }
         final_norm_ = read_vector(src, R::final_norm, 0, h);
         if (!c.tie_word_embeddings) {
             head_ = packed_matrix(c.vocab_size, h, t_head);
-            fill(head_, src, R::lm_head, 0, 0, c.vocab_size, buf);
+            fill_rows<panel_width>(head_, src, R::lm_head, 0, 0, c.vocab_size, buf);
         }
         report_loaded(opt, done, weight_bytes_, weight_bytes_);  // the head and the vectors: done == total
     }
@@ -463,11 +440,18 @@ private:
                                  ", the model computes " + kv_element_name(kv_dtype_) + " K/V (make caches after set_kv_dtype)");
     }
 
+    /// Floats of the activation buffers (x_ ... act_) over `rows` rows.
+    [[nodiscard]] std::uint64_t activation_floats(std::uint64_t rows) const noexcept {
+        const head_geometry hg = geometry();
+        const auto h = static_cast<std::uint64_t>(config_.hidden_size), f = static_cast<std::uint64_t>(config_.intermediate_size);
+        return rows * (3 * h + static_cast<std::uint64_t>(hg.qkv_ld + hg.out_ld) + 3 * f);
+    }
+
     void resize_work(index_t m, std::span<const forward_request<kv_cache>> requests) {
         const head_geometry hg = geometry();
         const auto rows = static_cast<std::size_t>(m);
         const auto h = static_cast<std::size_t>(config_.hidden_size), f = static_cast<std::size_t>(config_.intermediate_size);
-        const std::size_t floats = rows * (3 * h + static_cast<std::size_t>(hg.qkv_ld + hg.out_ld) + 3 * f);
+        const std::size_t floats = static_cast<std::size_t>(activation_floats(rows));
         if (floats > x_.capacity() + xn_.capacity() + tmp_.capacity() + qkv_.capacity() + att_.capacity() + gu_.capacity() + act_.capacity()) {
             for (buffer* b : {&x_, &xn_, &tmp_, &qkv_, &att_, &gu_, &act_}) buffer().swap(*b);  // scratch: freed before the larger ones
             if (floats * sizeof(float) > weighed_above)

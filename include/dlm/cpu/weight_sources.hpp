@@ -181,4 +181,45 @@ private:
     float scale_;
 };
 
+/// Copies `role` of `layer` from `src` into rows [row_offset, ...) of `m` (a packed matrix), a slice of
+/// about 4 MiB (rows a multiple of Align) at a time: GGUF blocks as stored where `m` holds them, the
+/// stored bytes where the source gives them, else f32 rows through `buf`.
+template <index_t Align, class Matrix, class Source>
+void fill_rows(Matrix& m, Source& src, tensor_role role, index_t layer, index_t row_offset, index_t rows, std::vector<float>& buf) {
+    const index_t k = m.cols();
+    const index_t chunk = std::max<index_t>(Align, (1 << 22) / std::max<index_t>(1, k) / Align * Align);
+    if constexpr (requires { src.use_blocks(role, layer, index_t{0}, index_t{0}, [](const std::byte*) {}); }) {
+        if (m.quantized()) {  // GGUF blocks as stored (held_type chose this only for such a source)
+            for (index_t r0 = 0; r0 < rows; r0 += chunk) {
+                const index_t n = std::min(chunk, rows - r0);
+                src.use_blocks(role, layer, r0, n, [&](const std::byte* b) { m.set_blocks(row_offset + r0, b, n); });
+            }
+            return;
+        }
+    }
+    if constexpr (requires { src.use_stored(role, layer, index_t{0}, index_t{0}, [](std::span<const std::byte>, io::dtype) {}); }) {
+        bool plain = true;  // stored as F32/F16/BF16 (a GGUF file's blocks held as floats decode through read)
+        if constexpr (requires { src.quant_type(role, layer); }) plain = !src.quant_type(role, layer);
+        for (index_t r0 = 0; plain && r0 < rows; r0 += chunk) {  // packed from the stored bytes: no f32 copy
+            const index_t n = std::min(chunk, rows - r0);
+            src.use_stored(role, layer, r0, n, [&](std::span<const std::byte> b, io::dtype t) { m.set_stored(row_offset + r0, b.data(), t, n); });
+        }
+        if (plain) return;
+    }
+    for (index_t r0 = 0; r0 < rows; r0 += chunk) {
+        const index_t n = std::min(chunk, rows - r0);
+        buf.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(k));
+        src.read(role, layer, r0, n, buf.data());
+        m.set_rows(row_offset + r0, buf.data(), n);
+    }
+}
+
+/// A vector tensor (`size` elements) of `src`.
+template <class Source>
+std::vector<float> read_vector(Source& src, tensor_role role, index_t layer, index_t size) {
+    std::vector<float> v(static_cast<std::size_t>(size));
+    src.read(role, layer, 0, size, v.data());
+    return v;
+}
+
 }  // namespace dlm::cpu

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -149,6 +150,33 @@ public:
     /// more rows. The engine weighs a joining batch's rows on the device beside its K/V stores, this
     /// buffer's spare part offsetting them (model/concept.hpp, model_reports_device_logits).
     [[nodiscard]] std::uint64_t device_logits_bytes() const noexcept { return logits_.size() * sizeof(float); }
+    /// The device bytes the forward's work buffers need for a forward whose windows hold `rows` rows (the
+    /// sizes stage() reserves over them, its metadata as if each row were a request and a tile of its
+    /// own, and the attention splits' partial results at their bound: splits are taken only while a
+    /// forward has fewer than 2 blocks a multiprocessor, so rows × heads × splits stay under
+    /// 4 · multiprocessors · attention_rows · heads a block), and what they hold now: the engine weighs
+    /// them (model/concept.hpp, model_reports_work_bytes). The logits buffer is weighed apart.
+    [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept {
+        const io::model_config& c = config_;
+        const kernels::qkv_shape sh{c.num_heads, c.num_kv_heads, c.head_dim};
+        const auto r = static_cast<std::uint64_t>(std::max<index_t>(rows, 0));
+        const auto hidden = static_cast<std::uint64_t>(c.hidden_size), ffn = static_cast<std::uint64_t>(c.intermediate_size);
+        const std::uint64_t per_row = hidden * (sizeof(float) + sizeof(T)) + static_cast<std::uint64_t>(sh.ld()) * sizeof(float) +
+                                      2 * static_cast<std::uint64_t>(sh.kv_dim()) * sizeof(kv_element) + static_cast<std::uint64_t>(sh.q_dim()) * sizeof(T) +
+                                      ffn * (2 * sizeof(float) + sizeof(T)) + 2 * static_cast<std::uint64_t>(c.head_dim / 2) * sizeof(float);
+        const std::uint64_t partial = 4 * static_cast<std::uint64_t>(std::max(sm_count_, 1)) * kernels::attention_rows *
+                                      static_cast<std::uint64_t>(kernels::heads_in_block(c.num_heads / std::max(c.num_kv_heads, 1))) *
+                                      kernels::partial_floats(c.head_dim) * sizeof(float);
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(r, std::numeric_limits<index_t>::max()));
+        return r * per_row + partial + metadata_layout(n, static_cast<index_t>(n), static_cast<index_t>(n), static_cast<index_t>(n)).total;
+    }
+    [[nodiscard]] std::uint64_t work_bytes_held() const noexcept {
+        std::uint64_t floats = 0;
+        for (const device_buffer<float>* b : {&x_, &qkv_, &gu_, &cos_, &sin_, &att_part_}) floats += b->size();
+        std::uint64_t bytes = floats * sizeof(float) + (k_win_.size() + v_win_.size()) * sizeof(kv_element) + meta_device_.size();
+        for (const device_buffer<T>* b : {&xn_, &att_, &act_}) bytes += b->size() * sizeof(T);
+        return bytes;
+    }
     /// The device bytes of make_kv_cache(capacity) (the prompt cache's bound counts them).
     [[nodiscard]] std::uint64_t kv_cache_bytes(index_t capacity) const noexcept {
         return kv_cache::bytes_for(capacity, config_.num_layers, config_.num_kv_heads, config_.head_dim);

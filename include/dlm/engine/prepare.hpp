@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -232,6 +233,15 @@ template <class Model>
     else return 0;
 }
 
+/// The rows a sequence adds to a forward's work buffers at most: its whole canvas (a forward without a
+/// cache computes all of it), twice with guidance; 0 for a model that does not report its work buffers
+/// (model_reports_work_bytes).
+template <class Model>
+[[nodiscard]] std::uint64_t work_rows(const Model&, const canvas_layout& l, bool cfg) {
+    if constexpr (model_reports_work_bytes<Model>) return (cfg ? 2u : 1u) * static_cast<std::uint64_t>(std::max<index_t>(l.size(), 0));
+    else return 0;
+}
+
 /// What sequences added since the last step are promised, allocated at their first step: their
 /// stepping bytes on the host, their logits rows on the device.
 struct promised_memory {
@@ -260,6 +270,8 @@ struct memory_account {
     promised_memory pending{};       ///< what sequences added since the last step are promised, not yet allocated
     std::uint64_t spare = 0;         ///< bytes of the stepper's buffer beyond what the running sequences' rows use
     std::uint64_t device_spare = 0;  ///< the same of the model's device logits buffer (device_logits_bytes_of)
+    std::uint64_t work_rows = 0;     ///< the running sequences' work rows (work_rows), those added since the last step included
+    std::uint64_t work_held = 0;     ///< what the model's work buffers hold now (work_bytes_held)
     std::uint64_t room = 0;          ///< bytes the prompt cache could free in `room_where`, counted as available there
     memory_kind room_where = memory_kind::host;
 };
@@ -349,6 +361,48 @@ template <class Model>
     return saturating_add(own, saturating_mul(static_cast<std::uint64_t>(stores), store));
 }
 
+/// The bytes the model's work buffers need for a forward over `rows` rows (its work_bytes, the rows
+/// clamped to index_t), and what they hold now; 0 for a model that does not report them.
+template <class Model>
+[[nodiscard]] std::uint64_t work_bytes_for(const Model& model, std::uint64_t rows) {
+    if constexpr (model_reports_work_bytes<Model>)
+        return static_cast<std::uint64_t>(model.work_bytes(static_cast<index_t>(std::min<std::uint64_t>(rows, std::numeric_limits<index_t>::max()))));
+    else return 0;
+}
+template <class Model>
+[[nodiscard]] std::uint64_t work_bytes_held_of(const Model& model) {
+    if constexpr (model_reports_work_bytes<Model>) return static_cast<std::uint64_t>(model.work_bytes_held());
+    else return 0;
+}
+
+/// The new bytes the model's work buffers need for a forward over the running sequences' work rows and
+/// the `at_once` largest of `layouts`' (work_rows): work_bytes of them all, less what the buffers hold
+/// (grown, the old ones are freed first). 0 for a model that does not report its work buffers.
+template <class Model>
+[[nodiscard]] std::uint64_t work_needed(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
+    if constexpr (model_reports_work_bytes<Model>) {
+        std::vector<std::uint64_t> rows;
+        rows.reserve(layouts.size());
+        for (const canvas_layout& l : layouts) rows.push_back(work_rows(model, l, cfg));
+        const std::size_t together = std::min(a.at_once, rows.size());
+        std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(together), rows.end(), std::greater<>());
+        std::uint64_t sum = a.work_rows;
+        for (std::size_t i = 0; i < together; ++i) sum = saturating_add(sum, rows[i]);
+        const std::uint64_t bytes = work_bytes_for(model, sum);
+        return bytes > a.work_held ? bytes - a.work_held : 0;
+    } else {
+        return 0;
+    }
+}
+
+/// " and the forward's work buffers over their canvases": what a memory message adds where a model
+/// reports its work buffers (model_reports_work_bytes) in that memory.
+template <class Model>
+[[nodiscard]] std::string work_said(memory_kind where) {
+    const bool there = model_reports_work_bytes<Model> && (work_on_device<Model> == (where == memory_kind::device));
+    return there ? " and the forward's work buffers over their canvases" : "";
+}
+
 /// Refuses (dlm::memory_error, memory_kind::device) sequences whose device bytes (the account's
 /// at_once largest, summed: their K/V stores where the cache keeps them, and their logits rows where
 /// the model makes them on the device, model_reports_device_logits) do not fit in the device's free
@@ -366,17 +420,21 @@ void check_device_memory(const Model& model, std::span<const canvas_layout> layo
         longest = std::max(longest, l.size());
     }
     const weighed_memory w = weigh(each, a.at_once, {0, a.pending.device}, a.device_spare);
-    if (w.sum.total() <= weighed_above) return;
+    const std::uint64_t work = work_on_device<Model> ? work_needed(model, layouts, cfg, a) : 0;
+    if (saturating_add(w.sum.total(), work) <= weighed_above) return;
     const std::uint64_t free = saturating_add(model.device_bytes_free(), a.room_where == memory_kind::device ? a.room : 0);
-    if (w.needed <= free) return;
+    const std::uint64_t needed = saturating_add(w.needed, work);
+    if (needed <= free) return;
     constexpr bool rows = model_reports_device_logits<Model>;
     std::string shape = a.kv_stores ? "up to " + std::to_string(longest) + " positions each" : "";
     if (rows) shape += (shape.empty() ? "" : "; ") + rows_shape(layouts.front(), model.vocab_size());
-    const char* what = a.kv_stores && rows ? "K/V stores and logits rows" : a.kv_stores ? "K/V stores" : "logits rows";
-    throw memory_error("the device " + std::string(what) + " of " + weighed_sequences(w.together, layouts.size()) + " (" + shape +
-                           (cfg ? ", twice for guidance" : "") + ") on the device" + pending_said(a.pending.device, " of logits rows") +
+    if (shape.empty()) shape = std::to_string(longest) + " positions at most";
+    const std::string what = a.kv_stores && rows ? "K/V stores and logits rows" : a.kv_stores ? "K/V stores" : rows ? "logits rows" : "forward work buffers";
+    const std::string work_words = a.kv_stores || rows ? work_said<Model>(memory_kind::device) : "";
+    throw memory_error("the device " + what + " of " + weighed_sequences(w.together, layouts.size()) + " (" + shape +
+                           (cfg ? ", twice for guidance" : "") + ")" + work_words + " on the device" + pending_said(a.pending.device, " of logits rows") +
                            room_said(a, memory_kind::device),
-                       w.needed, free,
+                       needed, free,
                        std::string("ask for fewer slots (gen_length), shorter prompts") + (rows ? " or blocks (block_length)" : "") +
                            ", or fewer sequences at once",
                        memory_kind::device);
@@ -390,18 +448,19 @@ void check_device_memory(const Model& model, std::span<const canvas_layout> layo
 template <class Model>
 void check_batch_memory(const Model& model, std::span<const canvas_layout> layouts, bool cfg, const memory_account& a) {
     if constexpr (model_reports_device_memory<Model>)
-        if (a.kv_stores || model_reports_device_logits<Model>) check_device_memory(model, layouts, cfg, a);
+        if (a.kv_stores || model_reports_device_logits<Model> || model_reports_work_bytes<Model>) check_device_memory(model, layouts, cfg, a);
     std::vector<sequence_memory> each;
     each.reserve(layouts.size());
     for (const canvas_layout& l : layouts) each.push_back(sequence_bytes(model, l, cfg, a));
     const weighed_memory w = weigh(each, a.at_once, a.pending.host, a.spare);
-    if (w.sum.total() <= weighed_above) return;
+    const std::uint64_t work = work_on_device<Model> ? 0 : work_needed(model, layouts, cfg, a);
+    if (saturating_add(w.sum.total(), work) <= weighed_above) return;
     const canvas_layout& first = layouts.front();
     const bool kv = a.kv_stores && host_kv_cache_bytes(model, first.size()) > 0;
     check_fits("the decoding state" + std::string(kv ? ", K/V stores" : "") + " and logits rows of " + weighed_sequences(w.together, each.size()) + " (" +
-                   rows_shape(first, model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" +
+                   rows_shape(first, model.vocab_size()) + (cfg ? ", twice for guidance" : "") + ")" + work_said<Model>(memory_kind::host) +
                    pending_said(a.pending.host.total()) + room_said(a, memory_kind::host),
-               beyond_room(w.needed, a), "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
+               beyond_room(saturating_add(w.needed, work), a), "ask for fewer slots (gen_length), shorter blocks (block_length), or fewer sequences at once");
 }
 
 /// Checks the batch, the options and every policy's options (dlm::invalid_parameter naming the one

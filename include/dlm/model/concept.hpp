@@ -117,8 +117,8 @@ template <class M>
 }
 
 // Optional hooks of a model: this is the one list (core/hooks.hpp says how it is checked).
-// `decoding_hints()` (above) is one; `max_context()`, `device_bytes_free()` and
-// `device_logits_bytes()` the others.
+// `decoding_hints()` (above) is one; `max_context()`, `device_bytes_free()`,
+// `device_logits_bytes()` and `work_bytes(rows)` with `work_bytes_held()` the others.
 
 /// `index_t max_context() const` — the longest canvas the model accepts.
 template <class M>
@@ -155,21 +155,42 @@ template <class M>
     else return 0;
 }
 
+/// `std::uint64_t work_bytes(index_t rows) const` and `std::uint64_t work_bytes_held() const` — the
+/// bytes the model's forward work buffers (activations over the forward's rows) need for a forward
+/// whose windows hold `rows` rows in all, and the bytes they hold now: buffers kept between forwards
+/// and grown, the old ones freed first, when a forward has more rows. They are device memory for a
+/// model that reports its device memory (model_reports_device_memory), host memory otherwise. With
+/// them the engine weighs a joining batch's rows, each sequence at its whole canvas (the most a
+/// forward's window holds: all of it without a cache), twice with guidance, beside the running
+/// sequences' canvases, less what the buffers hold (engine/prepare.hpp).
+template <class M>
+concept model_reports_work_bytes = requires(const M& m, index_t rows) {
+    { m.work_bytes(rows) } -> std::convertible_to<std::uint64_t>;
+    { m.work_bytes_held() } -> std::convertible_to<std::uint64_t>;
+};
+
+/// Whether a model's forward work buffers are device memory (model_reports_work_bytes).
+template <class M>
+inline constexpr bool work_on_device = model_reports_device_memory<M>;
+
 #define DLM_MODEL_HOOKS                                                                          \
     "`decoding_hints decoding_hints() const`, `index_t max_context() const`, and (with kv_on_device) " \
-    "`std::uint64_t device_bytes_free() const` and `std::uint64_t device_logits_bytes() const`"
+    "`std::uint64_t device_bytes_free() const` and `std::uint64_t device_logits_bytes() const`, and "     \
+    "`std::uint64_t work_bytes(index_t rows) const` with `std::uint64_t work_bytes_held() const`"
 
 template <class M>
 concept model_hook_misnamed = DLM_HAS_MEMBER_NAMED(M, max_context_length) || DLM_HAS_MEMBER_NAMED(M, context_length) ||
                               DLM_HAS_MEMBER_NAMED(M, decoding_hint) || DLM_HAS_MEMBER_NAMED(M, decode_hints) ||
                               DLM_HAS_MEMBER_NAMED(M, device_free_bytes) || DLM_HAS_MEMBER_NAMED(M, free_device_bytes) ||
                               DLM_HAS_MEMBER_NAMED(M, device_bytes_available) || DLM_HAS_MEMBER_NAMED(M, device_logit_bytes) ||
-                              DLM_HAS_MEMBER_NAMED(M, logits_device_bytes);
+                              DLM_HAS_MEMBER_NAMED(M, logits_device_bytes) || DLM_HAS_MEMBER_NAMED(M, work_buffer_bytes) ||
+                              DLM_HAS_MEMBER_NAMED(M, forward_work_bytes) || DLM_HAS_MEMBER_NAMED(M, held_work_bytes);
 template <class M>
 concept model_hook_mistyped = (DLM_HAS_MEMBER_NAMED(M, max_context) && !model_has_max_context<M>) ||
                               (DLM_HAS_MEMBER_NAMED(M, decoding_hints) && !model_has_decoding_hints<M>) ||
                               (DLM_HAS_MEMBER_NAMED(M, device_bytes_free) && !model_reports_device_memory<M>) ||
-                              (DLM_HAS_MEMBER_NAMED(M, device_logits_bytes) && !model_reports_device_logits<M>);
+                              (DLM_HAS_MEMBER_NAMED(M, device_logits_bytes) && !model_reports_device_logits<M>) ||
+                              ((DLM_HAS_MEMBER_NAMED(M, work_bytes) || DLM_HAS_MEMBER_NAMED(M, work_bytes_held)) && !model_reports_work_bytes<M>);
 /// Every member named like a model hook is one, in its known form.
 template <class M>
 concept model_hooks_known = !model_hook_misnamed<M> && !model_hook_mistyped<M>;
