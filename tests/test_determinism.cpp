@@ -279,16 +279,17 @@ TEST_CASE("determinism: experts run side by side, or in turn with each product s
         for (index_t j = 0; j < h; ++j) x[static_cast<std::size_t>(r * h + j)] = std::sin(0.37f * static_cast<float>(r * h + j));
     const int threads_before = omp_get_max_threads();
     std::vector<float> other(x.rbegin(), x.rend());
+    cpu::moe_work work;
     const auto run = [&](int threads, index_t m, const float* in) {
         omp_set_num_threads(threads);
         std::vector<float> y(static_cast<std::size_t>(m * h));
-        moe.forward(rows, other.data(), h, std::vector<float>(static_cast<std::size_t>(rows * h)).data(), nullptr);  // other rows in its buffers
-        moe.forward(m, in, h, y.data(), nullptr);
+        moe.forward(rows, other.data(), h, std::vector<float>(static_cast<std::size_t>(rows * h)).data(), nullptr, work);  // other rows in its buffers
+        moe.forward(m, in, h, y.data(), nullptr, work);
         return y;
     };
     const std::vector<float> one = run(1, rows, x.data());
     CHECK_FALSE(moe.last_ran_side_by_side());
-    std::set<index_t> busy(moe.last_picks().begin(), moe.last_picks().end());
+    std::set<index_t> busy(work.picks.begin(), work.picks.end());
     REQUIRE(busy.size() >= 12);  // enough experts for the side-by-side path on 3 threads
     for (const int threads : {2, 3}) {
         CAPTURE(threads);
@@ -308,7 +309,7 @@ TEST_CASE("determinism: experts run side by side, or in turn with each product s
         for (const int threads : {1, 2, 3}) {
             CAPTURE(threads);
             const std::vector<float> y = run(threads, copies, repeated.data());
-            REQUIRE(std::set<index_t>(moe.last_picks().begin(), moe.last_picks().end()).size() == 4);  // < 4 a thread: in turn
+            REQUIRE(std::set<index_t>(work.picks.begin(), work.picks.end()).size() == 4);  // < 4 a thread: in turn
             CHECK_FALSE(moe.last_ran_side_by_side());
             for (index_t i = 0; i < copies; ++i) CHECK(std::memcmp(y.data() + i * h, row, static_cast<std::size_t>(h) * sizeof(float)) == 0);
         }

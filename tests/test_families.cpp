@@ -392,6 +392,26 @@ TEST_CASE("lladamoe_tiny: logits equal LLaDA-MoE's modeling code, bidirectional"
     CHECK_MESSAGE(diff < 1e-4, "max relative difference " << diff);
 }
 
+TEST_CASE("lladamoe_tiny: its mixture-of-experts layers share one set of work buffers, which work_bytes bounds") {
+    auto m = transformer::load(families_dir / "lladamoe_tiny");
+    const canvas_layout l{8, 56, 8};  // 64 rows from position 0
+    const tvec ids(static_cast<std::size_t>(l.size()), 5);
+    const forward_plan p{0, l.size(), 0, l.size(), 0, 0, l.size()};
+    std::vector<float> out(static_cast<std::size_t>(l.size()) * static_cast<std::size_t>(m.vocab_size()));
+    const forward_request<kv> rq{ids, l, p, nullptr};
+    m.forward(std::span<const forward_request<kv>>(&rq, 1), bidirectional_mask{}, out);
+    const std::uint64_t held = m.work_bytes_held();
+    CHECK(held > 0);
+    CHECK(held <= m.work_bytes(64));
+    // The bound counts one set of expert buffers for both MoE layers: it exceeds what is held by less
+    // than one layer's gathered and output rows.
+    const io::moe_config& c = *m.config().moe;
+    const std::uint64_t one_layer = 64ull * (2ull * static_cast<std::uint64_t>(c.experts_per_token) * static_cast<std::uint64_t>(m.config().hidden_size)) * sizeof(float);
+    CHECK(m.work_bytes(64) < held + one_layer);
+    m.forward(std::span<const forward_request<kv>>(&rq, 1), bidirectional_mask{}, out);
+    CHECK(m.work_bytes_held() == held);  // kept, not grown
+}
+
 TEST_CASE("llada preset on LLaDA-MoE: the same commits, forward by forward, as LLaDA's generate.py") {
     replay_fixtures("lladamoe_tiny", {"trajectory_llada_low_confidence.json"}, std::nullopt,
                     [](transformer& m, const nlohmann::json&, const nlohmann::json& p) {

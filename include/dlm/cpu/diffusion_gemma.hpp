@@ -386,7 +386,7 @@ private:
         const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(h)));
         for (float& v : rin_) v *= root;
         rms_norm(m, h, x_.data(), h, b.pre_ffn_norm_2.data(), eps(), xn_.data(), h);
-        b.experts.forward_routed(m, rin_.data(), h, xn_.data(), h, tmp_.data(), nullptr);
+        b.experts.forward_routed(m, rin_.data(), h, xn_.data(), h, tmp_.data(), nullptr, moe_work_);
         rms_norm(m, h, tmp_.data(), h, b.post_ffn_norm_2.data(), eps(), h2_.data(), h);
         add_rows(m, h, h1_.data(), h, h2_.data(), h);
         rms_norm(m, h, h1_.data(), h, b.post_ffn_norm.data(), eps(), tmp_.data(), h);
@@ -485,6 +485,7 @@ private:
     std::vector<float> x_, xn_, tmp_, h1_, h2_, rin_, qkv_, v_, att_, gu_, act_, cos_, sin_, probs_;
     std::vector<float, aligned_allocator<float>> run_k_, run_v_;  // one layer's keys and values, per kv head, as cpu::attend_run reads them
     std::vector<index_t> positions_;
+    moe_work moe_work_;  // every block's experts, in turn
     std::ptrdiff_t qkv_ld_ = 0;
     gemma_timing* timing_ = nullptr;
 };

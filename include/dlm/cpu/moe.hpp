@@ -36,6 +36,7 @@
 #include "gemm.hpp"
 #include "gguf_source.hpp"
 #include "memory.hpp"
+#include "moe_work.hpp"
 #include "ops.hpp"
 #include "weight_sources.hpp"
 #include "weights.hpp"
@@ -335,35 +336,38 @@ public:
     [[nodiscard]] io::dtype type() const noexcept { return gate_up_.empty() ? io::dtype::f32 : gate_up_.front().type(); }
 
     /// y[m × hidden] = MoE(x[m × hidden]) (rows `ld` floats apart), y overwritten.
-    void forward(index_t m, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing) { forward_routed(m, x, ld, x, ld, y, timing); }
+    void forward(index_t m, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing, moe_work& work) {
+        forward_routed(m, x, ld, x, ld, y, timing, work);
+    }
 
     /// The same, routed on `route_x` (rows `route_ld` apart) while the experts run on x: Gemma 4
     /// routes on the residual stream and feeds the experts its own norm of it.
-    void forward_routed(index_t m, const float* route_x, std::ptrdiff_t route_ld, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing) {
+    void forward_routed(index_t m, const float* route_x, std::ptrdiff_t route_ld, const float* x, std::ptrdiff_t ld, float* y, moe_timing* timing,
+                        moe_work& work) {
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();
         const index_t h = hidden_, k = m_.experts_per_token, n_exp = m_.num_experts;
-        route(m, route_x, route_ld);
+        route(m, route_x, route_ld, work);
         const auto t1 = clock::now();
 
-        // Rows per expert, in row order; slot_[r·k + j] = where pick j of row r lands in out_.
-        offsets_.assign(static_cast<std::size_t>(n_exp) + 1, 0);
-        for (index_t i = 0; i < m * k; ++i) ++offsets_[static_cast<std::size_t>(picks_[static_cast<std::size_t>(i)]) + 1];
-        for (index_t e = 0; e < n_exp; ++e) offsets_[static_cast<std::size_t>(e) + 1] += offsets_[static_cast<std::size_t>(e)];
-        std::vector<index_t> fill(offsets_.begin(), offsets_.end() - 1);
-        slot_.resize(static_cast<std::size_t>(m * k));
-        gathered_.resize(static_cast<std::size_t>(m * k) * static_cast<std::size_t>(h));
+        // Rows per expert, in row order; work.slot[r·k + j] = where pick j of row r lands in work.out.
+        work.offsets.assign(static_cast<std::size_t>(n_exp) + 1, 0);
+        for (index_t i = 0; i < m * k; ++i) ++work.offsets[static_cast<std::size_t>(work.picks[static_cast<std::size_t>(i)]) + 1];
+        for (index_t e = 0; e < n_exp; ++e) work.offsets[static_cast<std::size_t>(e) + 1] += work.offsets[static_cast<std::size_t>(e)];
+        std::vector<index_t> fill(work.offsets.begin(), work.offsets.end() - 1);
+        work.slot.resize(static_cast<std::size_t>(m * k));
+        work.gathered.resize(static_cast<std::size_t>(m * k) * static_cast<std::size_t>(h));
         for (index_t r = 0; r < m; ++r)
             for (index_t j = 0; j < k; ++j) {
                 const auto i = static_cast<std::size_t>(r * k + j);
-                const index_t at = fill[static_cast<std::size_t>(picks_[i])]++;
-                slot_[i] = at;
-                std::copy_n(x + r * ld, h, gathered_.data() + static_cast<std::ptrdiff_t>(at) * h);
+                const index_t at = fill[static_cast<std::size_t>(work.picks[i])]++;
+                work.slot[i] = at;
+                std::copy_n(x + r * ld, h, work.gathered.data() + static_cast<std::ptrdiff_t>(at) * h);
             }
         const auto t2 = clock::now();
 
-        out_.resize(gathered_.size());
-        run_experts(m * k);
+        work.out.resize(work.gathered.size());
+        run_experts(m * k, work);
         const auto t3 = clock::now();
 
         for_rows(m, static_cast<double>(k) * h, [&](index_t r) {
@@ -371,21 +375,21 @@ public:
             std::fill_n(yr, h, 0.f);
             for (index_t j = 0; j < k; ++j) {
                 const auto i = static_cast<std::size_t>(r * k + j);
-                const float w = weights_[i];
-                const float* o = out_.data() + static_cast<std::ptrdiff_t>(slot_[i]) * h;
+                const float w = work.weights[i];
+                const float* o = work.out.data() + static_cast<std::ptrdiff_t>(work.slot[i]) * h;
                 for (index_t d = 0; d < h; ++d) yr[d] += w * o[d];
             }
         });
         if (m_.shared_intermediate_size > 0) {
-            shared_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(h));
+            work.shared.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(h));
             if (ld == h) {
-                mlp(m, x, shared_gate_up_, shared_down_, shared_.data());
+                mlp(m, x, shared_gate_up_, shared_down_, work.shared.data());
             } else {
-                gathered_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(h));
-                for (index_t r = 0; r < m; ++r) std::copy_n(x + r * ld, h, gathered_.data() + static_cast<std::ptrdiff_t>(r) * h);
-                mlp(m, gathered_.data(), shared_gate_up_, shared_down_, shared_.data());
+                work.gathered.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(h));
+                for (index_t r = 0; r < m; ++r) std::copy_n(x + r * ld, h, work.gathered.data() + static_cast<std::ptrdiff_t>(r) * h);
+                mlp(m, work.gathered.data(), shared_gate_up_, shared_down_, work.shared.data());
             }
-            add_rows(m, h, y, h, shared_.data(), h);
+            add_rows(m, h, y, h, work.shared.data(), h);
         }
         const auto t4 = clock::now();
         if (timing) {
@@ -398,10 +402,16 @@ public:
         }
     }
 
-    /// The experts picked for the rows of the last forward (row-major, k per row), in pick order.
-    [[nodiscard]] const std::vector<index_t>& last_picks() const noexcept { return picks_; }
     /// Whether the last forward ran whole experts side by side on the threads (run_experts), not in turn.
     [[nodiscard]] bool last_ran_side_by_side() const noexcept { return side_by_side_; }
+    /// The bytes a forward of `rows` rows needs in a moe_work (the experts' MLPs' activations are
+    /// their threads' own buffers, not counted).
+    [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept {
+        const auto r = static_cast<std::uint64_t>(std::max<index_t>(rows, 0)), k = static_cast<std::uint64_t>(m_.experts_per_token);
+        const auto h = static_cast<std::uint64_t>(hidden_), e = static_cast<std::uint64_t>(m_.num_experts);
+        const std::uint64_t floats = r * (e + 2 * k * h + k + (m_.shared_intermediate_size > 0 ? h : 0));
+        return floats * sizeof(float) + (2 * r * k + 2 * (e + 1)) * sizeof(index_t);
+    }
 
 private:
     explicit moe_mlp(const io::model_config& c) : m_(*c.moe), hidden_(c.hidden_size) {}
@@ -419,15 +429,15 @@ private:
         ck.release_rows(name, static_cast<std::int64_t>(x) * shape[1], shape[1]);
     }
 
-    /// The router: scores, the group-limited pick, the combine weights (picks_, weights_).
-    void route(index_t m, const float* x, std::ptrdiff_t ld) {
+    /// The router: scores, the group-limited pick, the combine weights (work.picks, work.weights).
+    void route(index_t m, const float* x, std::ptrdiff_t ld, moe_work& work) {
         const index_t n_exp = m_.num_experts, k = m_.experts_per_token, per_group = n_exp / m_.groups;
-        logits_.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(n_exp));
-        linear(m, x, ld, router_, logits_.data(), n_exp);
-        picks_.resize(static_cast<std::size_t>(m * k));
-        weights_.resize(static_cast<std::size_t>(m * k));
+        work.logits.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(n_exp));
+        linear(m, x, ld, router_, work.logits.data(), n_exp);
+        work.picks.resize(static_cast<std::size_t>(m * k));
+        work.weights.resize(static_cast<std::size_t>(m * k));
         for_rows(m, 8.0 * n_exp, [&](index_t r) {
-            float* s = logits_.data() + static_cast<std::ptrdiff_t>(r) * n_exp;  // becomes the scores
+            float* s = work.logits.data() + static_cast<std::ptrdiff_t>(r) * n_exp;  // becomes the scores
             if (m_.score == io::moe_config::scoring::sigmoid) {
                 for (index_t e = 0; e < n_exp; ++e) s[e] = 1.f / (1.f + std::exp(-s[e]));
             } else {
@@ -471,47 +481,48 @@ private:
                                                                              : 1.f;
             for (index_t j = 0; j < k; ++j) {
                 const index_t e = order[static_cast<std::size_t>(j)];
-                picks_[static_cast<std::size_t>(r * k + j)] = e;
+                work.picks[static_cast<std::size_t>(r * k + j)] = e;
                 const float w = m_.bias_in_weights ? choice[static_cast<std::size_t>(e)] : s[e];
-                weights_[static_cast<std::size_t>(r * k + j)] = w / norm * static_cast<float>(m_.routed_scaling);
-                if (!expert_scale_.empty()) weights_[static_cast<std::size_t>(r * k + j)] *= expert_scale_[static_cast<std::size_t>(e)];
+                work.weights[static_cast<std::size_t>(r * k + j)] = w / norm * static_cast<float>(m_.routed_scaling);
+                if (!expert_scale_.empty()) work.weights[static_cast<std::size_t>(r * k + j)] *= expert_scale_[static_cast<std::size_t>(e)];
             }
         });
     }
 
-    /// Each expert's MLP on its gathered rows (`rows` in all), out_ from gathered_. With many experts
+    /// Each expert's MLP on its gathered rows (`rows` in all), work.out from work.gathered. With many experts
     /// holding few rows each (Gemma 4's 128 experts at a 256-row canvas: about 16 rows each), whole
     /// experts go to the threads and each expert's products run on one thread; else the experts run
     /// in turn, each product split over the threads. The same bits either way: no product's result
     /// depends on the number of threads that computes it (tasks.hpp).
-    void run_experts(index_t rows) {
+    void run_experts(index_t rows, moe_work& work) {
         const index_t h = hidden_;
         side_by_side_ = false;
-        active_.clear();
+        work.active.clear();
+        work.active.reserve(static_cast<std::size_t>(m_.num_experts));  // no more: work_bytes counts that many
         index_t largest = 0;
         for (index_t e = 0; e < m_.num_experts; ++e) {
-            const index_t n = offsets_[static_cast<std::size_t>(e) + 1] - offsets_[static_cast<std::size_t>(e)];
-            if (n > 0) active_.push_back(e);
+            const index_t n = work.offsets[static_cast<std::size_t>(e) + 1] - work.offsets[static_cast<std::size_t>(e)];
+            if (n > 0) work.active.push_back(e);
             largest = std::max(largest, n);
         }
         const auto one = [&](index_t e) {
-            const index_t b = offsets_[static_cast<std::size_t>(e)], n = offsets_[static_cast<std::size_t>(e) + 1] - b;
-            mlp(n, gathered_.data() + static_cast<std::ptrdiff_t>(b) * h, gate_up_[static_cast<std::size_t>(e)],
-                down_[static_cast<std::size_t>(e)], out_.data() + static_cast<std::ptrdiff_t>(b) * h);
+            const index_t b = work.offsets[static_cast<std::size_t>(e)], n = work.offsets[static_cast<std::size_t>(e) + 1] - b;
+            mlp(n, work.gathered.data() + static_cast<std::ptrdiff_t>(b) * h, gate_up_[static_cast<std::size_t>(e)],
+                down_[static_cast<std::size_t>(e)], work.out.data() + static_cast<std::ptrdiff_t>(b) * h);
         };
 #if defined(_OPENMP)
         const auto threads = static_cast<index_t>(omp_get_max_threads());
-        const auto count = static_cast<long>(active_.size());
+        const auto count = static_cast<long>(work.active.size());
         // Enough experts to balance (4 a thread), none holding more than a thread's share of the rows.
         if (threads > 1 && count >= 4 * threads && largest * threads <= rows) {
             side_by_side_ = true;
 #pragma omp parallel for schedule(dynamic)
-            for (long i = 0; i < count; ++i) one(active_[static_cast<std::size_t>(i)]);
+            for (long i = 0; i < count; ++i) one(work.active[static_cast<std::size_t>(i)]);
             return;
         }
 #endif
         (void)rows;
-        for (const index_t e : active_) one(e);
+        for (const index_t e : work.active) one(e);
     }
 
     /// out[n × hidden] = down(act(gate(x)) · up(x)) for rows x[n × hidden], act SiLU or GELU (tanh).
@@ -546,11 +557,7 @@ private:
     std::vector<float> expert_scale_;  // Gemma 4's per_expert_scale; empty: none
     std::vector<packed_matrix> gate_up_, down_;
     packed_matrix shared_gate_up_, shared_down_;
-    // Work buffers, reused across forwards.
-    std::vector<float, aligned_allocator<float>> logits_, gathered_, out_, shared_;
-    std::vector<index_t> picks_, slot_, offsets_, active_;
     bool side_by_side_ = false;  // run_experts' last choice
-    std::vector<float> weights_;
 };
 
 /// Layer `l`'s experts from the transformer's weight source: a safetensors checkpoint, a llada-moe or

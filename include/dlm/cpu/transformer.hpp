@@ -135,17 +135,21 @@ public:
     }
     /// The host bytes its forward work buffers need for a forward whose windows hold `rows` rows (the
     /// activations, the rotary tables, the window K/V as one window: each request's is rounded to whole
-    /// 32-position runs apart), and what they hold now: the engine weighs them (model_reports_work_bytes).
-    /// The products' packed activations are the product layer's own thread buffers, not counted.
+    /// 32-position runs apart; the MoE layers' one moe_work), and what they hold now: the engine weighs
+    /// them (model_reports_work_bytes). Thread buffers (the products' packed activations, the experts'
+    /// MLP activations) are not counted.
     [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept {
         const auto r = static_cast<std::uint64_t>(std::max<index_t>(rows, 0));
+        std::uint64_t moe = 0;
+        for (const layer& L : layers_)
+            if (L.moe) moe = std::max(moe, L.moe->work_bytes(rows));
         return (activation_floats(r) + r * static_cast<std::uint64_t>(config_.head_dim)) * sizeof(float) +
-               window_kv::of(kv_dtype_, 0, std::max<index_t>(rows, 0), config_.head_dim).bytes(config_.num_kv_heads);
+               window_kv::of(kv_dtype_, 0, std::max<index_t>(rows, 0), config_.head_dim).bytes(config_.num_kv_heads) + moe;
     }
     [[nodiscard]] std::uint64_t work_bytes_held() const noexcept {
         std::uint64_t floats = cos_.capacity() + sin_.capacity();
         for (const buffer* b : {&x_, &xn_, &tmp_, &qkv_, &att_, &gu_, &act_}) floats += b->capacity();
-        return floats * sizeof(float) + window_store_.capacity();
+        return floats * sizeof(float) + window_store_.capacity() + moe_work_.bytes_held();
     }
     /// Copies stored K/V between two of this model's stores (cpu::copy_kv; the prompt cache's hook).
     void copy_kv(const kv_cache& src, index_t src_begin, kv_cache& dst, index_t dst_begin, index_t count) const {
@@ -248,7 +252,7 @@ private:
             add_rows(m, hidden, x_.data(), hidden, tmp_.data(), hidden);
             rms_norm(m, hidden, x_.data(), hidden, L.mlp_norm.data(), eps, xn_.data(), hidden);
             if (L.moe) {
-                L.moe->forward(m, xn_.data(), hidden, tmp_.data(), moe_timing_);
+                L.moe->forward(m, xn_.data(), hidden, tmp_.data(), moe_timing_, moe_work_);
             } else {
                 linear(m, xn_.data(), hidden, L.gate_up, gu_.data(), 2 * std::ptrdiff_t{ffn});
                 silu_gate(m, ffn, gu_.data(), 2 * std::ptrdiff_t{ffn}, act_.data(), ffn);
@@ -534,6 +538,7 @@ private:
     std::vector<std::byte, aligned_allocator<std::byte>> window_store_;
     std::vector<float> cos_, sin_;
     std::vector<window_kv> windows_;
+    moe_work moe_work_;  // every MoE layer's, in turn
     moe_timing* moe_timing_ = nullptr;
 };
 
