@@ -215,8 +215,8 @@ public:
         const bool host = where == memory_kind::host;
         const std::uint64_t buffer = host ? (logits_on_host ? detail::held_logits_bytes_of(stepper_) : 0) : device_logits_bytes_of(dec_->model());
         std::uint64_t held = detail::saturating_add(host ? pending_.host.rows : pending_.device, std::min(stepped_rows_bytes(), buffer));
-        if constexpr (model_reports_work_bytes<model_type>)  // their share of the work buffers, room for a joiner's once they end
-            if (work_on_device<model_type> != host && !running_.empty()) held = detail::saturating_add(held, running_work_bytes());
+        if (work_on_device<model_type> != host && !running_.empty())  // their share of the work buffers (0 where the model reports none)
+            held = detail::saturating_add(held, running_work_bytes());
         for (const auto& e : running_) {
             const sequence& s = e->st;
             const int stores = (s.kv ? 1 : 0) + (s.uncond_kv ? 1 : 0);

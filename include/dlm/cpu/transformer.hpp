@@ -139,12 +139,13 @@ public:
     /// them (model_reports_work_bytes). Thread buffers (the products' packed activations, the experts'
     /// MLP activations) are not counted.
     [[nodiscard]] std::uint64_t work_bytes(index_t rows) const noexcept {
-        const auto r = static_cast<std::uint64_t>(std::max<index_t>(rows, 0));
-        std::uint64_t moe = 0;
+        const index_t n = std::max<index_t>(rows, 0);
+        const auto r = static_cast<std::uint64_t>(n);
+        std::uint64_t moe = 0;  // one moe_work for every MoE layer: the largest need of any
         for (const layer& L : layers_)
-            if (L.moe) moe = std::max(moe, L.moe->work_bytes(rows));
+            if (L.moe) moe = std::max(moe, L.moe->work_bytes(n));
         return (activation_floats(r) + r * static_cast<std::uint64_t>(config_.head_dim)) * sizeof(float) +
-               window_kv::of(kv_dtype_, 0, std::max<index_t>(rows, 0), config_.head_dim).bytes(config_.num_kv_heads) + moe;
+               window_kv::of(kv_dtype_, 0, n, config_.head_dim).bytes(config_.num_kv_heads) + moe;
     }
     [[nodiscard]] std::uint64_t work_bytes_held() const noexcept {
         std::uint64_t floats = cos_.capacity() + sin_.capacity();
